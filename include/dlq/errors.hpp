@@ -1,0 +1,122 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file errors.hpp
+/// The exception hierarchy. Every error the library throws derives from dlq::error, so
+/// `catch (const dlq::error&)` catches all of them; catch a narrower type to act on one cause.
+///
+///     dlq::error                      (std::runtime_error)
+///     ├── dlq::invalid_argument       a caller passed something unusable (empty queue name, …)
+///     ├── dlq::format_error           stored bytes are not a readable entry (corrupt data)
+///     ├── dlq::queue_full_error       retention refused a new entry (overflow policy = reject)
+///     └── dlq::storage_error          the backend failed
+///         ├── dlq::connection_error   could not connect, or the connection dropped
+///         ├── dlq::timeout_error      no answer within the configured timeout
+///         ├── dlq::protocol_error     the peer sent something that is not its protocol
+///         ├── dlq::reply_error        the server refused the command (code(): NOSCRIPT, WRONGTYPE, …)
+///         └── dlq::conflict_error     concurrent changes kept an operation from finishing
+///
+/// Every message has the form `[dlq.<component>] <where>: <what failed>; <what to do>`.
+/// A storage_error raised after a write was sent says so with outcome_unknown(): the write may
+/// or may not have been applied, and the library never retries such a write blindly.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace dlq {
+
+/// Base of every exception thrown by dlq.
+class error : public std::runtime_error {
+ public:
+  explicit error(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// The caller passed an argument the library cannot use (empty queue name, bad URL, …).
+/// Nothing was written.
+class invalid_argument : public error {
+ public:
+  using error::error;
+};
+
+/// Stored bytes are not a readable dead-letter entry (not JSON, not an object, no payload).
+/// Reading APIs report such entries instead of throwing; this is thrown where a single entry
+/// was asked for by the caller (for example dlq::decode_entry).
+class format_error : public error {
+ public:
+  using error::error;
+};
+
+/// Retention refused a new entry because the queue is full and the overflow policy is
+/// `reject`. Nothing was written.
+class queue_full_error : public error {
+ public:
+  using error::error;
+};
+
+/// The storage backend failed. Subclasses say why.
+class storage_error : public error {
+ public:
+  /// @param outcome_unknown true when a write was sent and no answer came back: it may have
+  ///        been applied or not.
+  explicit storage_error(const std::string& message, bool outcome_unknown = false)
+      : error(message), outcome_unknown_(outcome_unknown) {}
+
+  /// True when a write was sent before the failure and may have been applied.
+  bool outcome_unknown() const noexcept { return outcome_unknown_; }
+
+ private:
+  bool outcome_unknown_;
+};
+
+/// Connecting failed (refused, unknown host, bad credentials) or the connection was closed.
+class connection_error : public storage_error {
+ public:
+  using storage_error::storage_error;
+};
+
+/// The backend did not answer within the configured timeout.
+class timeout_error : public storage_error {
+ public:
+  using storage_error::storage_error;
+};
+
+/// The backend answered with something that is not valid protocol.
+class protocol_error : public storage_error {
+ public:
+  using storage_error::storage_error;
+};
+
+/// The server refused a command. code() is the first word of its error reply
+/// (NOSCRIPT, WRONGTYPE, BUSY, MOVED, NOAUTH, WRONGPASS, OOM, ERR, …).
+class reply_error : public storage_error {
+ public:
+  reply_error(const std::string& message, std::string code, bool outcome_unknown = false)
+      : storage_error(message, outcome_unknown), code_(std::move(code)) {}
+
+  /// The first word of the server's error reply.
+  const std::string& code() const noexcept { return code_; }
+
+ private:
+  std::string code_;
+};
+
+/// Concurrent changes to the same queue kept an operation from finishing after several
+/// attempts. Nothing was lost; the operation can be run again.
+class conflict_error : public storage_error {
+ public:
+  using storage_error::storage_error;
+};
+
+namespace detail {
+/// Builds the uniform message `[dlq.<component>] <where>: <what>[; <hint>]`.
+inline std::string message(const std::string& component, const std::string& where,
+                           const std::string& what, const std::string& hint = {}) {
+  std::string m = "[dlq." + component + "] ";
+  if (!where.empty()) m += where + ": ";
+  m += what;
+  if (!hint.empty()) m += "; " + hint;
+  return m;
+}
+}  // namespace detail
+
+}  // namespace dlq

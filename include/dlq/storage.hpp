@@ -1,0 +1,258 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file storage.hpp
+/// The storage contract: what a backend must provide so that dlq::DeadLetterQueue can run on
+/// it. The front end owns everything that is the same on every backend (envelopes, ids,
+/// validation, filters, policies, reports); a storage owns only bytes and atomicity.
+///
+/// A storage `S` keeps, per queue name, two ordered lists of opaque byte strings — the
+/// dead-letter list (ListKind::dead) and the list of corrupt items set aside by replay
+/// (ListKind::corrupt) — and the source queues that replay pushes payloads to. Every member
+/// must be safe to call from several threads at once.
+///
+/// Required members (checked by dlq::is_storage and, under C++20, the dlq::storage concept):
+///
+///     void push(const dlq::Record& record);                 // append to the dead list
+///     void push_many(const std::vector<dlq::Record>& records);
+///     std::size_t size(std::string_view queue, dlq::ListKind kind);
+///     std::vector<std::string> range(std::string_view queue, dlq::ListKind kind,
+///                                    std::size_t start, std::size_t count);
+///     bool remove(std::string_view queue, dlq::ListKind kind, std::string_view id,
+///                 std::string_view raw);                    // first item equal to raw
+///     std::size_t purge(std::string_view queue, dlq::ListKind kind);  // exact count removed
+///     std::vector<std::string> queues();                    // queues with dead or corrupt items
+///     std::vector<std::size_t> sizes(const std::vector<std::string>& queues);  // dead lists
+///     using replay_cursor = …;                              // default-constructible
+///     dlq::StepResult replay_step(std::string_view queue, replay_cursor& cursor,
+///                                 std::size_t max_items, dlq::Decider decide);
+///
+/// Optional members, used when present:
+///
+///     std::size_t recover(std::string_view queue);          // finish interrupted replays
+///     std::optional<std::string> find(std::string_view queue, dlq::ListKind kind,
+///                                     std::string_view id); // fast lookup by entry id
+///     static constexpr bool keyed_by_job_id = true;         // a job id is the entry id and
+///                                                           // re-sending a job replaces it
+///
+/// replay_step is the one operation with a protocol. It reads up to `max_items` items of the
+/// dead list at the cursor, calls `decide` once per item in list order, then applies all the
+/// decisions atomically: every item marked Action::replay is removed and its payload pushed
+/// to the destination queue, every item marked Action::set_aside is moved to the corrupt
+/// list, every Action::keep item stays where it is. If the list changed between the read and
+/// the apply so that the decided items are no longer where they were, nothing is applied and
+/// the result says `conflict`; the caller then calls again and the items are decided anew.
+/// A step that finds no item at the cursor returns examined == 0. Where the backend cannot
+/// apply atomically across stores (a key-value store replaying into an external queue) it
+/// pushes first and removes second — at-least-once, never lost — and documents it.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "dlq/detail/function_ref.hpp"
+
+namespace dlq {
+
+/// Which of a queue's two stored lists an operation addresses.
+enum class ListKind : unsigned char {
+  dead,    ///< the dead-letter list: entries waiting for inspection and replay
+  corrupt  ///< items replay could not read, set aside for inspection
+};
+
+/// One envelope to store. The views must stay valid for the duration of the call.
+struct Record {
+  std::string_view queue;     ///< source queue name (never empty)
+  std::string_view id;        ///< the entry id written in the envelope
+  std::string_view job_id;    ///< caller-supplied job id, empty when none
+  std::string_view envelope;  ///< the complete JSON envelope bytes
+};
+
+/// What replay does with one stored item.
+enum class Action : unsigned char {
+  keep,      ///< leave it in the dead-letter list, in place
+  replay,    ///< remove it and push `payload` to `destination`
+  set_aside  ///< move it, unchanged, to the queue's corrupt list
+};
+
+/// A decision about one item, filled in by the front end during replay_step.
+/// `destination` and `payload` stay valid until the decider is called again or the step
+/// returns; a storage copies what it needs before that.
+struct Decision {
+  Action action = Action::keep;
+  std::string_view destination;  ///< queue name to push the payload to (Action::replay)
+  std::string_view payload;      ///< exact payload bytes to push (Action::replay)
+};
+
+/// The decider a storage calls once per item: (raw item bytes, decision to fill in).
+using Decider = detail::function_ref<void(std::string_view, Decision&)>;
+
+/// What one replay_step did.
+struct StepResult {
+  std::size_t examined = 0;  ///< items read and decided; 0 (without conflict) = nothing left
+  bool conflict = false;     ///< the list changed under the step; nothing was applied
+};
+
+namespace detail {
+
+template <class S, class = void>
+struct has_push : std::false_type {};
+template <class S>
+struct has_push<S, std::void_t<decltype(std::declval<S&>().push(std::declval<const Record&>()))>>
+    : std::true_type {};
+
+template <class S, class = void>
+struct has_push_many : std::false_type {};
+template <class S>
+struct has_push_many<S, std::void_t<decltype(std::declval<S&>().push_many(
+                            std::declval<const std::vector<Record>&>()))>> : std::true_type {};
+
+template <class S, class = void>
+struct has_size : std::false_type {};
+template <class S>
+struct has_size<S, std::enable_if_t<std::is_convertible_v<
+                       decltype(std::declval<S&>().size(std::string_view{}, ListKind::dead)),
+                       std::size_t>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_range : std::false_type {};
+template <class S>
+struct has_range<S, std::enable_if_t<std::is_convertible_v<
+                        decltype(std::declval<S&>().range(std::string_view{}, ListKind::dead,
+                                                          std::size_t{}, std::size_t{})),
+                        std::vector<std::string>>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_remove : std::false_type {};
+template <class S>
+struct has_remove<S, std::enable_if_t<std::is_convertible_v<
+                         decltype(std::declval<S&>().remove(std::string_view{}, ListKind::dead,
+                                                            std::string_view{}, std::string_view{})),
+                         bool>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_purge : std::false_type {};
+template <class S>
+struct has_purge<S, std::enable_if_t<std::is_convertible_v<
+                        decltype(std::declval<S&>().purge(std::string_view{}, ListKind::dead)),
+                        std::size_t>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_queues : std::false_type {};
+template <class S>
+struct has_queues<
+    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().queues()),
+                                              std::vector<std::string>>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_sizes : std::false_type {};
+template <class S>
+struct has_sizes<S, std::enable_if_t<std::is_convertible_v<
+                        decltype(std::declval<S&>().sizes(std::declval<const std::vector<std::string>&>())),
+                        std::vector<std::size_t>>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_replay_cursor : std::false_type {};
+template <class S>
+struct has_replay_cursor<S, std::enable_if_t<std::is_default_constructible_v<typename S::replay_cursor>>>
+    : std::true_type {};
+
+struct decider_archetype {
+  void operator()(std::string_view, Decision&) const {}
+};
+
+template <class S, class = void>
+struct has_replay_step : std::false_type {};
+template <class S>
+struct has_replay_step<
+    S, std::enable_if_t<std::is_convertible_v<
+           decltype(std::declval<S&>().replay_step(std::string_view{},
+                                                   std::declval<typename S::replay_cursor&>(),
+                                                   std::size_t{}, Decider(std::declval<decider_archetype&>()))),
+           StepResult>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_recover : std::false_type {};
+template <class S>
+struct has_recover<S, std::enable_if_t<std::is_convertible_v<
+                          decltype(std::declval<S&>().recover(std::string_view{})), std::size_t>>>
+    : std::true_type {};
+
+template <class S, class = void>
+struct has_find : std::false_type {};
+template <class S>
+struct has_find<S, std::enable_if_t<std::is_convertible_v<
+                       decltype(std::declval<S&>().find(std::string_view{}, ListKind::dead,
+                                                        std::string_view{})),
+                       std::optional<std::string>>>> : std::true_type {};
+
+template <class S, class = void>
+struct keyed_by_job_id : std::false_type {};
+template <class S>
+struct keyed_by_job_id<S, std::enable_if_t<S::keyed_by_job_id>> : std::true_type {};
+
+}  // namespace detail
+
+/// True when `S` (cv/ref-qualified or not) has every required member of the storage contract.
+template <class S>
+inline constexpr bool is_storage_v = [] {
+  using T = std::remove_cv_t<std::remove_reference_t<S>>;
+  return detail::has_push<T>::value && detail::has_push_many<T>::value &&
+         detail::has_size<T>::value && detail::has_range<T>::value &&
+         detail::has_remove<T>::value && detail::has_purge<T>::value &&
+         detail::has_queues<T>::value && detail::has_sizes<T>::value &&
+         detail::has_replay_cursor<T>::value && detail::has_replay_step<T>::value;
+}();
+
+/// Detection trait for the storage contract; see is_storage_v.
+template <class S>
+struct is_storage : std::bool_constant<is_storage_v<S>> {};
+
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+/// C++20 concept for the storage contract (a thin wrapper over dlq::is_storage_v).
+template <class S>
+concept storage = is_storage_v<S>;
+#endif
+
+namespace detail {
+/// Instantiated by DeadLetterQueue: one static_assert per required member, so a compiler
+/// error names exactly what a storage is missing.
+template <class S>
+struct check_storage {
+  static_assert(has_push<S>::value,
+                "dlq: Storage is missing `void push(const dlq::Record&)` (see dlq/storage.hpp)");
+  static_assert(has_push_many<S>::value,
+                "dlq: Storage is missing `void push_many(const std::vector<dlq::Record>&)` "
+                "(see dlq/storage.hpp)");
+  static_assert(has_size<S>::value,
+                "dlq: Storage is missing `std::size_t size(std::string_view queue, "
+                "dlq::ListKind)` (see dlq/storage.hpp)");
+  static_assert(has_range<S>::value,
+                "dlq: Storage is missing `std::vector<std::string> range(std::string_view, "
+                "dlq::ListKind, std::size_t start, std::size_t count)` (see dlq/storage.hpp)");
+  static_assert(has_remove<S>::value,
+                "dlq: Storage is missing `bool remove(std::string_view queue, dlq::ListKind, "
+                "std::string_view id, std::string_view raw)` (see dlq/storage.hpp)");
+  static_assert(has_purge<S>::value,
+                "dlq: Storage is missing `std::size_t purge(std::string_view queue, "
+                "dlq::ListKind)` (see dlq/storage.hpp)");
+  static_assert(has_queues<S>::value,
+                "dlq: Storage is missing `std::vector<std::string> queues()` "
+                "(see dlq/storage.hpp)");
+  static_assert(has_sizes<S>::value,
+                "dlq: Storage is missing `std::vector<std::size_t> sizes(const "
+                "std::vector<std::string>&)` (see dlq/storage.hpp)");
+  static_assert(has_replay_cursor<S>::value,
+                "dlq: Storage is missing a default-constructible `replay_cursor` member type "
+                "(see dlq/storage.hpp)");
+  static_assert(!has_replay_cursor<S>::value || has_replay_step<S>::value,
+                "dlq: Storage is missing `dlq::StepResult replay_step(std::string_view queue, "
+                "replay_cursor&, std::size_t max_items, dlq::Decider)` (see dlq/storage.hpp)");
+  static constexpr bool value = true;
+};
+}  // namespace detail
+
+}  // namespace dlq
