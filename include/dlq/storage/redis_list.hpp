@@ -1,0 +1,717 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file storage/redis_list.hpp
+/// dlq::RedisListStorage: dead letters in Redis lists, readable and writable by the Python
+/// seed service (`dlq:orders` / `queue:orders` lists of JSON envelopes). CMake: dlq::redis.
+///
+///     dlq::RedisListStorage storage("redis://127.0.0.1:6379/0");
+///     dlq::DeadLetterQueue<dlq::RedisListStorage> dlq(storage);
+///
+/// Keys. Every key is a pattern with `*` standing for the queue name. The default layout is
+/// Redis-Cluster-safe: all keys of one queue share the hash tag `{queue}` —
+/// dead list `dlq:{orders}`, source list `queue:{orders}`, corrupt list `dlq:{orders}:corrupt`,
+/// and the short-lived replay receipts `dlq:{orders}:receipt:<step>`. To share keys with the
+/// Python seed set `dead_key = "dlq:*"`, `source_key = "queue:*"`, `corrupt_key =
+/// "dlq:*:corrupt"` (not cluster-safe, as the seed's keys are not). The patterns double as
+/// SCAN MATCH patterns for queues() (glob characters in the fixed parts are escaped). When a
+/// key matches both the dead and the corrupt pattern (`dlq:a:corrupt` with the seed layout),
+/// it is taken as a corrupt list.
+///
+/// Costs. push = one RPUSH, one round trip. push_many = one pipelined round trip (one RPUSH
+/// per run of consecutive records of the same queue). size/range/remove = one command.
+/// purge = one script (LLEN + UNLINK, atomic, exact count). sizes = one pipelined round
+/// trip. queues = SCAN MATCH … TYPE list (never KEYS). replay_step = one round trip per batch.
+///
+/// Replay algorithm: compare-and-move (decided by measurement — numbers below).
+///  1. The window is read with a plain `LRANGE dead off off+n-1` (the previous step pipelined
+///     it behind its script, so a running replay costs one round trip per batch).
+///  2. The client calls the decider per item and cuts out payloads. No JSON is ever decoded
+///     in Lua (cjson mangles big numbers, `[]`, `/` and key order).
+///  3. One script gets the offset and, per decided item, its index, its raw bytes, its
+///     action and payload. It re-reads the window and checks that every decided item is
+///     byte-identical at its index — otherwise it returns "conflict" having changed nothing.
+///     Then it RPUSHes payloads to their destinations and set-aside raws to the corrupt list,
+///     and removes the decided items: `LTRIM dead m -1` when they are the head of the list
+///     (replay-all), else LSET each to a tombstone unique to this step and `LREM dead m
+///     tombstone` (a positive count stops after m removals: O(offset + window)). Last it sets
+///     a receipt key (`SET … PX`) that tells a client whose answer got lost that it ran.
+///  An item is at every instant in exactly one place (dead list, destination, corrupt list):
+///  a replayer killed at any point leaves nothing to recover; concurrent replayers, the
+///  seed's LPOP, trims and LREMs are caught by the byte comparison; no staging list, lease
+///  or lock; producers' RPUSHes during a replay never abort it (unlike WATCH), and new items
+///  land behind the window, so replay-all keeps snapshot semantics.
+///
+/// Why the script cannot lose an item: Redis does not roll back a script that fails midway;
+/// writes done before the failure stay. The script does every check first (byte comparison,
+/// TYPE of each list it writes — so no RPUSH can fail with WRONGTYPE), then pushes, and
+/// removes only after every push succeeded. A failure after the pushes and before the
+/// removal leaves copies in both places (a duplicate, never a loss); a failure between the
+/// LSETs and the LREM leaves tombstones whose payloads were already pushed — recover()
+/// removes such stray tombstones.
+///
+/// Unknown outcome: if the script's answer is lost (timeout, connection dropped after
+/// sending), the step reconnects and, in one round trip, kills its old connection
+/// (`CLIENT KILL ID`, so a script still queued there can never run later) and reads the
+/// receipt: present = the batch was applied; absent = nothing was applied (the step reports
+/// a conflict and the caller re-decides). This is the exact form of "were the items removed
+/// from their positions and did the destination grow?" — which is ambiguous while producers
+/// and consumers use the same lists. If the server cannot be reached for that, the step
+/// throws with outcome_unknown() == true and says that nothing was lost.
+///
+/// Measurements (2 cores, loopback, redis-server 7.0.15, 100k entries of 300 B, medians of
+/// 5 runs; tests/benchmarks/redis/run.sh) — see MEASUREMENTS below.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dlq/errors.hpp"
+#include "dlq/redis/connection.hpp"
+#include "dlq/redis/options.hpp"
+#include "dlq/redis/pool.hpp"
+#include "dlq/redis/script.hpp"
+#include "dlq/storage.hpp"
+
+namespace dlq {
+
+/// Key names and batch limits of a RedisListStorage. Every default is stated.
+struct RedisListOptions {
+  /// Dead-letter list of a queue; `*` is the queue name. Default "dlq:{*}" (cluster-safe).
+  /// The Python seed's layout is "dlq:*".
+  std::string dead_key = "dlq:{*}";
+  /// Source queue replay pushes payloads to; `*` is the queue name. Default "queue:{*}".
+  /// The Python seed's layout is "queue:*".
+  std::string source_key = "queue:{*}";
+  /// List of corrupt items set aside by replay. Default "dlq:{*}:corrupt".
+  std::string corrupt_key = "dlq:{*}:corrupt";
+  /// Most items one replay script moves. Default 1000; 0 = 1000; values above 4000 are
+  /// lowered to 4000 (a script must stay short: it blocks the server while it runs).
+  std::size_t max_batch_items = 1000;
+  /// Most bytes (raw items + payloads) one replay script carries; a step stops deciding
+  /// items once it is reached (at least one item is always decided). Default 1 MiB; 0 = 1 MiB.
+  std::size_t max_batch_bytes = std::size_t{1} << 20;
+  /// How long a replay receipt key lives. Default 10 minutes; 0 = 10 minutes.
+  std::chrono::milliseconds receipt_ttl{600000};
+  /// Connection pool: how many connections all threads share, how long to wait for one.
+  redis::PoolOptions pool;
+};
+
+namespace detail {
+
+/// A key pattern split at its `*`: prefix + queue + suffix.
+struct KeyPattern {
+  std::string prefix;
+  std::string suffix;
+
+  static KeyPattern parse(const std::string& pattern, const char* option) {
+    const auto star = pattern.find('*');
+    if (star == std::string::npos || pattern.find('*', star + 1) != std::string::npos) {
+      throw dlq::invalid_argument(
+          dlq::detail::message("redis", std::string("RedisListOptions::") + option,
+                               "key pattern '" + pattern + "' must contain exactly one '*'",
+                               "use '*' where the queue name goes, e.g. \"dlq:{*}\""));
+    }
+    return KeyPattern{pattern.substr(0, star), pattern.substr(star + 1)};
+  }
+  std::string key(std::string_view queue) const {
+    std::string k;
+    k.reserve(prefix.size() + queue.size() + suffix.size());
+    k += prefix;
+    k += queue;
+    k += suffix;
+    return k;
+  }
+  /// The SCAN MATCH glob: fixed parts escaped, `*` for the queue.
+  std::string glob() const { return escape(prefix) + "*" + escape(suffix); }
+  /// The queue name if `key` has this pattern's shape.
+  std::optional<std::string> queue_of(std::string_view key) const {
+    if (key.size() <= prefix.size() + suffix.size()) return std::nullopt;
+    if (key.substr(0, prefix.size()) != prefix) return std::nullopt;
+    if (key.substr(key.size() - suffix.size()) != suffix) return std::nullopt;
+    return std::string(key.substr(prefix.size(), key.size() - prefix.size() - suffix.size()));
+  }
+  static std::string escape(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+      if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out;
+  }
+};
+
+// The replay step (compare-and-move). See the file comment for why it cannot lose an item.
+// KEYS[1] dead list, KEYS[2] corrupt list, KEYS[3] receipt key, KEYS[4..] destination lists.
+// ARGV[1] offset of the window, ARGV[2] span of the window to re-read, ARGV[3] tombstone,
+// ARGV[4] '1' when the decided items are exactly the head of the list, ARGV[5] receipt
+// lifetime (ms); then 4 per decided item: index in the window, raw bytes, key index
+// (0 = set aside to KEYS[2]), payload.
+inline constexpr std::string_view replay_script_source = R"lua(
+local off = tonumber(ARGV[1])
+local win = redis.call('LRANGE', KEYS[1], off, off + tonumber(ARGV[2]) - 1)
+local m = (#ARGV - 5) / 4
+for j = 0, m - 1 do
+  local b = 6 + 4 * j
+  if win[tonumber(ARGV[b]) + 1] ~= ARGV[b + 1] then return 0 end
+end
+for k = 2, #KEYS do
+  if k ~= 3 then
+    local t = redis.call('TYPE', KEYS[k])['ok']
+    if t ~= 'list' and t ~= 'none' then
+      return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t ..
+                               ', not a list; nothing was moved')
+    end
+  end
+end
+local lists = {}
+for j = 0, m - 1 do
+  local b = 6 + 4 * j
+  local k = tonumber(ARGV[b + 2])
+  local v = ARGV[b + 3]
+  if k == 0 then k = 2; v = ARGV[b + 1] end
+  local t = lists[k]
+  if t == nil then t = {}; lists[k] = t end
+  t[#t + 1] = v
+end
+for k, t in pairs(lists) do
+  for i = 1, #t, 1000 do
+    redis.call('RPUSH', KEYS[k], unpack(t, i, math.min(i + 999, #t)))
+  end
+end
+if ARGV[4] == '1' then
+  redis.call('LTRIM', KEYS[1], m, -1)
+else
+  for j = 0, m - 1 do
+    redis.call('LSET', KEYS[1], off + tonumber(ARGV[6 + 4 * j]), ARGV[3])
+  end
+  redis.call('LREM', KEYS[1], m, ARGV[3])
+end
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
+return 1
+)lua";
+
+// Purge: exact count and removal in one atomic step. LLEN fails with WRONGTYPE on a key of
+// another type before UNLINK could delete it.
+inline constexpr std::string_view purge_script_source = R"lua(
+local n = redis.call('LLEN', KEYS[1])
+if n > 0 then redis.call('UNLINK', KEYS[1]) end
+return n
+)lua";
+
+/// Prefix of the tombstones replay writes with LSET right before removing them with LREM.
+/// It starts with a NUL byte, so it is never a JSON envelope.
+inline constexpr std::string_view tombstone_prefix{"\0dlq:tombstone:", 15};
+
+}  // namespace detail
+
+/// Dead-letter storage in Redis lists (see the file comment). Thread-safe: all members may
+/// be called from many threads at once; they share a connection pool.
+class RedisListStorage {
+ public:
+  /// The replay position: the offset of the next window (= items kept so far at the head of
+  /// the list) and the window prefetched by the previous step (pipelined behind its script).
+  struct replay_cursor {
+    std::size_t offset = 0;           ///< items of the dead list before the next window
+    std::vector<std::string> window;  ///< items read ahead, valid only while `prefetched`
+    std::size_t next = 0;             ///< first unconsumed item of `window`
+    bool prefetched = false;          ///< `window` was read and may be used (it is verified)
+  };
+
+  /// Connects to `connection` (lazily: the first operation connects).
+  /// @throws dlq::invalid_argument when a key pattern does not have exactly one `*` or two
+  ///         patterns are equal.
+  explicit RedisListStorage(redis::ConnectionOptions connection, RedisListOptions options = {})
+      : options_(std::move(options)),
+        dead_(detail::KeyPattern::parse(options_.dead_key, "dead_key")),
+        source_(detail::KeyPattern::parse(options_.source_key, "source_key")),
+        corrupt_(detail::KeyPattern::parse(options_.corrupt_key, "corrupt_key")),
+        pool_(std::move(connection), options_.pool),
+        replay_script_("replay script", std::string(detail::replay_script_source)),
+        purge_script_("purge script", std::string(detail::purge_script_source)) {
+    if (options_.dead_key == options_.corrupt_key || options_.dead_key == options_.source_key ||
+        options_.corrupt_key == options_.source_key) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", "RedisListOptions", "dead_key, source_key and corrupt_key must differ",
+          "give each list its own pattern"));
+    }
+    if (options_.max_batch_items == 0) options_.max_batch_items = 1000;
+    options_.max_batch_items = std::min<std::size_t>(options_.max_batch_items, 4000);
+    if (options_.max_batch_bytes == 0) options_.max_batch_bytes = std::size_t{1} << 20;
+    if (options_.receipt_ttl.count() <= 0) options_.receipt_ttl = std::chrono::minutes(10);
+    std::random_device rd;
+    step_base_ =
+        (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+
+  /// Parses `url` (see dlq::redis::parse_url) and connects lazily.
+  /// @throws dlq::invalid_argument for a bad URL or bad key patterns.
+  explicit RedisListStorage(std::string_view url, RedisListOptions options = {})
+      : RedisListStorage(redis::parse_url(url), std::move(options)) {}
+
+  RedisListStorage(const RedisListStorage&) = delete;
+  RedisListStorage& operator=(const RedisListStorage&) = delete;
+  ~RedisListStorage() = default;
+
+  /// The options in force (after defaults were applied).
+  const RedisListOptions& options() const noexcept { return options_; }
+  /// The connection pool (for tools and tests that need raw commands).
+  redis::ConnectionPool& pool() noexcept { return pool_; }
+
+  /// The Redis key of a queue's dead or corrupt list.
+  std::string key(std::string_view queue, ListKind kind) const {
+    return kind == ListKind::dead ? dead_.key(queue) : corrupt_.key(queue);
+  }
+  /// The Redis key of a queue's source list (where replay pushes payloads).
+  std::string source_key(std::string_view queue) const { return source_.key(queue); }
+
+  /// Appends an envelope to the queue's dead list: one RPUSH.
+  /// @throws dlq::invalid_argument (empty queue name), dlq::storage_error subclasses; a
+  ///         timeout after sending has outcome_unknown() == true (never re-sent).
+  void push(const Record& record) {
+    check_queue(record.queue, "push");
+    const std::string k = dead_.key(record.queue);
+    redis::Command c("RPUSH");
+    c.arg(std::string_view(k)).arg(record.envelope);
+    auto lease = pool_.acquire();
+    redis::Reply r = lease->run(c, redis::Effect::write);
+    redis::integer(r, *lease, c.label());
+  }
+
+  /// Appends many envelopes in one pipelined round trip (one RPUSH per run of consecutive
+  /// records of the same queue; each RPUSH is atomic, the batch as a whole is not).
+  /// @throws as push(); on an error reply the records of the other commands were stored.
+  void push_many(const std::vector<Record>& records) {
+    if (records.empty()) return;
+    for (const Record& r : records)
+      check_queue(r.queue, "push_many");
+    std::vector<std::string> keys;
+    std::vector<redis::Command> cmds;
+    keys.reserve(records.size());
+    for (std::size_t i = 0; i < records.size();) {
+      std::size_t j = i;
+      while (j < records.size() && records[j].queue == records[i].queue && j - i < 4096) {
+        ++j;
+      }
+      keys.push_back(dead_.key(records[i].queue));
+      i = j;
+    }
+    // keys must not reallocate once views into them exist: built first, used second.
+    cmds.reserve(keys.size());
+    std::size_t i = 0;
+    for (const std::string& k : keys) {
+      redis::Command c("RPUSH");
+      std::size_t j = i;
+      while (j < records.size() && records[j].queue == records[i].queue && j - i < 4096)
+        ++j;
+      c.reserve(2 + j - i);
+      c.arg(std::string_view(k));
+      for (; i < j; ++i)
+        c.arg(records[i].envelope);
+      cmds.push_back(std::move(c));
+    }
+    auto lease = pool_.acquire();
+    auto replies = lease->run(cmds, redis::Effect::write);
+    for (std::size_t n = 0; n < replies.size(); ++n) {
+      redis::integer(replies[n], *lease,
+                     cmds[n].label() + " (command " + std::to_string(n + 1) + " of " +
+                         std::to_string(cmds.size()) + " of a batch)");
+    }
+  }
+
+  /// Number of items in a queue's dead or corrupt list: one LLEN.
+  std::size_t size(std::string_view queue, ListKind kind) {
+    check_queue(queue, "size");
+    const std::string k = key(queue, kind);
+    redis::Command c("LLEN");
+    c.arg(std::string_view(k));
+    auto lease = pool_.acquire();
+    return static_cast<std::size_t>(
+        redis::integer(lease->run(c, redis::Effect::read), *lease, c.label()));
+  }
+
+  /// Up to `count` items from position `start` (0 = oldest): one LRANGE.
+  std::vector<std::string> range(std::string_view queue, ListKind kind, std::size_t start,
+                                 std::size_t count) {
+    check_queue(queue, "range");
+    constexpr auto max = static_cast<std::size_t>(std::numeric_limits<long long>::max());
+    if (count == 0 || start >= max) return {};
+    const std::size_t last = count - 1 > max - start ? max : start + (count - 1);
+    const std::string k = key(queue, kind);
+    redis::Command c("LRANGE");
+    c.arg(std::string_view(k)).arg(start).arg(last);
+    auto lease = pool_.acquire();
+    return redis::strings(lease->run(c, redis::Effect::read), *lease, c.label());
+  }
+
+  /// Removes the first item equal to `raw` (`id` is not needed here): one LREM.
+  /// @return true if an item was removed.
+  bool remove(std::string_view queue, ListKind kind, std::string_view /*id*/,
+              std::string_view raw) {
+    check_queue(queue, "remove");
+    const std::string k = key(queue, kind);
+    redis::Command c("LREM");
+    c.arg(std::string_view(k)).arg(1).arg(raw);
+    auto lease = pool_.acquire();
+    return redis::integer(lease->run(c, redis::Effect::write), *lease, c.label()) > 0;
+  }
+
+  /// Deletes a queue's dead or corrupt list in one atomic step.
+  /// @return the exact number of items deleted.
+  std::size_t purge(std::string_view queue, ListKind kind) {
+    check_queue(queue, "purge");
+    const std::string k = key(queue, kind);
+    auto lease = pool_.acquire();
+    auto replies = purge_script_.run_pipeline(
+        *lease, 0,
+        [&](const std::string& sha) {
+          std::vector<redis::Command> cmds;
+          redis::Command c("EVALSHA");
+          c.arg_copy(sha).arg(1).arg(std::string_view(k)).label("purge script on " + k);
+          cmds.push_back(std::move(c));
+          return cmds;
+        },
+        redis::Effect::write);
+    return static_cast<std::size_t>(redis::integer(replies[0], *lease, "purge script on " + k));
+  }
+
+  /// Queues that have a dead or a corrupt list, sorted: SCAN MATCH <pattern> TYPE list.
+  std::vector<std::string> queues() {
+    std::set<std::string> found;
+    auto lease = pool_.acquire();
+    scan(*lease, corrupt_, [&](std::string_view k) {
+      if (auto q = corrupt_.queue_of(k)) found.insert(std::move(*q));
+    });
+    scan(*lease, dead_, [&](std::string_view k) {
+      if (corrupt_.queue_of(k)) return;  // ambiguous keys are corrupt lists
+      if (auto q = dead_.queue_of(k)) found.insert(std::move(*q));
+    });
+    return {found.begin(), found.end()};
+  }
+
+  /// Dead-list lengths of `queues`, in order: one pipelined round trip of LLENs.
+  std::vector<std::size_t> sizes(const std::vector<std::string>& queues) {
+    if (queues.empty()) return {};
+    std::vector<std::string> keys;
+    keys.reserve(queues.size());
+    for (const auto& q : queues) {
+      check_queue(q, "sizes");
+      keys.push_back(dead_.key(q));
+    }
+    std::vector<redis::Command> cmds;
+    cmds.reserve(keys.size());
+    for (const auto& k : keys) {
+      redis::Command c("LLEN");
+      c.arg(std::string_view(k));
+      cmds.push_back(std::move(c));
+    }
+    auto lease = pool_.acquire();
+    auto replies = lease->run(cmds, redis::Effect::read);
+    std::vector<std::size_t> out;
+    out.reserve(replies.size());
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      out.push_back(static_cast<std::size_t>(redis::integer(replies[i], *lease, cmds[i].label())));
+    }
+    return out;
+  }
+
+  /// One replay step (see the file comment and dlq/storage.hpp): reads up to `max_items`
+  /// (at most RedisListOptions::max_batch_items) at the cursor, decides them, and applies
+  /// the decisions atomically with one script — or reports a conflict having changed nothing.
+  /// @throws dlq::storage_error subclasses; after a lost answer that could not be resolved,
+  ///         outcome_unknown() == true (nothing was lost: the batch moved completely or not
+  ///         at all).
+  StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
+                         Decider decide) {
+    check_queue(queue, "replay_step");
+    StepResult result;
+    if (max_items == 0) return result;
+    const std::size_t max = std::min(max_items, options_.max_batch_items);
+    const std::string dead = dead_.key(queue);
+    auto lease = pool_.acquire();
+    redis::Connection& conn = *lease;
+
+    if (!cursor.prefetched || cursor.next >= cursor.window.size()) {
+      // An empty prefetched window is read again: items may have arrived since.
+      redis::Command c("LRANGE");
+      c.arg(std::string_view(dead)).arg(cursor.offset).arg(cursor.offset + max - 1);
+      cursor.window = redis::strings(conn.run(c, redis::Effect::read), conn, c.label());
+      cursor.next = 0;
+    }
+    cursor.prefetched = false;
+    const std::size_t available = std::min(cursor.window.size() - cursor.next, max);
+    if (available == 0) return result;
+
+    // Decide, in order, until the item or byte budget is used up.
+    struct Item {
+      std::size_t index;      // in this step's window
+      std::size_t key_index;  // 0 = set aside; else KEYS index of the destination
+      std::string payload;    // replay only
+    };
+    std::vector<Item> items;
+    std::vector<std::string> dest_keys;  // KEYS[4..]
+    std::vector<std::size_t> dest_counts;
+    std::size_t set_aside = 0;
+    std::size_t kept = 0;
+    std::size_t bytes = 0;
+    std::size_t examined = 0;
+    for (std::size_t i = 0; i < available; ++i) {
+      const std::string& raw = cursor.window[cursor.next + i];
+      Decision d;
+      decide(std::string_view(raw), d);
+      ++examined;
+      if (d.action == Action::keep) {
+        ++kept;
+      } else if (d.action == Action::set_aside) {
+        items.push_back(Item{i, 0, std::string()});
+        ++set_aside;
+        bytes += raw.size();
+      } else {
+        const std::string dk = source_.key(d.destination.empty() ? queue : d.destination);
+        std::size_t at = 0;
+        while (at < dest_keys.size() && dest_keys[at] != dk)
+          ++at;
+        if (at == dest_keys.size()) {
+          dest_keys.push_back(dk);
+          dest_counts.push_back(0);
+        }
+        ++dest_counts[at];
+        items.push_back(Item{i, at + 4, std::string(d.payload)});
+        bytes += raw.size() + d.payload.size();
+      }
+      if (bytes >= options_.max_batch_bytes) break;
+    }
+    result.examined = examined;
+
+    if (items.empty()) {  // only keeps: nothing to write, the rest of the window stays usable
+      cursor.offset += kept;
+      cursor.next += examined;
+      cursor.prefetched = true;
+      return result;
+    }
+
+    bool head = cursor.offset == 0;
+    for (std::size_t j = 0; head && j < items.size(); ++j)
+      head = items[j].index == j;
+    const std::string step = next_step_id();
+    const std::string tombstone = std::string(detail::tombstone_prefix) + step;
+    const std::string receipt = dead + ":receipt:" + step;
+    const std::size_t span = items.back().index + 1;
+    const std::size_t window_offset = cursor.offset;
+    const std::size_t next_offset = cursor.offset + kept;
+    const std::string corrupt = corrupt_.key(queue);
+    const std::string label = "replay script on " + dead;
+    const std::string ttl = std::to_string(options_.receipt_ttl.count());
+    const std::size_t first = cursor.next;
+
+    auto build = [&](const std::string& sha) {
+      std::vector<redis::Command> cmds;
+      cmds.reserve(2);
+      redis::Command s("EVALSHA");
+      s.reserve(4 + 3 + dest_keys.size() + 5 + 4 * items.size());
+      s.arg_copy(sha).arg(3 + dest_keys.size());
+      s.arg(std::string_view(dead)).arg(std::string_view(corrupt)).arg(std::string_view(receipt));
+      for (const auto& k : dest_keys)
+        s.arg(std::string_view(k));
+      s.arg(window_offset).arg(span).arg(std::string_view(tombstone)).arg(head ? "1" : "0");
+      s.arg(std::string_view(ttl));
+      for (const Item& it : items) {
+        s.arg(it.index).arg(std::string_view(cursor.window[first + it.index])).arg(it.key_index);
+        s.arg(std::string_view(it.payload));
+      }
+      s.label(label);
+      cmds.push_back(std::move(s));
+      redis::Command next("LRANGE");  // the next window, in the same round trip
+      next.arg(std::string_view(dead)).arg(next_offset).arg(next_offset + max - 1);
+      cmds.push_back(std::move(next));
+      return cmds;
+    };
+
+    const long long old_client = conn.client_id();
+    std::vector<redis::Reply> replies;
+    try {
+      replies = replay_script_.run_pipeline(conn, 0, build, redis::Effect::write);
+    } catch (const dlq::storage_error& e) {
+      if (!e.outcome_unknown()) throw;
+      cursor = replay_cursor{window_offset, {}, 0, false};
+      if (resolve_lost_answer(conn, old_client, receipt, label, e)) {
+        cursor.offset = next_offset;
+        return result;
+      }
+      result.conflict = true;
+      return result;
+    }
+    const redisReply& r = *replies[0];
+    if (r.type == REDIS_REPLY_ERROR) {
+      const std::string code = redis::detail::reply_code(redis::view(r));
+      // Errors raised before the script writes anything: its checks, or the server refusing
+      // to run it. Anything else may have come after the pushes (never after a removal).
+      const bool known = code == "WRONGTYPE" || code == "NOSCRIPT" || code == "OOM" ||
+                         code == "BUSY" || code == "NOPERM" || code == "READONLY" ||
+                         code == "MOVED" || code == "ASK" || code == "CROSSSLOT" ||
+                         code == "NOAUTH" || code == "LOADING" || code == "MASTERDOWN";
+      cursor = replay_cursor{window_offset, {}, 0, false};
+      redis::detail::throw_reply_error(
+          r, conn.endpoint(), label, !known,
+          known ? std::string("nothing was moved") + (code == "WRONGTYPE"
+                                                          ? "; a list dlq writes to holds another "
+                                                            "type: rename that key or configure "
+                                                            "other key names"
+                                                          : "")
+                : "items may have been copied to their destination without being removed "
+                  "(a duplicate, never a loss); run recover() and check the destination");
+    }
+    if (r.type != REDIS_REPLY_INTEGER) {
+      cursor = replay_cursor{window_offset, {}, 0, false};
+      redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
+    }
+    if (r.integer == 0) {  // conflict: nothing applied; the prefetched window is useless
+      cursor = replay_cursor{window_offset, {}, 0, false};
+      result.conflict = true;
+      return result;
+    }
+    cursor.offset = next_offset;
+    cursor.window = redis::strings(replies[1], conn, "LRANGE " + dead);
+    cursor.next = 0;
+    cursor.prefetched = true;
+    return result;
+  }
+
+  /// Repairs what an interrupted replay can leave behind: removes stray tombstones (written
+  /// only by a replay script that failed between its LSETs and its LREM — its payloads were
+  /// pushed already). Reads the dead list in chunks of 1000.
+  /// @return the number of tombstones removed.
+  std::size_t recover(std::string_view queue) {
+    check_queue(queue, "recover");
+    const std::string k = dead_.key(queue);
+    auto lease = pool_.acquire();
+    std::set<std::string> tombstones;
+    constexpr std::size_t chunk = 1000;
+    for (std::size_t start = 0;; start += chunk) {
+      redis::Command c("LRANGE");
+      c.arg(std::string_view(k)).arg(start).arg(start + chunk - 1);
+      const auto items = redis::strings(lease->run(c, redis::Effect::read), *lease, c.label());
+      for (const auto& it : items) {
+        if (it.compare(0, detail::tombstone_prefix.size(), detail::tombstone_prefix) == 0) {
+          tombstones.insert(it);
+        }
+      }
+      if (items.size() < chunk) break;
+    }
+    std::size_t removed = 0;
+    for (const auto& t : tombstones) {
+      redis::Command c("LREM");
+      c.arg(std::string_view(k))
+          .arg(0)
+          .arg(std::string_view(t))
+          .label("LREM " + k + " <tombstone>");
+      // Removing a tombstone is idempotent, so a lost answer is harmless: treat it as read.
+      removed += static_cast<std::size_t>(
+          redis::integer(lease->run(c, redis::Effect::read), *lease, c.label()));
+    }
+    return removed;
+  }
+
+ private:
+  static void check_queue(std::string_view queue, const char* where) {
+    if (queue.empty()) {
+      throw dlq::invalid_argument(
+          dlq::detail::message("redis", std::string("RedisListStorage::") + where,
+                               "the queue name is empty", "pass the name of the source queue"));
+    }
+  }
+
+  std::string next_step_id() {
+    static constexpr char hex[] = "0123456789abcdef";
+    const std::uint64_t a = step_base_;
+    const std::uint64_t b = step_counter_.fetch_add(1, std::memory_order_relaxed);
+    std::string id(32, '0');
+    for (int i = 0; i < 16; ++i) {
+      id[static_cast<std::size_t>(i)] = hex[(a >> (60 - 4 * i)) & 0xF];
+      id[static_cast<std::size_t>(16 + i)] = hex[(b >> (60 - 4 * i)) & 0xF];
+    }
+    return id;
+  }
+
+  template <class F>
+  void scan(redis::Connection& conn, const detail::KeyPattern& pattern, F&& on_key) {
+    const std::string glob = pattern.glob();
+    std::string cursor = "0";
+    // SCAN ends when the server returns cursor 0; the bound only guards against a broken
+    // server (10 million calls of COUNT 1000 cover far more keys than Redis can hold).
+    for (long calls = 0; calls < 10'000'000; ++calls) {
+      redis::Command c("SCAN");
+      c.arg(std::string_view(cursor)).arg("MATCH").arg(std::string_view(glob)).arg("COUNT");
+      c.arg(1000).arg("TYPE").arg("list").label("SCAN MATCH " + glob);
+      redis::Reply r = conn.run(c, redis::Effect::read);
+      redis::check(r, conn, c.label());
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+          r->element[1]->type != REDIS_REPLY_ARRAY) {
+        redis::detail::throw_unexpected_reply(*r, conn.endpoint(), c.label());
+      }
+      cursor.assign(redis::view(*r->element[0]));
+      const redisReply& keys = *r->element[1];
+      for (std::size_t i = 0; i < keys.elements; ++i)
+        on_key(redis::view(*keys.element[i]));
+      if (cursor == "0") return;
+    }
+  }
+
+  // After the answer to a replay script was lost: reconnect, make sure the old connection
+  // can run nothing more, and read the receipt. true = applied, false = not applied.
+  // Throws (outcome unknown, nothing lost) when the server cannot be asked.
+  bool resolve_lost_answer(redis::Connection& conn, long long old_client,
+                           const std::string& receipt, const std::string& label,
+                           const dlq::storage_error& original) {
+    try {
+      std::vector<redis::Command> cmds;
+      if (old_client != 0) {
+        redis::Command kill("CLIENT");
+        kill.arg("KILL").arg("ID").arg(old_client).label("CLIENT KILL ID");
+        cmds.push_back(std::move(kill));
+      }
+      redis::Command get("GET");
+      get.arg(std::string_view(receipt));
+      cmds.push_back(std::move(get));
+      auto replies = conn.run(cmds, redis::Effect::read);
+      // CLIENT KILL may be refused by ACLs; then a script still queued on the old connection
+      // may run later — it re-checks every item, so it moves each exactly once or not at all.
+      const redisReply& g = redis::check(replies.back(), conn, "GET " + receipt);
+      return g.type == REDIS_REPLY_STRING;
+    } catch (const dlq::storage_error& e) {
+      const std::string what = std::string(original.what()) +
+                               " — and the outcome could not be resolved (" + e.what() +
+                               "); nothing was lost: the batch of " + label +
+                               " moved completely or not at all; run replay again";
+      if (dynamic_cast<const dlq::timeout_error*>(&original) != nullptr) {
+        throw dlq::timeout_error(what, true);
+      }
+      if (dynamic_cast<const dlq::connection_error*>(&original) != nullptr) {
+        throw dlq::connection_error(what, true);
+      }
+      throw dlq::storage_error(what, true);
+    }
+  }
+
+  RedisListOptions options_;
+  detail::KeyPattern dead_;
+  detail::KeyPattern source_;
+  detail::KeyPattern corrupt_;
+  redis::ConnectionPool pool_;
+  redis::Script replay_script_;
+  redis::Script purge_script_;
+  std::uint64_t step_base_ = 0;
+  std::atomic<std::uint64_t> step_counter_{0};
+};
+
+}  // namespace dlq
