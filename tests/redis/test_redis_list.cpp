@@ -285,10 +285,21 @@ TEST_CASE("a batch stops at the byte budget", "[redis][list][replay]") {
   std::vector<std::string> items(50, std::string(1000, 'x'));
   raw.rpush(s.key("q", ListKind::dead), items);
   RedisListStorage::replay_cursor c;
-  // 1000 B raw + 1000 B payload per item: the 5th item reaches 10000 B.
+  // A payload that is a span of its raw item travels as two numbers: 1000 B per item.
   auto r = s.replay_step("q", c, 1000, pass_through);
+  CHECK(r.examined == 10);
+  CHECK(s.size("q", ListKind::dead) == 40);
+  // A payload of its own travels as bytes: 1000 B raw + 1000 B payload per item.
+  const std::string own(1000, 'y');
+  auto other = [&](std::string_view, Decision& d) {
+    d.action = Action::replay;
+    d.payload = own;
+  };
+  RedisListStorage::replay_cursor c2;
+  r = s.replay_step("q", c2, 1000, other);
   CHECK(r.examined == 5);
-  CHECK(s.size("q", ListKind::dead) == 45);
+  CHECK(s.size("q", ListKind::dead) == 35);
+  CHECK(raw.list(s.source_key("q")).back() == own);
 }
 
 TEST_CASE("recover removes stray tombstones and nothing else", "[redis][list][replay]") {
