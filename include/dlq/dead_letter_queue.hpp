@@ -26,6 +26,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +53,9 @@ struct Options {
   /// Source of the current time for dead_lettered_at, ids and age filters.
   /// Empty (the default) = std::chrono::system_clock::now. Tests set a fixed clock.
   std::function<std::chrono::system_clock::time_point()> clock;
+  /// How the library waits (replay pacing, back-off after a conflict). Empty (the default) =
+  /// std::this_thread::sleep_for. Tests pair a fake sleep with a fake clock.
+  std::function<void(std::chrono::nanoseconds)> sleep;
   /// Worker name recorded when a Failure names none. Default "" (as the Python seed).
   std::string worker;
   /// Most entries one replay batch moves. Default 1000; 0 means the default.
@@ -86,6 +90,14 @@ struct Skipped {
   std::string detail;  ///< human-readable detail (e.g. what is wrong with a corrupt entry)
 };
 
+/// Running totals of a replay, passed to ReplayOptions::on_progress after every batch.
+struct ReplayProgress {
+  std::size_t examined = 0;   ///< entries looked at so far
+  std::size_t replayed = 0;   ///< entries moved so far (would be, in a dry run)
+  std::size_t set_aside = 0;  ///< corrupt entries set aside so far
+  std::size_t remaining = 0;  ///< entries of the starting snapshot not looked at yet
+};
+
 /// What to replay, and where to. The default replays everything present at the start back to
 /// the source queue.
 struct ReplayOptions {
@@ -113,6 +125,14 @@ struct ReplayOptions {
   /// Record the id of every replayed entry in ReplayReport::replayed_ids (default: off,
   /// since a replay of millions would hold millions of ids).
   bool record_ids = false;
+  /// Most entries replayed per second; 0 = as fast as the backend allows. Batches shrink to
+  /// about a tenth of a second's worth so that the pace is even.
+  double rate = 0;
+  /// Called after every applied batch with the running totals (see ReplayProgress).
+  std::function<void(const ReplayProgress&)> on_progress;
+  /// Checked before every batch: once it is true the replay stops between batches and
+  /// reports `cancelled`. Nothing is lost; everything reported as replayed was moved.
+  const std::atomic<bool>* cancel = nullptr;
 
   /// Replay everything present at the start.
   static ReplayOptions all() { return {}; }
@@ -139,6 +159,7 @@ struct ReplayReport {
   std::size_t batches = 0;    ///< atomic steps applied
   std::size_t conflicts = 0;  ///< batches redone because the list changed under them
   bool dry_run = false;       ///< nothing was moved
+  bool cancelled = false;     ///< ReplayOptions::cancel stopped the run between batches
   std::vector<std::string> replayed_ids;  ///< with ReplayOptions::record_ids
   std::vector<Skipped> skipped;           ///< corrupt / parked entries passed over, ids not found
 };
@@ -379,12 +400,21 @@ class DeadLetterQueue {
       // so that the first batch cannot be huge before the entry size is known.
       std::size_t window = 1;
 
+      const auto started = self.current_time();
+      if (opts.rate > 0) {
+        // About a tenth of a second's worth of entries per batch.
+        window_cap = static_cast<std::size_t>(std::max(1.0, opts.rate / 10));
+      }
       while (budget > 0 && limit_left > 0 && !(by_id && ids_left.empty())) {
+        if (opts.cancel && opts.cancel->load()) {
+          report.cancelled = true;
+          break;
+        }
         pending.clear();
         step_entries.clear();
         step_limit_used = 0;
         step_bytes = 0;
-        const std::size_t n = std::min(window, budget);
+        const std::size_t n = std::min({window, budget, window_cap});
         auto decider = [this](std::string_view raw, Decision& d) { decide(raw, d); };
         const StepResult step = self.storage_.replay_step(queue, cursor, n, Decider(decider));
         if (step.conflict) {
@@ -395,6 +425,9 @@ class DeadLetterQueue {
         if (step.examined == 0) break;
         commit_step(step.examined);
         budget -= std::min(budget, step.examined);
+        if (opts.on_progress)
+          opts.on_progress({report.examined, report.replayed, report.set_aside, budget});
+        if (opts.rate > 0 && report.replayed > 0) pace(started);
         const std::uint64_t average = std::max<std::uint64_t>(1, step_bytes / step.examined);
         const auto by_bytes = static_cast<std::size_t>(
             std::max<std::uint64_t>(1, self.options_.replay_batch_bytes / average));
@@ -403,6 +436,17 @@ class DeadLetterQueue {
       for (const auto& id : ids_left)
         report.skipped.push_back({id, SkipReason::not_found, "no entry with this id"});
       return std::move(report);
+    }
+
+    // Keeps the run at ReplayOptions::rate: the n-th entry is not replayed before
+    // started + n / rate.
+    void pace(std::chrono::system_clock::time_point started) {
+      const auto due =
+          started +
+          std::chrono::round<std::chrono::system_clock::duration>(
+              std::chrono::duration<double>(static_cast<double>(report.replayed) / opts.rate));
+      const auto now = self.current_time();
+      if (due > now) self.wait(due - now);
     }
 
     // The list changed under a batch: someone else removed entries where it was working.
@@ -523,6 +567,7 @@ class DeadLetterQueue {
     bool by_id = false;
     bool filtered = false;
     std::size_t limit_left = 0;
+    std::size_t window_cap = std::numeric_limits<std::size_t>::max();
     std::size_t step_limit_used = 0;
     std::uint64_t step_bytes = 0;
     std::chrono::system_clock::time_point cutoff{};
@@ -557,6 +602,16 @@ class DeadLetterQueue {
 
   std::chrono::system_clock::time_point current_time() const {
     return options_.clock ? options_.clock() : std::chrono::system_clock::now();
+  }
+
+  template <class Rep, class Period>
+  void wait(std::chrono::duration<Rep, Period> d) const {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d);
+    if (options_.sleep) {
+      options_.sleep(ns);
+    } else {
+      std::this_thread::sleep_for(ns);
+    }
   }
 
   std::string make_id(const Failure& f, std::chrono::system_clock::time_point now) {

@@ -577,3 +577,78 @@ TEMPLATE_TEST_CASE("4 threads sending while another replays: every entry ends ex
     last[t] = i;
   }
 }
+
+TEMPLATE_TEST_CASE("a paced replay waits rate-long in total, spread over its batches",
+                   "[contract][pacing]", DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  // A fake clock that only moves when the library sleeps: the waits are exact.
+  auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1796000000));
+  std::vector<std::chrono::nanoseconds> sleeps;
+  dlq::Options options;
+  options.clock = [&now] { return now; };
+  options.sleep = [&](std::chrono::nanoseconds d) {
+    sleeps.push_back(d);
+    now += std::chrono::duration_cast<std::chrono::system_clock::duration>(d);
+  };
+  contract::queue_of<TestType> q(fx.storage(), options);
+  std::vector<dlq::FailedJob> jobs(5000, {"orders", "{}", contract::failure("e")});
+  q.send_batch(jobs);
+  const auto start = now;
+
+  dlq::ReplayOptions o;
+  o.rate = 1000;
+  std::vector<dlq::ReplayProgress> progress;
+  o.on_progress = [&](const dlq::ReplayProgress& p) { progress.push_back(p); };
+  const auto r = q.replay("orders", o);
+  CHECK(r.replayed == 5000);
+  CHECK(now - start == std::chrono::seconds(5));
+  CHECK(sleeps.size() >= 50);  // about a tenth of a second per batch
+  for (const auto& d : sleeps)
+    CHECK(d <= std::chrono::milliseconds(100));
+  REQUIRE(progress.size() == r.batches);
+  CHECK(progress.back().replayed == 5000);
+  CHECK(progress.back().remaining == 0);
+  for (std::size_t i = 1; i < progress.size(); ++i)
+    CHECK(progress[i].replayed > progress[i - 1].replayed);
+}
+
+TEMPLATE_TEST_CASE("a paced replay really takes its time", "[contract][pacing]",
+                   DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  contract::queue_of<TestType> q(fx.storage());
+  std::vector<dlq::FailedJob> jobs(300, {"orders", "{}", contract::failure("e")});
+  q.send_batch(jobs);
+  dlq::ReplayOptions o;
+  o.rate = 1000;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(q.replay("orders", o).replayed == 300);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= std::chrono::milliseconds(250));  // 0.3 s at 1000/s; loose bounds, noisy box
+  CHECK(took < std::chrono::seconds(5));
+}
+
+TEMPLATE_TEST_CASE("a cancelled replay stops between batches and reports exactly what moved",
+                   "[contract]", DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  dlq::Options options;
+  options.replay_batch_items = 100;
+  contract::queue_of<TestType> q(fx.storage(), options);
+  for (int i = 0; i < 1000; ++i)
+    q.send_to_dlq("orders", std::to_string(i), contract::failure("e"));
+  std::atomic<bool> cancel{false};
+  dlq::ReplayOptions o;
+  o.cancel = &cancel;
+  o.on_progress = [&](const dlq::ReplayProgress& p) {
+    if (p.replayed >= 300) cancel = true;
+  };
+  const auto r = q.replay("orders", o);
+  CHECK(r.cancelled);
+  CHECK(r.replayed >= 300);
+  CHECK(r.replayed < 1000);
+  const auto src = fx.source("orders");
+  CHECK(src.size() == r.replayed);
+  CHECK(q.size("orders") == 1000 - r.replayed);
+  for (std::size_t i = 0; i < src.size(); ++i)
+    CHECK(src[i] == std::to_string(i));
+  CHECK(q.peek("orders", 0, 1)[0].payload == std::to_string(r.replayed));
+}
