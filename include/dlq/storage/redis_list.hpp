@@ -534,6 +534,7 @@ class RedisListStorage {
     const std::string label = "replay script on " + dead;
     const std::string ttl = std::to_string(options_.receipt_ttl.count());
     const std::size_t first = cursor.next;
+    const std::size_t ahead = std::min(max * 4, options_.max_batch_items);
 
     // The plan: 4 little-endian uint32 per item.
     std::string plan;
@@ -566,8 +567,10 @@ class RedisListStorage {
         s.arg(std::string_view(p));
       s.label(label);
       cmds.push_back(std::move(s));
-      redis::Command next("LRANGE");  // the next window, in the same round trip
-      next.arg(std::string_view(dead)).arg(next_offset).arg(next_offset + max - 1);
+      // The next window, in the same round trip. Callers grow their batches (the front end
+      // by x4 a step), so read ahead up to 4x this step's size.
+      redis::Command next("LRANGE");
+      next.arg(std::string_view(dead)).arg(next_offset).arg(next_offset + ahead - 1);
       cmds.push_back(std::move(next));
       return cmds;
     };
