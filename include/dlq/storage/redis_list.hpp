@@ -3,8 +3,9 @@
 /// dlq::RedisListStorage: dead letters in Redis lists, readable and writable by the Python
 /// seed service (`dlq:orders` / `queue:orders` lists of JSON envelopes). CMake: dlq::redis.
 ///
-///     dlq::RedisListStorage storage("redis://127.0.0.1:6379/0");
-///     dlq::DeadLetterQueue<dlq::RedisListStorage> dlq(storage);
+///     dlq::DeadLetterQueue<dlq::RedisListStorage> dlq(
+///         dlq::RedisListStorage("redis://127.0.0.1:6379/0"));
+///     dlq.send_to_dlq("orders", payload, "payment timeout", 3, "worker-7");
 ///
 /// Keys. Every key is a pattern with `*` standing for the queue name. The default layout is
 /// Redis-Cluster-safe: all keys of one queue share the hash tag `{queue}` —
@@ -68,6 +69,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -250,9 +252,7 @@ class RedisListStorage {
         dead_(detail::KeyPattern::parse(options_.dead_key, "dead_key")),
         source_(detail::KeyPattern::parse(options_.source_key, "source_key")),
         corrupt_(detail::KeyPattern::parse(options_.corrupt_key, "corrupt_key")),
-        pool_(std::move(connection), options_.pool),
-        replay_script_("replay script", std::string(detail::replay_script_source)),
-        purge_script_("purge script", std::string(detail::purge_script_source)) {
+        shared_(std::make_unique<Shared>(std::move(connection), options_.pool)) {
     if (options_.dead_key == options_.corrupt_key || options_.dead_key == options_.source_key ||
         options_.corrupt_key == options_.source_key) {
       throw dlq::invalid_argument(dlq::detail::message(
@@ -264,7 +264,7 @@ class RedisListStorage {
     if (options_.max_batch_bytes == 0) options_.max_batch_bytes = std::size_t{1} << 20;
     if (options_.receipt_ttl.count() <= 0) options_.receipt_ttl = std::chrono::minutes(10);
     std::random_device rd;
-    step_base_ =
+    shared_->step_base =
         (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
         static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }
@@ -276,12 +276,16 @@ class RedisListStorage {
 
   RedisListStorage(const RedisListStorage&) = delete;
   RedisListStorage& operator=(const RedisListStorage&) = delete;
+  /// Moves the connection pool along; the moved-from storage must not be used any more.
+  RedisListStorage(RedisListStorage&&) noexcept = default;
+  /// Moves the connection pool along; the moved-from storage must not be used any more.
+  RedisListStorage& operator=(RedisListStorage&&) noexcept = default;
   ~RedisListStorage() = default;
 
   /// The options in force (after defaults were applied).
   const RedisListOptions& options() const noexcept { return options_; }
   /// The connection pool (for tools and tests that need raw commands).
-  redis::ConnectionPool& pool() noexcept { return pool_; }
+  redis::ConnectionPool& pool() noexcept { return shared_->pool; }
 
   /// The Redis key of a queue's dead or corrupt list.
   std::string key(std::string_view queue, ListKind kind) const {
@@ -298,7 +302,7 @@ class RedisListStorage {
     const std::string k = dead_.key(record.queue);
     redis::Command c("RPUSH");
     c.arg(std::string_view(k)).arg(record.envelope);
-    auto lease = pool_.acquire();
+    auto lease = shared_->pool.acquire();
     redis::Reply r = lease->run(c, redis::Effect::write);
     redis::integer(r, *lease, c.label());
   }
@@ -335,7 +339,7 @@ class RedisListStorage {
         c.arg(records[i].envelope);
       cmds.push_back(std::move(c));
     }
-    auto lease = pool_.acquire();
+    auto lease = shared_->pool.acquire();
     auto replies = lease->run(cmds, redis::Effect::write);
     for (std::size_t n = 0; n < replies.size(); ++n) {
       redis::integer(replies[n], *lease,
@@ -350,7 +354,7 @@ class RedisListStorage {
     const std::string k = key(queue, kind);
     redis::Command c("LLEN");
     c.arg(std::string_view(k));
-    auto lease = pool_.acquire();
+    auto lease = shared_->pool.acquire();
     return static_cast<std::size_t>(
         redis::integer(lease->run(c, redis::Effect::read), *lease, c.label()));
   }
@@ -365,7 +369,7 @@ class RedisListStorage {
     const std::string k = key(queue, kind);
     redis::Command c("LRANGE");
     c.arg(std::string_view(k)).arg(start).arg(last);
-    auto lease = pool_.acquire();
+    auto lease = shared_->pool.acquire();
     return redis::strings(lease->run(c, redis::Effect::read), *lease, c.label());
   }
 
@@ -377,7 +381,7 @@ class RedisListStorage {
     const std::string k = key(queue, kind);
     redis::Command c("LREM");
     c.arg(std::string_view(k)).arg(1).arg(raw);
-    auto lease = pool_.acquire();
+    auto lease = shared_->pool.acquire();
     return redis::integer(lease->run(c, redis::Effect::write), *lease, c.label()) > 0;
   }
 
@@ -386,8 +390,8 @@ class RedisListStorage {
   std::size_t purge(std::string_view queue, ListKind kind) {
     check_queue(queue, "purge");
     const std::string k = key(queue, kind);
-    auto lease = pool_.acquire();
-    auto replies = purge_script_.run_pipeline(
+    auto lease = shared_->pool.acquire();
+    auto replies = shared_->purge_script.run_pipeline(
         *lease, 0,
         [&](const std::string& sha) {
           std::vector<redis::Command> cmds;
@@ -403,7 +407,7 @@ class RedisListStorage {
   /// Queues that have a dead or a corrupt list, sorted: SCAN MATCH <pattern> TYPE list.
   std::vector<std::string> queues() {
     std::set<std::string> found;
-    auto lease = pool_.acquire();
+    auto lease = shared_->pool.acquire();
     scan(*lease, corrupt_, [&](std::string_view k) {
       if (auto q = corrupt_.queue_of(k)) found.insert(std::move(*q));
     });
@@ -430,7 +434,7 @@ class RedisListStorage {
       c.arg(std::string_view(k));
       cmds.push_back(std::move(c));
     }
-    auto lease = pool_.acquire();
+    auto lease = shared_->pool.acquire();
     auto replies = lease->run(cmds, redis::Effect::read);
     std::vector<std::size_t> out;
     out.reserve(replies.size());
@@ -453,7 +457,7 @@ class RedisListStorage {
     if (max_items == 0) return result;
     const std::size_t max = std::min(max_items, options_.max_batch_items);
     const std::string dead = dead_.key(queue);
-    auto lease = pool_.acquire();
+    auto lease = shared_->pool.acquire();
     redis::Connection& conn = *lease;
 
     if (!cursor.prefetched || cursor.next >= cursor.window.size()) {
@@ -578,7 +582,7 @@ class RedisListStorage {
     const long long old_client = conn.client_id();
     std::vector<redis::Reply> replies;
     try {
-      replies = replay_script_.run_pipeline(conn, 0, build, redis::Effect::write);
+      replies = shared_->replay_script.run_pipeline(conn, 0, build, redis::Effect::write);
     } catch (const dlq::storage_error& e) {
       if (!e.outcome_unknown()) throw;
       cursor = replay_cursor{window_offset, {}, 0, false};
@@ -632,7 +636,7 @@ class RedisListStorage {
   std::size_t recover(std::string_view queue) {
     check_queue(queue, "recover");
     const std::string k = dead_.key(queue);
-    auto lease = pool_.acquire();
+    auto lease = shared_->pool.acquire();
     std::set<std::string> tombstones;
     constexpr std::size_t chunk = 1000;
     for (std::size_t start = 0;; start += chunk) {
@@ -671,8 +675,8 @@ class RedisListStorage {
 
   std::string next_step_id() {
     static constexpr char hex[] = "0123456789abcdef";
-    const std::uint64_t a = step_base_;
-    const std::uint64_t b = step_counter_.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t a = shared_->step_base;
+    const std::uint64_t b = shared_->step_counter.fetch_add(1, std::memory_order_relaxed);
     std::string id(32, '0');
     for (int i = 0; i < 16; ++i) {
       id[static_cast<std::size_t>(i)] = hex[(a >> (60 - 4 * i)) & 0xF];
@@ -741,15 +745,25 @@ class RedisListStorage {
     }
   }
 
+  // What threads share; on the heap so that the storage can be moved (into a
+  // DeadLetterQueue, for example). A moved-from storage must not be used.
+  struct Shared {
+    Shared(redis::ConnectionOptions connection, redis::PoolOptions pool_options)
+        : pool(std::move(connection), pool_options),
+          replay_script("replay script", std::string(detail::replay_script_source)),
+          purge_script("purge script", std::string(detail::purge_script_source)) {}
+    redis::ConnectionPool pool;
+    redis::Script replay_script;
+    redis::Script purge_script;
+    std::uint64_t step_base = 0;
+    std::atomic<std::uint64_t> step_counter{0};
+  };
+
   RedisListOptions options_;
   detail::KeyPattern dead_;
   detail::KeyPattern source_;
   detail::KeyPattern corrupt_;
-  redis::ConnectionPool pool_;
-  redis::Script replay_script_;
-  redis::Script purge_script_;
-  std::uint64_t step_base_ = 0;
-  std::atomic<std::uint64_t> step_counter_{0};
+  std::unique_ptr<Shared> shared_;
 };
 
 }  // namespace dlq
