@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dlq/dlq.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/storage/redis_list.hpp"
 
@@ -122,6 +123,52 @@ struct Bench {
     return rate;
   }
 
+  // Through the front end: envelopes built, payloads cut out of them on replay.
+  double dlq_send(std::size_t n) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    const std::string p = payload(0, 300);
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < n; ++i)
+      q.send_to_dlq("q", p, "payment timeout", 3, "w-1");
+    return static_cast<double>(n) / seconds_since(t0);
+  }
+  double dlq_send_batch(std::size_t n, std::size_t batch) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<dlq::FailedJob> jobs;
+    dlq::Failure f;
+    f.error = "payment timeout";
+    for (std::size_t i = 0; i < batch; ++i)
+      jobs.push_back({"q", payload(i, 300), f});
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < n; i += batch)
+      q.send_batch(jobs);
+    return static_cast<double>(n) / seconds_since(t0);
+  }
+  double dlq_replay_all(std::size_t n) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<dlq::FailedJob> jobs;
+    dlq::Failure f;
+    f.error = "payment timeout";
+    for (std::size_t i = 0; i < n; ++i) {
+      jobs.push_back({"q", payload(i, 300), f});
+      if (jobs.size() == 1000) {
+        q.send_batch(jobs);
+        jobs.clear();
+      }
+    }
+    const auto t0 = Clock::now();
+    const auto report = q.replay_all("q");
+    const double rate = static_cast<double>(report.replayed) / seconds_since(t0);
+    if (report.replayed != n) {
+      std::fprintf(stderr, "replay_all moved %zu of %zu\n", report.replayed, n);
+      std::exit(1);
+    }
+    return rate;
+  }
+
   // The seed's algorithm: LPOP, then RPUSH, two round trips per item.
   double per_item_loop(std::size_t n) {
     clear();
@@ -215,6 +262,9 @@ int main(int argc, char** argv) {
     measure("single_send", [&] { return b.single_send(20000); });
     measure("batch_send_64", [&] { return b.batch_send(200000, 64); });
     measure("replay_all_100k", [&] { return b.replay_all(100000, 300); });
+    measure("dlq_send", [&] { return b.dlq_send(20000); });
+    measure("dlq_send_batch_64", [&] { return b.dlq_send_batch(200000, 64); });
+    measure("dlq_replay_all_100k", [&] { return b.dlq_replay_all(100000); });
     measure("lmove_lua_100k", [&] { return b.lmove_lua(100000); });
     measure("per_item_loop", [&] { return b.per_item_loop(10000); });
     std::vector<double> longest;
