@@ -279,17 +279,18 @@ TEST_CASE("a stale prefetched window is detected by the byte comparison", "[redi
 TEST_CASE("a batch stops at the byte budget", "[redis][list][replay]") {
   const std::string url = test::shared_redis_url();
   auto o = test::unique_layout();
-  o.max_batch_bytes = 10000;
+  o.max_batch_bytes = 20000;
   RedisListStorage s(url, o);
   RawClient raw(url);
   std::vector<std::string> items(50, std::string(1000, 'x'));
   raw.rpush(s.key("q", ListKind::dead), items);
   RedisListStorage::replay_cursor c;
-  // A payload that is a span of its raw item travels as two numbers: 1000 B per item.
+  // A raw item counts twice (sent, and re-read by the script); a payload that is a span of
+  // it travels as two numbers: 2000 B per item.
   auto r = s.replay_step("q", c, 1000, pass_through);
   CHECK(r.examined == 10);
   CHECK(s.size("q", ListKind::dead) == 40);
-  // A payload of its own travels as bytes: 1000 B raw + 1000 B payload per item.
+  // A payload of its own travels as bytes: 3000 B per item.
   const std::string own(1000, 'y');
   auto other = [&](std::string_view, Decision& d) {
     d.action = Action::replay;
@@ -297,8 +298,8 @@ TEST_CASE("a batch stops at the byte budget", "[redis][list][replay]") {
   };
   RedisListStorage::replay_cursor c2;
   r = s.replay_step("q", c2, 1000, other);
-  CHECK(r.examined == 5);
-  CHECK(s.size("q", ListKind::dead) == 35);
+  CHECK(r.examined == 7);
+  CHECK(s.size("q", ListKind::dead) == 33);
   CHECK(raw.list(s.source_key("q")).back() == own);
 }
 

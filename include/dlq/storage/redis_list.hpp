@@ -100,8 +100,11 @@ struct RedisListOptions {
   /// Most items one replay script moves. Default 1000; 0 = 1000; values above 4000 are
   /// lowered to 4000 (a script must stay short: it blocks the server while it runs).
   std::size_t max_batch_items = 1000;
-  /// Most bytes (raw items + payloads) one replay script carries; a step stops deciding
-  /// items once it is reached (at least one item is always decided). Default 1 MiB; 0 = 1 MiB.
+  /// Most bytes one replay script handles — each decided raw item counts twice (the script
+  /// receives it and re-reads it from the list), a payload sent as bytes once; a step stops
+  /// deciding items once it is reached (at least one item is always decided). Bounds how
+  /// long a script blocks the server: ~1.2 ns per byte here, so 1 MiB ≈ 1.3 ms.
+  /// Default 1 MiB; 0 = 1 MiB.
   std::size_t max_batch_bytes = std::size_t{1} << 20;
   /// How long a replay receipt key lives. Default 10 minutes; 0 = 10 minutes.
   std::chrono::milliseconds receipt_ttl{600000};
@@ -494,7 +497,7 @@ class RedisListStorage {
         ++kept;
       } else if (d.action == Action::set_aside) {
         items.push_back(Item{static_cast<std::uint32_t>(i), 0, 0, 0});
-        bytes += raw.size();
+        bytes += 2 * raw.size();
       } else {
         const std::string dk = source_.key(d.destination.empty() ? queue : d.destination);
         std::size_t at = 0;
@@ -507,10 +510,10 @@ class RedisListStorage {
             !before(raw.data() + raw.size(), p + d.payload.size())) {
           it.first = static_cast<std::uint32_t>(p - raw.data()) + 1;  // a span: no bytes sent
           it.last = it.first + static_cast<std::uint32_t>(d.payload.size()) - 1;
-          bytes += raw.size();
+          bytes += 2 * raw.size();
         } else {
           payloads.emplace_back(d.payload);
-          bytes += raw.size() + d.payload.size();
+          bytes += 2 * raw.size() + d.payload.size();
         }
         items.push_back(it);
       }

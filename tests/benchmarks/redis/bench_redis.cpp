@@ -169,6 +169,23 @@ struct Bench {
     return rate;
   }
 
+  // The LMOVE baseline on the front end's entries (envelopes around 300 B payloads).
+  double lmove_lua_envelopes(std::size_t n) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<dlq::FailedJob> jobs;
+    dlq::Failure f;
+    f.error = "payment timeout";
+    for (std::size_t i = 0; i < n; ++i) {
+      jobs.push_back({"q", payload(i, 300), f});
+      if (jobs.size() == 1000) {
+        q.send_batch(jobs);
+        jobs.clear();
+      }
+    }
+    return lmove_filled();
+  }
+
   // The seed's algorithm: LPOP, then RPUSH, two round trips per item.
   double per_item_loop(std::size_t n) {
     clear();
@@ -192,6 +209,9 @@ struct Bench {
   double lmove_lua(std::size_t n) {
     clear();
     fill(n, 300);
+    return lmove_filled();
+  }
+  double lmove_filled() {
     dlq::redis::Command c("EVAL");
     c.arg(
          "local n = 0 while redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT') do n = n + 1 "
@@ -266,6 +286,7 @@ int main(int argc, char** argv) {
     measure("dlq_send_batch_64", [&] { return b.dlq_send_batch(200000, 64); });
     measure("dlq_replay_all_100k", [&] { return b.dlq_replay_all(100000); });
     measure("lmove_lua_100k", [&] { return b.lmove_lua(100000); });
+    measure("lmove_lua_envelopes_100k", [&] { return b.lmove_lua_envelopes(100000); });
     measure("per_item_loop", [&] { return b.per_item_loop(10000); });
     std::vector<double> longest;
     for (int i = 0; i < runs; ++i) {

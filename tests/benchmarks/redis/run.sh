@@ -37,9 +37,9 @@ val() { echo "$out" | awk -v k="$1" '$1==k {print $2}'; }
 seed_py=$(for _ in $(seq 1 "$runs"); do /usr/bin/python3 "$(dirname "$0")/../../interop/seed.py" bench "redis://127.0.0.1:$port/0" bench: q 5000; done | median)
 single=$(val single_send); batch=$(val batch_send_64); replay=$(val replay_all_100k)
 lmove=$(val lmove_lua_100k); loop=$(val per_item_loop); slow=$(val replay_script_2k_max_us)
-fsingle=$(val dlq_send); fbatch=$(val dlq_send_batch_64); freplay=$(val dlq_replay_all_100k)
+flmove=$(val lmove_lua_envelopes_100k); fsingle=$(val dlq_send); fbatch=$(val dlq_send_batch_64); freplay=$(val dlq_replay_all_100k)
 
-awk -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$freplay" -v seedpy="$seed_py" \
+awk -v flmove="$flmove" -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$freplay" -v seedpy="$seed_py" \
     -v single="$single" -v batch="$batch" -v replay="$replay" -v lmove="$lmove" -v loop="$loop" \
     -v p1="$rb_p1" -v p64="$rb_p64" -v slow="$slow" 'BEGIN {
   printf "%-44s %12s\n", "measurement (300 B unless said)", "entries/s"
@@ -54,6 +54,7 @@ awk -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$freplay" -v seedpy="$
   printf "%-44s %12.0f\n", "DeadLetterQueue send_to_dlq (300 B payload)", fsingle
   printf "%-44s %12.0f\n", "DeadLetterQueue send_batch of 64", fbatch
   printf "%-44s %12.0f\n", "DeadLetterQueue replay_all, 100k entries", freplay
+  printf "%-44s %12.0f\n", "LMOVE Lua loop over the same envelopes", flmove
   printf "\n%-44s %8s %8s %s\n", "ratio", "measured", "target", ""
   r = single / p1;   printf "%-44s %8.2f %8s %s\n", "send / redis-benchmark -P 1", r, ">=0.9", (r >= 0.9 ? "ok" : "MISS")
   r = batch / p64;   printf "%-44s %8.2f %8s %s\n", "batch send / redis-benchmark -P 64", r, ">=0.7", (r >= 0.7 ? "ok" : "MISS")
@@ -65,6 +66,6 @@ awk -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$freplay" -v seedpy="$
   r = fbatch / p64;   printf "%-44s %8.2f %8s %s\n", "send_batch / redis-benchmark -P 64", r, ">=0.7", (r >= 0.7 ? "ok" : "MISS")
   r = freplay / loop; printf "%-44s %8.1f %8s %s\n", "replay_all / per-item loop (C++)", r, ">=30", (r >= 30 ? "ok" : "MISS")
   r = freplay / seedpy; printf "%-44s %8.1f %8s %s\n", "replay_all / the seed (Python)", r, ">=30", (r >= 30 ? "ok" : "MISS")
-  r = freplay / lmove; printf "%-44s %8.2f %8s %s\n", "replay_all / LMOVE Lua loop", r, ">=0.5", (r >= 0.5 ? "ok" : "MISS")
+  r = freplay / flmove; printf "%-44s %8.2f %8s %s\n", "replay_all / LMOVE Lua loop (same entries)", r, ">=0.5", (r >= 0.5 ? "ok" : "MISS")
   printf "%-44s %8d %8s %s\n", "longest replay script, 2 KB entries (us)", slow, "<=5000", (slow <= 5000 ? "ok" : "MISS")
 }'
