@@ -411,7 +411,6 @@ TEST_CASE("concurrent replayers and a popping consumer: every item exactly once"
   Fixture f;
   auto items = f.fill("orders", 20000);
   std::vector<std::thread> threads;
-  std::atomic<int> popped_count{0};
   std::vector<std::string> popped;
   std::mutex m;
   for (int t = 0; t < 3; ++t) {
