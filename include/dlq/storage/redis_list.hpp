@@ -103,9 +103,10 @@ struct RedisListOptions {
   /// Most bytes one replay script handles — each decided raw item counts twice (the script
   /// receives it and re-reads it from the list), a payload sent as bytes once; a step stops
   /// deciding items once it is reached (at least one item is always decided). Bounds how
-  /// long a script blocks the server: ~1.2 ns per byte here, so 1 MiB ≈ 1.3 ms.
-  /// Default 1 MiB; 0 = 1 MiB.
-  std::size_t max_batch_bytes = std::size_t{1} << 20;
+  /// long a script blocks the server (measured: 2 KB entries, 512 KiB → p50 1.0 ms, max
+  /// 2.0 ms; 1 MiB → p50 2.0 ms, max 3.3 ms). Default 512 KiB (1000 items of 300 B fit in
+  /// ~1.1 batches); 0 = 512 KiB.
+  std::size_t max_batch_bytes = std::size_t{512} << 10;
   /// How long a replay receipt key lives. Default 10 minutes; 0 = 10 minutes.
   std::chrono::milliseconds receipt_ttl{600000};
   /// Connection pool: how many connections all threads share, how long to wait for one.
@@ -264,7 +265,7 @@ class RedisListStorage {
     }
     if (options_.max_batch_items == 0) options_.max_batch_items = 1000;
     options_.max_batch_items = std::min<std::size_t>(options_.max_batch_items, 4000);
-    if (options_.max_batch_bytes == 0) options_.max_batch_bytes = std::size_t{1} << 20;
+    if (options_.max_batch_bytes == 0) options_.max_batch_bytes = std::size_t{512} << 10;
     if (options_.receipt_ttl.count() <= 0) options_.receipt_ttl = std::chrono::minutes(10);
     std::random_device rd;
     shared_->step_base =

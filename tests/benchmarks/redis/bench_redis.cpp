@@ -226,8 +226,9 @@ struct Bench {
     return static_cast<double>(r->integer) / s;
   }
 
-  // Longest replay script (µs) while replaying n entries of `size` bytes, from SLOWLOG.
-  long long longest_script_us(std::size_t n, std::size_t size) {
+  // Durations (µs) of every replay script while replaying n entries of `size` bytes, from
+  // SLOWLOG with a 0 µs threshold.
+  std::vector<long long> script_us(std::size_t n, std::size_t size) {
     clear();
     fill(n, size);
     cmd({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
@@ -237,17 +238,17 @@ struct Bench {
     dlq::redis::Command get("SLOWLOG");
     get.arg("GET").arg(-1);
     auto r = raw.run(get, dlq::redis::Effect::read);
-    long long longest = 0;
+    std::vector<long long> us;
     for (std::size_t i = 0; i < r->elements; ++i) {
       const redisReply& e = *r->element[i];
       const redisReply& args = *e.element[3];
       if (args.elements > 0 && dlq::redis::view(*args.element[0]) == "EVALSHA") {
-        longest = std::max(longest, e.element[2]->integer);
+        us.push_back(e.element[2]->integer);
       }
     }
     cmd({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
     cmd({"SLOWLOG", "RESET"});
-    return longest;
+    return us;
   }
   void replay_all_no_fill() {
     dlq::RedisListStorage::replay_cursor cursor;
@@ -288,12 +289,15 @@ int main(int argc, char** argv) {
     measure("lmove_lua_100k", [&] { return b.lmove_lua(100000); });
     measure("lmove_lua_envelopes_100k", [&] { return b.lmove_lua_envelopes(100000); });
     measure("per_item_loop", [&] { return b.per_item_loop(10000); });
-    std::vector<double> longest;
+    std::vector<long long> us;  // every replay script of every run, 2 KB entries
     for (int i = 0; i < runs; ++i) {
-      longest.push_back(static_cast<double>(b.longest_script_us(20000, 2048)));
+      const auto part = b.script_us(20000, 2048);
+      us.insert(us.end(), part.begin(), part.end());
     }
-    std::printf("replay_script_2k_max_us %.0f\n",
-                *std::max_element(longest.begin(), longest.end()));
+    std::sort(us.begin(), us.end());
+    std::printf("replay_script_2k_p50_us %lld\n", us[us.size() / 2]);
+    std::printf("replay_script_2k_p99_us %lld\n", us[us.size() * 99 / 100]);
+    std::printf("replay_script_2k_max_us %lld\n", us.back());
     b.clear();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_redis: %s\n", e.what());

@@ -37,11 +37,12 @@ val() { echo "$out" | awk -v k="$1" '$1==k {print $2}'; }
 seed_py=$(for _ in $(seq 1 "$runs"); do /usr/bin/python3 "$(dirname "$0")/../../interop/seed.py" bench "redis://127.0.0.1:$port/0" bench: q 5000; done | median)
 single=$(val single_send); batch=$(val batch_send_64); replay=$(val replay_all_100k)
 lmove=$(val lmove_lua_100k); loop=$(val per_item_loop); slow=$(val replay_script_2k_max_us)
+slow50=$(val replay_script_2k_p50_us); slow99=$(val replay_script_2k_p99_us)
 flmove=$(val lmove_lua_envelopes_100k); fsingle=$(val dlq_send); fbatch=$(val dlq_send_batch_64); freplay=$(val dlq_replay_all_100k)
 
 awk -v flmove="$flmove" -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$freplay" -v seedpy="$seed_py" \
     -v single="$single" -v batch="$batch" -v replay="$replay" -v lmove="$lmove" -v loop="$loop" \
-    -v p1="$rb_p1" -v p64="$rb_p64" -v slow="$slow" 'BEGIN {
+    -v p1="$rb_p1" -v p64="$rb_p64" -v slow="$slow" -v slow50="$slow50" -v slow99="$slow99" 'BEGIN {
   printf "%-44s %12s\n", "measurement (300 B unless said)", "entries/s"
   printf "%-44s %12.0f\n", "redis-benchmark rpush -c 1 -P 1", p1
   printf "%-44s %12.0f\n", "redis-benchmark rpush -c 1 -P 64", p64
@@ -67,5 +68,7 @@ awk -v flmove="$flmove" -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$f
   r = freplay / loop; printf "%-44s %8.1f %8s %s\n", "replay_all / per-item loop (C++)", r, ">=30", (r >= 30 ? "ok" : "MISS")
   r = freplay / seedpy; printf "%-44s %8.1f %8s %s\n", "replay_all / the seed (Python)", r, ">=30", (r >= 30 ? "ok" : "MISS")
   r = freplay / flmove; printf "%-44s %8.2f %8s %s\n", "replay_all / LMOVE Lua loop (same entries)", r, ">=0.5", (r >= 0.5 ? "ok" : "MISS")
-  printf "%-44s %8d %8s %s\n", "longest replay script, 2 KB entries (us)", slow, "<=5000", (slow <= 5000 ? "ok" : "MISS")
+  printf "%-44s %8d %8s %s\n", "replay script, 2 KB entries, p50 (us)", slow50, "", ""
+  printf "%-44s %8d %8s %s\n", "replay script, 2 KB entries, p99 (us)", slow99, "<=5000", (slow99 <= 5000 ? "ok" : "MISS")
+  printf "%-44s %8d %8s %s\n", "replay script, 2 KB entries, max (us)", slow, "<=5000", (slow <= 5000 ? "ok" : "MISS (noise? see p99)")
 }'
