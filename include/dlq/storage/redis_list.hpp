@@ -58,8 +58,34 @@
 /// and consumers use the same lists. If the server cannot be reached for that, the step
 /// throws with outcome_unknown() == true and says that nothing was lost.
 ///
-/// Measurements (2 cores, loopback, redis-server 7.0.15, 100k entries of 300 B, medians of
-/// 5 runs; tests/benchmarks/redis/run.sh) — see MEASUREMENTS below.
+/// Measurements that decided the algorithm (2 cores, loopback, redis-server 7.0.15, hiredis
+/// 0.14.1; replay-all of 100k entries of 300 B, batches of 1000, medians of 5 runs, same
+/// server, quiet machine; the other numbers come from tests/benchmarks/redis/run.sh):
+///
+/// | replay-all, 100k x 300 B                                     | entries/s | vs LMOVE |
+/// | ------------------------------------------------------------ | --------- | -------- |
+/// | server-side LMOVE loop in one Lua script (bare move limit)   |     904 k |     1.00 |
+/// | two-phase staging (DESIGN.md; prototype, not in the library) |     949 k |     1.05 |
+/// | compare-and-move, one ARGV per raw and per payload (first)   |     462 k |     0.51 |
+/// | compare-and-move, packed plan + payload spans (this file)    |     532 k |     0.59 |
+/// | same, with the 512 KiB script budget (the default)           |     500 k |     0.55 |
+/// | per-item LPOP + RPUSH loop, C++/hiredis (the seed's method)  |      28 k |     0.03 |
+/// | the seed itself, Python + sync redis-py                      |      14 k |    0.016 |
+///
+/// Where a script's time goes (INFO commandstats, 1000 items of 300 B): turning bytes into
+/// Lua strings — ~1.1 ns per ARGV byte, ~1.4 ns per byte read with LRANGE inside the script;
+/// the comparison itself is nearly free (Lua interns strings: equal = same pointer). Hence
+/// one ARGV per raw (a single 300 KB blob was slower: large allocations), a packed binary
+/// plan (struct.unpack), payloads as spans of their raw item instead of second copies, and
+/// no table.concat (1.1 ms per 1000 items in Lua 5.1). Script: ~1.4 ms per 1000 x 300 B;
+/// with 2 KB entries and the 512 KiB budget p50 1.0 ms, max 2.0 ms (SLOWLOG).
+///
+/// Decision: compare-and-move. Staging moves bytes ~1.8x faster (its script returns the
+/// window instead of receiving it back), but it cannot keep filtered-out items in place
+/// (they would have to be pushed back, at the head only), detects no conflicts, and leaves
+/// staging lists that a later replay must recover — which needs leases to tell a dead
+/// replayer from a slow one, or it doubles jobs. Compare-and-move has none of that, meets the
+/// >= 0.5x-LMOVE target, and is ~19x the seed's per-item loop in C++ (~37x the seed itself).
 #pragma once
 
 #include <algorithm>
