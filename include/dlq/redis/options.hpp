@@ -21,7 +21,7 @@ namespace dlq::redis {
 struct ConnectionOptions {
   /// Host name or IP address for TCP. Default "127.0.0.1". Ignored when unix_socket is set.
   std::string host = "127.0.0.1";
-  /// TCP port. Default 6379.
+  /// TCP port. Default 6379. Ignored when unix_socket is set.
   int port = 6379;
   /// Path of a unix-domain socket. Default empty (= use TCP host:port).
   std::string unix_socket;
@@ -47,7 +47,8 @@ struct ConnectionOptions {
   /// Wait before the first reconnect try; doubled for each further try. Default 50 ms;
   /// 0 = retry at once.
   std::chrono::milliseconds reconnect_backoff{50};
-  /// Upper bound of the doubled backoff. Default 1000 ms.
+  /// Upper bound of the doubled backoff. Default 1000 ms; 0 (or anything below
+  /// reconnect_backoff) = the backoff does not grow.
   std::chrono::milliseconds reconnect_backoff_max{1000};
 
   /// "host:port" or "unix:/path" — for messages; never contains the password.

@@ -113,7 +113,9 @@
 
 namespace dlq {
 
-/// Key names and batch limits of a RedisListStorage. Every default is stated.
+/// Key names and batch limits of a RedisListStorage. Every default is stated. A key pattern
+/// must contain exactly one `*` (the queue name) and the three patterns must differ, else the
+/// storage's constructor throws dlq::invalid_argument.
 struct RedisListOptions {
   /// Dead-letter list of a queue; `*` is the queue name. Default "dlq:{*}" (cluster-safe).
   /// The Python seed's layout is "dlq:*".
