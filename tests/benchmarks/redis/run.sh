@@ -6,7 +6,8 @@
 #   tests/benchmarks/redis/run.sh [BUILD_DIR] [RUNS]
 #
 # BUILD_DIR defaults to ./build (configure with -DCMAKE_BUILD_TYPE=Release for real numbers);
-# RUNS (default 5) runs of each measurement, medians reported.
+# RUNS (default 5) interleaved rounds of every measurement, medians reported (script
+# durations: median p50/p99 over rounds, max over all).
 set -euo pipefail
 build=${1:-build}
 runs=${2:-5}
@@ -22,21 +23,26 @@ trap cleanup EXIT
 for _ in $(seq 1 100); do redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-rb() {  # redis-benchmark RPUSH rate (requests/s), median of $runs
-  for _ in $(seq 1 "$runs"); do
-    redis-benchmark -p "$port" -t rpush -c 1 -P "$1" -d 300 -n "$2" --csv 2>/dev/null |
-      awk -F'","' '/RPUSH/ {print $2+0}'
-    redis-cli -p "$port" del mylist >/dev/null
-  done | median
+rb() {  # redis-benchmark RPUSH rate (requests/s)
+  redis-benchmark -p "$port" -t rpush -c 1 -P "$1" -d 300 -n "$2" --csv 2>/dev/null |
+    awk -F'","' '/RPUSH/ {print $2+0}'
+  redis-cli -p "$port" del mylist >/dev/null
 }
-echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$port; $runs runs each, medians" >&2
-rb_p1=$(rb 1 50000)
-rb_p64=$(rb 64 500000)
-out=$("$bench" "redis://127.0.0.1:$port/0" "$runs")
-val() { echo "$out" | awk -v k="$1" '$1==k {print $2}'; }
-seed_py=$(for _ in $(seq 1 "$runs"); do /usr/bin/python3 "$(dirname "$0")/../../interop/seed.py" bench "redis://127.0.0.1:$port/0" bench: q 5000; done | median)
+echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$port; $runs interleaved rounds, medians" >&2
+# Rounds interleave every baseline and every measurement, so that a noisy moment on a shared
+# machine hits all of them alike instead of one whole block.
+results=$(for round in $(seq 1 "$runs"); do
+  echo "rb_p1 $(rb 1 50000)"
+  echo "rb_p64 $(rb 64 500000)"
+  echo "seed_py $(/usr/bin/python3 "$(dirname "$0")/../../interop/seed.py" bench "redis://127.0.0.1:$port/0" bench: q 5000)"
+  "$bench" "redis://127.0.0.1:$port/0" 1
+  echo "round $round done" >&2
+done)
+val() { echo "$results" | awk -v k="$1" '$1==k {print $2}' | median; }
+maxval() { echo "$results" | awk -v k="$1" '$1==k {print $2}' | sort -n | tail -1; }
+rb_p1=$(val rb_p1); rb_p64=$(val rb_p64); seed_py=$(val seed_py)
 single=$(val single_send); batch=$(val batch_send_64); replay=$(val replay_all_100k)
-lmove=$(val lmove_lua_100k); loop=$(val per_item_loop); slow=$(val replay_script_2k_max_us)
+lmove=$(val lmove_lua_100k); loop=$(val per_item_loop); slow=$(maxval replay_script_2k_max_us)
 slow50=$(val replay_script_2k_p50_us); slow99=$(val replay_script_2k_p99_us)
 flmove=$(val lmove_lua_envelopes_100k); fsingle=$(val dlq_send); fbatch=$(val dlq_send_batch_64); freplay=$(val dlq_replay_all_100k)
 
