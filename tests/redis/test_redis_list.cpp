@@ -365,6 +365,8 @@ TEST_CASE("replay-all while producers push: no livelock, no loss, snapshot seman
           "[redis][list][replay][concurrency]") {
   Fixture f;
   auto items = f.fill("orders", 20000);
+  // The front end's snapshot bound: replay at most the count present at the start.
+  const std::size_t snapshot = f.storage.size("orders", ListKind::dead);
   std::atomic<bool> stop{false};
   std::atomic<int> produced{0};
   std::vector<std::thread> producers;
@@ -378,8 +380,6 @@ TEST_CASE("replay-all while producers push: no livelock, no loss, snapshot seman
       }
     });
   }
-  // The front end's snapshot bound: replay at most the count present at the start.
-  const std::size_t snapshot = f.storage.size("orders", ListKind::dead);
   RedisListStorage::replay_cursor cursor;
   std::size_t done = 0;
   int conflicts = 0;
@@ -437,4 +437,61 @@ TEST_CASE("concurrent replayers and a popping consumer: every item exactly once"
   std::sort(items.begin(), items.end());
   CHECK(moved == items);
   CHECK(f.storage.size("orders", ListKind::dead) == 0);
+}
+
+TEST_CASE("discard removes items and pushes nothing anywhere", "[redis][list][replay]") {
+  Fixture f;
+  f.raw.rpush(f.dead("orders"), {"old1", "keep", "old2", "new"});
+  auto decide = [](std::string_view raw, Decision& d) {
+    if (raw.substr(0, 3) == "old") d.action = Action::discard;
+  };
+  auto [examined, conflicts] = f.replay("orders", 100, decide);
+  CHECK(examined == 4);
+  CHECK(f.raw.list(f.dead("orders")) == std::vector<std::string>{"keep", "new"});
+  CHECK(f.raw.list(f.source("orders")).empty());
+  CHECK(f.raw.list(f.corrupt("orders")).empty());
+  // At the head (LTRIM path) as well.
+  auto all = [](std::string_view, Decision& d) { d.action = Action::discard; };
+  f.replay("orders", 100, all);
+  CHECK(f.storage.size("orders", ListKind::dead) == 0);
+  CHECK(f.raw.list(f.source("orders")).empty());
+}
+
+TEST_CASE("push returns the new length; push_bounded stops at the bound, atomically",
+          "[redis][list]") {
+  Fixture f;
+  CHECK(f.storage.push(Record{"q", "", "", "a"}) == 1);
+  CHECK(f.storage.push(Record{"q", "", "", "b"}) == 2);
+  CHECK(f.storage.push_bounded(Record{"q", "", "", "c"}, 3));
+  CHECK_FALSE(f.storage.push_bounded(Record{"q", "", "", "d"}, 3));
+  CHECK(f.raw.list(f.dead("q")) == std::vector<std::string>{"a", "b", "c"});
+  // Many threads racing for the last free places: exactly the bound is reached.
+  std::atomic<int> stored{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i)
+        if (f.storage.push_bounded(Record{"r", "", "", "x"}, 60)) ++stored;
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  CHECK(stored == 60);
+  CHECK(f.storage.size("r", ListKind::dead) == 60);
+  f.raw.cmd({"SET", f.dead("s"), "string"});
+  CHECK_THROWS_AS(f.storage.push_bounded(Record{"s", "", "", "x"}, 10), reply_error);
+}
+
+TEST_CASE("bump_count counts per queue and key and expires", "[redis][list]") {
+  Fixture f;
+  CHECK(f.storage.bump_count("q", "job:1", std::chrono::seconds(60)) == 1);
+  CHECK(f.storage.bump_count("q", "job:1", std::chrono::seconds(60)) == 2);
+  CHECK(f.storage.bump_count("q", "job:2", std::chrono::seconds(60)) == 1);
+  CHECK(f.storage.bump_count("other", "job:1", std::chrono::seconds(60)) == 1);
+  const auto ttl = f.raw.integer({"TTL", f.dead("q") + ":count:job:1"});
+  CHECK((ttl > 50 && ttl <= 60));
+  CHECK(f.storage.queues() == std::vector<std::string>{});  // counters are not lists
+  f.raw.cmd({"PEXPIRE", f.dead("q") + ":count:job:1", "1"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(f.storage.bump_count("q", "job:1", std::chrono::seconds(60)) == 1);
 }

@@ -17,7 +17,8 @@
 /// key matches both the dead and the corrupt pattern (`dlq:a:corrupt` with the seed layout),
 /// it is taken as a corrupt list.
 ///
-/// Costs. push = one RPUSH, one round trip. push_many = one pipelined round trip (one RPUSH
+/// Costs. push = one RPUSH, one round trip (push_bounded: one short script; bump_count:
+/// INCR + EXPIRE in one MULTI/EXEC). push_many = one pipelined round trip (one RPUSH
 /// per run of consecutive records of the same queue). size/range/remove = one command.
 /// purge = one script (LLEN + UNLINK, atomic, exact count). sizes = one pipelined round
 /// trip. queues = SCAN MATCH … TYPE list (never KEYS). replay_step = one round trip per batch.
@@ -197,11 +198,11 @@ struct KeyPattern {
 // ARGV[1] offset of the window, ARGV[2] span of the window to re-read, ARGV[3] tombstone,
 // ARGV[4] '1' when the decided items are exactly the head of the list, ARGV[5] receipt
 // lifetime (ms), ARGV[6] the plan: per decided item four little-endian uint32 — index in the
-// window, key index (0 = set aside to KEYS[2]), payload's first and last byte in the raw
-// item (1-based; first = 0: the payload is the next of the explicit payloads), then one
-// ARGV per decided item with its raw bytes, then the explicit payloads (those that are not
-// a span of their raw item). Payloads travel as spans because a script's time goes into
-// the bytes it turns into Lua strings (measured ~1.1 ns per byte of ARGV).
+// window, key index (0 = set aside to KEYS[2], 1 = discard), payload's first and last byte in the
+// raw item (1-based; first = 0: the payload is the next of the explicit payloads), then one ARGV
+// per decided item with its raw bytes, then the explicit payloads (those that are not a span of
+// their raw item). Payloads travel as spans because a script's time goes into the bytes it turns
+// into Lua strings (measured ~1.1 ns per byte of ARGV).
 inline constexpr std::string_view replay_script_source = R"lua(
 local off = tonumber(ARGV[1])
 local win = redis.call('LRANGE', KEYS[1], off, off + tonumber(ARGV[2]) - 1)
@@ -230,14 +231,18 @@ for j = 1, m do
   local v
   if k == 0 then
     k = 2; v = items[j]
+  elseif k == 1 then
+    v = nil
   elseif from[j] > 0 then
     v = string.sub(items[j], from[j], to[j])
   else
     e = e + 1; v = ARGV[e]
   end
-  local t = lists[k]
-  if t == nil then t = {}; lists[k] = t end
-  t[#t + 1] = v
+  if v ~= nil then
+    local t = lists[k]
+    if t == nil then t = {}; lists[k] = t end
+    t[#t + 1] = v
+  end
 end
 for k, t in pairs(lists) do
   for i = 1, #t, 1000 do
@@ -254,6 +259,12 @@ else
 end
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
 return 1
+)lua";
+
+// Bounded push: RPUSH only while the list is shorter than ARGV[1]; 0 = full.
+inline constexpr std::string_view bounded_push_script_source = R"lua(
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+return redis.call('RPUSH', KEYS[1], ARGV[2])
 )lua";
 
 // Purge: exact count and removal in one atomic step. LLEN fails with WRONGTYPE on a key of
@@ -334,16 +345,74 @@ class RedisListStorage {
   std::string source_key(std::string_view queue) const { return source_.key(queue); }
 
   /// Appends an envelope to the queue's dead list: one RPUSH.
+  /// @return the dead list's length after the push.
   /// @throws dlq::invalid_argument (empty queue name), dlq::storage_error subclasses; a
   ///         timeout after sending has outcome_unknown() == true (never re-sent).
-  void push(const Record& record) {
+  std::size_t push(const Record& record) {
     check_queue(record.queue, "push");
     const std::string k = dead_.key(record.queue);
     redis::Command c("RPUSH");
     c.arg(std::string_view(k)).arg(record.envelope);
     auto lease = shared_->pool.acquire();
     redis::Reply r = lease->run(c, redis::Effect::write);
-    redis::integer(r, *lease, c.label());
+    return static_cast<std::size_t>(redis::integer(r, *lease, c.label()));
+  }
+
+  /// Appends an envelope only while the dead list has fewer than `max_length` items,
+  /// atomically (one script: LLEN, then RPUSH). One round trip.
+  /// @return false (and nothing stored) when the list is full.
+  /// @throws as push().
+  bool push_bounded(const Record& record, std::size_t max_length) {
+    check_queue(record.queue, "push_bounded");
+    const std::string k = dead_.key(record.queue);
+    const std::string label = "bounded push script on " + k;
+    auto lease = shared_->pool.acquire();
+    auto replies = shared_->bounded_push_script.run_pipeline(
+        *lease, 0,
+        [&](const std::string& sha) {
+          std::vector<redis::Command> cmds;
+          redis::Command c("EVALSHA");
+          c.arg_copy(sha).arg(1).arg(std::string_view(k)).arg(max_length).arg(record.envelope);
+          c.label(label);
+          cmds.push_back(std::move(c));
+          return cmds;
+        },
+        redis::Effect::write);
+    return redis::integer(replies[0], *lease, label) > 0;
+  }
+
+  /// Adds one to the counter `key` of `queue` (the poison-loop guard's) and returns its new
+  /// value; the counter expires `ttl` after its last bump. INCR + EXPIRE in one MULTI/EXEC,
+  /// one round trip. The counter lives at `<dead key>:count:<key>` (same hash tag; a string,
+  /// so queues() never lists it).
+  std::int64_t bump_count(std::string_view queue, std::string_view key, std::chrono::seconds ttl) {
+    check_queue(queue, "bump_count");
+    std::string k = dead_.key(queue);
+    k += ":count:";
+    k += key;
+    std::vector<redis::Command> cmds;
+    cmds.emplace_back("MULTI");
+    cmds.push_back(std::move(redis::Command("INCR").arg(std::string_view(k))));
+    cmds.push_back(
+        std::move(redis::Command("EXPIRE")
+                      .arg(std::string_view(k))
+                      .arg(std::max<long long>(1, static_cast<long long>(ttl.count())))));
+    cmds.emplace_back("EXEC");
+    auto lease = shared_->pool.acquire();
+    auto replies = lease->run(cmds, redis::Effect::write);
+    const std::string label = "INCR " + k;
+    for (std::size_t i = 0; i + 1 < replies.size(); ++i)
+      redis::check(replies[i], *lease, label);
+    const redisReply& exec = redis::check(replies.back(), *lease, label);
+    if (exec.type != REDIS_REPLY_ARRAY || exec.elements != 2 ||
+        exec.element[0]->type != REDIS_REPLY_INTEGER) {
+      if (exec.type == REDIS_REPLY_ARRAY && exec.elements > 0 &&
+          exec.element[0]->type == REDIS_REPLY_ERROR) {
+        redis::detail::throw_reply_error(*exec.element[0], lease->endpoint(), label);
+      }
+      redis::detail::throw_unexpected_reply(exec, lease->endpoint(), label);
+    }
+    return exec.element[0]->integer;
   }
 
   /// Appends many envelopes in one pipelined round trip (one RPUSH per run of consecutive
@@ -513,7 +582,7 @@ class RedisListStorage {
     // Decide, in order, until the item or byte budget is used up.
     struct Item {
       std::uint32_t index;      // in this step's window
-      std::uint32_t key_index;  // 0 = set aside; else KEYS index of the destination
+      std::uint32_t key_index;  // 0 = set aside, 1 = discard; else KEYS index of the destination
       std::uint32_t first;      // payload span in the raw item, 1-based; 0 = `explicit`
       std::uint32_t last;
     };
@@ -531,10 +600,11 @@ class RedisListStorage {
       ++examined;
       if (d.action == Action::keep) {
         ++kept;
-      } else if (d.action == Action::set_aside) {
-        items.push_back(Item{static_cast<std::uint32_t>(i), 0, 0, 0});
+      } else if (d.action == Action::set_aside || d.action == Action::discard) {
+        const std::uint32_t k = d.action == Action::set_aside ? 0 : 1;
+        items.push_back(Item{static_cast<std::uint32_t>(i), k, 0, 0});
         bytes += 2 * raw.size();
-      } else {
+      } else if (d.action == Action::replay) {
         const std::string dk = source_.key(d.destination.empty() ? queue : d.destination);
         std::size_t at = 0;
         while (at < dest_keys.size() && dest_keys[at] != dk)
@@ -552,6 +622,8 @@ class RedisListStorage {
           bytes += 2 * raw.size() + d.payload.size();
         }
         items.push_back(it);
+      } else {  // an action this storage does not know: leave the item where it is
+        ++kept;
       }
       if (bytes >= options_.max_batch_bytes) break;
     }
@@ -790,10 +862,13 @@ class RedisListStorage {
     Shared(redis::ConnectionOptions connection, redis::PoolOptions pool_options)
         : pool(std::move(connection), pool_options),
           replay_script("replay script", std::string(detail::replay_script_source)),
-          purge_script("purge script", std::string(detail::purge_script_source)) {}
+          purge_script("purge script", std::string(detail::purge_script_source)),
+          bounded_push_script("bounded push script",
+                              std::string(detail::bounded_push_script_source)) {}
     redis::ConnectionPool pool;
     redis::Script replay_script;
     redis::Script purge_script;
+    redis::Script bounded_push_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};
   };
