@@ -608,6 +608,22 @@ class DeadLetterQueue {
       d.action = Action::replay;
       d.destination = destination;
       d.payload = payload;
+      d.identity = identity_of(view);
+    }
+
+    // The stored id's value span (quotes included) when it is a canonical UUID — what dlq
+    // writes (UUIDv7, 62 random bits), so no other item carries it by chance at the same
+    // offset; else empty: the storage compares the whole item (see Decision::identity).
+    static std::string_view identity_of(const detail::envelope_view& view) {
+      const std::string_view v = view.id;
+      if (v.size() != 38 || v.front() != '"' || v.back() != '"') return {};
+      for (std::size_t i = 1; i + 1 < v.size(); ++i) {
+        const char c = v[i];
+        const bool dash = i == 9 || i == 14 || i == 19 || i == 24;
+        const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        if (dash ? c != '-' : !hex) return {};
+      }
+      return v;
     }
 
     bool matches(const detail::envelope_view& view, std::string_view raw) {

@@ -51,9 +51,11 @@
 /// list, every Action::discard item is deleted, every Action::keep item stays where it is. If the
 /// list changed between the read and the apply so that the decided items are no longer where they
 /// were, nothing is applied and the result says `conflict`; the caller then calls again and the
-/// items are decided anew. A step that finds no item at the cursor returns examined == 0. Where the
-/// backend cannot apply atomically across stores (a key-value store replaying into an external
-/// queue) it pushes first and removes second — at-least-once, never lost — and documents it.
+/// items are decided anew. "Where they were" may be checked by comparing whole items or, where
+/// the decider gave one, by Decision::identity (the entry's stored id; see Decision). A step that
+/// finds no item at the cursor returns examined == 0. Where the backend cannot apply atomically
+/// across stores (a key-value store replaying into an external queue) it pushes first and removes
+/// second — at-least-once, never lost — and documents it.
 #pragma once
 
 #include <chrono>
@@ -99,6 +101,25 @@ struct Decision {
   Action action = Action::keep;
   std::string_view destination;  ///< queue name to push the payload to (Action::replay)
   std::string_view payload;      ///< exact payload bytes to push (Action::replay)
+  /// Optional: a part of the raw item (a view into the bytes passed to the decider) that no
+  /// other item of the list contains at the same offset in an item of the same length — the
+  /// entry's id as stored. Empty (the default) = the storage compares the whole item.
+  ///
+  /// A storage that must re-check, when it applies a decision, that the item at the decided
+  /// position is still the decided one (dlq::RedisListStorage, whose server-side check costs
+  /// time per byte compared) may compare only the item's length and these bytes at their
+  /// offset. Why that suffices: every entry dlq writes carries a UUIDv7 id with 62 random
+  /// bits, so a shifted window puts an item with another id — or another length — at the
+  /// position, and the check fails as the full comparison would. Byte-identical twins pass
+  /// either check and are interchangeable. Only an item crafted to carry another entry's id
+  /// at the same offset with the same length passes where the full comparison would not;
+  /// then that item is removed and its own bytes at the decided payload span are pushed —
+  /// another entry is never lost, and the payload pushed is always bytes of the item that
+  /// was removed. The front end sets it only to a stored id in canonical UUID form (no
+  /// seed-written entry has one: those keep the full comparison). Storages may ignore it
+  /// (dlq::MemoryStorage compares whole items: cheap in memory). A view that is not inside
+  /// the raw item is ignored.
+  std::string_view identity;
 };
 
 /// The decider a storage calls once per item: (raw item bytes, decision to fill in).

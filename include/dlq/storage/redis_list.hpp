@@ -136,9 +136,10 @@ struct RedisListOptions {
   /// Most items one replay script moves. Default 1000; 0 = 1000; values above 4000 are
   /// lowered to 4000 (a script must stay short: it blocks the server while it runs).
   std::size_t max_batch_items = 1000;
-  /// Most bytes one replay script handles — each decided raw item counts twice (the script
-  /// receives it and re-reads it from the list), a payload sent as bytes once; a step stops
-  /// deciding items once it is reached (at least one item is always decided). Bounds how
+  /// Most bytes one replay script handles — each decided raw item counts once (the script
+  /// re-reads it from the list) plus what is sent to check it (its Decision::identity, or
+  /// without one the raw item again), a payload sent as bytes once; a step stops deciding
+  /// items once it is reached (at least one item is always decided). Bounds how
   /// long a script blocks the server (measured: 2 KB entries, 512 KiB → p50 1.0 ms, max
   /// 2.0 ms; 1 MiB → p50 2.0 ms, max 3.3 ms). Default 512 KiB (1000 items of 300 B fit in
   /// ~1.1 batches); 0 = 512 KiB.
@@ -197,23 +198,44 @@ struct KeyPattern {
 // KEYS[1] dead list, KEYS[2] corrupt list, KEYS[3] receipt key, KEYS[4..] destination lists.
 // ARGV[1] offset of the window, ARGV[2] span of the window to re-read, ARGV[3] tombstone,
 // ARGV[4] '1' when the decided items are exactly the head of the list, ARGV[5] receipt
-// lifetime (ms), ARGV[6] the plan: per decided item four little-endian uint32 — index in the
+// lifetime (ms), ARGV[6] the plan: per decided item six little-endian uint32 — index in the
 // window, key index (0 = set aside to KEYS[2], 1 = discard), payload's first and last byte in the
-// raw item (1-based; first = 0: the payload is the next of the explicit payloads), then one ARGV
-// per decided item with its raw bytes, then the explicit payloads (those that are not a span of
-// their raw item). Payloads travel as spans because a script's time goes into the bytes it turns
-// into Lua strings (measured ~1.1 ns per byte of ARGV).
+// raw item (1-based; first = 0: the payload is the next of the explicit payloads), the raw item's
+// length and its identity's first byte in it (1-based; 0 = no identity: compare whole items),
+// then one ARGV per decided item with its identity bytes (Decision::identity) or, without one,
+// its raw bytes, then the explicit payloads (those that are not a span of their raw item).
+// Identities and payload spans replace bytes because a script's time goes into the bytes it
+// turns into Lua strings (measured ~1.1 ns per byte of ARGV).
 inline constexpr std::string_view replay_script_source = R"lua(
 local off = tonumber(ARGV[1])
 local win = redis.call('LRANGE', KEYS[1], off, off + tonumber(ARGV[2]) - 1)
 local plan = ARGV[6]
-local m = #plan / 16
-local items, idx, keys, from, to = {}, {}, {}, {}, {}
+local m = #plan / 24
+local sub, unpack4 = string.sub, struct.unpack
+local lists, idx, e = {}, {}, 6 + m
 for j = 1, m do
-  local i, k, a, b = struct.unpack('<I4I4I4I4', plan, 16 * j - 15)
-  local w = win[i + 1]
-  if w ~= ARGV[6 + j] then return 0 end
-  items[j] = w; idx[j] = i; keys[j] = k; from[j] = a; to[j] = b
+  local i, k, a, b, n, o = unpack4('<I4I4I4I4I4I4', plan, 24 * j - 23)
+  local w, v = win[i + 1], ARGV[6 + j]
+  if o == 0 then
+    if w ~= v then return 0 end
+  elseif w == nil or #w ~= n or sub(w, o, o + #v - 1) ~= v then
+    return 0
+  end
+  idx[j] = i
+  if k == 0 then
+    k = 2; v = w
+  elseif k == 1 then
+    v = nil
+  elseif a > 0 then
+    v = sub(w, a, b)
+  else
+    e = e + 1; v = ARGV[e]
+  end
+  if v ~= nil then
+    local t = lists[k]
+    if t == nil then t = {}; lists[k] = t end
+    t[#t + 1] = v
+  end
 end
 for k = 2, #KEYS do
   if k ~= 3 then
@@ -222,26 +244,6 @@ for k = 2, #KEYS do
       return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t ..
                                ', not a list; nothing was moved')
     end
-  end
-end
-local lists = {}
-local e = 6 + m
-for j = 1, m do
-  local k = keys[j]
-  local v
-  if k == 0 then
-    k = 2; v = items[j]
-  elseif k == 1 then
-    v = nil
-  elseif from[j] > 0 then
-    v = string.sub(items[j], from[j], to[j])
-  else
-    e = e + 1; v = ARGV[e]
-  end
-  if v ~= nil then
-    local t = lists[k]
-    if t == nil then t = {}; lists[k] = t end
-    t[#t + 1] = v
   end
 end
 for k, t in pairs(lists) do
@@ -585,6 +587,9 @@ class RedisListStorage {
       std::uint32_t key_index;  // 0 = set aside, 1 = discard; else KEYS index of the destination
       std::uint32_t first;      // payload span in the raw item, 1-based; 0 = `explicit`
       std::uint32_t last;
+      std::uint32_t length;          // of the raw item
+      std::uint32_t identity_first;  // identity span in the raw item, 1-based; 0 = none
+      std::string_view check;        // what the script compares: the identity or the raw item
     };
     std::vector<Item> items;
     std::vector<std::string> payloads;   // payloads that are not a span of their raw item
@@ -593,38 +598,50 @@ class RedisListStorage {
     std::size_t bytes = 0;
     std::size_t examined = 0;
     const std::less<const char*> before;
+    auto inside = [&before](std::string_view part, const std::string& raw) {
+      return part.data() != nullptr && !before(part.data(), raw.data()) &&
+             !before(raw.data() + raw.size(), part.data() + part.size());
+    };
     for (std::size_t i = 0; i < available; ++i) {
       const std::string& raw = cursor.window[cursor.next + i];
       Decision d;
       decide(std::string_view(raw), d);
       ++examined;
+      if (d.action != Action::keep && d.action != Action::set_aside &&
+          d.action != Action::discard && d.action != Action::replay) {
+        d.action = Action::keep;  // an action this storage does not know: leave the item
+      }
       if (d.action == Action::keep) {
         ++kept;
-      } else if (d.action == Action::set_aside || d.action == Action::discard) {
-        const std::uint32_t k = d.action == Action::set_aside ? 0 : 1;
-        items.push_back(Item{static_cast<std::uint32_t>(i), k, 0, 0});
-        bytes += 2 * raw.size();
-      } else if (d.action == Action::replay) {
+        continue;
+      }
+      Item it{static_cast<std::uint32_t>(i), 0, 0, 0, static_cast<std::uint32_t>(raw.size()), 0,
+              std::string_view(raw)};
+      // The script re-reads the raw item (its bytes count once) and compares it with what
+      // is sent: the identity when there is one, else the raw bytes again.
+      if (!d.identity.empty() && inside(d.identity, raw)) {
+        it.identity_first = static_cast<std::uint32_t>(d.identity.data() - raw.data()) + 1;
+        it.check = d.identity;
+      }
+      bytes += raw.size() + it.check.size();
+      if (d.action == Action::set_aside || d.action == Action::discard) {
+        it.key_index = d.action == Action::set_aside ? 0 : 1;
+      } else {
         const std::string dk = source_.key(d.destination.empty() ? queue : d.destination);
         std::size_t at = 0;
         while (at < dest_keys.size() && dest_keys[at] != dk)
           ++at;
         if (at == dest_keys.size()) dest_keys.push_back(dk);
-        Item it{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(at + 4), 0, 0};
-        const char* p = d.payload.data();
-        if (p != nullptr && !before(p, raw.data()) &&
-            !before(raw.data() + raw.size(), p + d.payload.size())) {
-          it.first = static_cast<std::uint32_t>(p - raw.data()) + 1;  // a span: no bytes sent
+        it.key_index = static_cast<std::uint32_t>(at + 4);
+        if (inside(d.payload, raw)) {  // a span of the raw item: no bytes sent
+          it.first = static_cast<std::uint32_t>(d.payload.data() - raw.data()) + 1;
           it.last = it.first + static_cast<std::uint32_t>(d.payload.size()) - 1;
-          bytes += 2 * raw.size();
         } else {
           payloads.emplace_back(d.payload);
-          bytes += 2 * raw.size() + d.payload.size();
+          bytes += d.payload.size();
         }
-        items.push_back(it);
-      } else {  // an action this storage does not know: leave the item where it is
-        ++kept;
       }
+      items.push_back(it);
       if (bytes >= options_.max_batch_bytes) break;
     }
     result.examined = examined;
@@ -648,12 +665,11 @@ class RedisListStorage {
     const std::string corrupt = corrupt_.key(queue);
     const std::string label = "replay script on " + dead;
     const std::string ttl = std::to_string(options_.receipt_ttl.count());
-    const std::size_t first = cursor.next;
     const std::size_t ahead = std::min(max * 4, options_.max_batch_items);
 
-    // The plan: 4 little-endian uint32 per item.
+    // The plan: 6 little-endian uint32 per item.
     std::string plan;
-    plan.reserve(items.size() * 16);
+    plan.reserve(items.size() * 24);
     auto put = [&plan](std::uint32_t v) {
       for (int b = 0; b < 4; ++b)
         plan += static_cast<char>((v >> (8 * b)) & 0xFF);
@@ -663,6 +679,8 @@ class RedisListStorage {
       put(it.key_index);
       put(it.first);
       put(it.last);
+      put(it.length);
+      put(it.identity_first);
     }
 
     auto build = [&](const std::string& sha) {
@@ -677,7 +695,7 @@ class RedisListStorage {
       s.arg(window_offset).arg(span).arg(std::string_view(tombstone)).arg(head ? "1" : "0");
       s.arg(std::string_view(ttl)).arg(std::string_view(plan));
       for (const Item& it : items)
-        s.arg(std::string_view(cursor.window[first + it.index]));
+        s.arg(it.check);
       for (const auto& p : payloads)
         s.arg(std::string_view(p));
       s.label(label);
