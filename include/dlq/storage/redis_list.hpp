@@ -28,9 +28,12 @@
 ///     it behind its script, so a running replay costs one round trip per batch).
 ///  2. The client calls the decider per item and cuts out payloads. No JSON is ever decoded
 ///     in Lua (cjson mangles big numbers, `[]`, `/` and key order).
-///  3. One script gets the offset and, per decided item, its index, its raw bytes, its
-///     action and payload. It re-reads the window and checks that every decided item is
-///     byte-identical at its index — otherwise it returns "conflict" having changed nothing.
+///  3. One script gets the offset and, per decided item, its index, its action and payload,
+///     and what identifies it: its length and its Decision::identity (the entry's id as
+///     stored, which the front end gives for entries dlq wrote) with the id's offset — or,
+///     without an identity, its raw bytes. It re-reads the window and checks that every
+///     decided item is still the one at its index (same length and id bytes at that offset;
+///     or byte-identical) — otherwise it returns "conflict" having changed nothing.
 ///     Then it RPUSHes payloads to their destinations and set-aside raws to the corrupt list,
 ///     and removes the decided items: `LTRIM dead m -1` when they are the head of the list
 ///     (replay-all), else LSET each to a tombstone unique to this step and `LREM dead m
@@ -38,12 +41,24 @@
 ///     a receipt key (`SET … PX`) that tells a client whose answer got lost that it ran.
 ///  An item is at every instant in exactly one place (dead list, destination, corrupt list):
 ///  a replayer killed at any point leaves nothing to recover; concurrent replayers, the
-///  seed's LPOP, trims and LREMs are caught by the byte comparison; no staging list, lease
+///  seed's LPOP, trims and LREMs are caught by the comparison; no staging list, lease
 ///  or lock; producers' RPUSHes during a replay never abort it (unlike WATCH), and new items
 ///  land behind the window, so replay-all keeps snapshot semantics.
 ///
+/// Why comparing ids suffices: an entry dlq writes carries a UUIDv7 id (62 random bits), so
+/// no other item holds those bytes by chance, let alone at the same offset in an item of the
+/// same length. A window shifted by another client's LPOP, LREM, LSET or replay puts an item
+/// with another id (or length) at a decided index, and the check fails exactly as the full
+/// comparison would; byte-identical twins pass either check and are interchangeable. Payloads
+/// are always cut from the item the script re-read — the one it removes — never from the
+/// client's copy. So the one item that passes where the full comparison would not is one
+/// crafted to carry another entry's id at the same offset with the same length; then that
+/// item is removed and its own bytes at the decided payload span are pushed: no other entry
+/// is lost. Items without an id in canonical UUID form (the Python seed's entries, ids
+/// written by other tools) are compared byte for byte, as before.
+///
 /// Why the script cannot lose an item: Redis does not roll back a script that fails midway;
-/// writes done before the failure stay. The script does every check first (byte comparison,
+/// writes done before the failure stay. The script does every check first (the comparison,
 /// TYPE of each list it writes — so no RPUSH can fail with WRONGTYPE), then pushes, and
 /// removes only after every push succeeded. A failure after the pushes and before the
 /// removal leaves copies in both places (a duplicate, never a loss); a failure between the
@@ -136,10 +151,11 @@ struct RedisListOptions {
   /// Most items one replay script moves. Default 1000; 0 = 1000; values above 4000 are
   /// lowered to 4000 (a script must stay short: it blocks the server while it runs).
   std::size_t max_batch_items = 1000;
-  /// Most bytes one replay script handles — each decided raw item counts once (the script
-  /// re-reads it from the list) plus what is sent to check it (its Decision::identity, or
-  /// without one the raw item again), a payload sent as bytes once; a step stops deciding
-  /// items once it is reached (at least one item is always decided). Bounds how
+  /// Most bytes one replay script handles — each decided raw item counts twice (the script
+  /// re-reads it from the list, and receives it back to compare or — when verified by its
+  /// Decision::identity — cuts a payload of up to its size out of it), a payload sent as
+  /// bytes once; a step stops deciding items once it is reached (at least one item is
+  /// always decided). Bounds how
   /// long a script blocks the server (measured: 2 KB entries, 512 KiB → p50 1.0 ms, max
   /// 2.0 ms; 1 MiB → p50 2.0 ms, max 3.3 ms). Default 512 KiB (1000 items of 300 B fit in
   /// ~1.1 batches); 0 = 512 KiB.
@@ -617,13 +633,15 @@ class RedisListStorage {
       }
       Item it{static_cast<std::uint32_t>(i), 0, 0, 0, static_cast<std::uint32_t>(raw.size()), 0,
               std::string_view(raw)};
-      // The script re-reads the raw item (its bytes count once) and compares it with what
-      // is sent: the identity when there is one, else the raw bytes again.
+      // The script compares the item at its index with what is sent: the identity when there
+      // is one (length + id bytes at their offset), else the whole raw item.
       if (!d.identity.empty() && inside(d.identity, raw)) {
         it.identity_first = static_cast<std::uint32_t>(d.identity.data() - raw.data()) + 1;
         it.check = d.identity;
       }
-      bytes += raw.size() + it.check.size();
+      // Twice the raw size either way: the script re-reads the item and either receives it
+      // back or cuts a payload (up to its size) out of it.
+      bytes += 2 * raw.size();
       if (d.action == Action::set_aside || d.action == Action::discard) {
         it.key_index = d.action == Action::set_aside ? 0 : 1;
       } else {

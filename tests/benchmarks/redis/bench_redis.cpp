@@ -227,14 +227,29 @@ struct Bench {
   }
 
   // Durations (µs) of every replay script while replaying n entries of `size` bytes, from
-  // SLOWLOG with a 0 µs threshold.
-  std::vector<long long> script_us(std::size_t n, std::size_t size) {
+  // SLOWLOG with a 0 µs threshold: storage-level items (no identity: full comparison) or,
+  // with `front_end`, DeadLetterQueue envelopes around `size`-byte payloads (verified by id).
+  std::vector<long long> script_us(std::size_t n, std::size_t size, bool front_end = false) {
     clear();
-    fill(n, size);
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    if (front_end) {
+      std::vector<dlq::FailedJob> jobs;
+      dlq::Failure f;
+      f.error = "payment timeout";
+      for (std::size_t i = 0; i < n; ++i)
+        jobs.push_back({"q", payload(i, size), f});
+      q.send_batch(jobs);
+    } else {
+      fill(n, size);
+    }
     cmd({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
     cmd({"CONFIG", "SET", "slowlog-max-len", "100000"});
     cmd({"SLOWLOG", "RESET"});
-    replay_all_no_fill();
+    if (front_end) {
+      q.replay_all("q");
+    } else {
+      replay_all_no_fill();
+    }
     dlq::redis::Command get("SLOWLOG");
     get.arg("GET").arg(-1);
     auto r = raw.run(get, dlq::redis::Effect::read);
@@ -289,15 +304,20 @@ int main(int argc, char** argv) {
     measure("lmove_lua_100k", [&] { return b.lmove_lua(100000); });
     measure("lmove_lua_envelopes_100k", [&] { return b.lmove_lua_envelopes(100000); });
     measure("per_item_loop", [&] { return b.per_item_loop(10000); });
-    std::vector<long long> us;  // every replay script of every run, 2 KB entries
-    for (int i = 0; i < runs; ++i) {
-      const auto part = b.script_us(20000, 2048);
-      us.insert(us.end(), part.begin(), part.end());
+    // Every replay script of every run: 2 KB storage-level items, and envelopes around 2 KB
+    // payloads through the front end.
+    for (const bool front_end : {false, true}) {
+      std::vector<long long> us;
+      for (int i = 0; i < runs; ++i) {
+        const auto part = b.script_us(20000, 2048, front_end);
+        us.insert(us.end(), part.begin(), part.end());
+      }
+      std::sort(us.begin(), us.end());
+      const char* name = front_end ? "dlq_replay_script_2k" : "replay_script_2k";
+      std::printf("%s_p50_us %lld\n", name, us[us.size() / 2]);
+      std::printf("%s_p99_us %lld\n", name, us[us.size() * 99 / 100]);
+      std::printf("%s_max_us %lld\n", name, us.back());
     }
-    std::sort(us.begin(), us.end());
-    std::printf("replay_script_2k_p50_us %lld\n", us[us.size() / 2]);
-    std::printf("replay_script_2k_p99_us %lld\n", us[us.size() * 99 / 100]);
-    std::printf("replay_script_2k_max_us %lld\n", us.back());
     b.clear();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_redis: %s\n", e.what());
