@@ -614,7 +614,12 @@ class DeadLetterQueue {
     // The stored id's value span (quotes included) when it is a canonical UUID — what dlq
     // writes (UUIDv7, 62 random bits), so no other item carries it by chance at the same
     // offset; else empty: the storage compares the whole item (see Decision::identity).
+    // Not when a storage keyed by job id used the job id as the entry id: re-sending the
+    // job rewrites the entry under the same id.
     static std::string_view identity_of(const detail::envelope_view& view) {
+      if constexpr (detail::keyed_by_job_id<storage_type>::value) {
+        if (!view.job_id.empty()) return {};
+      }
       const std::string_view v = view.id;
       if (v.size() != 38 || v.front() != '"' || v.back() != '"') return {};
       for (std::size_t i = 1; i + 1 < v.size(); ++i) {

@@ -115,8 +115,11 @@ struct Decision {
   /// at the same offset with the same length passes where the full comparison would not;
   /// then that item is removed and its own bytes at the decided payload span are pushed —
   /// another entry is never lost, and the payload pushed is always bytes of the item that
-  /// was removed. The front end sets it only to a stored id in canonical UUID form (no
-  /// seed-written entry has one: those keep the full comparison). Storages may ignore it
+  /// was removed. This holds as long as no two different items of a list carry the same
+  /// id, so the front end sets identity only to a stored id in canonical UUID form (what it
+  /// writes; random, so never shared by chance) — not for seed-written entries (no id) nor
+  /// for a job id that a storage keyed by job id uses as the entry id (re-sending the job
+  /// rewrites the entry under the same id). Storages may ignore it
   /// (dlq::MemoryStorage compares whole items: cheap in memory). A view that is not inside
   /// the raw item is ignored.
   std::string_view identity;
