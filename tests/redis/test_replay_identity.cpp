@@ -414,3 +414,83 @@ TEST_CASE("replay_all: dlq entries are checked by id, seed entries and other ids
   REQUIRE(src.size() == 1);
   CHECK(src[0].find("BAAA") != std::string::npos);
 }
+
+// --- what the front end gives as identity ----------------------------------------------------
+
+namespace {
+
+// MemoryStorage that records the identity of every replay decision (and may claim to be keyed
+// by job id, as a key-value storage is).
+template <bool Keyed>
+struct RecordingStorage {
+  static constexpr bool keyed_by_job_id = Keyed;
+  using replay_cursor = MemoryStorage::replay_cursor;
+  MemoryStorage inner;
+  std::vector<std::string> identities;  // per replay decision; "<none>" when empty
+  std::vector<std::string> raws;
+
+  std::size_t push(const Record& r) { return inner.push(r); }
+  void push_many(const std::vector<Record>& r) { inner.push_many(r); }
+  std::size_t size(std::string_view q, ListKind k) { return inner.size(q, k); }
+  std::vector<std::string> range(std::string_view q, ListKind k, std::size_t s, std::size_t n) {
+    return inner.range(q, k, s, n);
+  }
+  bool remove(std::string_view q, ListKind k, std::string_view id, std::string_view raw) {
+    return inner.remove(q, k, id, raw);
+  }
+  std::size_t purge(std::string_view q, ListKind k) { return inner.purge(q, k); }
+  std::vector<std::string> queues() { return inner.queues(); }
+  std::vector<std::size_t> sizes(const std::vector<std::string>& q) { return inner.sizes(q); }
+  StepResult replay_step(std::string_view q, replay_cursor& c, std::size_t n, Decider decide) {
+    auto record = [&](std::string_view raw, Decision& d) {
+      decide(raw, d);
+      if (d.action != Action::replay) return;
+      if (!d.identity.empty()) {
+        // A view into raw, or the storage could not use it.
+        REQUIRE(d.identity.data() >= raw.data());
+        REQUIRE(d.identity.data() + d.identity.size() <= raw.data() + raw.size());
+      }
+      identities.push_back(d.identity.empty() ? "<none>" : std::string(d.identity));
+      raws.emplace_back(raw);
+    };
+    return inner.replay_step(q, c, n, Decider(record));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the front end gives the stored UUID as identity, nothing for other entries",
+          "[replay][identity]") {
+  RecordingStorage<false> s;
+  DeadLetterQueue<RecordingStorage<false>&> q(s);
+  const std::string id = q.send_to_dlq("orders", "{\"a\":1}", "e", 1, "w");
+  Failure with_job;
+  with_job.error = "e";
+  with_job.job_id = "3b241101-e2bb-4255-8caf-4136c566a962";  // a UUID, but not the entry id
+  const std::string id2 = q.send_to_dlq("orders", "\"text\"", with_job);
+  s.inner.push(Record{"orders", "", "",
+                      "{\"original_payload\": 1, \"queue\": \"orders\", \"error\": \"e\"}"});
+  s.inner.push(Record{"orders", "", "",
+                      "{\"original_payload\":2,\"queue\":\"orders\",\"id\":\"order-17\"}"});
+  s.inner.push(Record{"orders", "", "",
+                      "{\"original_payload\":3,\"id\":\"0190AAAA-BBBB-7CCC-8DDD-EEEEEEEEEEEE\"}"});
+  s.inner.push(Record{"orders", "", "",
+                      "{\"original_payload\":4,\"id\":\"0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeee\"}"});
+  CHECK(q.replay_all("orders").replayed == 6);
+  CHECK(s.identities ==
+        std::vector<std::string>{"\"" + id + "\"", "\"" + id2 + "\"", "<none>", "<none>",
+                                 "\"0190AAAA-BBBB-7CCC-8DDD-EEEEEEEEEEEE\"", "<none>"});
+}
+
+TEST_CASE("a storage keyed by job id gets no identity for entries whose id is the job id",
+          "[replay][identity]") {
+  RecordingStorage<true> s;
+  DeadLetterQueue<RecordingStorage<true>&> q(s);
+  Failure f;
+  f.error = "e";
+  f.job_id = "3b241101-e2bb-4255-8caf-4136c566a962";
+  CHECK(q.send_to_dlq("orders", "1", f) == f.job_id);
+  const std::string generated = q.send_to_dlq("orders", "2", "e", 1, "w");
+  CHECK(q.replay_all("orders").replayed == 2);
+  CHECK(s.identities == std::vector<std::string>{"<none>", "\"" + generated + "\""});
+}
