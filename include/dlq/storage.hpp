@@ -113,51 +113,57 @@ struct has_push_many<S, std::void_t<decltype(std::declval<S&>().push_many(
 template <class S, class = void>
 struct has_size : std::false_type {};
 template <class S>
-struct has_size<S, std::enable_if_t<std::is_convertible_v<
-                       decltype(std::declval<S&>().size(std::string_view{}, ListKind::dead)),
-                       std::size_t>>> : std::true_type {};
+struct has_size<
+    S, std::enable_if_t<std::is_convertible_v<
+           decltype(std::declval<S&>().size(std::string_view{}, ListKind::dead)), std::size_t>>>
+    : std::true_type {};
 
 template <class S, class = void>
 struct has_range : std::false_type {};
 template <class S>
-struct has_range<S, std::enable_if_t<std::is_convertible_v<
-                        decltype(std::declval<S&>().range(std::string_view{}, ListKind::dead,
-                                                          std::size_t{}, std::size_t{})),
-                        std::vector<std::string>>>> : std::true_type {};
+struct has_range<S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().range(
+                                                               std::string_view{}, ListKind::dead,
+                                                               std::size_t{}, std::size_t{})),
+                                                           std::vector<std::string>>>>
+    : std::true_type {};
 
 template <class S, class = void>
 struct has_remove : std::false_type {};
 template <class S>
-struct has_remove<S, std::enable_if_t<std::is_convertible_v<
-                         decltype(std::declval<S&>().remove(std::string_view{}, ListKind::dead,
-                                                            std::string_view{}, std::string_view{})),
-                         bool>>> : std::true_type {};
+struct has_remove<S,
+                  std::enable_if_t<std::is_convertible_v<
+                      decltype(std::declval<S&>().remove(std::string_view{}, ListKind::dead,
+                                                         std::string_view{}, std::string_view{})),
+                      bool>>> : std::true_type {};
 
 template <class S, class = void>
 struct has_purge : std::false_type {};
 template <class S>
-struct has_purge<S, std::enable_if_t<std::is_convertible_v<
-                        decltype(std::declval<S&>().purge(std::string_view{}, ListKind::dead)),
-                        std::size_t>>> : std::true_type {};
+struct has_purge<
+    S, std::enable_if_t<std::is_convertible_v<
+           decltype(std::declval<S&>().purge(std::string_view{}, ListKind::dead)), std::size_t>>>
+    : std::true_type {};
 
 template <class S, class = void>
 struct has_queues : std::false_type {};
 template <class S>
-struct has_queues<
-    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().queues()),
-                                              std::vector<std::string>>>> : std::true_type {};
+struct has_queues<S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().queues()),
+                                                            std::vector<std::string>>>>
+    : std::true_type {};
 
 template <class S, class = void>
 struct has_sizes : std::false_type {};
 template <class S>
-struct has_sizes<S, std::enable_if_t<std::is_convertible_v<
-                        decltype(std::declval<S&>().sizes(std::declval<const std::vector<std::string>&>())),
-                        std::vector<std::size_t>>>> : std::true_type {};
+struct has_sizes<
+    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().sizes(
+                                                  std::declval<const std::vector<std::string>&>())),
+                                              std::vector<std::size_t>>>> : std::true_type {};
 
 template <class S, class = void>
 struct has_replay_cursor : std::false_type {};
 template <class S>
-struct has_replay_cursor<S, std::enable_if_t<std::is_default_constructible_v<typename S::replay_cursor>>>
+struct has_replay_cursor<
+    S, std::enable_if_t<std::is_default_constructible_v<typename S::replay_cursor>>>
     : std::true_type {};
 
 struct decider_archetype {
@@ -167,12 +173,11 @@ struct decider_archetype {
 template <class S, class = void>
 struct has_replay_step : std::false_type {};
 template <class S>
-struct has_replay_step<
-    S, std::enable_if_t<std::is_convertible_v<
-           decltype(std::declval<S&>().replay_step(std::string_view{},
-                                                   std::declval<typename S::replay_cursor&>(),
-                                                   std::size_t{}, Decider(std::declval<decider_archetype&>()))),
-           StepResult>>> : std::true_type {};
+struct has_replay_step<S, std::enable_if_t<std::is_convertible_v<
+                              decltype(std::declval<S&>().replay_step(
+                                  std::string_view{}, std::declval<typename S::replay_cursor&>(),
+                                  std::size_t{}, Decider(std::declval<decider_archetype&>()))),
+                              StepResult>>> : std::true_type {};
 
 template <class S, class = void>
 struct has_recover : std::false_type {};
@@ -184,10 +189,11 @@ struct has_recover<S, std::enable_if_t<std::is_convertible_v<
 template <class S, class = void>
 struct has_find : std::false_type {};
 template <class S>
-struct has_find<S, std::enable_if_t<std::is_convertible_v<
-                       decltype(std::declval<S&>().find(std::string_view{}, ListKind::dead,
-                                                        std::string_view{})),
-                       std::optional<std::string>>>> : std::true_type {};
+struct has_find<
+    S,
+    std::enable_if_t<std::is_convertible_v<
+        decltype(std::declval<S&>().find(std::string_view{}, ListKind::dead, std::string_view{})),
+        std::optional<std::string>>>> : std::true_type {};
 
 template <class S, class = void>
 struct keyed_by_job_id : std::false_type {};

@@ -7,4 +7,4 @@ add_test(NAME redis_server_stop
 set_tests_properties(redis_server_start PROPERTIES FIXTURES_SETUP redis LABELS redis)
 set_tests_properties(redis_server_stop PROPERTIES FIXTURES_CLEANUP redis LABELS redis)
 # Tests in the fixture read the server's URL from this file.
-set(DLQ_TEST_REDIS_ENV "DLQ_TEST_REDIS_URL_FILE=${DLQ_TEST_REDIS_DIR}/url")
+set(DLQ_TEST_REDIS_ENV "DLQ_TEST_REDIS_URL_FILE=${DLQ_TEST_REDIS_DIR}/url" CACHE INTERNAL "")

@@ -1,0 +1,618 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file dead_letter_queue.hpp
+/// dlq::DeadLetterQueue — the front end workers and operators call.
+///
+/// It owns everything that is the same on every backend: building the envelope (id, clock,
+/// metadata), validation, filters, the replay loop and its report. The Storage (see
+/// dlq/storage.hpp) owns bytes and atomicity. Every member is safe to call from several
+/// threads at once when the storage is (all storages shipped with dlq are).
+///
+///     dlq::DeadLetterQueue<dlq::MemoryStorage> dlq;               // or RedisListStorage, …
+///     dlq.send_to_dlq("orders", payload, "payment timeout", 3, "worker-7");
+///     auto page = dlq.peek("orders");                             // inspect
+///     auto report = dlq.replay_all("orders");                     // move back to the queue
+///
+/// Replay semantics:
+/// - Entries move oldest first, in batches; each batch moves atomically (on Redis: one
+///   script), so an entry is at every instant in exactly one place — the dead-letter list,
+///   the destination queue or the corrupt list — whatever fails or is killed, when.
+/// - "All" means the entries present when the replay started: the replay examines at most
+///   that many entries from the head, so an entry dead-lettered again during the run (it
+///   lands at the tail) is not replayed again by the same run.
+/// - Filters (ids, error text, worker, age, predicate) leave non-matching entries in place,
+///   in order.
+/// - Corrupt entries (not JSON, no payload, …) are never dropped: replay moves them to the
+///   queue's corrupt list and reports them; corrupt() shows them.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "dlq/entry.hpp"
+#include "dlq/errors.hpp"
+#include "dlq/storage.hpp"
+
+namespace dlq {
+
+/// Settings of a DeadLetterQueue. Every default is usable as is.
+struct Options {
+  /// Source of the current time for dead_lettered_at, ids and age filters.
+  /// Empty (the default) = std::chrono::system_clock::now. Tests set a fixed clock.
+  std::function<std::chrono::system_clock::time_point()> clock;
+  /// Worker name recorded when a Failure names none. Default "" (as the Python seed).
+  std::string worker;
+  /// Most entries one replay batch moves. Default 1000; 0 means the default.
+  std::size_t replay_batch_items = 1000;
+  /// Bytes one replay batch aims at: the batch shrinks for large entries so that no single
+  /// atomic step (one Redis script) blocks the server for long. Default 1 MiB; 0 = default.
+  std::size_t replay_batch_bytes = std::size_t{1} << 20;
+  /// Consecutive batches that may find the list changed under them (another process
+  /// removing entries at the same place) before replay gives up with conflict_error.
+  /// Default 100; 0 means the default.
+  std::size_t max_conflicts = 100;
+};
+
+/// One job for send_batch.
+struct FailedJob {
+  std::string queue;    ///< source queue
+  std::string payload;  ///< payload bytes, exactly as they should be replayed
+  Failure failure;      ///< what went wrong
+};
+
+/// Why replay passed over an entry it was asked about.
+enum class SkipReason : unsigned char {
+  corrupt,   ///< unreadable; moved to the corrupt list (or left, in a dry run)
+  parked,    ///< parked by the poison-loop guard; replay it by id to force it
+  not_found  ///< an id given in ReplayOptions::ids is not in the dead-letter list
+};
+
+/// One entry replay passed over, and why.
+struct Skipped {
+  std::string id;      ///< entry id (derived from the bytes for unreadable entries)
+  SkipReason reason;   ///< why
+  std::string detail;  ///< human-readable detail (e.g. what is wrong with a corrupt entry)
+};
+
+/// What to replay, and where to. The default replays everything present at the start back to
+/// the source queue.
+struct ReplayOptions {
+  /// Most entries to replay; 0 = no limit.
+  std::size_t limit = 0;
+  /// Destination queue; empty = the queue the entries were dead-lettered from.
+  std::string to_queue;
+  /// Only these entry ids (others stay in place); the filters below do not apply then.
+  /// Ids not found are reported as skipped.
+  std::vector<std::string> ids;
+  /// Only entries whose error message contains this text; empty = no condition.
+  std::string error_contains;
+  /// Only entries from this worker; empty = no condition.
+  std::string worker;
+  /// Only entries dead-lettered at least this long ago (by Options::clock); nullopt = no
+  /// condition. Entries without a readable timestamp do not match.
+  std::optional<std::chrono::system_clock::duration> older_than;
+  /// Only entries for which this returns true; empty = no condition.
+  std::function<bool(const Entry&)> filter;
+  /// Decide and report, but move nothing.
+  bool dry_run = false;
+  /// Move corrupt entries met on the way to the corrupt list (default). When false they stay
+  /// in place and are only reported.
+  bool set_aside_corrupt = true;
+  /// Record the id of every replayed entry in ReplayReport::replayed_ids (default: off,
+  /// since a replay of millions would hold millions of ids).
+  bool record_ids = false;
+
+  /// Replay everything present at the start.
+  static ReplayOptions all() { return {}; }
+  /// Replay at most the `n` oldest entries.
+  static ReplayOptions first(std::size_t n) {
+    ReplayOptions o;
+    o.limit = n;
+    return o;
+  }
+  /// Replay exactly these entries.
+  static ReplayOptions by_ids(std::vector<std::string> ids) {
+    ReplayOptions o;
+    o.ids = std::move(ids);
+    return o;
+  }
+};
+
+/// What a replay did. Counts are exact: every entry examined is in exactly one of
+/// replayed, set_aside, or left in place.
+struct ReplayReport {
+  std::size_t examined = 0;   ///< entries looked at
+  std::size_t replayed = 0;   ///< entries moved to the destination (would be, in a dry run)
+  std::size_t set_aside = 0;  ///< corrupt entries moved to the corrupt list (would be, dry run)
+  std::size_t batches = 0;    ///< atomic steps applied
+  std::size_t conflicts = 0;  ///< batches redone because the list changed under them
+  bool dry_run = false;       ///< nothing was moved
+  std::vector<std::string> replayed_ids;  ///< with ReplayOptions::record_ids
+  std::vector<Skipped> skipped;           ///< corrupt / parked entries passed over, ids not found
+};
+
+/// The dead-letter queue front end over a Storage (see dlq/storage.hpp). `Storage` may be a
+/// reference type (`DeadLetterQueue<MemoryStorage&>`) to share one storage.
+template <class Storage>
+class DeadLetterQueue {
+  using storage_type = std::remove_cv_t<std::remove_reference_t<Storage>>;
+  static_assert(detail::check_storage<storage_type>::value, "dlq: not a storage");
+
+ public:
+  /// Creates a queue front end over `storage`.
+  explicit DeadLetterQueue(Storage storage = Storage(), Options options = {})
+      : storage_(std::forward<Storage>(storage)), options_(std::move(options)) {
+    if (options_.replay_batch_items == 0) options_.replay_batch_items = 1000;
+    if (options_.replay_batch_bytes == 0) options_.replay_batch_bytes = std::size_t{1} << 20;
+    if (options_.max_conflicts == 0) options_.max_conflicts = 100;
+  }
+
+  /// The storage, for backend-specific calls (e.g. MemoryStorage::source_pop).
+  storage_type& storage() noexcept { return storage_; }
+
+  /// The options this queue was created with.
+  const Options& options() const noexcept { return options_; }
+
+  // --- workers ---------------------------------------------------------------------------
+
+  /// Dead-letters one job: stores `payload` (any bytes; kept byte-exact) with `failure`
+  /// under the source queue `queue`, and returns the new entry's id. One storage round trip.
+  /// @throws dlq::invalid_argument for an empty queue name, a negative attempt or a context
+  ///         that is not a JSON object; dlq::storage_error when the backend fails.
+  std::string send_to_dlq(std::string_view queue, std::string_view payload,
+                          const Failure& failure) {
+    validate_queue(queue, "send_to_dlq");
+    validate_failure(failure);
+    const auto now = current_time();
+    std::string id = make_id(failure, now);
+    std::string envelope;
+    write(envelope, queue, payload, failure, id, now);
+    storage_.push(Record{queue, id, failure.job_id, envelope});
+    return id;
+  }
+
+  /// The Python seed's signature: send_to_dlq(queue, payload, error, attempt, worker).
+  std::string send_to_dlq(std::string_view queue, std::string_view payload, std::string error,
+                          std::int64_t attempt = 1, std::string worker = {}) {
+    Failure f;
+    f.error = std::move(error);
+    f.attempt = attempt;
+    f.worker = std::move(worker);
+    return send_to_dlq(queue, payload, f);
+  }
+
+  /// Dead-letters several jobs in one storage call (one round trip on Redis) and returns
+  /// their ids in order. Validates every job before storing any.
+  /// @throws as send_to_dlq.
+  std::vector<std::string> send_batch(const std::vector<FailedJob>& jobs) {
+    for (const auto& job : jobs) {
+      validate_queue(job.queue, "send_batch");
+      validate_failure(job.failure);
+    }
+    const auto now = current_time();
+    std::vector<std::string> ids;
+    std::vector<std::string> envelopes(jobs.size());
+    std::vector<Record> records;
+    ids.reserve(jobs.size());
+    records.reserve(jobs.size());
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      ids.push_back(make_id(jobs[i].failure, now));
+      write(envelopes[i], jobs[i].queue, jobs[i].payload, jobs[i].failure, ids.back(), now);
+    }
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+      records.push_back(Record{jobs[i].queue, ids[i], jobs[i].failure.job_id, envelopes[i]});
+    if (!records.empty()) storage_.push_many(records);
+    return ids;
+  }
+
+  // --- operators: inspect ----------------------------------------------------------------
+
+  /// Number of entries in the queue's dead-letter list (the seed's dlq_length).
+  std::size_t size(std::string_view queue) {
+    validate_queue(queue, "size");
+    return storage_.size(queue, ListKind::dead);
+  }
+
+  /// Entries [start, start + count) of the dead-letter list, oldest first, without removing
+  /// them (the seed's peek_dlq). Unreadable entries are included with ok() == false.
+  std::vector<Entry> peek(std::string_view queue, std::size_t start = 0, std::size_t count = 10) {
+    validate_queue(queue, "peek");
+    return parse_all(storage_.range(queue, ListKind::dead, start, count));
+  }
+
+  /// The entry with this id, or nullopt.
+  std::optional<Entry> get(std::string_view queue, std::string_view id) {
+    validate_queue(queue, "get");
+    auto raw = find_raw(queue, ListKind::dead, id);
+    if (!raw) return std::nullopt;
+    return parse_entry(std::move(*raw));
+  }
+
+  /// Removes the entry with this id without replaying it. Returns false when there is none.
+  bool remove(std::string_view queue, std::string_view id) {
+    validate_queue(queue, "remove");
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      auto raw = find_raw(queue, ListKind::dead, id);
+      if (!raw) return false;
+      if (storage_.remove(queue, ListKind::dead, id, *raw)) return true;
+    }
+    return false;
+  }
+
+  /// Deletes every entry of the queue's dead-letter list; returns exactly how many were
+  /// deleted (one atomic step).
+  std::size_t purge(std::string_view queue) {
+    validate_queue(queue, "purge");
+    return storage_.purge(queue, ListKind::dead);
+  }
+
+  /// Dead-letter depth of each named queue, read in one storage call (the seed's
+  /// dlq_summary).
+  std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) {
+    for (const auto& q : queues)
+      validate_queue(q, "summary");
+    const auto sizes = storage_.sizes(queues);
+    std::map<std::string, std::size_t> out;
+    for (std::size_t i = 0; i < queues.size() && i < sizes.size(); ++i)
+      out[queues[i]] = sizes[i];
+    return out;
+  }
+
+  /// Dead-letter depth of every queue that has dead-letter or corrupt entries.
+  std::map<std::string, std::size_t> summary() { return summary(queues()); }
+
+  /// Names of the queues that have dead-letter or corrupt entries, sorted.
+  std::vector<std::string> queues() {
+    auto names = storage_.queues();
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  /// Entries [start, start + count) of the queue's corrupt list (set aside by replay).
+  std::vector<Entry> corrupt(std::string_view queue, std::size_t start = 0,
+                             std::size_t count = 10) {
+    validate_queue(queue, "corrupt");
+    return parse_all(storage_.range(queue, ListKind::corrupt, start, count));
+  }
+
+  /// Number of items in the queue's corrupt list.
+  std::size_t corrupt_size(std::string_view queue) {
+    validate_queue(queue, "corrupt_size");
+    return storage_.size(queue, ListKind::corrupt);
+  }
+
+  /// Deletes the queue's corrupt list; returns how many items it had.
+  std::size_t purge_corrupt(std::string_view queue) {
+    validate_queue(queue, "purge_corrupt");
+    return storage_.purge(queue, ListKind::corrupt);
+  }
+
+  // --- operators: replay -----------------------------------------------------------------
+
+  /// Replays entries of `queue` as `options` say (see the file comment for the semantics).
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
+  ///         backend fails (batches applied before the failure stay applied, nothing is
+  ///         lost); dlq::conflict_error when other processes keep changing the same entries.
+  ReplayReport replay(std::string_view queue, const ReplayOptions& options = {}) {
+    validate_queue(queue, "replay");
+    replay_run run(*this, queue, options);
+    return run.execute();
+  }
+
+  /// Replays every entry present now back to its source queue (the seed's replay_all).
+  ReplayReport replay_all(std::string_view queue) { return replay(queue, ReplayOptions::all()); }
+
+  /// Replays the oldest readable entry and returns it, or nullopt when there is none (the
+  /// seed's replay_one). Corrupt entries in front of it are set aside on the way.
+  std::optional<Entry> replay_one(std::string_view queue) {
+    validate_queue(queue, "replay_one");
+    ReplayOptions o = ReplayOptions::first(1);
+    replay_run run(*this, queue, o);
+    run.keep_entries = true;
+    ReplayReport report = run.execute();
+    if (report.replayed == 0 || run.entries.empty()) return std::nullopt;
+    return std::move(run.entries.front());
+  }
+
+  /// Replays the entries with these ids, wherever they are in the list.
+  ReplayReport replay_ids(std::string_view queue, std::vector<std::string> ids) {
+    return replay(queue, ReplayOptions::by_ids(std::move(ids)));
+  }
+
+  /// Finishes replays of `queue` that were interrupted (a replayer killed mid-way), where the
+  /// backend can leave such state; returns the number of items it fixed. A no-op on backends
+  /// whose replay steps are atomic.
+  std::size_t recover(std::string_view queue) {
+    validate_queue(queue, "recover");
+    if constexpr (detail::has_recover<storage_type>::value) {
+      return storage_.recover(queue);
+    } else {
+      return 0;
+    }
+  }
+
+ private:
+  // One replay run: the state the decider needs between batches.
+  struct replay_run {
+    replay_run(DeadLetterQueue& q, std::string_view queue_name, const ReplayOptions& o)
+        : self(q),
+          queue(queue_name),
+          opts(o),
+          destination(o.to_queue.empty() ? queue_name : o.to_queue) {
+      if (!opts.to_queue.empty()) validate_queue(opts.to_queue, "replay (to_queue)");
+      for (const auto& id : opts.ids)
+        ids_left.insert(id);
+      by_id = !opts.ids.empty();
+      limit_left = opts.limit == 0 ? std::numeric_limits<std::size_t>::max() : opts.limit;
+      filtered = !opts.error_contains.empty() || !opts.worker.empty() || opts.older_than ||
+                 static_cast<bool>(opts.filter);
+      if (opts.older_than) cutoff = self.current_time() - *opts.older_than;
+    }
+
+    struct pending_item {
+      Action action;        // what this batch does with it (dry runs: what it would do)
+      std::string id;       // filled when it will be reported
+      SkipReason reason{};  // for skipped items
+      std::string detail;
+      bool skipped = false;
+    };
+
+    ReplayReport execute() {
+      report.dry_run = opts.dry_run;
+      std::size_t budget = self.storage_.size(queue, ListKind::dead);  // the snapshot bound
+      typename storage_type::replay_cursor cursor{};
+      std::size_t consecutive_conflicts = 0;
+      std::size_t size_at_conflict = budget;
+      // Batches start at one entry and grow (x4 a step) towards the item and byte targets,
+      // so that the first batch cannot be huge before the entry size is known.
+      std::size_t window = 1;
+
+      while (budget > 0 && limit_left > 0 && !(by_id && ids_left.empty())) {
+        pending.clear();
+        step_entries.clear();
+        step_limit_used = 0;
+        step_bytes = 0;
+        const std::size_t n = std::min(window, budget);
+        auto decider = [this](std::string_view raw, Decision& d) { decide(raw, d); };
+        const StepResult step = self.storage_.replay_step(queue, cursor, n, Decider(decider));
+        if (step.conflict) {
+          on_conflict(consecutive_conflicts, size_at_conflict);
+          continue;
+        }
+        consecutive_conflicts = 0;
+        if (step.examined == 0) break;
+        commit_step(step.examined);
+        budget -= std::min(budget, step.examined);
+        const std::uint64_t average = std::max<std::uint64_t>(1, step_bytes / step.examined);
+        const auto by_bytes = static_cast<std::size_t>(
+            std::max<std::uint64_t>(1, self.options_.replay_batch_bytes / average));
+        window = std::min({by_bytes, window * 4, self.options_.replay_batch_items});
+      }
+      for (const auto& id : ids_left)
+        report.skipped.push_back({id, SkipReason::not_found, "no entry with this id"});
+      return std::move(report);
+    }
+
+    // The list changed under a batch: someone else removed entries where it was working.
+    // Back off (so that a second replayer of the same queue can finish its batches) and try
+    // again; give up only when the list stops shrinking — a change that is not progress.
+    void on_conflict(std::size_t& consecutive, std::size_t& size_before) {
+      ++report.conflicts;
+      const std::size_t size_now = self.storage_.size(queue, ListKind::dead);
+      consecutive = size_now < size_before ? 1 : consecutive + 1;
+      size_before = size_now;
+      if (consecutive >= self.options_.max_conflicts)
+        throw conflict_error(detail::message(
+            "replay", "queue '" + std::string(queue) + "'",
+            "the dead-letter list kept changing under the replay (" + std::to_string(consecutive) +
+                " batches in a row) without getting shorter",
+            "another process is rewriting the same entries; nothing was lost, run the replay "
+            "again when it is done (" +
+                std::to_string(report.replayed) + " entries were replayed before this)"));
+      const auto base =
+          std::chrono::microseconds(50) * (1u << std::min<std::size_t>(consecutive, 9));
+      const auto jitter = std::chrono::microseconds(
+          detail::fnv1a64(std::to_string(report.conflicts) + std::string(queue)) % 50);
+      std::this_thread::sleep_for(
+          std::min<std::chrono::microseconds>(base, std::chrono::milliseconds(20)) + jitter);
+    }
+
+    void decide(std::string_view raw, Decision& d) {
+      step_bytes += raw.size();
+      if (step_limit_used >= limit_left) return;  // the limit is reached: leave the rest
+      detail::envelope_view view;
+      std::string_view payload;
+      problem.clear();
+      const bool readable = detail::view_envelope(raw, view);
+      if (!readable) {
+        problem = detail::json::skip_value(raw.data(), raw.data() + raw.size(),
+                                           detail::json::mode::lenient) != nullptr
+                      ? "not a JSON object"
+                      : "not valid JSON";
+      }
+      if (!readable || !detail::cut_payload(view, scratch, payload, problem)) {
+        std::string id = readable ? detail::entry_id(view, raw) : detail::derived_id(raw);
+        if (by_id && !take_id(id)) return;  // not asked for: leave it alone
+        pending_item item{Action::keep, std::move(id), SkipReason::corrupt, problem, true};
+        if (opts.set_aside_corrupt) {
+          item.action = Action::set_aside;
+          if (!opts.dry_run) d.action = Action::set_aside;
+        }
+        pending.push_back(std::move(item));
+        return;
+      }
+      std::string id;
+      if (by_id) {
+        id = detail::entry_id(view, raw);
+        if (!take_id(id)) return;
+      } else {
+        if (view.parked == "true") {
+          pending.push_back({Action::keep, detail::entry_id(view, raw), SkipReason::parked,
+                             "parked by the poison-loop guard; replay it by id", true});
+          return;
+        }
+        if (filtered && !matches(view, raw)) return;
+        if (opts.record_ids || keep_entries) id = detail::entry_id(view, raw);
+      }
+      ++step_limit_used;
+      if (keep_entries) step_entries.push_back(parse_entry(std::string(raw)));
+      pending.push_back({Action::replay, std::move(id), SkipReason{}, {}, false});
+      if (opts.dry_run) return;
+      d.action = Action::replay;
+      d.destination = destination;
+      d.payload = payload;
+    }
+
+    bool matches(const detail::envelope_view& view, std::string_view raw) {
+      if (!opts.error_contains.empty() &&
+          detail::string_field(view.error).find(opts.error_contains) == std::string::npos)
+        return false;
+      if (!opts.worker.empty() && detail::string_field(view.worker) != opts.worker) return false;
+      if (opts.older_than) {
+        const auto t = detail::iso_time::parse(detail::string_field(view.dead_lettered_at));
+        if (!t || *t > cutoff) return false;
+      }
+      if (opts.filter && !opts.filter(parse_entry(std::string(raw)))) return false;
+      return true;
+    }
+
+    // An id asked for and not yet taken (in this or an earlier batch).
+    bool take_id(const std::string& id) {
+      if (ids_left.count(id) == 0) return false;
+      for (const auto& p : pending)
+        if (p.id == id) return false;  // a byte-identical twin in the same batch
+      return true;
+    }
+
+    void commit_step(std::size_t examined) {
+      report.examined += examined;
+      ++report.batches;
+      for (auto& p : pending) {
+        if (by_id) ids_left.erase(p.id);
+        if (p.action == Action::replay) {
+          ++report.replayed;
+          --limit_left;
+          if (opts.record_ids) report.replayed_ids.push_back(p.id);
+        } else if (p.action == Action::set_aside) {
+          ++report.set_aside;
+        }
+        if (p.skipped) report.skipped.push_back({std::move(p.id), p.reason, std::move(p.detail)});
+      }
+      for (auto& e : step_entries)
+        entries.push_back(std::move(e));
+      step_entries.clear();
+    }
+
+    DeadLetterQueue& self;
+    std::string_view queue;
+    const ReplayOptions& opts;
+    std::string_view destination;
+    std::unordered_set<std::string> ids_left;
+    bool by_id = false;
+    bool filtered = false;
+    std::size_t limit_left = 0;
+    std::size_t step_limit_used = 0;
+    std::uint64_t step_bytes = 0;
+    std::chrono::system_clock::time_point cutoff{};
+    std::vector<pending_item> pending;
+    std::string scratch;
+    std::string problem;
+    ReplayReport report;
+    bool keep_entries = false;
+    std::vector<Entry> step_entries;
+    std::vector<Entry> entries;
+  };
+
+  static void validate_queue(std::string_view queue, const char* where) {
+    if (queue.empty())
+      throw invalid_argument(detail::message("queue", where, "the queue name is empty",
+                                             "pass the name of the source queue"));
+    if (queue.find('\0') != std::string_view::npos)
+      throw invalid_argument(detail::message("queue", where, "the queue name contains a NUL byte",
+                                             "use a printable queue name"));
+  }
+
+  static void validate_failure(const Failure& f) {
+    if (f.attempt < 0)
+      throw invalid_argument(detail::message(
+          "send", "send_to_dlq", "attempt is negative (" + std::to_string(f.attempt) + ")",
+          "pass the number of attempts made (1 or more)"));
+    if (!f.context.is_null() && !f.context.is_object())
+      throw invalid_argument(detail::message(
+          "send", "send_to_dlq", std::string("context is a JSON ") + f.context.type_name(),
+          "pass a JSON object of fields, or leave it null"));
+  }
+
+  std::chrono::system_clock::time_point current_time() const {
+    return options_.clock ? options_.clock() : std::chrono::system_clock::now();
+  }
+
+  std::string make_id(const Failure& f, std::chrono::system_clock::time_point now) {
+    if constexpr (detail::keyed_by_job_id<storage_type>::value) {
+      if (!f.job_id.empty()) return f.job_id;
+    }
+    static detail::id_generator generator;  // process-wide: ids increase across instances
+    return generator.next(now);
+  }
+
+  void write(std::string& out, std::string_view queue, std::string_view payload, const Failure& f,
+             std::string_view id, std::chrono::system_clock::time_point now) const {
+    detail::envelope_input in;
+    in.queue = queue;
+    in.payload = payload;
+    in.failure = &f;
+    in.worker = f.worker.empty() ? std::string_view(options_.worker) : std::string_view(f.worker);
+    in.id = id;
+    in.time = now;
+    detail::write_envelope(out, in);
+  }
+
+  static std::vector<Entry> parse_all(std::vector<std::string> raws) {
+    std::vector<Entry> out;
+    out.reserve(raws.size());
+    for (auto& raw : raws)
+      out.push_back(parse_entry(std::move(raw)));
+    return out;
+  }
+
+  std::optional<std::string> find_raw(std::string_view queue, ListKind kind, std::string_view id) {
+    if constexpr (detail::has_find<storage_type>::value) {
+      return storage_.find(queue, kind, id);
+    } else {
+      constexpr std::size_t page = 512;
+      // Ids of plain characters appear verbatim in the stored bytes: a cheap pre-check.
+      const bool plain = id.rfind("raw-", 0) != 0 && std::all_of(id.begin(), id.end(), [](char c) {
+                           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                                  (c >= 'A' && c <= 'Z') || c == '-' || c == '_' || c == '.';
+                         });
+      for (std::size_t start = 0;; start += page) {
+        auto raws = storage_.range(queue, kind, start, page);
+        for (auto& raw : raws) {
+          if (plain && raw.find(id) == std::string::npos) continue;  // cheap pre-check
+          detail::envelope_view view;
+          const std::string found = detail::view_envelope(raw, view) ? detail::entry_id(view, raw)
+                                                                     : detail::derived_id(raw);
+          if (found == id) return std::move(raw);
+        }
+        if (raws.size() < page) return std::nullopt;
+      }
+    }
+  }
+
+  Storage storage_;
+  Options options_;
+};
+
+}  // namespace dlq

@@ -1,0 +1,126 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// Entry ids.
+// - New entries get a UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then a 12-bit sequence,
+//   then 62 random bits. Ids from one process are strictly increasing even across threads
+//   (a lock-free counter carries the millisecond and sequence), so sorting ids sorts entries
+//   by the time they were dead-lettered; ids from different processes are unique by the
+//   random bits.
+// - Entries stored without an id (written by the Python seed) get one derived from their
+//   bytes, "raw-" + 16 hex digits of a 64-bit FNV-1a hash, so that every entry can be
+//   addressed. Byte-identical entries share that id; removing or replaying by it takes one
+//   of them, which is indistinguishable from the other.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#include <unistd.h>
+#define DLQ_DETAIL_HAVE_ATFORK 1
+#endif
+
+namespace dlq::detail {
+
+inline void append_hex(std::string& out, std::uint64_t v, int digits) {
+  static constexpr char hex[] = "0123456789abcdef";
+  for (int i = digits - 1; i >= 0; --i)
+    out.push_back(hex[(v >> (i * 4)) & 0xF]);
+}
+
+/// 64-bit FNV-1a.
+inline std::uint64_t fnv1a64(std::string_view bytes) noexcept {
+  std::uint64_t h = 14695981039346656037ull;
+  for (const char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/// The id of an entry stored without one: derived from its exact bytes.
+inline std::string derived_id(std::string_view raw) {
+  std::string id = "raw-";
+  append_hex(id, fnv1a64(raw), 16);
+  return id;
+}
+
+inline std::uint64_t splitmix64(std::uint64_t& state) noexcept {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// Counts fork()s, so that a forked child reseeds its random state instead of repeating the
+/// parent's random bits (prefork servers would otherwise mint identical ids).
+inline std::atomic<unsigned>& fork_generation() noexcept {
+  static std::atomic<unsigned> generation{0};
+#if defined(DLQ_DETAIL_HAVE_ATFORK)
+  static const int registered = pthread_atfork(
+      nullptr, nullptr, [] { fork_generation().fetch_add(1, std::memory_order_relaxed); });
+  (void)registered;
+#endif
+  return generation;
+}
+
+/// Generates UUIDv7 ids; thread-safe and lock-free.
+class id_generator {
+ public:
+  /// A new id for an entry dead-lettered at `now`.
+  std::string next(std::chrono::system_clock::time_point now) {
+    const auto ms = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count());
+    // (ms << 12 | sequence), strictly increasing: max(now, last + 1).
+    const std::uint64_t floor = (ms & 0xFFFFFFFFFFFFull) << 12;
+    std::uint64_t last = last_.load(std::memory_order_relaxed);
+    std::uint64_t next_value = 0;
+    do {
+      next_value = floor > last ? floor : last + 1;
+    } while (!last_.compare_exchange_weak(last, next_value, std::memory_order_relaxed));
+    const std::uint64_t time_ms = next_value >> 12;
+    const std::uint64_t seq = next_value & 0xFFF;
+    const std::uint64_t rnd = random64();
+
+    std::string id;
+    id.reserve(36);
+    append_hex(id, time_ms >> 16, 8);
+    id.push_back('-');
+    append_hex(id, time_ms & 0xFFFF, 4);
+    id.push_back('-');
+    append_hex(id, 0x7000 | seq, 4);
+    id.push_back('-');
+    append_hex(id, 0x8000 | ((rnd >> 48) & 0x3FFF), 4);
+    id.push_back('-');
+    append_hex(id, rnd & 0xFFFFFFFFFFFFull, 12);
+    return id;
+  }
+
+ private:
+  static std::uint64_t random64() {
+    thread_local std::uint64_t state = 0;
+    thread_local unsigned seeded_generation = ~0u;
+    const unsigned generation = fork_generation().load(std::memory_order_relaxed);
+    if (seeded_generation != generation) {
+      seeded_generation = generation;
+      std::random_device rd;
+      state = (std::uint64_t{rd()} << 32) ^ rd();
+      state ^= std::hash<std::thread::id>{}(std::this_thread::get_id());
+      state ^=
+          static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+#if defined(DLQ_DETAIL_HAVE_ATFORK)
+      state ^= static_cast<std::uint64_t>(::getpid()) << 40;
+#endif
+    }
+    return splitmix64(state);
+  }
+
+  std::atomic<std::uint64_t> last_{0};
+};
+
+}  // namespace dlq::detail

@@ -1,0 +1,461 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// A small JSON scanner that validates and finds byte spans without building a document.
+// It is what makes payloads byte-exact: a JSON payload is embedded in the envelope verbatim,
+// and replay cuts the value's exact byte span back out (a DOM round trip would sort keys,
+// reformat numbers and turn `[]` and `{}` into each other in some libraries).
+//
+// Strict mode follows RFC 8259 and requires well-formed UTF-8 (RFC 3629) in strings.
+// Lenient mode additionally accepts NaN, Infinity and -Infinity, which Python's json.dumps
+// writes for float('nan') / float('inf'): entries written by the Python seed must load.
+// The scanner is iterative (no recursion), so deep nesting cannot overflow the stack.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace dlq::detail::json {
+
+enum class mode : unsigned char { strict, lenient };
+
+inline bool is_ws(char c) noexcept {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+inline const char* skip_ws(const char* p, const char* end) noexcept {
+  while (p != end && is_ws(*p))
+    ++p;
+  return p;
+}
+
+/// Length of the well-formed multi-byte UTF-8 sequence at `p` (Unicode Table 3-7: no
+/// overlongs, no surrogates, at most U+10FFFF), or 0 when the bytes are not one.
+inline std::size_t utf8_sequence_length(const char* p, const char* end) noexcept {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  const std::ptrdiff_t left = end - p;
+  auto cont = [](unsigned char b) { return (b & 0xC0) == 0x80; };
+  const unsigned char c = u[0];
+  if (c >= 0xC2 && c <= 0xDF) return left >= 2 && cont(u[1]) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (left < 3 || !cont(u[1]) || !cont(u[2])) return 0;
+    if (c == 0xE0 && u[1] < 0xA0) return 0;  // overlong
+    if (c == 0xED && u[1] > 0x9F) return 0;  // surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (left < 4 || !cont(u[1]) || !cont(u[2]) || !cont(u[3])) return 0;
+    if (c == 0xF0 && u[1] < 0x90) return 0;  // overlong
+    if (c == 0xF4 && u[1] > 0x8F) return 0;  // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+/// True when `text` is well-formed UTF-8 (NUL and control characters allowed).
+inline bool is_valid_utf8(std::string_view text) noexcept {
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  while (p != end) {
+    if (static_cast<unsigned char>(*p) < 0x80) {
+      ++p;
+      continue;
+    }
+    const std::size_t len = utf8_sequence_length(p, end);
+    if (len == 0) return false;
+    p += len;
+  }
+  return true;
+}
+
+/// Skips the body of a string whose opening quote was consumed; returns the position after
+/// the closing quote, or nullptr if the string is malformed (bad escape, control character,
+/// invalid UTF-8, unterminated). `has_escape` is set when a backslash occurs.
+inline const char* skip_string_body(const char* p, const char* end, bool& has_escape) noexcept {
+  while (p != end) {
+    const auto c = static_cast<unsigned char>(*p);
+    if (c == '"') return p + 1;
+    if (c == '\\') {
+      has_escape = true;
+      if (++p == end) return nullptr;
+      switch (*p) {
+        case '"':
+        case '\\':
+        case '/':
+        case 'b':
+        case 'f':
+        case 'n':
+        case 'r':
+        case 't':
+          ++p;
+          break;
+        case 'u':
+          if (end - p < 5) return nullptr;
+          for (int i = 1; i <= 4; ++i) {
+            const char h = p[i];
+            const bool hex =
+                (h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F');
+            if (!hex) return nullptr;
+          }
+          p += 5;
+          break;
+        default:
+          return nullptr;
+      }
+      continue;
+    }
+    if (c < 0x20) return nullptr;
+    if (c < 0x80) {
+      ++p;
+      continue;
+    }
+    const std::size_t len = utf8_sequence_length(p, end);
+    if (len == 0) return nullptr;
+    p += len;
+  }
+  return nullptr;
+}
+
+inline const char* skip_literal(const char* p, const char* end, std::string_view word) noexcept {
+  if (static_cast<std::size_t>(end - p) < word.size()) return nullptr;
+  if (std::string_view(p, word.size()) != word) return nullptr;
+  return p + word.size();
+}
+
+inline const char* skip_number(const char* p, const char* end, mode m) noexcept {
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (p != end && *p == '-') {
+    ++p;
+    if (m == mode::lenient && p != end && *p == 'I') return skip_literal(p, end, "Infinity");
+  }
+  if (p == end) return nullptr;
+  if (*p == '0') {
+    ++p;
+  } else if (*p >= '1' && *p <= '9') {
+    while (p != end && digit(*p))
+      ++p;
+  } else {
+    return nullptr;
+  }
+  if (p != end && *p == '.') {
+    ++p;
+    if (p == end || !digit(*p)) return nullptr;
+    while (p != end && digit(*p))
+      ++p;
+  }
+  if (p != end && (*p == 'e' || *p == 'E')) {
+    ++p;
+    if (p != end && (*p == '+' || *p == '-')) ++p;
+    if (p == end || !digit(*p)) return nullptr;
+    while (p != end && digit(*p))
+      ++p;
+  }
+  return p;
+}
+
+/// Skips one JSON value that starts exactly at `p` (no leading whitespace; whitespace inside
+/// containers is allowed). Returns the position right after the value, or nullptr when the
+/// bytes are not a valid value.
+inline const char* skip_value(const char* p, const char* end, mode m) {
+  std::string stack;  // open containers: '{' or '['
+  enum class state { value, key, after };
+  state s = state::value;
+  for (;;) {
+    switch (s) {
+      case state::value: {
+        if (p == end) return nullptr;
+        switch (*p) {
+          case '{':
+            p = skip_ws(p + 1, end);
+            if (p != end && *p == '}') {
+              ++p;
+              s = state::after;
+            } else {
+              stack.push_back('{');
+              s = state::key;
+            }
+            continue;
+          case '[':
+            p = skip_ws(p + 1, end);
+            if (p != end && *p == ']') {
+              ++p;
+              s = state::after;
+            } else {
+              stack.push_back('[');
+              s = state::value;
+            }
+            continue;
+          case '"': {
+            bool esc = false;
+            p = skip_string_body(p + 1, end, esc);
+            break;
+          }
+          case 't':
+            p = skip_literal(p, end, "true");
+            break;
+          case 'f':
+            p = skip_literal(p, end, "false");
+            break;
+          case 'n':
+            p = skip_literal(p, end, "null");
+            break;
+          case 'N':
+            p = m == mode::lenient ? skip_literal(p, end, "NaN") : nullptr;
+            break;
+          case 'I':
+            p = m == mode::lenient ? skip_literal(p, end, "Infinity") : nullptr;
+            break;
+          default:
+            p = skip_number(p, end, m);
+            break;
+        }
+        if (p == nullptr) return nullptr;
+        s = state::after;
+        continue;
+      }
+      case state::key: {
+        if (p == end || *p != '"') return nullptr;
+        bool esc = false;
+        p = skip_string_body(p + 1, end, esc);
+        if (p == nullptr) return nullptr;
+        p = skip_ws(p, end);
+        if (p == end || *p != ':') return nullptr;
+        p = skip_ws(p + 1, end);
+        s = state::value;
+        continue;
+      }
+      case state::after: {
+        if (stack.empty()) return p;
+        p = skip_ws(p, end);
+        if (p == end) return nullptr;
+        if (*p == ',') {
+          p = skip_ws(p + 1, end);
+          s = stack.back() == '{' ? state::key : state::value;
+          continue;
+        }
+        if ((*p == '}' && stack.back() == '{') || (*p == ']' && stack.back() == '[')) {
+          stack.pop_back();
+          ++p;
+          continue;
+        }
+        return nullptr;
+      }
+    }
+  }
+}
+
+/// True when `text` is exactly one JSON value with no surrounding whitespace.
+inline bool is_exact_value(std::string_view text, mode m = mode::strict) {
+  if (text.empty()) return false;
+  const char* end = text.data() + text.size();
+  const char* after = skip_value(text.data(), end, m);
+  return after == end;
+}
+
+/// Calls `on_field(key_inner, key_has_escape, value_span)` for each member of the JSON object
+/// `text` (whitespace allowed around tokens), in order. `key_inner` is the key between its
+/// quotes (still escaped); `value_span` is the value's exact bytes. Returns false when `text`
+/// is not exactly one valid JSON object (callbacks made until then stand).
+template <class OnField>
+bool scan_object(std::string_view text, mode m, OnField&& on_field) {
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  p = skip_ws(p, end);
+  if (p == end || *p != '{') return false;
+  p = skip_ws(p + 1, end);
+  if (p != end && *p == '}') return skip_ws(p + 1, end) == end;
+  for (;;) {
+    if (p == end || *p != '"') return false;
+    const char* key_begin = p + 1;
+    bool esc = false;
+    p = skip_string_body(key_begin, end, esc);
+    if (p == nullptr) return false;
+    const std::string_view key(key_begin, static_cast<std::size_t>(p - 1 - key_begin));
+    p = skip_ws(p, end);
+    if (p == end || *p != ':') return false;
+    p = skip_ws(p + 1, end);
+    const char* value_begin = p;
+    p = skip_value(p, end, m);
+    if (p == nullptr) return false;
+    on_field(key, esc, std::string_view(value_begin, static_cast<std::size_t>(p - value_begin)));
+    p = skip_ws(p, end);
+    if (p == end) return false;
+    if (*p == ',') {
+      p = skip_ws(p + 1, end);
+      continue;
+    }
+    if (*p == '}') return skip_ws(p + 1, end) == end;
+    return false;
+  }
+}
+
+inline void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+/// Decodes the inside of a JSON string (between the quotes, already validated by the
+/// scanner) into UTF-8. A lone surrogate escape becomes U+FFFD. Returns false on a
+/// malformed escape.
+inline bool unescape(std::string_view inner, std::string& out) {
+  out.clear();
+  out.reserve(inner.size());
+  auto hex4 = [](const char* h, std::uint32_t& v) {
+    v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char c = h[i];
+      v <<= 4;
+      if (c >= '0' && c <= '9')
+        v |= static_cast<std::uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<std::uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<std::uint32_t>(c - 'A' + 10);
+      else
+        return false;
+    }
+    return true;
+  };
+  for (std::size_t i = 0; i < inner.size(); ++i) {
+    const char c = inner[i];
+    if (c != '\\') {
+      out.push_back(c);
+      continue;
+    }
+    if (++i == inner.size()) return false;
+    switch (inner[i]) {
+      case '"':
+        out.push_back('"');
+        break;
+      case '\\':
+        out.push_back('\\');
+        break;
+      case '/':
+        out.push_back('/');
+        break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'u': {
+        std::uint32_t cp = 0;
+        if (inner.size() - i < 5 || !hex4(inner.data() + i + 1, cp)) return false;
+        i += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          std::uint32_t low = 0;
+          if (inner.size() - i >= 7 && inner[i + 1] == '\\' && inner[i + 2] == 'u' &&
+              hex4(inner.data() + i + 3, low) && low >= 0xDC00 && low <= 0xDFFF) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            i += 6;
+          } else {
+            cp = 0xFFFD;
+          }
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          cp = 0xFFFD;
+        }
+        append_utf8(out, cp);
+        break;
+      }
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+/// Decodes a string value span (with its quotes). Returns false if `span` is not a string.
+inline bool string_value(std::string_view span, std::string& out) {
+  if (span.size() < 2 || span.front() != '"' || span.back() != '"') return false;
+  const std::string_view inner = span.substr(1, span.size() - 2);
+  if (inner.find('\\') == std::string_view::npos) {
+    out.assign(inner.data(), inner.size());
+    return true;
+  }
+  return unescape(inner, out);
+}
+
+/// Appends `text` as a JSON string literal (with quotes). Invalid UTF-8 bytes are replaced
+/// by U+FFFD so the output is always valid JSON that Python's json.loads reads.
+inline void append_string(std::string& out, std::string_view text) {
+  static constexpr char hexdigits[] = "0123456789abcdef";
+  out.push_back('"');
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  while (p != end) {
+    const char* run = p;
+    while (p != end) {
+      const auto c = static_cast<unsigned char>(*p);
+      if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) break;
+      ++p;
+    }
+    out.append(run, static_cast<std::size_t>(p - run));
+    if (p == end) break;
+    const auto c = static_cast<unsigned char>(*p);
+    if (c >= 0x80) {
+      const std::size_t len = utf8_sequence_length(p, end);
+      if (len != 0) {
+        out.append(p, len);
+        p += len;
+        continue;
+      }
+      out.append("\xEF\xBF\xBD");  // U+FFFD
+      ++p;
+      continue;
+    }
+    switch (c) {
+      case '"':
+        out.append("\\\"");
+        break;
+      case '\\':
+        out.append("\\\\");
+        break;
+      case '\n':
+        out.append("\\n");
+        break;
+      case '\r':
+        out.append("\\r");
+        break;
+      case '\t':
+        out.append("\\t");
+        break;
+      case '\b':
+        out.append("\\b");
+        break;
+      case '\f':
+        out.append("\\f");
+        break;
+      default:
+        out.append("\\u00");
+        out.push_back(hexdigits[c >> 4]);
+        out.push_back(hexdigits[c & 0xF]);
+    }
+    ++p;
+  }
+  out.push_back('"');
+}
+
+}  // namespace dlq::detail::json

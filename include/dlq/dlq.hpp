@@ -1,0 +1,13 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file dlq.hpp
+/// Umbrella header for the core: the front end, the wire format, the storage contract and
+/// the in-memory backend. Backends with dependencies are included on their own:
+/// dlq/storage/redis_list.hpp (dlq::redis), dlq/sqlite/… (dlq::sqlite).
+#pragma once
+
+#include "dlq/dead_letter_queue.hpp"
+#include "dlq/entry.hpp"
+#include "dlq/errors.hpp"
+#include "dlq/storage.hpp"
+#include "dlq/storage/memory.hpp"
+#include "dlq/version.hpp"

@@ -1,0 +1,384 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file entry.hpp
+/// The dead-letter entry and its JSON wire format.
+///
+/// An entry is one JSON object. The six fields of the Python seed keep their names and types,
+/// so entries written by either side are read by the other:
+///
+///     {"original_payload":{"order":42},"queue":"orders","error":"payment timeout",
+///      "attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.123456+00:00",
+///      "id":"019acb7e-1c2d-7000-8a4f-3e5b6c7d8e9f"}
+///
+/// Fields of dlq's own, all optional on read (absent = default):
+///   "id"                 unique, time-ordered UUIDv7; entries without one (seed-written) get
+///                        an id derived from their bytes ("raw-<16 hex>")
+///   "error_type"         the kind of failure (e.g. an exception type)
+///   "job_id"             the caller's job id
+///   "context"            a JSON object of free-form fields
+///   "payload_encoding"   "base64" when original_payload is a base64 string of raw bytes;
+///                        absent when original_payload is the JSON payload itself
+///   "dead_letter_count"  how many times this job has been dead-lettered (poison guard)
+///   "parked"             true when the poison guard parked the entry
+/// Fields dlq does not know are kept: entries are never re-serialized, only spliced.
+///
+/// Payloads are byte-exact. A payload that is exactly one valid JSON value (UTF-8, no
+/// surrounding whitespace) is embedded verbatim — numbers keep every digit, `[]` stays `[]`,
+/// key order and spacing are untouched — and replay cuts those bytes back out. Any other
+/// payload (binary, protobuf, text, JSON with surrounding whitespace) is stored as a base64
+/// string with "payload_encoding":"base64" and decoded on replay. The Python seed's replay
+/// re-serializes original_payload instead (json.dumps); it sees a base64 payload as a string.
+///
+/// dead_lettered_at is ISO-8601 UTC as Python's isoformat() writes it; on read a fraction is
+/// optional and the zone may be "+00:00", "Z", another offset, or absent (UTC).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "dlq/detail/base64.hpp"
+#include "dlq/detail/id.hpp"
+#include "dlq/detail/json_scan.hpp"
+#include "dlq/detail/time.hpp"
+#include "dlq/errors.hpp"
+
+namespace dlq {
+
+/// How a payload is carried in the envelope.
+enum class PayloadEncoding : unsigned char {
+  json,   ///< original_payload is the payload's JSON text, verbatim
+  base64  ///< original_payload is a base64 string of the payload bytes
+};
+
+/// What went wrong with a job: everything send_to_dlq records besides the payload.
+struct Failure {
+  std::string error;         ///< the error message (the seed's `error`)
+  std::int64_t attempt = 1;  ///< attempts made before giving up (the seed's default: 1)
+  std::string worker;        ///< which worker gave up; empty = the queue's default worker
+  std::string error_type;    ///< optional kind of error, e.g. "TimeoutError"; empty = none
+  std::string job_id;        ///< optional caller job id; empty = none
+  nlohmann::json context;    ///< optional JSON object of free-form fields; null = none
+};
+
+/// One stored dead-letter entry, as read back.
+///
+/// An entry that cannot be read (not JSON, not an object, no payload, undecodable payload)
+/// still comes back: `ok()` is false, `problem` says why, `raw` holds the bytes and `id`
+/// their derived id. Such entries are skipped by replay and moved to the corrupt list.
+struct Entry {
+  std::string id;                ///< the entry id (stored, or derived from the bytes)
+  bool id_derived = false;       ///< true when the entry had no "id" and `id` was derived
+  std::string queue;             ///< the source queue recorded in the entry
+  std::string error;             ///< the error message
+  std::int64_t attempt = 0;      ///< attempts made (0 when absent or not an integer)
+  std::string worker;            ///< the worker that gave up
+  std::string dead_lettered_at;  ///< the timestamp exactly as stored
+  /// dead_lettered_at parsed; nullopt when absent or unparseable.
+  std::optional<std::chrono::system_clock::time_point> dead_lettered_time;
+  std::string error_type;              ///< "" when absent
+  std::string job_id;                  ///< "" when absent
+  nlohmann::json context;              ///< null when absent
+  std::int64_t dead_letter_count = 0;  ///< times this job was dead-lettered (0 = not tracked)
+  bool parked = false;                 ///< parked by the poison-loop guard
+  std::string payload;                 ///< the payload bytes, exactly as given to send_to_dlq
+  PayloadEncoding payload_encoding = PayloadEncoding::json;  ///< how it was stored
+  std::string problem;  ///< why the entry is unreadable; empty when ok()
+  std::string raw;      ///< the stored bytes
+
+  /// True when the entry is readable and can be replayed.
+  bool ok() const noexcept { return problem.empty(); }
+
+  /// The payload parsed as JSON (a JSON payload), or a JSON string (a base64 payload: the
+  /// base64 text). Returns a discarded value when the payload does not parse.
+  nlohmann::json payload_json() const {
+    if (payload_encoding == PayloadEncoding::json)
+      return nlohmann::json::parse(payload, nullptr, false);
+    return detail::base64::encode(payload);
+  }
+
+  /// All stored fields as one JSON object, in stored order, with "id" added when it was
+  /// derived. A corrupt entry gives {"id", "problem", "raw" (text) or "raw_base64"}.
+  nlohmann::ordered_json to_json() const {
+    if (ok()) {
+      auto j = nlohmann::ordered_json::parse(raw, nullptr, false);
+      if (j.is_object()) {
+        if (!j.contains("id")) j["id"] = id;
+        return j;
+      }
+    }
+    nlohmann::ordered_json j;
+    j["id"] = id;
+    j["problem"] = problem.empty() ? "unreadable" : problem;
+    if (detail::json::is_valid_utf8(raw)) {
+      j["raw"] = raw;
+      return j;
+    }
+    j["raw_base64"] = detail::base64::encode(raw);
+    return j;
+  }
+};
+
+namespace detail {
+
+/// Byte spans of an envelope's known fields (values as stored, strings with their quotes).
+/// Empty span = field absent.
+struct envelope_view {
+  std::string_view payload;
+  std::string_view queue;
+  std::string_view error;
+  std::string_view attempt;
+  std::string_view worker;
+  std::string_view dead_lettered_at;
+  std::string_view id;
+  std::string_view error_type;
+  std::string_view job_id;
+  std::string_view context;
+  std::string_view payload_encoding;
+  std::string_view dead_letter_count;
+  std::string_view parked;
+};
+
+/// Scans `raw` into `view`. False when `raw` is not exactly one JSON object. Duplicate keys:
+/// the last one wins, as in Python's json.loads.
+inline bool view_envelope(std::string_view raw, envelope_view& view) {
+  view = envelope_view{};
+  std::string key_buffer;
+  return json::scan_object(raw, json::mode::lenient,
+                           [&](std::string_view key, bool escaped, std::string_view value) {
+                             if (escaped) {
+                               if (!json::unescape(key, key_buffer)) return;
+                               key = key_buffer;
+                             }
+                             switch (key.size()) {
+                               case 2:
+                                 if (key == "id") view.id = value;
+                                 break;
+                               case 5:
+                                 if (key == "queue")
+                                   view.queue = value;
+                                 else if (key == "error")
+                                   view.error = value;
+                                 break;
+                               case 6:
+                                 if (key == "worker")
+                                   view.worker = value;
+                                 else if (key == "job_id")
+                                   view.job_id = value;
+                                 else if (key == "parked")
+                                   view.parked = value;
+                                 break;
+                               case 7:
+                                 if (key == "attempt")
+                                   view.attempt = value;
+                                 else if (key == "context")
+                                   view.context = value;
+                                 break;
+                               case 10:
+                                 if (key == "error_type") view.error_type = value;
+                                 break;
+                               case 16:
+                                 if (key == "original_payload")
+                                   view.payload = value;
+                                 else if (key == "dead_lettered_at")
+                                   view.dead_lettered_at = value;
+                                 else if (key == "payload_encoding")
+                                   view.payload_encoding = value;
+                                 break;
+                               case 17:
+                                 if (key == "dead_letter_count") view.dead_letter_count = value;
+                                 break;
+                               default:
+                                 break;
+                             }
+                           });
+}
+
+/// Decodes a JSON string span, or returns "" when the span is absent or not a string.
+inline std::string string_field(std::string_view span) {
+  std::string out;
+  if (!json::string_value(span, out)) out.clear();
+  return out;
+}
+
+/// Parses an integer span (also "3.0"); `fallback` when absent or not an integer.
+inline std::int64_t int_field(std::string_view span, std::int64_t fallback = 0) {
+  if (span.empty()) return fallback;
+  bool neg = false;
+  std::size_t i = 0;
+  if (span[0] == '-') {
+    neg = true;
+    i = 1;
+  }
+  if (i == span.size()) return fallback;
+  std::int64_t v = 0;
+  for (; i < span.size(); ++i) {
+    const char c = span[i];
+    if (c == '.') {
+      for (std::size_t k = i + 1; k < span.size(); ++k)
+        if (span[k] != '0') return fallback;
+      break;
+    }
+    if (c < '0' || c > '9') return fallback;
+    if (v > (INT64_MAX - (c - '0')) / 10) return fallback;
+    v = v * 10 + (c - '0');
+  }
+  return neg ? -v : v;
+}
+
+/// The entry id: the stored "id" string, or one derived from the bytes.
+inline std::string entry_id(const envelope_view& view, std::string_view raw,
+                            bool* derived = nullptr) {
+  std::string id;
+  if (!view.id.empty() && json::string_value(view.id, id) && !id.empty()) {
+    if (derived) *derived = false;
+    return id;
+  }
+  if (derived) *derived = true;
+  return derived_id(raw);
+}
+
+/// Finds the payload bytes to push back on replay. On success `payload` views either `raw`
+/// (a JSON payload, verbatim) or `scratch` (a decoded base64 payload). On failure returns
+/// false and sets `problem`.
+inline bool cut_payload(const envelope_view& view, std::string& scratch, std::string_view& payload,
+                        std::string& problem) {
+  if (view.payload.empty()) {
+    problem = "no \"original_payload\" field";
+    return false;
+  }
+  if (view.payload_encoding.empty()) {
+    payload = view.payload;
+    return true;
+  }
+  if (view.payload_encoding != "\"base64\"") {
+    problem = "unknown payload_encoding " + std::string(view.payload_encoding) +
+              " (written by a newer dlq?)";
+    return false;
+  }
+  std::string text;
+  if (!json::string_value(view.payload, text) || !base64::decode(text, scratch)) {
+    problem = "payload_encoding is base64 but original_payload is not a base64 string";
+    return false;
+  }
+  payload = scratch;
+  return true;
+}
+
+/// Everything needed to write one envelope.
+struct envelope_input {
+  std::string_view queue;
+  std::string_view payload;
+  const Failure* failure = nullptr;
+  std::string_view worker;  // resolved worker name
+  std::string_view id;
+  std::chrono::system_clock::time_point time;
+  std::int64_t dead_letter_count = 0;  // 0 = do not write
+  bool parked = false;
+};
+
+/// Appends the envelope for `in` to `out` (compact JSON, original_payload first).
+inline void write_envelope(std::string& out, const envelope_input& in) {
+  const Failure& f = *in.failure;
+  const bool as_json = json::is_exact_value(in.payload, json::mode::strict);
+  out.reserve(out.size() + (as_json ? in.payload.size() : in.payload.size() / 3 * 4 + 4) +
+              in.queue.size() + f.error.size() + in.worker.size() + 160);
+  out.append("{\"original_payload\":");
+  if (as_json) {
+    out.append(in.payload);
+  } else {
+    out.push_back('"');
+    base64::encode(in.payload, out);
+    out.push_back('"');
+  }
+  out.append(",\"queue\":");
+  json::append_string(out, in.queue);
+  out.append(",\"error\":");
+  json::append_string(out, f.error);
+  out.append(",\"attempt\":");
+  out.append(std::to_string(f.attempt));
+  out.append(",\"worker\":");
+  json::append_string(out, in.worker);
+  out.append(",\"dead_lettered_at\":\"");
+  iso_time::append(out, in.time);
+  out.append("\",\"id\":");
+  json::append_string(out, in.id);
+  if (!f.error_type.empty()) {
+    out.append(",\"error_type\":");
+    json::append_string(out, f.error_type);
+  }
+  if (!f.job_id.empty()) {
+    out.append(",\"job_id\":");
+    json::append_string(out, f.job_id);
+  }
+  if (!f.context.is_null()) {
+    out.append(",\"context\":");
+    out.append(f.context.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  if (in.dead_letter_count > 0) {
+    out.append(",\"dead_letter_count\":");
+    out.append(std::to_string(in.dead_letter_count));
+  }
+  if (in.parked) out.append(",\"parked\":true");
+  if (!as_json) out.append(",\"payload_encoding\":\"base64\"");
+  out.push_back('}');
+}
+
+}  // namespace detail
+
+/// Reads one stored item into an Entry. Never throws for bad data: an unreadable item gives
+/// an Entry with ok() == false and `problem` set (see Entry).
+inline Entry parse_entry(std::string raw) {
+  Entry e;
+  detail::envelope_view v;
+  if (!detail::view_envelope(raw, v)) {
+    e.id = detail::derived_id(raw);
+    e.id_derived = true;
+    e.problem = detail::json::skip_value(raw.data(), raw.data() + raw.size(),
+                                         detail::json::mode::lenient) != nullptr
+                    ? "not a JSON object"
+                    : "not valid JSON";
+    e.raw = std::move(raw);
+    return e;
+  }
+  e.id = detail::entry_id(v, raw, &e.id_derived);
+  e.queue = detail::string_field(v.queue);
+  e.error = detail::string_field(v.error);
+  e.attempt = detail::int_field(v.attempt);
+  e.worker = detail::string_field(v.worker);
+  e.dead_lettered_at = detail::string_field(v.dead_lettered_at);
+  if (!e.dead_lettered_at.empty())
+    e.dead_lettered_time = detail::iso_time::parse(e.dead_lettered_at);
+  e.error_type = detail::string_field(v.error_type);
+  e.job_id = detail::string_field(v.job_id);
+  if (!v.context.empty()) {
+    e.context = nlohmann::json::parse(v.context, nullptr, false);
+    if (e.context.is_discarded()) e.context = std::string(v.context);
+  }
+  e.dead_letter_count = detail::int_field(v.dead_letter_count);
+  e.parked = v.parked == "true";
+  std::string scratch;
+  std::string_view payload;
+  if (detail::cut_payload(v, scratch, payload, e.problem)) {
+    e.payload_encoding =
+        v.payload_encoding.empty() ? PayloadEncoding::json : PayloadEncoding::base64;
+    e.payload.assign(payload.data(), payload.size());
+  }
+  e.raw = std::move(raw);
+  return e;
+}
+
+/// Like parse_entry, but throws dlq::format_error (saying why) when the item is unreadable.
+inline Entry parse_entry_or_throw(std::string raw) {
+  Entry e = parse_entry(std::move(raw));
+  if (!e.ok())
+    throw format_error(detail::message("entry", "entry " + e.id, e.problem,
+                                       "the bytes are kept; inspect them with peek()"));
+  return e;
+}
+
+}  // namespace dlq

@@ -1,0 +1,258 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file storage/memory.hpp
+/// dlq::MemoryStorage — the in-memory backend, for unit tests of workers and for embedding.
+///
+/// It keeps, per queue, the dead-letter list, the corrupt list and the source queue (the
+/// list replay pushes payloads back to, which a test or an in-process worker consumes with
+/// source_pop). It is thread-safe and follows the same protocol as the Redis backend: a
+/// replay step copies its window out under the lock, lets the front end decide without the
+/// lock held, then re-checks that the window is unchanged and applies every decision at once
+/// under the lock — so concurrent sends, removals and replays behave as they do on Redis.
+///
+///     dlq::DeadLetterQueue<dlq::MemoryStorage> dlq;
+///     dlq.send_to_dlq("orders", R"({"order":42})", "payment timeout", 3, "worker-7");
+///     dlq.replay_all("orders");
+///     auto job = dlq.storage().source_pop("orders");  // R"({"order":42})"
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlq/storage.hpp"
+
+namespace dlq {
+
+/// Thread-safe in-memory storage. Movable, not copyable.
+class MemoryStorage {
+ public:
+  /// Replay position: the number of items a replay kept in place so far.
+  struct replay_cursor {
+    std::size_t offset = 0;
+  };
+
+  MemoryStorage() : state_(std::make_unique<state>()) {}
+
+  /// Appends one envelope to the queue's dead-letter list.
+  void push(const Record& record) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    lists_for(record.queue).dead.emplace_back(record.envelope);
+  }
+
+  /// Appends several envelopes, all at once (no other operation sees half of them).
+  void push_many(const std::vector<Record>& records) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (const Record& r : records)
+      lists_for(r.queue).dead.emplace_back(r.envelope);
+  }
+
+  /// Number of items in one of the queue's lists.
+  std::size_t size(std::string_view queue, ListKind kind) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const lists* l = find_lists(queue);
+    return l ? list_of(*l, kind).size() : 0;
+  }
+
+  /// Items [start, start + count) of one of the queue's lists (fewer at the end).
+  std::vector<std::string> range(std::string_view queue, ListKind kind, std::size_t start,
+                                 std::size_t count) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const lists* l = find_lists(queue);
+    return l ? slice(list_of(*l, kind), start, count) : std::vector<std::string>{};
+  }
+
+  /// Removes the first item equal to `raw`; false when there is none.
+  bool remove(std::string_view queue, ListKind kind, std::string_view /*id*/,
+              std::string_view raw) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    lists* l = find_lists(queue);
+    if (!l) return false;
+    auto& list = list_of(*l, kind);
+    for (auto it = list.begin(); it != list.end(); ++it) {
+      if (*it == raw) {
+        list.erase(it);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// Removes every item of one of the queue's lists and returns how many there were.
+  std::size_t purge(std::string_view queue, ListKind kind) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    lists* l = find_lists(queue);
+    if (!l) return 0;
+    auto& list = list_of(*l, kind);
+    const std::size_t n = list.size();
+    list.clear();
+    return n;
+  }
+
+  /// Names of the queues that have dead-letter or corrupt items, sorted.
+  std::vector<std::string> queues() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<std::string> names;
+    for (const auto& [name, l] : state_->queues)
+      if (!l.dead.empty() || !l.corrupt.empty()) names.push_back(name);
+    return names;
+  }
+
+  /// Dead-letter list sizes of several queues, read at one instant.
+  std::vector<std::size_t> sizes(const std::vector<std::string>& names) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<std::size_t> out;
+    out.reserve(names.size());
+    for (const auto& name : names) {
+      const lists* l = find_lists(name);
+      out.push_back(l ? l->dead.size() : 0);
+    }
+    return out;
+  }
+
+  /// One replay step (see dlq/storage.hpp for the protocol).
+  StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
+                         Decider decide) {
+    std::vector<std::string> window;
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      const lists* l = find_lists(queue);
+      if (!l) return {};
+      window = slice(l->dead, cursor.offset, max_items);
+    }
+    if (window.empty()) return {};
+
+    struct planned {
+      Action action = Action::keep;
+      std::string destination;
+      std::string payload;
+    };
+    std::vector<planned> plan(window.size());
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < window.size(); ++i) {
+      Decision d;
+      decide(window[i], d);
+      plan[i].action = d.action;
+      if (d.action == Action::replay) {
+        plan[i].destination.assign(d.destination.data(), d.destination.size());
+        plan[i].payload.assign(d.payload.data(), d.payload.size());
+      } else if (d.action == Action::keep) {
+        ++kept;
+      }
+    }
+
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    lists* l = find_lists(queue);
+    const std::size_t begin = cursor.offset;
+    if (!l || l->dead.size() < begin + window.size()) return {0, true};
+    for (std::size_t i = 0; i < window.size(); ++i)
+      if (l->dead[begin + i] != window[i]) return {0, true};
+    if (kept != window.size()) {
+      std::size_t write = begin;
+      for (std::size_t i = 0; i < window.size(); ++i) {
+        std::string& item = l->dead[begin + i];
+        switch (plan[i].action) {
+          case Action::keep:
+            if (write != begin + i) l->dead[write] = std::move(item);
+            ++write;
+            break;
+          case Action::replay:
+            lists_for(plan[i].destination).source.push_back(std::move(plan[i].payload));
+            break;
+          case Action::set_aside:
+            l->corrupt.push_back(std::move(item));
+            break;
+        }
+      }
+      const auto first = l->dead.begin() + static_cast<std::ptrdiff_t>(write);
+      l->dead.erase(first, first + static_cast<std::ptrdiff_t>(window.size() - kept));
+    }
+    cursor.offset += kept;
+    return {window.size(), false};
+  }
+
+  /// Nothing to recover: a replay step applies at once or not at all. Returns 0.
+  std::size_t recover(std::string_view /*queue*/) { return 0; }
+
+  // --- the source queues (where replay puts jobs back) ----------------------------------
+
+  /// Appends a job payload to a source queue (what a producer does).
+  void source_push(std::string_view queue, std::string_view payload) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    lists_for(queue).source.emplace_back(payload);
+  }
+
+  /// Takes the oldest job payload from a source queue (what a worker does); nullopt if empty.
+  std::optional<std::string> source_pop(std::string_view queue) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    lists* l = find_lists(queue);
+    if (!l || l->source.empty()) return std::nullopt;
+    std::string job = std::move(l->source.front());
+    l->source.pop_front();
+    return job;
+  }
+
+  /// Number of job payloads waiting in a source queue.
+  std::size_t source_size(std::string_view queue) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const lists* l = find_lists(queue);
+    return l ? l->source.size() : 0;
+  }
+
+  /// Job payloads [start, start + count) of a source queue, oldest first (default: all).
+  std::vector<std::string> source_range(
+      std::string_view queue, std::size_t start = 0,
+      std::size_t count = std::numeric_limits<std::size_t>::max()) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const lists* l = find_lists(queue);
+    return l ? slice(l->source, start, count) : std::vector<std::string>{};
+  }
+
+ private:
+  struct lists {
+    std::deque<std::string> dead;
+    std::deque<std::string> corrupt;
+    std::deque<std::string> source;
+  };
+  struct state {
+    std::mutex mutex;
+    std::map<std::string, lists, std::less<>> queues;
+  };
+
+  static std::deque<std::string>& list_of(lists& l, ListKind kind) {
+    return kind == ListKind::dead ? l.dead : l.corrupt;
+  }
+  static const std::deque<std::string>& list_of(const lists& l, ListKind kind) {
+    return kind == ListKind::dead ? l.dead : l.corrupt;
+  }
+  static std::vector<std::string> slice(const std::deque<std::string>& list, std::size_t start,
+                                        std::size_t count) {
+    std::vector<std::string> out;
+    if (start >= list.size()) return out;
+    const std::size_t n = std::min(count, list.size() - start);
+    out.reserve(n);
+    const auto first = list.begin() + static_cast<std::ptrdiff_t>(start);
+    out.assign(first, first + static_cast<std::ptrdiff_t>(n));
+    return out;
+  }
+  lists* find_lists(std::string_view queue) {
+    auto it = state_->queues.find(queue);
+    return it == state_->queues.end() ? nullptr : &it->second;
+  }
+  lists& lists_for(std::string_view queue) {
+    auto it = state_->queues.find(queue);
+    if (it == state_->queues.end()) it = state_->queues.emplace(std::string(queue), lists{}).first;
+    return it->second;
+  }
+
+  std::unique_ptr<state> state_;
+};
+
+}  // namespace dlq

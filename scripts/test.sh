@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# dlq's test command (the README's). On a fresh Debian 12 machine, as root, it installs what
+# is missing, then configures, builds and runs every test in four configurations:
+#   gcc-17     g++,     C++17, warnings as errors, plus the CMake consumer tests
+#   clang-20   clang++, C++20, warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer
+#   gcc-20     g++,     C++20, warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer
+#   clang-17   clang++, C++17, warnings as errors
+# Tests that need Redis get a private redis-server on a free loopback port, started and
+# stopped by ctest (tests/support/redis_server.sh); nothing needs a server started by hand.
+#
+#   scripts/test.sh            all four configurations
+#   scripts/test.sh --quick    gcc-17 only
+#   scripts/test.sh gcc-20 …   the named configurations
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config nlohmann-json3-dev catch2
+          libhiredis-dev redis-server redis-tools libsqlite3-dev libcli11-dev libbenchmark-dev
+          python3 python3-redis)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test.sh: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The packaged redis-server may start a system instance; the tests never use it.
+
+configs=(gcc-17 clang-20 gcc-20 clang-17)
+if [ "${1:-}" = "--quick" ]; then
+  configs=(gcc-17)
+elif [ $# -gt 0 ]; then
+  configs=("$@")
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+passed=0
+failed=0
+failed_configs=()
+for config in "${configs[@]}"; do
+  case "$config" in
+    gcc-17)   cxx=g++;     std=17; extra=(-DDLQ_CONSUMER_TESTS=ON) ;;
+    clang-20) cxx=clang++; std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
+    gcc-20)   cxx=g++;     std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
+    clang-17) cxx=clang++; std=17; extra=(-DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
+    *) echo "test.sh: unknown configuration '$config' (gcc-17, clang-20, gcc-20, clang-17)" >&2; exit 2 ;;
+  esac
+  build="$root/build-test/$config"
+  mkdir -p "$root/build-test"
+  echo "=== $config: $cxx, C++$std ${extra[*]}"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$cxx" \
+        -DCMAKE_CXX_STANDARD="$std" -DCMAKE_CXX_STANDARD_REQUIRED=ON -DCMAKE_CXX_EXTENSIONS=OFF \
+        -DDLQ_BUILD_TESTS=ON -DDLQ_BUILD_EXAMPLES=ON "${extra[@]}" >"$build.configure.log" 2>&1 ||
+    { cat "$build.configure.log"; exit 1; }
+  cmake --build "$build" -j"$jobs"
+  log="$build.ctest.log"
+  set +e
+  (cd "$build" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     ctest -j"$jobs" --output-on-failure --timeout 600) 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  summary=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -1)
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$summary")
+  nfail=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$summary")
+  passed=$((passed + ${total:-0} - ${nfail:-0}))
+  failed=$((failed + ${nfail:-0}))
+  if [ "$rc" -ne 0 ]; then
+    failed_configs+=("$config")
+    [ -n "$nfail" ] && [ "$nfail" -gt 0 ] || failed=$((failed + 1))
+  fi
+done
+
+echo
+if [ ${#failed_configs[@]} -gt 0 ]; then
+  echo "test.sh: FAILED in: ${failed_configs[*]}"
+fi
+echo "dlq tests (${configs[*]}): $passed passed, $failed failed"
+[ ${#failed_configs[@]} -eq 0 ]

@@ -1,0 +1,224 @@
+// Front-end behaviour beyond the storage contract: options, reports, parked entries,
+// batch sizing, and what happens when the storage fails half-way.
+#include "dlq/dead_letter_queue.hpp"
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlq/storage/memory.hpp"
+#include "support/catch.hpp"
+
+using Queue = dlq::DeadLetterQueue<dlq::MemoryStorage>;
+
+namespace {
+// A storage that fails on demand: wraps MemoryStorage, throws a storage error on the Nth
+// replay step — before applying it, or after applying it (a lost reply: unknown outcome).
+struct FlakyStorage {
+  using replay_cursor = dlq::MemoryStorage::replay_cursor;
+  dlq::MemoryStorage inner;
+  int steps = 0;
+  int fail_at_step = -1;
+  bool fail_after_apply = false;
+
+  void push(const dlq::Record& r) { inner.push(r); }
+  void push_many(const std::vector<dlq::Record>& r) { inner.push_many(r); }
+  std::size_t size(std::string_view q, dlq::ListKind k) { return inner.size(q, k); }
+  std::vector<std::string> range(std::string_view q, dlq::ListKind k, std::size_t s,
+                                 std::size_t n) {
+    return inner.range(q, k, s, n);
+  }
+  bool remove(std::string_view q, dlq::ListKind k, std::string_view id, std::string_view raw) {
+    return inner.remove(q, k, id, raw);
+  }
+  std::size_t purge(std::string_view q, dlq::ListKind k) { return inner.purge(q, k); }
+  std::vector<std::string> queues() { return inner.queues(); }
+  std::vector<std::size_t> sizes(const std::vector<std::string>& q) { return inner.sizes(q); }
+  dlq::StepResult replay_step(std::string_view q, replay_cursor& c, std::size_t n, dlq::Decider d) {
+    if (++steps == fail_at_step && !fail_after_apply)
+      throw dlq::timeout_error("[dlq.test] injected timeout");
+    auto r = inner.replay_step(q, c, n, d);
+    if (steps == fail_at_step) throw dlq::timeout_error("[dlq.test] injected lost reply", true);
+    return r;
+  }
+};
+}  // namespace
+
+TEST_CASE("the storage contract is checked at compile time", "[frontend]") {
+  STATIC_REQUIRE(dlq::is_storage_v<dlq::MemoryStorage>);
+  STATIC_REQUIRE(dlq::is_storage_v<dlq::MemoryStorage&>);
+  STATIC_REQUIRE(dlq::is_storage_v<FlakyStorage>);
+  STATIC_REQUIRE_FALSE(dlq::is_storage_v<int>);
+  STATIC_REQUIRE_FALSE(dlq::is_storage_v<std::string>);
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+  STATIC_REQUIRE(dlq::storage<dlq::MemoryStorage>);
+  STATIC_REQUIRE_FALSE(dlq::storage<int>);
+#endif
+}
+
+TEST_CASE("the seed's signature and the default worker name", "[frontend]") {
+  dlq::Options o;
+  o.worker = "host-1:4242";
+  Queue q(dlq::MemoryStorage{}, o);
+  q.send_to_dlq("orders", "{}", "boom");
+  q.send_to_dlq("orders", "{}", "boom", 5, "explicit");
+  const auto page = q.peek("orders");
+  CHECK(page[0].worker == "host-1:4242");
+  CHECK(page[0].attempt == 1);
+  CHECK(page[1].worker == "explicit");
+  CHECK(page[1].attempt == 5);
+}
+
+TEST_CASE("several front ends can share one storage", "[frontend]") {
+  dlq::MemoryStorage shared;
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> worker(shared);
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> operator_view(shared);
+  worker.send_to_dlq("orders", "{}", "e");
+  CHECK(operator_view.size("orders") == 1);
+  CHECK(operator_view.replay_all("orders").replayed == 1);
+  CHECK(shared.source_pop("orders") == std::optional<std::string>("{}"));
+}
+
+TEST_CASE("replay can record the ids it moved", "[frontend]") {
+  Queue q;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i)
+    ids.push_back(q.send_to_dlq("orders", "{}", "e"));
+  dlq::ReplayOptions o;
+  o.record_ids = true;
+  const auto r = q.replay("orders", o);
+  CHECK(r.replayed_ids == ids);
+  CHECK(q.replay("orders", o).replayed_ids.empty());
+}
+
+TEST_CASE("replay_one sets aside corrupt entries in front of the oldest readable one",
+          "[frontend]") {
+  Queue q;
+  q.storage().push({"orders", {}, {}, "garbage"});
+  const auto id = q.send_to_dlq("orders", R"({"n":1})", "e");
+  const auto e = q.replay_one("orders");
+  REQUIRE(e.has_value());
+  CHECK(e->id == id);
+  CHECK(q.corrupt_size("orders") == 1);
+  CHECK(q.size("orders") == 0);
+}
+
+TEST_CASE("a corrupt entry can be left in place and only reported", "[frontend]") {
+  Queue q;
+  q.storage().push({"orders", {}, {}, "garbage"});
+  q.send_to_dlq("orders", "{}", "e");
+  dlq::ReplayOptions o;
+  o.set_aside_corrupt = false;
+  const auto r = q.replay("orders", o);
+  CHECK(r.replayed == 1);
+  CHECK(r.set_aside == 0);
+  REQUIRE(r.skipped.size() == 1);
+  CHECK(r.skipped[0].reason == dlq::SkipReason::corrupt);
+  CHECK(r.skipped[0].detail == "not valid JSON");
+  CHECK(q.size("orders") == 1);
+}
+
+TEST_CASE("parked entries are skipped by replay-all and replayed when asked by id", "[frontend]") {
+  Queue q;
+  const std::string parked =
+      R"({"original_payload":{"p":1},"queue":"orders","error":"poison","attempt":9,"worker":"w",)"
+      R"("dead_lettered_at":"2026-11-30T03:32:19.000000+00:00","id":"p-1","dead_letter_count":6,"parked":true})";
+  q.storage().push({"orders", "p-1", {}, parked});
+  q.send_to_dlq("orders", R"({"p":2})", "e");
+  auto r = q.replay_all("orders");
+  CHECK(r.replayed == 1);
+  REQUIRE(r.skipped.size() == 1);
+  CHECK(r.skipped[0].reason == dlq::SkipReason::parked);
+  CHECK(r.skipped[0].id == "p-1");
+  const auto e = q.peek("orders")[0];
+  CHECK(e.parked);
+  CHECK(e.dead_letter_count == 6);
+  r = q.replay_ids("orders", {"p-1"});
+  CHECK(r.replayed == 1);
+  CHECK(q.storage().source_range("orders").back() == R"({"p":1})");
+}
+
+TEST_CASE("batches shrink for large entries so that one step stays near the byte target",
+          "[frontend]") {
+  dlq::Options o;
+  o.replay_batch_bytes = 20000;
+  Queue q(dlq::MemoryStorage{}, o);
+  const std::string big = "\"" + std::string(1000, 'x') + "\"";
+  for (int i = 0; i < 200; ++i)
+    q.send_to_dlq("orders", big, "e");
+  const auto r = q.replay_all("orders");
+  CHECK(r.replayed == 200);
+  CHECK(r.batches >= 200 * 1100 / 20000);
+  CHECK(r.batches <= 20);
+}
+
+TEST_CASE("a storage failure during replay loses nothing; what moved stays moved", "[frontend]") {
+  dlq::Options o;
+  o.replay_batch_items = 10;
+  dlq::DeadLetterQueue<FlakyStorage> q(FlakyStorage{}, o);
+  for (int i = 0; i < 100; ++i)
+    q.send_to_dlq("orders", std::to_string(i), "e");
+
+  SECTION("failure before a batch is applied") {
+    q.storage().fail_at_step = 3;
+    CHECK_THROWS_AS(q.replay_all("orders"), dlq::timeout_error);
+  }
+  SECTION("failure after a batch was applied (the reply was lost)") {
+    q.storage().fail_at_step = 3;
+    q.storage().fail_after_apply = true;
+    try {
+      q.replay_all("orders");
+      FAIL("expected a timeout");
+    } catch (const dlq::storage_error& e) {
+      CHECK(e.outcome_unknown());
+    }
+  }
+  const auto moved = q.storage().inner.source_range("orders");
+  const auto left = q.peek("orders", 0, 1000);
+  CHECK(moved.size() + left.size() == 100);
+  // Oldest first: the moved ones are a prefix, the rest still waits, nothing twice.
+  for (std::size_t i = 0; i < moved.size(); ++i)
+    CHECK(moved[i] == std::to_string(i));
+  for (std::size_t i = 0; i < left.size(); ++i)
+    CHECK(left[i].payload == std::to_string(moved.size() + i));
+  // A second run finishes the job.
+  q.storage().fail_at_step = -1;
+  CHECK(q.replay_all("orders").replayed == left.size());
+  CHECK(q.storage().inner.source_size("orders") == 100);
+}
+
+TEST_CASE("two replayers of the same queue never move an entry twice", "[frontend][threads]") {
+  dlq::Options o;
+  o.replay_batch_items = 16;
+  dlq::MemoryStorage shared;
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> a(shared, o);
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> b(shared, o);
+  for (int i = 0; i < 20000; ++i)
+    a.send_to_dlq("orders", std::to_string(i), "e");
+  std::size_t ra = 0, rb = 0;
+  std::thread ta([&] { ra = a.replay_all("orders").replayed; });
+  std::thread tb([&] { rb = b.replay_all("orders").replayed; });
+  ta.join();
+  tb.join();
+  CHECK(ra + rb == 20000);
+  const auto src = shared.source_range("orders");
+  CHECK(std::set<std::string>(src.begin(), src.end()).size() == 20000);
+  CHECK(shared.size("orders", dlq::ListKind::dead) == 0);
+}
+
+TEST_CASE("a test clock stamps entries and drives age filters", "[frontend]") {
+  auto now = std::chrono::system_clock::time_point(std::chrono::hours(24 * 365 * 56));
+  dlq::Options o;
+  o.clock = [&now] { return now; };
+  Queue q(dlq::MemoryStorage{}, o);
+  q.send_to_dlq("orders", "1", "e");
+  now += std::chrono::hours(2);
+  q.send_to_dlq("orders", "2", "e");
+  CHECK(*q.peek("orders")[0].dead_lettered_time == now - std::chrono::hours(2));
+  dlq::ReplayOptions r;
+  r.older_than = std::chrono::hours(1);
+  CHECK(q.replay("orders", r).replayed == 1);
+  CHECK(q.peek("orders")[0].payload == "2");
+}

@@ -1,0 +1,143 @@
+// The wire format: what send writes, what is read back, and how bad bytes are reported.
+#include "dlq/entry.hpp"
+
+#include <chrono>
+#include <string>
+
+#include "support/catch.hpp"
+
+using namespace std::chrono;
+
+namespace {
+std::string envelope(std::string_view payload, const dlq::Failure& f,
+                     std::string_view worker = "w") {
+  dlq::detail::envelope_input in;
+  in.queue = "orders";
+  in.payload = payload;
+  in.failure = &f;
+  in.worker = worker;
+  in.id = "0190aaaa-0000-7000-8000-000000000001";
+  in.time = system_clock::time_point(seconds(1796009539)) + microseconds(7);
+  std::string out;
+  dlq::detail::write_envelope(out, in);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("the envelope carries the seed's six fields with their names and types", "[entry]") {
+  dlq::Failure f;
+  f.error = "payment \"timeout\"\n";
+  f.attempt = 3;
+  const std::string raw = envelope(R"({"order":42})", f, "worker-7");
+  CHECK(raw ==
+        R"({"original_payload":{"order":42},"queue":"orders","error":"payment \"timeout\"\n",)"
+        R"("attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.000007+00:00",)"
+        R"("id":"0190aaaa-0000-7000-8000-000000000001"})");
+  const auto j = nlohmann::json::parse(raw);
+  CHECK(j["attempt"].is_number_integer());
+  CHECK(j["original_payload"]["order"] == 42);
+}
+
+TEST_CASE("optional fields are written only when set", "[entry]") {
+  dlq::Failure f;
+  f.error = "e";
+  f.error_type = "TimeoutError";
+  f.job_id = "job-9";
+  f.context = {{"tenant", "acme"}};
+  const auto j = nlohmann::json::parse(envelope("{}", f));
+  CHECK(j["error_type"] == "TimeoutError");
+  CHECK(j["job_id"] == "job-9");
+  CHECK(j["context"]["tenant"] == "acme");
+  CHECK_FALSE(j.contains("payload_encoding"));
+  const auto e = dlq::parse_entry(envelope("{}", f));
+  CHECK(e.error_type == "TimeoutError");
+  CHECK(e.job_id == "job-9");
+  CHECK(e.context["tenant"] == "acme");
+}
+
+TEST_CASE("a JSON payload is embedded verbatim; anything else is base64 with a marker", "[entry]") {
+  dlq::Failure f;
+  f.error = "e";
+  const std::string big = R"({"n":12345678901234567,"m":9223372036854775807,"l":[],"o":{}})";
+  const std::string raw = envelope(big, f);
+  CHECK(raw.find(big) != std::string::npos);
+  auto e = dlq::parse_entry(raw);
+  CHECK(e.payload == big);
+  CHECK(e.payload_encoding == dlq::PayloadEncoding::json);
+
+  const std::string binary("\x00\x01\xff{", 4);
+  e = dlq::parse_entry(envelope(binary, f));
+  CHECK(e.ok());
+  CHECK(e.payload == binary);
+  CHECK(e.payload_encoding == dlq::PayloadEncoding::base64);
+  CHECK(nlohmann::json::parse(e.raw)["payload_encoding"] == "base64");
+  CHECK(e.payload_json() == "AAH/ew==");
+}
+
+TEST_CASE("unknown fields are kept and shown", "[entry]") {
+  const auto e = dlq::parse_entry(
+      R"({"original_payload": 1, "queue": "q", "trace": {"span": "ab"}, "id": "x1", "priority": 5})");
+  CHECK(e.ok());
+  const auto j = e.to_json();
+  CHECK(j["trace"]["span"] == "ab");
+  CHECK(j["priority"] == 5);
+  CHECK(j["id"] == "x1");
+  CHECK(e.raw.find("\"priority\": 5") != std::string::npos);
+}
+
+TEST_CASE("missing or mistyped seed fields are tolerated; only the payload is required",
+          "[entry]") {
+  const auto e = dlq::parse_entry(R"({"original_payload": null, "attempt": "three", "worker": 7})");
+  CHECK(e.ok());
+  CHECK(e.payload == "null");
+  CHECK(e.attempt == 0);
+  CHECK(e.worker.empty());
+  CHECK(e.queue.empty());
+  CHECK_FALSE(e.dead_lettered_time.has_value());
+  CHECK(dlq::parse_entry(R"({"original_payload": 1, "attempt": 4.0})").attempt == 4);
+  CHECK(dlq::parse_entry(R"({"original_payload": 1, "attempt": 99999999999999999999})").attempt ==
+        0);
+}
+
+TEST_CASE("unreadable entries say why and keep their bytes", "[entry]") {
+  struct bad_case {
+    std::string raw;
+    std::string problem;
+  };
+  const bad_case cases[] = {
+      {"nope", "not valid JSON"},
+      {"[1,2]", "not a JSON object"},
+      {R"({"queue": "q"})", "no \"original_payload\" field"},
+      {R"({"original_payload": "!!", "payload_encoding": "base64"})", "not a base64 string"},
+      {R"({"original_payload": 5, "payload_encoding": "base64"})", "not a base64 string"},
+      {R"({"original_payload": 5, "payload_encoding": "zstd"})", "unknown payload_encoding"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.raw);
+    const auto e = dlq::parse_entry(c.raw);
+    CHECK_FALSE(e.ok());
+    CHECK(e.problem.find(c.problem) != std::string::npos);
+    CHECK(e.raw == c.raw);
+    CHECK_FALSE(e.id.empty());
+    CHECK_THROWS_AS(dlq::parse_entry_or_throw(c.raw), dlq::format_error);
+  }
+  const auto text = dlq::parse_entry("nope").to_json();
+  CHECK(text["raw"] == "nope");
+  CHECK(text["problem"] == "not valid JSON");
+  const auto bin = dlq::parse_entry(std::string("\xff\x00", 2)).to_json();
+  CHECK(bin["raw_base64"] == "/wA=");
+}
+
+TEST_CASE("duplicate keys resolve as in Python: the last one wins", "[entry]") {
+  const auto e =
+      dlq::parse_entry(R"({"original_payload": 1, "error": "first", "error": "second"})");
+  CHECK(e.error == "second");
+}
+
+TEST_CASE("non-finite floats written by Python's json.dumps do not make an entry corrupt",
+          "[entry]") {
+  const auto e =
+      dlq::parse_entry(R"({"original_payload": {"x": NaN, "y": -Infinity}, "queue": "q"})");
+  CHECK(e.ok());
+  CHECK(e.payload == R"({"x": NaN, "y": -Infinity})");
+}

@@ -1,0 +1,104 @@
+// The JSON scanner: validation, exact spans, UTF-8, Python's NaN/Infinity, deep nesting.
+#include "dlq/detail/json_scan.hpp"
+
+#include <string>
+#include <vector>
+
+#include "support/catch.hpp"
+
+namespace json = dlq::detail::json;
+
+TEST_CASE("valid JSON values are recognised exactly", "[json]") {
+  for (const char* ok : {"0", "-0", "1.5e10", "-1E-2", "12345678901234567890123", "true", "false",
+                         "null", "\"\"", "\"a\\u00e9\\n\"", "[]", "{}", "[1,[2,{\"a\":[]}]]",
+                         "{ \"a\" : 1 , \"b\" : [ ] }", "\"\xE2\x82\xAC\xF0\x9F\x98\x80\""}) {
+    INFO(ok);
+    CHECK(json::is_exact_value(ok));
+  }
+}
+
+TEST_CASE("invalid JSON is rejected", "[json]") {
+  for (const char* bad : {"",
+                          " ",
+                          "01",
+                          "1.",
+                          ".5",
+                          "1e",
+                          "+1",
+                          "tru",
+                          "nul",
+                          "[1,]",
+                          "{\"a\":1,}",
+                          "{a:1}",
+                          "{\"a\" 1}",
+                          "[1 2]",
+                          "\"unterminated",
+                          "\"bad \\x escape\"",
+                          "\"\\u12g4\"",
+                          "\"ctrl \x01\"",
+                          "{} {}",
+                          " {}",
+                          "{} ",
+                          "NaN",
+                          "Infinity",
+                          "\"\xC3\x28\"",
+                          "\"\xE0\x80\xAF\"",
+                          "\"\xED\xA0\x80\"",
+                          "\"\xF4\x90\x80\x80\"",
+                          "\"\xFF\"",
+                          "]",
+                          "}"}) {
+    INFO(bad);
+    CHECK_FALSE(json::is_exact_value(bad));
+  }
+}
+
+TEST_CASE("lenient mode accepts what Python's json.dumps writes for non-finite floats", "[json]") {
+  CHECK(json::is_exact_value("[NaN,Infinity,-Infinity]", json::mode::lenient));
+  CHECK_FALSE(json::is_exact_value("[NaN]", json::mode::strict));
+}
+
+TEST_CASE("deep nesting does not overflow the stack", "[json]") {
+  const std::size_t depth = 200000;
+  std::string deep(depth, '[');
+  deep.append(depth, ']');
+  CHECK(json::is_exact_value(deep));
+  deep.pop_back();
+  CHECK_FALSE(json::is_exact_value(deep));
+}
+
+TEST_CASE("scan_object reports each member with its exact value bytes", "[json]") {
+  std::vector<std::pair<std::string, std::string>> fields;
+  const bool ok =
+      json::scan_object(R"( { "a" : {"x": [1, 2]} , "b\"q":"s", "c": 1.50 } )", json::mode::strict,
+                        [&](std::string_view k, bool, std::string_view v) {
+                          fields.emplace_back(std::string(k), std::string(v));
+                        });
+  REQUIRE(ok);
+  REQUIRE(fields.size() == 3);
+  CHECK(fields[0] == std::make_pair(std::string("a"), std::string(R"({"x": [1, 2]})")));
+  CHECK(fields[1] == std::make_pair(std::string(R"(b\"q)"), std::string(R"("s")")));
+  CHECK(fields[2].second == "1.50");
+  CHECK_FALSE(json::scan_object("[1]", json::mode::strict, [](auto, auto, auto) {}));
+  CHECK_FALSE(json::scan_object("{\"a\":1", json::mode::strict, [](auto, auto, auto) {}));
+  CHECK(json::scan_object("{}", json::mode::strict, [](auto, auto, auto) { FAIL("no members"); }));
+}
+
+TEST_CASE("strings are unescaped to UTF-8, surrogate pairs joined, lone ones replaced", "[json]") {
+  std::string out;
+  REQUIRE(json::string_value(R"("a\"b\\c\/d\n\t\u00e9\ud83d\ude00")", out));
+  CHECK(out == "a\"b\\c/d\n\t\xC3\xA9\xF0\x9F\x98\x80");
+  REQUIRE(json::string_value(R"("\ud800x")", out));
+  CHECK(out == "\xEF\xBF\xBDx");
+  CHECK_FALSE(json::string_value("42", out));
+}
+
+TEST_CASE("append_string writes valid JSON for any bytes", "[json]") {
+  std::string out;
+  json::append_string(out, std::string("q\"b\\n\n\x01\x00 caf\xC3\xA9 \xFF end", 20));
+  CHECK(out == "\"q\\\"b\\\\n\\n\\u0001\\u0000 caf\xC3\xA9 \xEF\xBF\xBD end\"");
+  CHECK(json::is_exact_value(out));
+  std::string back;
+  REQUIRE(json::string_value(out, back));
+  CHECK(back == std::string("q\"b\\n\n\x01\x00 caf\xC3\xA9 \xEF\xBF\xBD end", 22));
+}
