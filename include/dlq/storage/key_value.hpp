@@ -70,6 +70,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/detail/id.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/kv/sinks.hpp"
 #include "dlq/storage.hpp"
@@ -277,29 +278,27 @@ class KeyValueStorage {
     return c;
   }
 
-  /// Stores one envelope under (record.queue, record.id) — record.job_id when id is empty —
-  /// replacing the record a previous send of the same id left.
-  /// @throws dlq::invalid_argument if the queue or both ids are empty; what the store throws.
+  /// Stores one envelope under (record.queue, record.id) — record.job_id when id is empty,
+  /// and an id derived from the envelope's bytes ("raw-" + hash, as dlq::Entry derives it)
+  /// when both are empty — replacing the record a previous send of the same id left.
+  /// @throws dlq::invalid_argument if the queue name is empty; what the store throws.
   void push(const Record& record) { push_many(std::vector<Record>{record}); }
 
   /// Stores several envelopes in one atomic store call, in order (a later record with the
   /// same id replaces an earlier one). Nothing is stored if it throws.
-  /// @throws dlq::invalid_argument if a record's queue or both of its ids are empty.
+  /// @throws dlq::invalid_argument if a record's queue name is empty; what the store throws.
   void push_many(const std::vector<Record>& records) {
     if (records.empty()) return;
     std::vector<std::string> collections;
     collections.reserve(records.size());
-    std::vector<kv::Write> writes;
-    writes.reserve(records.size() + 1);
+    std::vector<std::string> derived;  // ids of records that came without one
+    std::vector<std::string_view> keys;
+    keys.reserve(records.size());
     std::vector<std::string_view> new_queues;
     for (const Record& r : records) {
       if (r.queue.empty())
         throw invalid_argument(detail::message("kv", "push", "a record has an empty queue name",
                                                "give every entry its source queue's name"));
-      const std::string_view id = r.id.empty() ? r.job_id : r.id;
-      if (id.empty())
-        throw invalid_argument(detail::message("kv", "push", "a record has no id",
-                                               "the front end gives every entry an id"));
       if (collections.empty() || r.queue != records[collections.size() - 1].queue)
         collections.push_back(collection(r.queue, ListKind::dead));
       else
@@ -308,28 +307,38 @@ class KeyValueStorage {
           std::find(new_queues.begin(), new_queues.end(), r.queue) == new_queues.end())
         new_queues.push_back(r.queue);
     }
-    const std::string registry = registry_collection();
-    for (std::string_view q : new_queues)
-      writes.push_back(kv::Write{registry, q, {}});
-    for (std::size_t i = 0; i < records.size(); ++i) {
-      const Record& r = records[i];
-      writes.push_back(kv::Write{collections[i], r.id.empty() ? r.job_id : r.id, r.envelope});
+    derived.reserve(records.size());
+    for (const Record& r : records) {
+      if (!r.id.empty()) {
+        keys.push_back(r.id);
+      } else if (!r.job_id.empty()) {
+        keys.push_back(r.job_id);
+      } else {
+        derived.push_back(detail::derived_id(r.envelope));  // reserved: views stay valid
+        keys.push_back(derived.back());
+      }
     }
+    std::vector<kv::Write> writes;
+    writes.reserve(records.size() + new_queues.size());
+    const std::string registry = registry_collection();
+    for (std::string_view q : new_queues) writes.push_back(kv::Write{registry, q, {}});
+    for (std::size_t i = 0; i < records.size(); ++i)
+      writes.push_back(kv::Write{collections[i], keys[i], records[i].envelope});
     store_.save(writes);
     if (!new_queues.empty()) {
       std::lock_guard<std::mutex> lock(shared_->mutex);
-      for (std::string_view q : new_queues)
-        shared_->registered.emplace(q);
+      for (std::string_view q : new_queues) shared_->registered.emplace(q);
     }
   }
 
   /// Number of records in `queue`'s list `kind`.
   std::size_t size(std::string_view queue, ListKind kind) { return count(collection(queue, kind)); }
 
-  /// Up to `count` records (0 = all) of `queue`'s list `kind`, oldest first, from position
-  /// `start` (0 = the oldest). One store read.
+  /// Up to `count` records of `queue`'s list `kind`, oldest first, from position `start`
+  /// (0 = the oldest). One store read.
   std::vector<std::string> range(std::string_view queue, ListKind kind, std::size_t start,
                                  std::size_t count) {
+    if (count == 0) return {};
     kv::Window window;
     window.offset = start;
     window.limit = count;
@@ -347,11 +356,23 @@ class KeyValueStorage {
     return store_.list(collection(queue, kind), window);
   }
 
-  /// The record stored under entry id `id`, if any (one store lookup).
+  /// The record stored under entry id `id`, if any: one store lookup. An id derived from an
+  /// entry's bytes ("raw-…", the id dlq::Entry gives an entry without one, e.g. a corrupt
+  /// record) that is not a key is looked for among the records' bytes (one paged scan).
   std::optional<std::string> find(std::string_view queue, ListKind kind, std::string_view id) {
-    std::optional<kv::Item> item = store_.load(collection(queue, kind), id);
-    if (!item) return std::nullopt;
-    return std::move(item->value);
+    const std::string coll = collection(queue, kind);
+    std::optional<kv::Item> item = store_.load(coll, id);
+    if (item) return std::move(item->value);
+    if (id.rfind("raw-", 0) != 0) return std::nullopt;
+    kv::Window window;
+    window.limit = page_size;
+    for (;;) {
+      std::vector<kv::Item> page = store_.list(coll, window);
+      for (kv::Item& i : page)
+        if (detail::derived_id(i.value) == id) return std::move(i.value);
+      if (page.size() < window.limit) return std::nullopt;
+      window.after = page.back().version;
+    }
   }
 
   /// Removes the record with entry id `id` if its bytes equal `raw` (an empty `raw` matches
@@ -426,13 +447,17 @@ class KeyValueStorage {
   }
 
   /// Reads up to `max_items` (0 = 1) records after the cursor, oldest first, asks `decide`
-  /// about each, then: pushes every Action::replay payload to the sink (one call when the
-  /// sink takes batches), then — only after the sink returned — removes those records and
-  /// moves every Action::set_aside record to the corrupt list, in one atomic store call. A
-  /// record whose version changed since it was read (the job was dead-lettered again) is
-  /// left as it is and counted in superseded(). Never reports `conflict`: there is no
-  /// positional state to go stale. If the sink throws, nothing is removed and the exception
-  /// propagates (the records stay; a later replay pushes them again).
+  /// about each, and then:
+  ///  1. checks, in one read of the same window, that every record to replay or set aside is
+  ///     still stored with the version read; if one is not (removed or replaced meanwhile),
+  ///     applies nothing and returns `conflict` (the caller decides again);
+  ///  2. pushes every Action::replay payload to the sink (one call when it takes batches);
+  ///  3. only after the sink returned, removes those records and moves every
+  ///     Action::set_aside record to the corrupt list, in one atomic store call. Each removal
+  ///     applies only if the record still has the version read: a job dead-lettered again
+  ///     between 1 and 3 keeps its new record (a new failure), counted in superseded().
+  /// At-least-once: if the sink throws, nothing is removed and the exception propagates; if
+  /// the process dies between 2 and 3, the records stay and a later replay pushes them again.
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
                          Decider decide) {
     std::lock_guard<std::mutex> replay_lock(shared_->replay_mutex);
@@ -457,25 +482,34 @@ class KeyValueStorage {
           throw invalid_argument(detail::message("kv", "replay_step", "empty destination queue",
                                                  "the decider must name a destination"));
         std::size_t d = 0;
-        while (d < destinations.size() && destinations[d] != decision.destination)
-          ++d;
+        while (d < destinations.size() && destinations[d] != decision.destination) ++d;
         if (d == destinations.size()) destinations.emplace_back(decision.destination);
         payloads.emplace_back(d, std::string(decision.payload));
         removals.push_back(kv::Removal{dead, item.id, item.version, {}});
       } else if (decision.action == Action::set_aside) {
         if (corrupt.empty()) corrupt = collection(queue, ListKind::corrupt);
         removals.push_back(kv::Removal{dead, item.id, item.version, {}});
-        removals.back().move_to = corrupt;  // `corrupt` is not resized again: the view holds
+        removals.back().move_to = corrupt;  // `corrupt` is set once: the view stays valid
       }
     }
-    if (!payloads.empty()) {
+    if (!removals.empty()) {
+      // 1. Still there, unchanged? One read of the same window (removals only shrink it,
+      //    new and replaced records land after it, so every surviving record is in it).
+      const std::vector<kv::Item> now = store_.list(dead, window);
+      std::size_t j = 0;
+      for (const kv::Removal& r : removals) {
+        while (j < now.size() && now[j].version < r.version) ++j;
+        if (j == now.size() || now[j].version != r.version) return StepResult{0, true};
+      }
+    }
+    if (!payloads.empty()) {  // 2. push
       std::vector<kv::Message> messages;
       messages.reserve(payloads.size());
       for (const auto& p : payloads)
         messages.push_back(kv::Message{destinations[p.first], p.second});
       kv::detail::deliver(sink_, messages);
     }
-    if (!removals.empty()) {
+    if (!removals.empty()) {  // 3. remove (compare-and-delete)
       const std::size_t applied = store_.remove(removals);
       if (applied < removals.size())
         shared_->superseded.fetch_add(removals.size() - applied, std::memory_order_relaxed);
@@ -484,9 +518,9 @@ class KeyValueStorage {
     return StepResult{items.size(), false};
   }
 
-  /// How many records replay pushed or would have set aside but did not remove because they
-  /// were replaced while the step ran (the job was dead-lettered again): the new record was
-  /// kept. Counted since this adapter (or the one it was copied from) was made.
+  /// How many records replay pushed (or was to set aside) but did not remove because they
+  /// were replaced or removed between the step's check and its removal — typically the job
+  /// was dead-lettered again while its payload was being pushed: the new record was kept. Counted since this adapter (or the one it was copied from) was made.
   std::size_t superseded() const noexcept {
     return shared_->superseded.load(std::memory_order_relaxed);
   }
