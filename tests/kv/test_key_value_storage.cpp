@@ -94,9 +94,9 @@ TEMPLATE_LIST_TEST_CASE("a record without a queue is refused and nothing of its 
   CHECK_THROWS_AS(s.push_many({rec("orders", "a", "x"), Record{"", "b", "", "y"}}),
                   dlq::invalid_argument);
   CHECK(s.size("orders", ListKind::dead) == 0);
-  CHECK_THROWS_AS(dlq::KeyValueStorage(fx.make(), dlq::kv::MemoryQueues{},
-                                       dlq::KeyValueOptions{""}),
-                  dlq::invalid_argument);
+  CHECK_THROWS_AS(
+      dlq::KeyValueStorage(fx.make(), dlq::kv::MemoryQueues{}, dlq::KeyValueOptions{""}),
+      dlq::invalid_argument);
 }
 
 TEMPLATE_LIST_TEST_CASE("a record without any id is keyed by an id derived from its bytes",
@@ -114,7 +114,8 @@ TEMPLATE_LIST_TEST_CASE("find locates a derived id among records stored under ot
                         "[kv][adapter]", kvtest::kv_fixtures) {
   TestType fx;
   dlq::KeyValueStorage s(fx.make());
-  s.push_many({rec("orders", "job-1", "{\"id\":\"job-1\"}"), rec("orders", "job-2", "corrupt bytes")});
+  s.push_many(
+      {rec("orders", "job-1", "{\"id\":\"job-1\"}"), rec("orders", "job-2", "corrupt bytes")});
   const std::string id = dlq::detail::derived_id("corrupt bytes");
   CHECK(s.find("orders", ListKind::dead, id) == std::optional<std::string>("corrupt bytes"));
   CHECK_FALSE(s.find("orders", ListKind::dead, dlq::detail::derived_id("other bytes")));

@@ -277,3 +277,40 @@ TEST_CASE("threads on two store instances of one file: nothing lost, no lock err
   CHECK(a.size("q", dlq::ListKind::dead) == threads * (per_thread + per_thread / 10));
   CHECK(first.integrity_check() == "ok");
 }
+
+TEST_CASE("concurrent writers share a commit; a failing one fails alone", "[kv][sqlite][group]") {
+  kvtest::TempDir dir;
+  const std::string path = dir.file("dlq.db");
+  SqliteOptions o;
+  o.max_value_bytes = 1000;
+  SqliteStore store(path, o);
+  Raw other(path);
+  other.exec("BEGIN IMMEDIATE");  // hold the lock so that the writers below queue up
+  const std::string small(10, 's');
+  const std::string huge(5000, 'h');
+  std::vector<std::thread> writers;
+  std::atomic<int> ok{0};
+  std::atomic<int> refused{0};
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i)
+    ids.push_back("w" + std::to_string(i));
+  for (int i = 0; i < 6; ++i) {
+    writers.emplace_back([&, i] {
+      try {
+        store.save({Write{"c", ids[i], i == 3 ? huge : small}});
+        ++ok;
+      } catch (const dlq::invalid_argument& e) {
+        CHECK_THAT(e.what(), Contains("too large"));
+        ++refused;
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  other.exec("COMMIT");
+  for (auto& t : writers)
+    t.join();
+  CHECK(ok == 5);
+  CHECK(refused == 1);
+  CHECK(store.list("c", Window{}).size() == 5);
+  CHECK_FALSE(store.load("c", "w3"));
+}

@@ -42,9 +42,12 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -81,6 +84,10 @@ struct SqliteOptions {
   /// Idle connections kept open for reuse (a call with none idle opens one). Default 4;
   /// 0 = close each connection after its call.
   std::size_t max_idle_connections = 4;
+  /// Largest value (entry) the store accepts, in bytes; a larger one is refused with
+  /// dlq::invalid_argument and nothing of its call is written. Default 0 = SQLite's limit
+  /// (1,000,000,000 bytes unless SQLite was built otherwise).
+  std::size_t max_value_bytes = 0;
 };
 
 namespace detail {
@@ -226,6 +233,9 @@ class sqlite_connection {
       sqlite_fail(path, "opening the database", rc, nullptr);
     }
     sqlite3_extended_result_codes(db_, 1);
+    if (options.max_value_bytes != 0)
+      sqlite3_limit(db_, SQLITE_LIMIT_LENGTH,
+                    static_cast<int>(std::min<std::size_t>(options.max_value_bytes, 1u << 30)));
     const auto busy_ms = options.busy_timeout.count();
     sqlite3_busy_timeout(db_, static_cast<int>(std::clamp<decltype(busy_ms)>(busy_ms, 0, 1 << 30)));
   }
@@ -395,15 +405,22 @@ class sqlite_database {
 
   /// Runs `body(connection)` in a `BEGIN IMMEDIATE` transaction and commits it, retrying the
   /// whole transaction while another connection holds the lock, up to the busy timeout.
+  ///
+  /// Group commit: writers of one store that arrive while a transaction is running queue up;
+  /// the next transaction runs all their bodies, in arrival order, and commits once — one
+  /// fsync for all of them. Each caller returns only after the commit that holds its write.
+  /// A body that throws is taken out of the group (its caller gets the error) and the others
+  /// are run again without it; a failed commit fails every caller in the group.
   template <class Body>
   auto write(const char* what, Body&& body) {
-    return retrying(what, [&] {
-      lease c = acquire();
-      { sqlite_use(*c, sqlite_stmt::begin_immediate).step(what); }
-      auto result = body(*c);
-      { sqlite_use(*c, sqlite_stmt::commit).step(what, /*outcome_unknown=*/true); }
-      return result;
-    });
+    using result_type = decltype(body(std::declval<sqlite_connection&>()));
+    std::optional<result_type> result;
+    write_request request;
+    request.what = what;
+    request.body = [&](sqlite_connection& c) { result = body(c); };
+    submit(request);
+    if (request.error) std::rethrow_exception(request.error);
+    return std::move(*result);
   }
 
   /// Runs `body(connection)` (reads, autocommit), retrying while the database is locked.
@@ -425,6 +442,71 @@ class sqlite_database {
   }
 
  private:
+  /// One caller's part of a group commit.
+  struct write_request {
+    const char* what = "";
+    std::function<void(sqlite_connection&)> body;
+    std::exception_ptr error;  // set when this request failed
+    bool done = false;         // guarded by group_mutex_
+  };
+  /// Thrown inside a group transaction when one body failed: the group is run again without it.
+  struct body_failed {};
+
+  void submit(write_request& request) {
+    std::unique_lock<std::mutex> lock(group_mutex_);
+    pending_.push_back(&request);
+    while (!request.done) {
+      if (leader_active_) {
+        group_done_.wait(lock);
+        continue;
+      }
+      leader_active_ = true;  // this thread commits everything queued so far
+      std::vector<write_request*> group;
+      group.swap(pending_);
+      lock.unlock();
+      run_group(group);
+      lock.lock();
+      for (write_request* r : group)
+        r->done = true;
+      leader_active_ = false;
+      group_done_.notify_all();
+    }
+  }
+
+  void run_group(std::vector<write_request*> live) noexcept {
+    while (!live.empty()) {
+      write_request* failed = nullptr;
+      try {
+        retrying(live.front()->what, [&] {
+          lease c = acquire();
+          { sqlite_use(*c, sqlite_stmt::begin_immediate).step(live.front()->what); }
+          for (write_request* r : live) {
+            try {
+              r->body(*c);
+            } catch (const sqlite_busy&) {
+              throw;  // the lock was lost: retry the whole group
+            } catch (...) {
+              r->error = std::current_exception();
+              failed = r;
+              throw body_failed{};
+            }
+          }
+          {
+            sqlite_use(*c, sqlite_stmt::commit).step(live.front()->what, /*outcome_unknown=*/true);
+          }
+          return 0;
+        });
+        return;  // committed: every live request succeeded
+      } catch (const body_failed&) {
+        live.erase(std::find(live.begin(), live.end(), failed));  // rolled back; run the rest
+      } catch (...) {
+        for (write_request* r : live)
+          r->error = std::current_exception();
+        return;
+      }
+    }
+  }
+
   template <class Fn>
   auto retrying(const char* what, Fn&& fn) -> decltype(fn()) {
     const auto start = std::chrono::steady_clock::now();
@@ -521,6 +603,10 @@ class sqlite_database {
   SqliteOptions options_;
   std::mutex mutex_;  // guards idle_
   std::vector<std::unique_ptr<sqlite_connection>> idle_;
+  std::mutex group_mutex_;  // guards pending_, leader_active_ and write_request::done
+  std::condition_variable group_done_;
+  std::vector<write_request*> pending_;
+  bool leader_active_ = false;
 };
 
 }  // namespace detail

@@ -321,13 +321,15 @@ class KeyValueStorage {
     std::vector<kv::Write> writes;
     writes.reserve(records.size() + new_queues.size());
     const std::string registry = registry_collection();
-    for (std::string_view q : new_queues) writes.push_back(kv::Write{registry, q, {}});
+    for (std::string_view q : new_queues)
+      writes.push_back(kv::Write{registry, q, {}});
     for (std::size_t i = 0; i < records.size(); ++i)
       writes.push_back(kv::Write{collections[i], keys[i], records[i].envelope});
     store_.save(writes);
     if (!new_queues.empty()) {
       std::lock_guard<std::mutex> lock(shared_->mutex);
-      for (std::string_view q : new_queues) shared_->registered.emplace(q);
+      for (std::string_view q : new_queues)
+        shared_->registered.emplace(q);
     }
   }
 
@@ -482,7 +484,8 @@ class KeyValueStorage {
           throw invalid_argument(detail::message("kv", "replay_step", "empty destination queue",
                                                  "the decider must name a destination"));
         std::size_t d = 0;
-        while (d < destinations.size() && destinations[d] != decision.destination) ++d;
+        while (d < destinations.size() && destinations[d] != decision.destination)
+          ++d;
         if (d == destinations.size()) destinations.emplace_back(decision.destination);
         payloads.emplace_back(d, std::string(decision.payload));
         removals.push_back(kv::Removal{dead, item.id, item.version, {}});
@@ -498,7 +501,8 @@ class KeyValueStorage {
       const std::vector<kv::Item> now = store_.list(dead, window);
       std::size_t j = 0;
       for (const kv::Removal& r : removals) {
-        while (j < now.size() && now[j].version < r.version) ++j;
+        while (j < now.size() && now[j].version < r.version)
+          ++j;
         if (j == now.size() || now[j].version != r.version) return StepResult{0, true};
       }
     }
@@ -520,7 +524,8 @@ class KeyValueStorage {
 
   /// How many records replay pushed (or was to set aside) but did not remove because they
   /// were replaced or removed between the step's check and its removal — typically the job
-  /// was dead-lettered again while its payload was being pushed: the new record was kept. Counted since this adapter (or the one it was copied from) was made.
+  /// was dead-lettered again while its payload was being pushed: the new record was kept. Counted
+  /// since this adapter (or the one it was copied from) was made.
   std::size_t superseded() const noexcept {
     return shared_->superseded.load(std::memory_order_relaxed);
   }
