@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "dlq/dlq.hpp"
 #include "dlq/kv/sinks.hpp"
 #include "kv_fixtures.hpp"
 #include "support/catch.hpp"
@@ -320,4 +321,55 @@ TEST_CASE("a replay killed between push and remove leaves the records; the next 
   replay_all(s);  // the next replay pushes them again: duplicates, the price of never losing
   CHECK(s.size("orders", ListKind::dead) == 0);
   CHECK(sink.contents() == std::vector<std::string>{"one", "two", "three", "one", "two", "three"});
+}
+
+TEST_CASE(
+    "a DeadLetterQueue replay killed after its first push loses nothing; the rerun "
+    "finishes it",
+    "[kv][sqlite][durability][replay][front-end]") {
+  kvtest::TempDir dir;
+  const std::string dlq_path = dir.file("dlq.db");
+  const std::string queue_path = dir.file("queue.db");
+  {
+    dlq::KeyValueStorage s(SqliteStore(dlq_path), dlq::kv::MemoryQueues{});
+    dlq::DeadLetterQueue<decltype(s)&> q(s);
+    for (int i = 0; i < 10; ++i) {
+      dlq::Failure f;
+      f.error = "e";
+      f.job_id = "job-" + std::to_string(i);
+      q.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}", f);
+    }
+  }
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // the operator's replay: killed right after the first batch was pushed
+    try {
+      SqliteStore dest(queue_path);
+      dlq::KeyValueStorage s(SqliteStore(dlq_path), [&](const std::vector<dlq::kv::Message>& m) {
+        SqliteQueueSink sink{dest, "child-"};
+        sink.push_many(m);
+        ::raise(SIGKILL);
+      });
+      dlq::DeadLetterQueue<decltype(s)&> q(s);
+      q.replay_all("orders");
+    } catch (...) {
+    }
+    ::_exit(5);
+  }
+  const int status = wait_bounded(pid, std::chrono::milliseconds(30000));
+  REQUIRE(WIFSIGNALED(status));
+
+  SqliteQueueSink sink{SqliteStore(queue_path), "parent-"};
+  const auto first_run = sink.contents();
+  CHECK(first_run == std::vector<std::string>{"{\"n\":0}"});  // the front end's first batch is 1
+  dlq::KeyValueStorage s(SqliteStore(dlq_path), std::ref(sink));
+  dlq::DeadLetterQueue<decltype(s)&> q(s);
+  CHECK(q.size("orders") == 10);  // pushed but not removed: still there
+  const auto report = q.replay_all("orders");
+  CHECK(report.replayed == 10);
+  CHECK(q.size("orders") == 0);
+  std::vector<std::string> expected{"{\"n\":0}"};  // the duplicate: the price of never losing
+  for (int i = 0; i < 10; ++i)
+    expected.push_back("{\"n\":" + std::to_string(i) + "}");
+  CHECK(sink.contents() == expected);
 }
