@@ -193,16 +193,20 @@ TEMPLATE_LIST_TEST_CASE("two prefixes share a store without seeing each other", 
   CHECK(a.collection("q", ListKind::dead) == "app-a:{q}:dead");
 }
 
-TEMPLATE_LIST_TEST_CASE("replay pushes to the sink, then removes; keep and set-aside apply",
+TEMPLATE_LIST_TEST_CASE("replay pushes to the sink, then removes; keep, set-aside, discard apply",
                         "[kv][adapter][replay]", kvtest::kv_fixtures) {
   TestType fx;
   dlq::kv::MemoryQueues sink;
   dlq::KeyValueStorage s(fx.make(), sink);
   s.push_many({rec("q", "1", "p1"), rec("q", "2", "keep me"), rec("q", "3", "bad"),
-               rec("q", "4", "p4"), rec("q", "5", "p5")});
+               rec("q", "4", "p4"), rec("q", "5", "p5"), rec("q", "6", "evict me")});
   typename std::remove_reference_t<decltype(s)>::replay_cursor cursor;
   auto decide = [](std::string_view raw, Decision& d) {
     if (raw == "keep me") return;  // Action::keep
+    if (raw == "evict me") {
+      d.action = Action::discard;
+      return;
+    }
     if (raw == "bad") {
       d.action = Action::set_aside;
       return;
@@ -216,7 +220,7 @@ TEMPLATE_LIST_TEST_CASE("replay pushes to the sink, then removes; keep and set-a
   CHECK_FALSE(r1.conflict);
   CHECK(sink.contents("q") == std::vector<std::string>{"1"});
   auto r2 = s.replay_step("q", cursor, 3, decide);
-  CHECK(r2.examined == 2);
+  CHECK(r2.examined == 3);
   auto r3 = s.replay_step("q", cursor, 3, decide);
   CHECK(r3.examined == 0);
   CHECK_FALSE(r3.conflict);

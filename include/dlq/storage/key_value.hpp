@@ -454,8 +454,9 @@ class KeyValueStorage {
   ///     still stored with the version read; if one is not (removed or replaced meanwhile),
   ///     applies nothing and returns `conflict` (the caller decides again);
   ///  2. pushes every Action::replay payload to the sink (one call when it takes batches);
-  ///  3. only after the sink returned, removes those records and moves every
-  ///     Action::set_aside record to the corrupt list, in one atomic store call. Each removal
+  ///  3. only after the sink returned, removes those records and every Action::discard
+  ///     record, and moves every Action::set_aside record to the corrupt list, in one
+  ///     atomic store call. Each removal
   ///     applies only if the record still has the version read: a job dead-lettered again
   ///     between 1 and 3 keeps its new record (a new failure), counted in superseded().
   /// At-least-once: if the sink throws, nothing is removed and the exception propagates; if
@@ -493,6 +494,8 @@ class KeyValueStorage {
         if (corrupt.empty()) corrupt = collection(queue, ListKind::corrupt);
         removals.push_back(kv::Removal{dead, item.id, item.version, {}});
         removals.back().move_to = corrupt;  // `corrupt` is set once: the view stays valid
+      } else if (decision.action == Action::discard) {
+        removals.push_back(kv::Removal{dead, item.id, item.version, {}});
       }
     }
     if (!removals.empty()) {
