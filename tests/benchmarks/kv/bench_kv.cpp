@@ -19,8 +19,10 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "dlq/dlq.hpp"
 #include "dlq/kv/memory_store.hpp"
 #include "dlq/kv/sinks.hpp"
 #include "dlq/storage/key_value.hpp"
@@ -210,6 +212,7 @@ class bare_sqlite {
  public:
   bare_sqlite(const std::string& path, bool full) {
     sqlite3_open(path.c_str(), &db_);
+    sqlite3_busy_timeout(db_, 60000);  // what a careful user of bare SQLite sets
     exec("PRAGMA journal_mode=WAL");
     exec(full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
     exec(
@@ -319,12 +322,16 @@ void bench_sqlite(bool full) {
   dlq::kv::SqliteOptions o;
   o.synchronous = full ? dlq::kv::SqliteSync::full : dlq::kv::SqliteSync::normal;
   using storage_t = dlq::KeyValueStorage<dlq::kv::SqliteStore>;
+  using queue_t = dlq::DeadLetterQueue<storage_t&>;
   std::unique_ptr<storage_t> s;
+  std::unique_ptr<queue_t> q;
   std::unique_ptr<bare_sqlite> bare;
   auto fresh = [&] {
+    q.reset();
     s.reset();
     remove_db(path);
     s = std::make_unique<storage_t>(dlq::kv::SqliteStore(path, o));
+    q = std::make_unique<queue_t>(*s);
   };
   auto bare_fresh = [&] {
     bare.reset();
@@ -332,13 +339,33 @@ void bench_sqlite(bool full) {
     bare = std::make_unique<bare_sqlite>(bare_path, full);
   };
   auto done = [&] {
+    q.reset();
     s.reset();
     bare.reset();
+  };
+  const std::string payload =
+      "{\"order_id\":12345,\"items\":[1,2,3],\"note\":\"" + std::string(150, 'x') + "\"}";
+  auto failure = [](const std::string& job) {
+    dlq::Failure f;
+    f.error = "payment timeout";
+    f.attempt = 3;
+    f.worker = "w-7";
+    f.job_id = job;
+    return f;
   };
 
   {  // send, one transaction per entry
     const std::size_t n = scaled(full ? 1500 : 5000);
     const auto ids = make_ids(n);
+    auto bare_loop = timed{bare_fresh,
+                           [&] {
+                             for (auto& id : ids) {
+                               bare->exec("BEGIN IMMEDIATE");
+                               bare->insert(id, envelope);
+                               bare->exec("COMMIT");
+                             }
+                           },
+                           done};
     auto r = compare(n,
                      {fresh,
                       [&] {
@@ -346,16 +373,55 @@ void bench_sqlite(bool full) {
                           s->push(dlq::Record{"orders", id, id, envelope});
                       },
                       done},
+                     bare_loop);
+    add({"sqlite", "adapter push, 1 tx per entry", setting, "bare INSERT, 1 tx each", n, r.first,
+         r.second});
+    r = compare(n,
+                {fresh,
+                 [&] {
+                   for (auto& id : ids)
+                     q->send_to_dlq("orders", payload, failure(id));
+                 },
+                 done},
+                bare_loop);
+    add({"sqlite", "send_to_dlq, 1 tx per entry", setting, "bare INSERT, 1 tx each", n, r.first,
+         r.second});
+  }
+  {  // 4 threads sending at once: group commit vs 4 bare connections with a busy timeout
+    constexpr int threads = 4;
+    const std::size_t per_thread = scaled(full ? 500 : 1500);
+    const std::size_t n = per_thread * threads;
+    const auto ids = make_ids(n);
+    auto r = compare(n,
+                     {fresh,
+                      [&] {
+                        std::vector<std::thread> pool;
+                        for (int t = 0; t < threads; ++t)
+                          pool.emplace_back([&, t] {
+                            for (std::size_t i = 0; i < per_thread; ++i)
+                              q->send_to_dlq("orders", payload, failure(ids[t * per_thread + i]));
+                          });
+                        for (auto& th : pool)
+                          th.join();
+                      },
+                      done},
                      {bare_fresh,
                       [&] {
-                        for (auto& id : ids) {
-                          bare->exec("BEGIN IMMEDIATE");
-                          bare->insert(id, envelope);
-                          bare->exec("COMMIT");
-                        }
+                        std::vector<std::thread> pool;
+                        for (int t = 0; t < threads; ++t)
+                          pool.emplace_back([&, t] {
+                            bare_sqlite own(bare_path, full);
+                            for (std::size_t i = 0; i < per_thread; ++i) {
+                              own.exec("BEGIN IMMEDIATE");
+                              own.insert(ids[t * per_thread + i], envelope);
+                              own.exec("COMMIT");
+                            }
+                          });
+                        for (auto& th : pool)
+                          th.join();
                       },
                       done});
-    add({"sqlite", "send (push, 1 tx per entry)", setting, "bare INSERT, 1 tx each", n, r.first,
+    add({"sqlite", "send_to_dlq, 4 threads", setting, "bare INSERT, 4 conns, 1 tx each", n, r.first,
          r.second});
   }
   const std::size_t n = scaled(20000);
@@ -364,13 +430,16 @@ void bench_sqlite(bool full) {
   for (auto& id : ids)
     records.push_back(dlq::Record{"orders", id, id, envelope});
   {  // send in batches of 100
+    std::vector<dlq::FailedJob> jobs;
+    for (auto& id : ids)
+      jobs.push_back({"orders", payload, failure(id)});
     auto r = compare(n,
                      {fresh,
                       [&] {
                         for (std::size_t i = 0; i < n; i += 100)
-                          s->push_many(std::vector<dlq::Record>(
-                              records.begin() + static_cast<long>(i),
-                              records.begin() + static_cast<long>(std::min(n, i + 100))));
+                          q->send_batch(std::vector<dlq::FailedJob>(
+                              jobs.begin() + static_cast<long>(i),
+                              jobs.begin() + static_cast<long>(std::min(n, i + 100))));
                       },
                       done},
                      {bare_fresh,
@@ -383,7 +452,7 @@ void bench_sqlite(bool full) {
                         }
                       },
                       done});
-    add({"sqlite", "send (push_many, 100 per tx)", setting, "bare INSERT, 100 per tx", n, r.first,
+    add({"sqlite", "send_batch, 100 per tx", setting, "bare INSERT, 100 per tx", n, r.first,
          r.second});
   }
   auto filled = [&] {
@@ -411,35 +480,18 @@ void bench_sqlite(bool full) {
                       },
                       done},
                      {bare_filled, [&] { bare->select_pages(100); }, done});
-    add({"sqlite", "list (pages of 100)", setting, "bare SELECT, pages of 100", n, r.first,
-         r.second});
-    r = compare(n,
-                {filled, [&] { s->items("orders", dlq::ListKind::dead, dlq::kv::Window{}); }, done},
-                {bare_filled, [&] { bare->select_pages(0); }, done});
-    add({"sqlite", "list (all, one window)", setting, "bare SELECT, one query", n, r.first,
+    add({"sqlite", "list, pages of 100 (adapter)", setting, "bare SELECT, pages of 100", n, r.first,
          r.second});
   }
-  {  // replay in steps of 1000 into an in-memory queue
-    dlq::kv::MemoryQueues q;
+  {  // replay_all into an in-memory queue
+    dlq::kv::MemoryQueues mq;
     auto done_q = [&] {
-      q.clear();
+      mq.clear();
       done();
     };
-    auto r = compare(
-        n,
-        {filled,
-         [&] {
-           storage_t::replay_cursor c;
-           while (s->replay_step("orders", c, 1000, [](std::string_view raw, dlq::Decision& d) {
-                     d.action = dlq::Action::replay;
-                     d.destination = "orders";
-                     d.payload = raw;
-                   }).examined != 0) {
-           }
-         },
-         done_q},
-        {bare_filled, [&] { bare->drain(q); }, done_q});
-    add({"sqlite", "replay (steps of 1000)", setting, "bare SELECT + DELETE, 1000 per tx", n,
+    auto r = compare(n, {filled, [&] { q->replay_all("orders"); }, done_q},
+                     {bare_filled, [&] { bare->drain(mq); }, done_q});
+    add({"sqlite", "replay_all (batches of 1000)", setting, "bare SELECT + DELETE, 1000 per tx", n,
          r.first, r.second});
   }
   remove_db(path);
