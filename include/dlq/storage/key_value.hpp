@@ -8,13 +8,20 @@
 ///     job again replaces its record — new attempt, new time, moved to the end of the order —
 ///     instead of adding a second one. Entries without a job id get a fresh id.
 ///   - Oldest-first listing in windows, one batched read per window (never a load per key).
+///   - Entries without any id (bytes written by another program) are keyed by the id
+///     dlq::Entry derives from their bytes ("raw-…"), so every record can be addressed.
 ///   - Replay into a destination of your choice (a "sink": any callable, or an object with
-///     push/push_many; see "Sinks" below) — push first, then remove. At-least-once: a replay
-///     that dies between the push and the remove leaves the record in place and the next
-///     replay pushes it again, so the destination can see a payload twice; it never loses one.
-///     Removal is a compare-and-delete on the record's version: if the job was dead-lettered
-///     again while its payload was being pushed, the new record is kept (it is a new failure)
-///     and counted in superseded().
+///     push/push_many; see "Sinks" below) — push first, then remove, because the destination
+///     is outside the store and no transaction spans both. **At-least-once**: a replay that
+///     dies between the push and the remove leaves the records in place and the next replay
+///     pushes them again, so the destination can see a payload twice — the price of never
+///     losing one. Two processes replaying the same queue at once can also both push an
+///     entry (one process serialises its own replays). Before pushing, a step re-reads its
+///     window: a record removed or replaced since it was read makes the step a `conflict`
+///     (nothing pushed, nothing removed; the front end decides again). The removal is a
+///     compare-and-delete on the record's version, in one atomic store call: if the job was
+///     dead-lettered again while its payload was being pushed, the new record is kept (a new
+///     failure) and counted in superseded().
 ///
 /// The key-value store contract (checked by dlq::kv::is_store_v / the dlq::kv::store concept,
 /// and by static_asserts that name the missing member when KeyValueStorage is instantiated).
