@@ -314,3 +314,12 @@ TEST_CASE("concurrent writers share a commit; a failing one fails alone", "[kv][
   CHECK(store.list("c", Window{}).size() == 5);
   CHECK_FALSE(store.load("c", "w3"));
 }
+
+TEST_CASE("an empty file becomes a dlq store", "[kv][sqlite][compat]") {
+  kvtest::TempDir dir;
+  const std::string path = dir.file("empty.db");
+  write_file(path, "");
+  SqliteStore store(path);
+  store.save({Write{"c", "a", "1"}});
+  CHECK(store.load("c", "a")->value == "1");
+}

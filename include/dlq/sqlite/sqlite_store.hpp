@@ -15,11 +15,14 @@
 ///   tests/benchmarks/kv). Dead letters are the jobs nobody else has any more, hence FULL.
 /// - Safe for several threads (each call leases its own connection from a small pool) and
 ///   several processes on one host (SQLite file locks; not on network file systems, where
-///   WAL is unsafe). Writes are `BEGIN IMMEDIATE` transactions, so a writer waits for the
-///   lock up front instead of failing half-way. When another connection holds the lock, a
-///   call waits and retries inside the store for up to SqliteOptions::busy_timeout; only
-///   then it throws dlq::timeout_error — "database is locked" never reaches the caller
-///   before that.
+///   WAL is unsafe). Reads run in parallel with writes (WAL). Writes are `BEGIN IMMEDIATE`
+///   transactions, so a writer waits for the lock up front instead of failing half-way.
+///   Writers of one store (and its copies) use group commit: writes that arrive while a
+///   transaction runs are committed together by the next one — one fsync for all of them —
+///   and each call still returns only once its own write is durable. When another connection holds
+///   the lock, a call waits and retries inside the store for up to SqliteOptions::busy_timeout;
+///   only then it throws dlq::timeout_error — "database is locked" never reaches the caller before
+///   that.
 /// - The file carries `PRAGMA application_id` = 0x444C5121 ("DLQ!") and the schema version
 ///   in `PRAGMA user_version`. Opening a file written by an older dlq migrates it; a file
 ///   from a newer dlq, another application's database or a file that is not a database is
