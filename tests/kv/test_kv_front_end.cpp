@@ -155,3 +155,12 @@ TEST_CASE("peek costs one batched read, never one load per entry", "[kv][front-e
   CHECK(*store.loads - loads == 1);
   CHECK(*store.lists - lists == 1);
 }
+
+TEST_CASE("a DeadLetterQueue over the in-memory key-value store needs no arguments",
+          "[kv][front-end]") {
+  dlq::DeadLetterQueue<dlq::KeyValueStorage<dlq::kv::MemoryStore>> q;
+  dlq::Failure f = job_failure("job-1", 1, "e");
+  q.send_to_dlq("orders", "{}", f);
+  CHECK(q.replay_all("orders").replayed == 1);
+  CHECK(q.storage().sink().pop("orders") == std::optional<std::string>("{}"));
+}

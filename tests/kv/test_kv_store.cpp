@@ -249,3 +249,24 @@ TEMPLATE_LIST_TEST_CASE("concurrent savers and removers lose nothing", "[kv][sto
   for (std::size_t i = 1; i < all.size(); ++i)
     CHECK(all[i - 1].version < all[i].version);
 }
+
+TEMPLATE_LIST_TEST_CASE("versions lists the same window as list, without values", "[kv][store]",
+                        kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_versions<typename TestType::store_type>::value) {
+    store.save(
+        {Write{"c", "a", "1"}, Write{"c", "b", "2"}, Write{"c", "c", "3"}, Write{"d", "x", ""}});
+    store.save({Write{"c", "a", "1 again"}});
+    for (const Window& w : {Window{}, Window{0, 1, 1}, Window{0, 0, 2}}) {
+      std::vector<std::uint64_t> expected;
+      for (const Item& i : store.list("c", w))
+        expected.push_back(i.version);
+      CHECK(store.versions("c", w) == expected);
+    }
+    Window after;
+    after.after = store.load("c", "b")->version;
+    CHECK(store.versions("c", after).size() == 2);
+    CHECK(store.versions("none", Window{}).empty());
+  }
+}

@@ -76,6 +76,22 @@ class MemoryStore {
     return out;
   }
 
+  /// The versions of the records of `collection` in `window`, oldest first (list without
+  /// copying ids and values).
+  std::vector<std::uint64_t> versions(std::string_view collection_name,
+                                      const Window& window) const {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<std::uint64_t> out;
+    const collection* c = find_locked(collection_name);
+    if (c == nullptr) return out;
+    auto it = c->by_version.upper_bound(window.after);
+    for (std::size_t skip = window.offset; skip > 0 && it != c->by_version.end(); --skip)
+      ++it;
+    for (; it != c->by_version.end() && (window.limit == 0 || out.size() < window.limit); ++it)
+      out.push_back(it->first);
+    return out;
+  }
+
   /// Applies every removal whose record exists with the expected version (any version when
   /// it is 0), atomically. @returns how many were applied.
   std::size_t remove(const std::vector<Removal>& removals) {

@@ -178,6 +178,7 @@ enum class sqlite_stmt : unsigned char {
   remove,
   move_copy,
   remove_all,
+  versions,
   count_  // number of statements
 };
 
@@ -206,6 +207,9 @@ inline const char* sqlite_stmt_sql(sqlite_stmt s) {
              "FROM dlq_records WHERE collection = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3)";
     case sqlite_stmt::remove_all:
       return "DELETE FROM dlq_records WHERE collection = ?1";
+    case sqlite_stmt::versions:
+      return "SELECT version FROM dlq_records WHERE collection = ?1 AND version > ?2 "
+             "ORDER BY version LIMIT ?3 OFFSET ?4";
     case sqlite_stmt::count_:
       break;
   }
@@ -685,6 +689,22 @@ class SqliteStore {
       if (window.limit != 0) out.reserve(std::min<std::size_t>(window.limit, 4096));
       while (s.step("listing records"))
         out.push_back(Item{s.text(0), s.text(1), static_cast<std::uint64_t>(s.integer(2))});
+      return out;
+    });
+  }
+
+  /// The versions of the records of `collection` in `window`, oldest first: list without
+  /// ids and values, answered from the index alone. @throws dlq::storage_error.
+  std::vector<std::uint64_t> versions(std::string_view collection, const Window& window) {
+    return db_->read("listing records", [&](detail::sqlite_connection& c) {
+      std::vector<std::uint64_t> out;
+      detail::sqlite_use s(c, detail::sqlite_stmt::versions);
+      s.bind(1, collection);
+      s.bind(2, detail::sqlite_clamp(window.after));
+      s.bind(3, window.limit == 0 ? sqlite3_int64{-1} : detail::sqlite_clamp(window.limit));
+      s.bind(4, detail::sqlite_clamp(window.offset));
+      while (s.step("listing records"))
+        out.push_back(static_cast<std::uint64_t>(s.integer(0)));
       return out;
     });
   }

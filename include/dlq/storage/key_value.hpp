@@ -42,6 +42,8 @@
 ///     // Optional (faster than the fallbacks built on list/remove)
 ///     std::size_t count(std::string_view collection);
 ///     std::size_t remove_all(std::string_view collection);         // exact count removed
+///     std::vector<std::uint64_t> versions(std::string_view collection,  // list without the
+///                                         const dlq::kv::Window& window); // ids and values
 ///
 /// Every member must be safe to call from several threads at once. Ready-made stores:
 /// dlq::kv::MemoryStore (dlq/kv/memory_store.hpp; unit tests) and dlq::kv::SqliteStore
@@ -163,6 +165,14 @@ struct has_remove_all<
            decltype(std::declval<S&>().remove_all(std::string_view{})), std::size_t>>>
     : std::true_type {};
 
+template <class S, class = void>
+struct has_versions : std::false_type {};
+template <class S>
+struct has_versions<
+    S, std::enable_if_t<std::is_convertible_v<
+           decltype(std::declval<S&>().versions(std::string_view{}, std::declval<const Window&>())),
+           std::vector<std::uint64_t>>>> : std::true_type {};
+
 }  // namespace detail
 
 /// True when `S` (cv/ref-qualified or not) has every required member of the key-value store
@@ -258,6 +268,11 @@ class KeyValueStorage {
   struct replay_cursor {
     std::uint64_t after = 0;  ///< version of the last examined record; 0 = start
   };
+
+  /// Adapts a default-constructed store, replaying into a default-constructed sink (with the
+  /// defaults: an empty dlq::kv::MemoryStore into a dlq::kv::MemoryQueues), so that
+  /// `dlq::DeadLetterQueue<dlq::KeyValueStorage<dlq::kv::MemoryStore>> q;` works.
+  KeyValueStorage() : KeyValueStorage(Kv{}, Sink{}) {}
 
   /// Adapts `store`, replaying into `sink`.
   /// @throws dlq::invalid_argument if options.prefix is empty.
@@ -508,12 +523,12 @@ class KeyValueStorage {
     if (!removals.empty()) {
       // 1. Still there, unchanged? One read of the same window (removals only shrink it,
       //    new and replaced records land after it, so every surviving record is in it).
-      const std::vector<kv::Item> now = store_.list(dead, window);
+      const std::vector<std::uint64_t> now = versions(dead, window);
       std::size_t j = 0;
       for (const kv::Removal& r : removals) {
-        while (j < now.size() && now[j].version < r.version)
+        while (j < now.size() && now[j] < r.version)
           ++j;
-        if (j == now.size() || now[j].version != r.version) return StepResult{0, true};
+        if (j == now.size() || now[j] != r.version) return StepResult{0, true};
       }
     }
     if (!payloads.empty()) {  // 2. push
@@ -555,6 +570,17 @@ class KeyValueStorage {
   bool known_queue(std::string_view queue) {
     std::lock_guard<std::mutex> lock(shared_->mutex);
     return shared_->registered.find(queue) != shared_->registered.end();
+  }
+
+  std::vector<std::uint64_t> versions(const std::string& coll, const kv::Window& window) {
+    if constexpr (kv::detail::has_versions<Kv>::value) {
+      return store_.versions(coll, window);
+    } else {
+      std::vector<std::uint64_t> out;
+      for (const kv::Item& item : store_.list(coll, window))
+        out.push_back(item.version);
+      return out;
+    }
   }
 
   std::size_t count(const std::string& coll) {
