@@ -124,7 +124,7 @@ inline const char* sqlite_code_name(int rc) {
   const int primary = rc & 0xFF;
   std::string detail_msg = db != nullptr ? sqlite3_errmsg(db) : sqlite_code_name(rc);
   detail_msg += " (SQLite code " + std::to_string(rc) + ")";
-  const std::string where = path;
+  const std::string& where = path;
   switch (primary) {
     case SQLITE_NOTADB:
       throw storage_error(dlq::detail::message(
@@ -375,7 +375,7 @@ class sqlite_use {
 class sqlite_database {
  public:
   sqlite_database(std::string path, SqliteOptions options)
-      : path_(std::move(path)), options_(options) {}
+      : path_(std::move(path)), options_(std::move(options)) {}
 
   const std::string& path() const noexcept { return path_; }
   const SqliteOptions& options() const noexcept { return options_; }
@@ -636,7 +636,7 @@ class SqliteStore {
       throw invalid_argument(dlq::detail::message(
           "sqlite", "SqliteStore", "path '" + path + "' is not a file path",
           "give the path of a database file; for an in-memory store use dlq::kv::MemoryStore"));
-    db_ = std::make_shared<detail::sqlite_database>(std::move(path), options);
+    db_ = std::make_shared<detail::sqlite_database>(std::move(path), std::move(options));
     db_->initialize();
   }
 
