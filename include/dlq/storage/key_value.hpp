@@ -68,6 +68,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -495,7 +496,10 @@ class KeyValueStorage {
 
     std::string corrupt;
     std::vector<std::string> destinations;  // distinct destination names, usually one
-    std::vector<std::pair<std::size_t, std::string>> payloads;  // (destination index, bytes)
+    // (destination index, payload): a view into the item when the payload is a part of it
+    // (the usual case: the front end cuts the payload out of the envelope), else into `owned`.
+    std::vector<std::pair<std::size_t, std::string_view>> payloads;
+    std::deque<std::string> owned;  // stable addresses
     std::vector<kv::Removal> removals;
     payloads.reserve(items.size());
     removals.reserve(items.size());
@@ -510,7 +514,16 @@ class KeyValueStorage {
         while (d < destinations.size() && destinations[d] != decision.destination)
           ++d;
         if (d == destinations.size()) destinations.emplace_back(decision.destination);
-        payloads.emplace_back(d, std::string(decision.payload));
+        const char* begin = item.value.data();
+        const char* p = decision.payload.data();
+        if (p != nullptr && std::less_equal<const char*>()(begin, p) &&
+            std::less_equal<const char*>()(p + decision.payload.size(),
+                                           begin + item.value.size())) {
+          payloads.emplace_back(d, decision.payload);
+        } else {
+          owned.emplace_back(decision.payload);
+          payloads.emplace_back(d, owned.back());
+        }
         removals.push_back(kv::Removal{dead, item.id, item.version, {}});
       } else if (decision.action == Action::set_aside) {
         if (corrupt.empty()) corrupt = collection(queue, ListKind::corrupt);
