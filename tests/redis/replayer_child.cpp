@@ -1,0 +1,33 @@
+// The replayer the SIGKILL test kills at random points: DeadLetterQueue::replay_all over a
+// RedisListStorage, in batches of BATCH entries, then exits 0.
+//   redis_replayer_child <url> <key prefix> <queue> <batch>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "dlq/dead_letter_queue.hpp"
+#include "dlq/storage/redis_list.hpp"
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: redis_replayer_child URL PREFIX QUEUE BATCH\n");
+    return 2;
+  }
+  try {
+    dlq::RedisListOptions o;
+    const std::string prefix = argv[2];
+    o.dead_key = prefix + "dlq:{*}";
+    o.source_key = prefix + "queue:{*}";
+    o.corrupt_key = prefix + "dlq:{*}:corrupt";
+    dlq::Options options;
+    options.replay_batch_items = std::strtoul(argv[4], nullptr, 10);
+    dlq::DeadLetterQueue<dlq::RedisListStorage> dlq(dlq::RedisListStorage(argv[1], o), options);
+    const auto report = dlq.replay_all(argv[3]);
+    std::printf("replayed %zu\n", report.replayed);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "redis_replayer_child: %s\n", e.what());
+    return 1;
+  }
+}
