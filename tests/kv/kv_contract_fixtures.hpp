@@ -63,3 +63,11 @@ struct KvSqliteNormalFixture : KvTempDirHolder, KvFixtureBase<dlq::kv::SqliteSto
   }
 };
 #endif
+
+#if DLQ_TEST_HAVE_REDIS
+/// KeyValueStorage over RedisStore on the shared test server, in its own key namespace, and
+/// replaying into an in-memory sink.
+struct KvRedisFixture : KvFixtureBase<dlq::kv::RedisStore> {
+  KvRedisFixture() : KvFixtureBase(kvtest::RedisKv{}.make()) {}
+};
+#endif

@@ -19,6 +19,10 @@
 #if DLQ_TEST_HAVE_SQLITE
 #include "dlq/sqlite/sqlite_store.hpp"
 #endif
+#if DLQ_TEST_HAVE_REDIS
+#include "dlq/kv/redis_store.hpp"
+#include "redis/redis_test_util.hpp"
+#endif
 
 namespace kvtest {
 
@@ -77,6 +81,20 @@ struct MinimalKv {
   store_type make() { return store_type{}; }
 };
 
+#if DLQ_TEST_HAVE_REDIS
+/// The Redis store on the shared test server (ctest fixture `redis`), in a key namespace of
+/// its own so that tests can run in parallel.
+struct RedisKv {
+  using store_type = dlq::kv::RedisStore;
+  static constexpr bool durable = true;
+  store_type make() {
+    dlq::kv::RedisStoreOptions o;
+    o.key_prefix = dlq::test::unique_prefix();
+    return store_type(dlq::test::shared_redis_url(), o);
+  }
+};
+#endif
+
 #if DLQ_TEST_HAVE_SQLITE
 struct SqliteKv {
   using store_type = dlq::kv::SqliteStore;
@@ -96,6 +114,11 @@ struct SqliteNormalKv {
     return store_type(dir.file("kv.db"), o);
   }
 };
+#endif
+
+#if DLQ_TEST_HAVE_REDIS
+using kv_fixtures = std::tuple<RedisKv>;
+#elif DLQ_TEST_HAVE_SQLITE
 using kv_fixtures = std::tuple<SqliteKv, SqliteNormalKv>;
 #else
 using kv_fixtures = std::tuple<MemoryKv, MinimalKv>;
