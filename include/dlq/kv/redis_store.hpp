@@ -114,49 +114,88 @@ inline constexpr std::string_view kv_list_script = R"lua(
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf', 'WITHSCORES',
                        'LIMIT', ARGV[2], ARGV[3])
 local out = {}
-for i = 1, #ids, 2 do
-  local v = redis.call('GET', ARGV[4] .. ids[i])
-  if v then
-    out[#out + 1] = ids[i]; out[#out + 1] = v; out[#out + 1] = ids[i + 1]
+local n = #ids / 2
+for c = 1, n, 500 do
+  local last = math.min(c + 499, n)
+  local keys = {}
+  for i = c, last do keys[#keys + 1] = ARGV[4] .. ids[2 * i - 1] end
+  local vals = redis.call('MGET', unpack(keys))
+  for i = c, last do
+    local v = vals[i - c + 1]
+    if v then
+      out[#out + 1] = ids[2 * i - 1]; out[#out + 1] = v; out[#out + 1] = ids[2 * i]
+    end
   end
 end
 return out
 )lua";
 
-// remove: per removal j, KEYS[5j-4] record, KEYS[5j-3] index, KEYS[5j-2] target record,
-// KEYS[5j-1] target index, KEYS[5j] target counter; ARGV[3j-2] id, ARGV[3j-1] version
-// ('0' = any), ARGV[3j] '1' = move to the target, '0' = delete. Returns how many applied.
+// remove: per removal j, in order: KEYS record, index — and for a move also target record,
+// target index, target counter; ARGV[3j-2] id, ARGV[3j-1] version ('0' = any), ARGV[3j]
+// '1' = move to the target, '0' = delete. Returns how many applied. Checks the types of the
+// index keys and of every key a move writes first; deletions are then done with one DEL and
+// one ZREM per index (chunks of 500).
 inline constexpr std::string_view kv_remove_script = R"lua(
 local n = #ARGV / 3
 local seen = {}
-for k = 1, #KEYS do
-  local t = seen[KEYS[k]] or redis.call('TYPE', KEYS[k])['ok']
-  seen[KEYS[k]] = t
-  local want = (k % 5 == 2 or k % 5 == 4) and 'zset' or 'string'
+local function check(k, want)
+  local t = seen[k] or redis.call('TYPE', k)['ok']
+  seen[k] = t
   if t ~= want and t ~= 'none' then
-    return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t .. ', not a ' ..
+    return redis.error_reply('WRONGTYPE key ' .. k .. ' holds a ' .. t .. ', not a ' ..
                              want .. '; nothing was removed')
   end
 end
-local applied = 0
+local k = 1
 for j = 1, n do
-  local rec, idx, id, ver = KEYS[5 * j - 4], KEYS[5 * j - 3], ARGV[3 * j - 2], ARGV[3 * j - 1]
-  local s = redis.call('ZSCORE', idx, id)
-  if s and (ver == '0' or tonumber(s) == tonumber(ver)) then
-    if ARGV[3 * j] == '1' and KEYS[5 * j - 2] ~= rec then
-      local v = redis.call('GET', rec)
-      if v then
-        local nv = redis.call('INCR', KEYS[5 * j])
-        redis.call('SET', KEYS[5 * j - 2], v)
-        redis.call('ZADD', KEYS[5 * j - 1], nv, id)
+  local e = check(KEYS[k + 1], 'zset')
+  if e then return e end
+  if ARGV[3 * j] == '1' then
+    e = check(KEYS[k + 2], 'string') or check(KEYS[k + 3], 'zset') or check(KEYS[k + 4], 'string')
+    if e then return e end
+    k = k + 5
+  else
+    k = k + 2
+  end
+end
+local applied = 0
+local gone = {}
+local dels = {}
+local zrems = {}
+k = 1
+for j = 1, n do
+  local rec, idx, id, ver = KEYS[k], KEYS[k + 1], ARGV[3 * j - 2], ARGV[3 * j - 1]
+  local move = ARGV[3 * j] == '1'
+  if not gone[rec] then
+    local s = redis.call('ZSCORE', idx, id)
+    if s and (ver == '0' or tonumber(s) == tonumber(ver)) then
+      applied = applied + 1
+      if not move then
+        gone[rec] = true
+        dels[#dels + 1] = rec
+        local z = zrems[idx]
+        if z == nil then z = {}; zrems[idx] = z end
+        z[#z + 1] = id
+      elseif KEYS[k + 2] ~= rec then
+        local v = redis.call('GET', rec)
+        if v then
+          local nv = redis.call('INCR', KEYS[k + 4])
+          redis.call('SET', KEYS[k + 2], v)
+          redis.call('ZADD', KEYS[k + 3], nv, id)
+        end
+        redis.call('DEL', rec)
+        redis.call('ZREM', idx, id)
       end
-      redis.call('DEL', rec)
-      redis.call('ZREM', idx, id)
-    elseif ARGV[3 * j] ~= '1' then
-      redis.call('DEL', rec)
-      redis.call('ZREM', idx, id)
     end
-    applied = applied + 1
+  end
+  k = k + (move and 5 or 2)
+end
+for i = 1, #dels, 500 do
+  redis.call('DEL', unpack(dels, i, math.min(i + 499, #dels)))
+end
+for idx, z in pairs(zrems) do
+  for i = 1, #z, 500 do
+    redis.call('ZREM', idx, unpack(z, i, math.min(i + 499, #z)))
   end
 end
 return applied
@@ -336,13 +375,23 @@ class RedisStore {
         *lease, 0,
         [&](const std::string& sha) {
           redis::Command c("EVALSHA");
-          c.reserve(3 + removals.size() * 8);
-          c.arg_copy(sha).arg(removals.size() * 5);
+          std::size_t keys = 0;
+          for (const Removal& r : removals)
+            keys += r.move_to.empty() ? 2 : 5;
+          c.reserve(3 + keys + removals.size() * 3);
+          c.arg_copy(sha).arg(keys);
+          std::string last_collection;  // consecutive removals share an index key
+          std::string last_index;
           for (const Removal& r : removals) {
-            const std::string_view target = r.move_to.empty() ? r.collection : r.move_to;
-            c.arg_copy(record_key(r.collection, r.id)).arg_copy(index_key(r.collection));
-            c.arg_copy(record_key(target, r.id)).arg_copy(index_key(target));
-            c.arg_copy(counter_key(target));
+            if (r.collection != last_collection) {
+              last_collection = std::string(r.collection);
+              last_index = index_key(r.collection);
+            }
+            c.arg_copy(record_key(r.collection, r.id)).arg_copy(last_index);
+            if (!r.move_to.empty())
+              c.arg_copy(record_key(r.move_to, r.id))
+                  .arg_copy(index_key(r.move_to))
+                  .arg_copy(counter_key(r.move_to));
           }
           for (const Removal& r : removals)
             c.arg(r.id).arg(r.version).arg(r.move_to.empty() ? "0" : "1");

@@ -1,12 +1,17 @@
 // Key-value backend benchmark: send, list and replay rates of dlq::KeyValueStorage over each
 // store, each beside a baseline measured in the same program:
 //   memory store  vs a bare std::map + mutex doing the same inserts / reads / erases;
+//   Redis store   vs bare hiredis doing the same data work without scripts, atomicity or
+//                 versions (SET per entry; ZRANGEBYSCORE + MGET per page; ZRANGE + MGET,
+//                 then DEL + ZREM per batch);
 //   SQLite store  vs bare SQLite on the same schema and PRAGMAs (the same INSERT per
 //                 transaction or per batch transaction, one SELECT, one DELETE transaction).
-// Every figure is the median of --reps runs (fresh store each run); the SQLite rows name the
-// `synchronous` setting. Usage: bench_kv [--reps N] [--scale F] [--dir DIR]
+// Every figure is the median of --reps runs (fresh store each run; dlq and baseline runs
+// alternate); the SQLite rows name the `synchronous` setting.
+// Usage: bench_kv [--reps N] [--scale F] [--dir DIR] [--redis-url URL]
 //   --scale multiplies the entry counts (default 1); --dir is where database files go
-//   (default: the current directory, so the disk under test is the build's disk).
+//   (default: the current directory, so the disk under test is the build's disk);
+//   --redis-url: a server to use (it is FLUSHALLed!); default: a private redis-server.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -26,6 +31,10 @@
 #include "dlq/kv/memory_store.hpp"
 #include "dlq/kv/sinks.hpp"
 #include "dlq/storage/key_value.hpp"
+#if DLQ_BENCH_HAVE_REDIS
+#include "dlq/kv/redis_store.hpp"
+#include "support/redis_process.hpp"
+#endif
 #if DLQ_BENCH_HAVE_SQLITE
 #include <sqlite3.h>
 
@@ -39,6 +48,7 @@ using clock_type = std::chrono::steady_clock;
 int reps = 5;
 double scale = 1.0;
 std::string base_dir = ".";
+std::string redis_url;  // empty: start a private redis-server
 
 std::size_t scaled(std::size_t n) {
   return std::max<std::size_t>(10, static_cast<std::size_t>(static_cast<double>(n) * scale));
@@ -203,6 +213,159 @@ void bench_memory() {
        done});
   add({"memory", "replay (steps of 1000)", "-", "map erase + queue push", n, r.first, r.second});
 }
+
+#if DLQ_BENCH_HAVE_REDIS
+// ---- Redis ---------------------------------------------------------------------------------
+
+/// Bare hiredis doing the same data work without atomicity or versions: the floor.
+struct bare_redis {
+  dlq::redis::Connection conn;
+  explicit bare_redis(const dlq::redis::ConnectionOptions& o) : conn(o) {}
+  void run(dlq::redis::Command c) {
+    auto r = conn.run(c, dlq::redis::Effect::write);
+    dlq::redis::check(r, conn, c.label());
+  }
+  std::vector<std::string> strings(dlq::redis::Command c) {
+    return dlq::redis::strings(conn.run(c, dlq::redis::Effect::read), conn, c.label());
+  }
+};
+
+void bench_redis(const std::string& url) {
+  const std::string setting = "redis-server, no persistence";
+  auto options = dlq::redis::parse_url(url);
+  using storage_t = dlq::KeyValueStorage<dlq::kv::RedisStore>;
+  using queue_t = dlq::DeadLetterQueue<storage_t&>;
+  std::unique_ptr<storage_t> s;
+  std::unique_ptr<queue_t> q;
+  bare_redis bare(options);
+  dlq::kv::MemoryQueues mq;
+  auto flush = [&] { bare.run(dlq::redis::Command("FLUSHALL")); };
+  auto fresh = [&] {
+    q.reset();
+    s.reset();
+    flush();
+    s = std::make_unique<storage_t>(dlq::kv::RedisStore(options), mq);
+    q = std::make_unique<queue_t>(*s);
+  };
+  auto done = [&] {
+    q.reset();
+    s.reset();
+    mq.clear();
+  };
+  const std::string payload =
+      "{\"order_id\":12345,\"items\":[1,2,3],\"note\":\"" + std::string(150, 'x') + "\"}";
+  const std::size_t n_single = scaled(5000);
+  const auto ids = make_ids(scaled(20000));
+  {  // send, one round trip per entry
+    auto r =
+        compare(n_single,
+                {fresh,
+                 [&] {
+                   dlq::Failure f;
+                   f.error = "payment timeout";
+                   for (std::size_t i = 0; i < n_single; ++i) {
+                     f.job_id = ids[i];
+                     q->send_to_dlq("orders", payload, f);
+                   }
+                 },
+                 done},
+                {flush,
+                 [&] {
+                   for (std::size_t i = 0; i < n_single; ++i) {
+                     dlq::redis::Command c("SET");
+                     c.arg_copy("dlq:{orders}:dead:r:" + ids[i]).arg(std::string_view(envelope));
+                     bare.run(std::move(c));
+                   }
+                 },
+                 [] {}});
+    add({"redis", "send_to_dlq, 1 round trip each", setting, "bare SET, 1 round trip each",
+         n_single, r.first, r.second});
+  }
+  const std::size_t n = ids.size();
+  std::vector<dlq::Record> records;
+  for (auto& id : ids)
+    records.push_back(dlq::Record{"orders", id, id, envelope});
+  auto filled = [&] {
+    fresh();
+    for (std::size_t i = 0; i < n; i += 500)
+      s->push_many(
+          std::vector<dlq::Record>(records.begin() + static_cast<long>(i),
+                                   records.begin() + static_cast<long>(std::min(n, i + 500))));
+  };
+  auto bare_filled = [&] {
+    filled();
+    q.reset();
+    s.reset();
+  };
+  {  // list in pages of 100
+    auto r = compare(n,
+                     {filled,
+                      [&] {
+                        dlq::kv::Window w;
+                        w.limit = 100;
+                        for (;;) {
+                          auto page = s->items("orders", dlq::ListKind::dead, w);
+                          if (page.empty()) break;
+                          w.after = page.back().version;
+                        }
+                      },
+                      done},
+                     {bare_filled,
+                      [&] {
+                        std::string after = "0";
+                        for (;;) {
+                          dlq::redis::Command z("ZRANGEBYSCORE");
+                          z.arg("dlq:{orders}:dead:i").arg_copy("(" + after).arg("+inf");
+                          z.arg("WITHSCORES").arg("LIMIT").arg(0).arg(100);
+                          auto page = bare.strings(std::move(z));
+                          if (page.empty()) break;
+                          dlq::redis::Command m("MGET");
+                          for (std::size_t i = 0; i < page.size(); i += 2)
+                            m.arg_copy("dlq:{orders}:dead:r:" + page[i]);
+                          bare.strings(std::move(m));
+                          after = page[page.size() - 1];
+                        }
+                      },
+                      done});
+    add({"redis", "list, pages of 100 (adapter)", setting, "bare ZRANGEBYSCORE + MGET", n, r.first,
+         r.second});
+  }
+  {  // replay_all into an in-memory queue
+    auto r = compare(n, {filled, [&] { q->replay_all("orders"); }, done},
+                     {bare_filled,
+                      [&] {
+                        for (;;) {
+                          dlq::redis::Command z("ZRANGE");
+                          z.arg("dlq:{orders}:dead:i").arg(0).arg(999);
+                          auto page = bare.strings(std::move(z));
+                          if (page.empty()) break;
+                          dlq::redis::Command m("MGET");
+                          for (auto& id : page)
+                            m.arg_copy("dlq:{orders}:dead:r:" + id);
+                          auto values = bare.strings(std::move(m));
+                          std::vector<dlq::kv::Message> msgs;
+                          for (auto& v : values)
+                            msgs.push_back(dlq::kv::Message{"orders", v});
+                          mq.push_many(msgs);
+                          std::vector<dlq::redis::Command> del;
+                          del.emplace_back("DEL");
+                          del.emplace_back("ZREM");
+                          del[1].arg("dlq:{orders}:dead:i");
+                          for (auto& id : page) {
+                            del[0].arg_copy("dlq:{orders}:dead:r:" + id);
+                            del[1].arg(std::string_view(id));
+                          }
+                          auto rs = bare.conn.run(del, dlq::redis::Effect::write);
+                          for (auto& x : rs)
+                            dlq::redis::check(x, bare.conn, "DEL/ZREM");
+                        }
+                      },
+                      done});
+    add({"redis", "replay_all (batches of 1000)", setting, "bare ZRANGE+MGET, DEL+ZREM", n, r.first,
+         r.second});
+  }
+}
+#endif
 
 #if DLQ_BENCH_HAVE_SQLITE
 // ---- SQLite --------------------------------------------------------------------------------
@@ -508,16 +671,29 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--scale" && i + 1 < argc)
       scale = std::atof(argv[++i]);
+    else if (a == "--redis-url" && i + 1 < argc)
+      redis_url = argv[++i];
     else if (a == "--dir" && i + 1 < argc)
       base_dir = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--reps N] [--scale F] [--dir DIR]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--reps N] [--scale F] [--dir DIR] [--redis-url URL]\n",
+                   argv[0]);
       return 2;
     }
   }
   std::printf("dlq key-value backend: medians of %d runs, ~%zu-byte envelopes, files in %s\n", reps,
               envelope.size(), base_dir.c_str());
   bench_memory();
+#if DLQ_BENCH_HAVE_REDIS
+  {
+    std::unique_ptr<dlq::test::RedisProcess> server;
+    if (redis_url.empty()) {
+      server = std::make_unique<dlq::test::RedisProcess>();
+      redis_url = server->url();
+    }
+    bench_redis(redis_url);
+  }
+#endif
 #if DLQ_BENCH_HAVE_SQLITE
   bench_sqlite(true);
   bench_sqlite(false);
