@@ -46,8 +46,9 @@
 ///                                         const dlq::kv::Window& window); // ids and values
 ///
 /// Every member must be safe to call from several threads at once. Ready-made stores:
-/// dlq::kv::MemoryStore (dlq/kv/memory_store.hpp; unit tests) and dlq::kv::SqliteStore
-/// (dlq/sqlite/sqlite_store.hpp; durable, target dlq::sqlite).
+/// dlq::kv::MemoryStore (dlq/kv/memory_store.hpp; unit tests), dlq::kv::SqliteStore
+/// (dlq/sqlite/sqlite_store.hpp; durable, one file, target dlq::sqlite) and
+/// dlq::kv::RedisStore (dlq/kv/redis_store.hpp; target dlq::redis).
 ///
 /// Sinks — where replay pushes payloads. The sink is the adapter's second template parameter
 /// and a constructor argument (class template argument deduction picks its type from the
@@ -61,7 +62,8 @@
 /// or a std::reference_wrapper to one of those. The sink is called from replay_step only,
 /// under the adapter's replay lock, so it is never called concurrently by one adapter. A
 /// sink that throws aborts the step before anything is removed. The default sink is
-/// dlq::kv::MemoryQueues (dlq/kv/sinks.hpp), an in-memory set of queues for tests.
+/// dlq::kv::MemoryQueues (dlq/kv/sinks.hpp), an in-memory set of queues for tests;
+/// dlq::kv::RedisListSink (dlq/kv/redis_store.hpp) pushes onto Redis lists.
 #pragma once
 
 #include <algorithm>
