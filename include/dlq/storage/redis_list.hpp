@@ -96,12 +96,36 @@
 /// no table.concat (1.1 ms per 1000 items in Lua 5.1). Script: ~1.4 ms per 1000 x 300 B;
 /// with 2 KB entries and the 512 KiB budget p50 1.0 ms, max 2.0 ms (SLOWLOG).
 ///
-/// Through DeadLetterQueue (envelopes of ~470 B around 300 B payloads) replay_all runs at
-/// ~300 k/s = ~0.42x an LMOVE loop over the same envelopes: the script turns each raw item
-/// into a Lua string twice (received, re-read) plus the payload once, where LMOVE makes one;
-/// the front end's own work is ~10% (same envelopes replayed with a pass-through decider:
-/// ~320 k/s). The byte-exact comparison is what costs; comparing less (a prefix, a sample)
-/// could match a shifted item and remove it without pushing its payload — a loss.
+/// Through DeadLetterQueue (envelopes of ~470 B around 300 B payloads) the script used to
+/// receive every decided raw item back in ARGV only to prove that the item at its index is
+/// still the decided one. Entries dlq writes carry a unique id, so the front end now passes
+/// it as Decision::identity and the script compares the item's length and id bytes instead
+/// (see "Why comparing ids suffices" above). tests/benchmarks/redis/run.sh BUILD 7 (7
+/// interleaved rounds, medians), before and after alternated in one session (A B A B, four
+/// pairs) on the shared, noisy 2-core machine (load 1 to 5):
+///
+/// | replay_all through DeadLetterQueue, 100k envelopes    | entries/s  | vs LMOVE over the |
+/// |                                                       |            | same envelopes    |
+/// | ----------------------------------------------------- | ---------- | ----------------- |
+/// | verified by all bytes (before)                        | 158–295 k  | 0.32, 0.41–0.45   |
+/// | verified by entry id (this file)                      | 224–371 k  | 0.48–0.52         |
+/// | storage level, 300 B items, no identity: before/after | 0.53–0.56 / 0.53–0.60 (script  |
+/// |                                                       | restructured: one pass)        |
+/// | replay_all script, 2 KB payloads, p50: before/after   | 0.96–1.07 ms / 0.67–0.86 ms    |
+///
+/// In one quiet moment (same server, INFO commandstats, 100k envelopes): before, script
+/// 203 ms, LRANGE read-ahead 19 ms, client 74 ms CPU, 315 ms wall (0.43x); after, script
+/// ~180–200 ms, 16–19 ms, client 57 ms. Less than ~1.1 ns per ARGV byte predicted: Lua interns
+/// strings, so the script's re-read of an item it had just received in ARGV found the string
+/// already made (hash + compare, no allocation) — now the re-read allocates it. Per 1000
+/// envelopes (script alone, interleaved): ~2.0–2.5 ms by all bytes, ~1.55–1.75 ms by id,
+/// ~1.3 ms for the bare work (LRANGE the window ~0.8 µs per 470 B item, cut the payload
+/// ~0.45 µs, RPUSH ~0.2 µs; an LMOVE is ~1.4 µs). What is left above LMOVE: the client's
+/// half of each round trip (~0.6 µs per entry, most of it the front end's envelope scan,
+/// which validates every JSON string byte by byte) and the window read ahead for it.
+/// An identity-verified item still counts twice its raw size in max_batch_bytes: the script
+/// re-reads it and cuts a payload of up to its size out of it (counting it once would double
+/// the 2 KB batches — script p50 1.74 ms — for ~2-3% more throughput).
 ///
 /// Decision: compare-and-move. Staging moves bytes ~1.8x faster (its script returns the
 /// window instead of receiving it back), but it cannot keep filtered-out items in place
