@@ -101,28 +101,30 @@
 /// still the decided one. Entries dlq writes carry a unique id, so the front end now passes
 /// it as Decision::identity and the script compares the item's length and id bytes instead
 /// (see "Why comparing ids suffices" above). tests/benchmarks/redis/run.sh BUILD 7 (7
-/// interleaved rounds, medians), before and after alternated in one session (A B A B, four
-/// pairs) on the shared, noisy 2-core machine (load 1 to 5):
+/// interleaved rounds, medians), before and after alternated in one session (A B A B, eight
+/// pairs) on the shared, noisy 2-core machine (load 1 to 5); median (range) over the pairs:
 ///
-/// | replay_all through DeadLetterQueue, 100k envelopes    | entries/s  | vs LMOVE over the |
-/// |                                                       |            | same envelopes    |
-/// | ----------------------------------------------------- | ---------- | ----------------- |
-/// | verified by all bytes (before)                        | 158–295 k  | 0.32, 0.41–0.45   |
-/// | verified by entry id (this file)                      | 224–371 k  | 0.48–0.52         |
-/// | storage level, 300 B items, no identity: before/after | 0.53–0.56 / 0.53–0.60 (script  |
-/// |                                                       | restructured: one pass)        |
-/// | replay_all script, 2 KB payloads, p50: before/after   | 0.96–1.07 ms / 0.67–0.86 ms    |
+/// | replay_all via DeadLetterQueue, 100k envelopes | before              | after               |
+/// | ---------------------------------------------- | ------------------- | ------------------- |
+/// | entries/s                                      | 291 k (158–303)     | 340 k (224–371)     |
+/// | vs an LMOVE loop over the same envelopes       | 0.42 (0.32–0.45)    | 0.49 (0.44–0.52)    |
+/// | speed-up, per pair                             |                     | 1.19x (1.12–1.42)   |
+/// | storage level, 300 B items (no identity)       | 0.54 (0.52–0.56)    | 0.58 (0.48–0.60)    |
+/// | replay_all script p50, 2 KB payloads (SLOWLOG) | 0.99 ms (0.96–1.07) | 0.71 ms (0.67–0.86) |
 ///
-/// In one quiet moment (same server, INFO commandstats, 100k envelopes): before, script
-/// 203 ms, LRANGE read-ahead 19 ms, client 74 ms CPU, 315 ms wall (0.43x); after, script
-/// ~180–200 ms, 16–19 ms, client 57 ms. Less than ~1.1 ns per ARGV byte predicted: Lua interns
-/// strings, so the script's re-read of an item it had just received in ARGV found the string
-/// already made (hash + compare, no allocation) — now the re-read allocates it. Per 1000
-/// envelopes (script alone, interleaved): ~2.0–2.5 ms by all bytes, ~1.55–1.75 ms by id,
-/// ~1.3 ms for the bare work (LRANGE the window ~0.8 µs per 470 B item, cut the payload
-/// ~0.45 µs, RPUSH ~0.2 µs; an LMOVE is ~1.4 µs). What is left above LMOVE: the client's
-/// half of each round trip (~0.6 µs per entry, most of it the front end's envelope scan,
-/// which validates every JSON string byte by byte) and the window read ahead for it.
+/// Quiet moments, same server, 100k envelopes, INFO commandstats + client CPU (4 runs each):
+/// before 312–317 k/s = 0.43x — scripts 200–205 ms, LRANGE read-ahead 19–20 ms, client CPU
+/// 77 ms; after 370–387 k/s = 0.50–0.53x — scripts 168–177 ms, LRANGE 14–15 ms, client CPU
+/// 67 ms (its EVALSHA no longer carries the raw items). The script saves less than ~1.1 ns
+/// per ARGV byte predicted: Lua interns strings, so the script's re-read of an item it had
+/// just received in ARGV found the string already made (hash + compare, no allocation) —
+/// now the re-read allocates it. Per 1000 envelopes (script alone, interleaved): ~2.0–2.5 ms
+/// by all bytes, ~1.55–1.75 ms by id, ~1.3 ms for the bare work (LRANGE the window ~0.8 µs
+/// per 470 B item, cut the payload ~0.45 µs, RPUSH ~0.2 µs; an LMOVE is ~1.4 µs). What is
+/// left above LMOVE: the client's half of each round trip (~0.6 µs per entry, most of it
+/// the front end's envelope scan, which validates every JSON string byte by byte) and the
+/// window read ahead for it.
+///
 /// An identity-verified item still counts twice its raw size in max_batch_bytes: the script
 /// re-reads it and cuts a payload of up to its size out of it (counting it once would double
 /// the 2 KB batches — script p50 1.74 ms — for ~2-3% more throughput).
