@@ -222,3 +222,60 @@ TEST_CASE("a test clock stamps entries and drives age filters", "[frontend]") {
   CHECK(q.replay("orders", r).replayed == 1);
   CHECK(q.peek("orders")[0].payload == "2");
 }
+
+TEST_CASE("storage errors are counted by type", "[frontend][counters]") {
+  dlq::DeadLetterQueue<FlakyStorage> q;
+  q.send_to_dlq("orders", "{}", "e");
+  q.storage().fail_at_step = 1;
+  CHECK_THROWS_AS(q.replay_all("orders"), dlq::timeout_error);
+  const auto c = q.counters();
+  CHECK(c.timeout_errors == 1);
+  CHECK(c.sent == 1);
+  CHECK(c.replayed == 0);
+}
+
+TEST_CASE("an eviction that fails never makes the send fail", "[frontend][retention]") {
+  dlq::Options o;
+  o.retention.max_length = 2;
+  std::vector<std::string> logged;
+  o.log = [&](dlq::LogLevel level, std::string_view m) {
+    if (level == dlq::LogLevel::error) logged.emplace_back(m);
+  };
+  dlq::DeadLetterQueue<FlakyStorage> q(FlakyStorage{}, o);
+  q.send_to_dlq("orders", "1", "e");
+  q.send_to_dlq("orders", "2", "e");
+  q.storage().fail_at_step = 1;  // the eviction's first step times out
+  CHECK_NOTHROW(q.send_to_dlq("orders", "3", "e"));
+  CHECK(q.size("orders") == 3);  // stored; over the limit until the next trim
+  REQUIRE(logged.size() == 1);
+  CHECK(logged[0].find("trim() will retry") != std::string::npos);
+  CHECK(q.trim("orders").evicted_for_length == 1);
+  CHECK(q.peek("orders")[0].payload == "2");
+}
+
+TEST_CASE("the poison guard counts in-process where the storage keeps no counts",
+          "[frontend][poison]") {
+  STATIC_REQUIRE_FALSE(dlq::detail::has_bump_count<FlakyStorage>::value);
+  dlq::Options o;
+  o.poison_guard.park_after = 1;
+  dlq::DeadLetterQueue<FlakyStorage> q(FlakyStorage{}, o);
+  q.send_to_dlq("orders", "same", "e");
+  q.send_to_dlq("orders", "same", "e");
+  q.send_to_dlq("orders", "different", "e");
+  const auto page = q.peek("orders");
+  CHECK_FALSE(page[0].parked);
+  CHECK(page[1].parked);
+  CHECK(page[1].dead_letter_count == 2);
+  CHECK(page[2].dead_letter_count == 1);
+}
+
+TEST_CASE("the poison counts are bounded", "[frontend][poison]") {
+  dlq::detail::counter_map counts(1000);
+  for (int i = 0; i < 5000; ++i)
+    counts.bump(std::to_string(i), std::chrono::hours(1));
+  CHECK(counts.size() <= 1000);
+  CHECK(counts.bump("4999", std::chrono::hours(1)) == 2);  // recent ones survive
+  const auto now = std::chrono::steady_clock::now();
+  CHECK(counts.bump("x", std::chrono::seconds(1), now) == 1);
+  CHECK(counts.bump("x", std::chrono::seconds(1), now + std::chrono::seconds(2)) == 1);  // expired
+}

@@ -28,11 +28,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,8 +45,10 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/detail/counter_map.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/policies.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -67,6 +72,26 @@ struct Options {
   /// removing entries at the same place) before replay gives up with conflict_error.
   /// Default 100; 0 means the default.
   std::size_t max_conflicts = 100;
+  /// Retention of every queue not named in retention_for. Default: keep everything.
+  Retention retention;
+  /// Retention per queue name, overriding `retention`.
+  std::map<std::string, Retention, std::less<>> retention_for;
+  /// The poison-loop guard. Default: off.
+  PoisonGuard poison_guard;
+  /// Called for every entry dead-lettered, replayed, evicted, parked, or found corrupt (see
+  /// EventKind). May be called from any thread that uses the queue. An exception it throws
+  /// is counted (Counters::hook_errors) and logged, and never breaks the operation.
+  std::function<void(const Event&)> on_event;
+  /// Where the library's own messages go (evictions, rejections, swallowed hook errors,
+  /// errors of the trim timer). Empty (the default) = nowhere: no logging library is imposed.
+  std::function<void(LogLevel, std::string_view)> log;
+};
+
+/// What trim() removed.
+struct TrimReport {
+  std::size_t evicted_for_length = 0;  ///< entries beyond Retention::max_length
+  std::size_t evicted_for_age = 0;     ///< entries older than Retention::max_age
+  std::size_t evicted() const noexcept { return evicted_for_length + evicted_for_age; }
 };
 
 /// One job for send_batch.
@@ -174,7 +199,9 @@ class DeadLetterQueue {
  public:
   /// Creates a queue front end over `storage`.
   explicit DeadLetterQueue(Storage storage = Storage(), Options options = {})
-      : storage_(std::forward<Storage>(storage)), options_(std::move(options)) {
+      : storage_(std::forward<Storage>(storage)),
+        options_(std::move(options)),
+        shared_(std::make_unique<shared_state>()) {
     if (options_.replay_batch_items == 0) options_.replay_batch_items = 1000;
     if (options_.replay_batch_bytes == 0) options_.replay_batch_bytes = std::size_t{1} << 20;
     if (options_.max_conflicts == 0) options_.max_conflicts = 100;
@@ -186,22 +213,32 @@ class DeadLetterQueue {
   /// The options this queue was created with.
   const Options& options() const noexcept { return options_; }
 
+  /// The counters since this queue was created (see dlq::Counters). Cheap; thread-safe.
+  Counters counters() const noexcept { return shared_->counters.snapshot(); }
+
   // --- workers ---------------------------------------------------------------------------
 
   /// Dead-letters one job: stores `payload` (any bytes; kept byte-exact) with `failure`
-  /// under the source queue `queue`, and returns the new entry's id. One storage round trip.
+  /// under the source queue `queue`, and returns the new entry's id. One storage round trip
+  /// (one more with the poison guard on; eviction, when the queue is over its retention
+  /// length, happens after the entry is stored and never makes the send fail).
   /// @throws dlq::invalid_argument for an empty queue name, a negative attempt or a context
-  ///         that is not a JSON object; dlq::storage_error when the backend fails.
+  ///         that is not a JSON object; dlq::queue_full_error when retention rejects the
+  ///         entry; dlq::storage_error when the backend fails.
   std::string send_to_dlq(std::string_view queue, std::string_view payload,
                           const Failure& failure) {
     validate_queue(queue, "send_to_dlq");
     validate_failure(failure);
-    const auto now = current_time();
-    std::string id = make_id(failure, now);
-    std::string envelope;
-    write(envelope, queue, payload, failure, id, now);
-    storage_.push(Record{queue, id, failure.job_id, envelope});
-    return id;
+    return guarded([&] {
+      const auto now = current_time();
+      std::string id = make_id(failure, now);
+      const poison_mark mark = count_poison(queue, payload, failure);
+      std::string envelope;
+      write(envelope, queue, payload, failure, id, now, mark);
+      store(Record{queue, id, failure.job_id, envelope});
+      after_send(queue, id, failure, mark);
+      return id;
+    });
   }
 
   /// The Python seed's signature: send_to_dlq(queue, payload, error, attempt, worker).
@@ -215,27 +252,50 @@ class DeadLetterQueue {
   }
 
   /// Dead-letters several jobs in one storage call (one round trip on Redis) and returns
-  /// their ids in order. Validates every job before storing any.
+  /// their ids in order. Validates every job, and checks rejecting retention, before storing
+  /// any. With the poison guard on, each job's count costs one storage call before the push.
   /// @throws as send_to_dlq.
   std::vector<std::string> send_batch(const std::vector<FailedJob>& jobs) {
     for (const auto& job : jobs) {
       validate_queue(job.queue, "send_batch");
       validate_failure(job.failure);
     }
-    const auto now = current_time();
-    std::vector<std::string> ids;
-    std::vector<std::string> envelopes(jobs.size());
-    std::vector<Record> records;
-    ids.reserve(jobs.size());
-    records.reserve(jobs.size());
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      ids.push_back(make_id(jobs[i].failure, now));
-      write(envelopes[i], jobs[i].queue, jobs[i].payload, jobs[i].failure, ids.back(), now);
-    }
-    for (std::size_t i = 0; i < jobs.size(); ++i)
-      records.push_back(Record{jobs[i].queue, ids[i], jobs[i].failure.job_id, envelopes[i]});
-    if (!records.empty()) storage_.push_many(records);
-    return ids;
+    if (jobs.empty()) return {};
+    return guarded([&] {
+      std::map<std::string_view, std::size_t> per_queue;
+      for (const auto& job : jobs)
+        ++per_queue[job.queue];
+      for (const auto& [queue, n] : per_queue) {
+        const Retention& r = retention_of(queue);
+        if (r.max_length != 0 && r.overflow == Overflow::reject &&
+            storage_.size(queue, ListKind::dead) + n > r.max_length)
+          reject(queue, r);
+      }
+      const auto now = current_time();
+      std::vector<std::string> ids;
+      std::vector<poison_mark> marks;
+      std::vector<std::string> envelopes(jobs.size());
+      std::vector<Record> records;
+      ids.reserve(jobs.size());
+      marks.reserve(jobs.size());
+      records.reserve(jobs.size());
+      for (std::size_t i = 0; i < jobs.size(); ++i) {
+        ids.push_back(make_id(jobs[i].failure, now));
+        marks.push_back(count_poison(jobs[i].queue, jobs[i].payload, jobs[i].failure));
+        write(envelopes[i], jobs[i].queue, jobs[i].payload, jobs[i].failure, ids.back(), now,
+              marks.back());
+      }
+      for (std::size_t i = 0; i < jobs.size(); ++i)
+        records.push_back(Record{jobs[i].queue, ids[i], jobs[i].failure.job_id, envelopes[i]});
+      storage_.push_many(records);
+      for (std::size_t i = 0; i < jobs.size(); ++i)
+        after_send(jobs[i].queue, ids[i], jobs[i].failure, marks[i]);
+      for (const auto& [queue, n] : per_queue) {
+        const Retention& r = retention_of(queue);
+        if (r.max_length != 0 && r.overflow == Overflow::evict_oldest) enforce_length(queue, r, 0);
+      }
+      return ids;
+    });
   }
 
   // --- operators: inspect ----------------------------------------------------------------
@@ -243,40 +303,44 @@ class DeadLetterQueue {
   /// Number of entries in the queue's dead-letter list (the seed's dlq_length).
   std::size_t size(std::string_view queue) {
     validate_queue(queue, "size");
-    return storage_.size(queue, ListKind::dead);
+    return guarded([&] { return storage_.size(queue, ListKind::dead); });
   }
 
   /// Entries [start, start + count) of the dead-letter list, oldest first, without removing
   /// them (the seed's peek_dlq). Unreadable entries are included with ok() == false.
   std::vector<Entry> peek(std::string_view queue, std::size_t start = 0, std::size_t count = 10) {
     validate_queue(queue, "peek");
-    return parse_all(storage_.range(queue, ListKind::dead, start, count));
+    return guarded([&] { return parse_all(storage_.range(queue, ListKind::dead, start, count)); });
   }
 
   /// The entry with this id, or nullopt.
   std::optional<Entry> get(std::string_view queue, std::string_view id) {
     validate_queue(queue, "get");
-    auto raw = find_raw(queue, ListKind::dead, id);
-    if (!raw) return std::nullopt;
-    return parse_entry(std::move(*raw));
+    return guarded([&]() -> std::optional<Entry> {
+      auto raw = find_raw(queue, ListKind::dead, id);
+      if (!raw) return std::nullopt;
+      return parse_entry(std::move(*raw));
+    });
   }
 
   /// Removes the entry with this id without replaying it. Returns false when there is none.
   bool remove(std::string_view queue, std::string_view id) {
     validate_queue(queue, "remove");
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      auto raw = find_raw(queue, ListKind::dead, id);
-      if (!raw) return false;
-      if (storage_.remove(queue, ListKind::dead, id, *raw)) return true;
-    }
-    return false;
+    return guarded([&] {
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        auto raw = find_raw(queue, ListKind::dead, id);
+        if (!raw) return false;
+        if (storage_.remove(queue, ListKind::dead, id, *raw)) return true;
+      }
+      return false;
+    });
   }
 
   /// Deletes every entry of the queue's dead-letter list; returns exactly how many were
   /// deleted (one atomic step).
   std::size_t purge(std::string_view queue) {
     validate_queue(queue, "purge");
-    return storage_.purge(queue, ListKind::dead);
+    return guarded([&] { return storage_.purge(queue, ListKind::dead); });
   }
 
   /// Dead-letter depth of each named queue, read in one storage call (the seed's
@@ -284,11 +348,13 @@ class DeadLetterQueue {
   std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) {
     for (const auto& q : queues)
       validate_queue(q, "summary");
-    const auto sizes = storage_.sizes(queues);
-    std::map<std::string, std::size_t> out;
-    for (std::size_t i = 0; i < queues.size() && i < sizes.size(); ++i)
-      out[queues[i]] = sizes[i];
-    return out;
+    return guarded([&] {
+      const auto sizes = storage_.sizes(queues);
+      std::map<std::string, std::size_t> out;
+      for (std::size_t i = 0; i < queues.size() && i < sizes.size(); ++i)
+        out[queues[i]] = sizes[i];
+      return out;
+    });
   }
 
   /// Dead-letter depth of every queue that has dead-letter or corrupt entries.
@@ -296,28 +362,31 @@ class DeadLetterQueue {
 
   /// Names of the queues that have dead-letter or corrupt entries, sorted.
   std::vector<std::string> queues() {
-    auto names = storage_.queues();
-    std::sort(names.begin(), names.end());
-    return names;
+    return guarded([&] {
+      auto names = storage_.queues();
+      std::sort(names.begin(), names.end());
+      return names;
+    });
   }
 
   /// Entries [start, start + count) of the queue's corrupt list (set aside by replay).
   std::vector<Entry> corrupt(std::string_view queue, std::size_t start = 0,
                              std::size_t count = 10) {
     validate_queue(queue, "corrupt");
-    return parse_all(storage_.range(queue, ListKind::corrupt, start, count));
+    return guarded(
+        [&] { return parse_all(storage_.range(queue, ListKind::corrupt, start, count)); });
   }
 
   /// Number of items in the queue's corrupt list.
   std::size_t corrupt_size(std::string_view queue) {
     validate_queue(queue, "corrupt_size");
-    return storage_.size(queue, ListKind::corrupt);
+    return guarded([&] { return storage_.size(queue, ListKind::corrupt); });
   }
 
   /// Deletes the queue's corrupt list; returns how many items it had.
   std::size_t purge_corrupt(std::string_view queue) {
     validate_queue(queue, "purge_corrupt");
-    return storage_.purge(queue, ListKind::corrupt);
+    return guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
   }
 
   // --- operators: replay -----------------------------------------------------------------
@@ -328,8 +397,10 @@ class DeadLetterQueue {
   ///         lost); dlq::conflict_error when other processes keep changing the same entries.
   ReplayReport replay(std::string_view queue, const ReplayOptions& options = {}) {
     validate_queue(queue, "replay");
-    replay_run run(*this, queue, options);
-    return run.execute();
+    return guarded([&] {
+      replay_run run(*this, queue, options);
+      return run.execute();
+    });
   }
 
   /// Replays every entry present now back to its source queue (the seed's replay_all).
@@ -339,12 +410,14 @@ class DeadLetterQueue {
   /// seed's replay_one). Corrupt entries in front of it are set aside on the way.
   std::optional<Entry> replay_one(std::string_view queue) {
     validate_queue(queue, "replay_one");
-    ReplayOptions o = ReplayOptions::first(1);
-    replay_run run(*this, queue, o);
-    run.keep_entries = true;
-    ReplayReport report = run.execute();
-    if (report.replayed == 0 || run.entries.empty()) return std::nullopt;
-    return std::move(run.entries.front());
+    return guarded([&]() -> std::optional<Entry> {
+      ReplayOptions o = ReplayOptions::first(1);
+      replay_run run(*this, queue, o);
+      run.keep_entries = true;
+      ReplayReport report = run.execute();
+      if (report.replayed == 0 || run.entries.empty()) return std::nullopt;
+      return std::move(run.entries.front());
+    });
   }
 
   /// Replays the entries with these ids, wherever they are in the list.
@@ -358,10 +431,37 @@ class DeadLetterQueue {
   std::size_t recover(std::string_view queue) {
     validate_queue(queue, "recover");
     if constexpr (detail::has_recover<storage_type>::value) {
-      return storage_.recover(queue);
+      return guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
     } else {
       return 0;
     }
+  }
+
+  // --- retention -------------------------------------------------------------------------
+
+  /// Applies the queue's retention now: evicts entries beyond Retention::max_length and
+  /// entries older than Retention::max_age, oldest first, in bounded atomic batches. Every
+  /// eviction is counted and reported as an event.
+  TrimReport trim(std::string_view queue) {
+    validate_queue(queue, "trim");
+    return guarded([&] {
+      TrimReport report;
+      const Retention& r = retention_of(queue);
+      if (r.max_length != 0) report.evicted_for_length = enforce_length(queue, r, 0);
+      if (r.max_age.count() > 0) report.evicted_for_age = enforce_age(queue, r);
+      return report;
+    });
+  }
+
+  /// trim() on every queue that has entries; returns the totals.
+  TrimReport trim() {
+    TrimReport total;
+    for (const auto& q : queues()) {
+      const TrimReport r = trim(q);
+      total.evicted_for_length += r.evicted_for_length;
+      total.evicted_for_age += r.evicted_for_age;
+    }
+    return total;
   }
 
  private:
@@ -380,6 +480,7 @@ class DeadLetterQueue {
       filtered = !opts.error_contains.empty() || !opts.worker.empty() || opts.older_than ||
                  static_cast<bool>(opts.filter);
       if (opts.older_than) cutoff = self.current_time() - *opts.older_than;
+      need_ids = opts.record_ids || static_cast<bool>(self.options_.on_event);
     }
 
     struct pending_item {
@@ -399,12 +500,11 @@ class DeadLetterQueue {
       // Batches start at one entry and grow (x4 a step) towards the item and byte targets,
       // so that the first batch cannot be huge before the entry size is known.
       std::size_t window = 1;
+      std::size_t window_cap = std::numeric_limits<std::size_t>::max();
+      if (opts.rate > 0)  // about a tenth of a second's worth of entries per batch
+        window_cap = static_cast<std::size_t>(std::max(1.0, opts.rate / 10));
 
       const auto started = self.current_time();
-      if (opts.rate > 0) {
-        // About a tenth of a second's worth of entries per batch.
-        window_cap = static_cast<std::size_t>(std::max(1.0, opts.rate / 10));
-      }
       while (budget > 0 && limit_left > 0 && !(by_id && ids_left.empty())) {
         if (opts.cancel && opts.cancel->load()) {
           report.cancelled = true;
@@ -454,6 +554,7 @@ class DeadLetterQueue {
     // again; give up only when the list stops shrinking — a change that is not progress.
     void on_conflict(std::size_t& consecutive, std::size_t& size_before) {
       ++report.conflicts;
+      self.shared_->counters.conflicts.fetch_add(1, std::memory_order_relaxed);
       const std::size_t size_now = self.storage_.size(queue, ListKind::dead);
       consecutive = size_now < size_before ? 1 : consecutive + 1;
       size_before = size_now;
@@ -465,12 +566,7 @@ class DeadLetterQueue {
             "another process is rewriting the same entries; nothing was lost, run the replay "
             "again when it is done (" +
                 std::to_string(report.replayed) + " entries were replayed before this)"));
-      const auto base =
-          std::chrono::microseconds(50) * (1u << std::min<std::size_t>(consecutive, 9));
-      const auto jitter = std::chrono::microseconds(
-          detail::fnv1a64(std::to_string(report.conflicts) + std::string(queue)) % 50);
-      std::this_thread::sleep_for(
-          std::min<std::chrono::microseconds>(base, std::chrono::milliseconds(20)) + jitter);
+      self.back_off(consecutive, report.conflicts);
     }
 
     void decide(std::string_view raw, Decision& d) {
@@ -480,12 +576,7 @@ class DeadLetterQueue {
       std::string_view payload;
       problem.clear();
       const bool readable = detail::view_envelope(raw, view);
-      if (!readable) {
-        problem = detail::json::skip_value(raw.data(), raw.data() + raw.size(),
-                                           detail::json::mode::lenient) != nullptr
-                      ? "not a JSON object"
-                      : "not valid JSON";
-      }
+      if (!readable) problem = unreadable_reason(raw);
       if (!readable || !detail::cut_payload(view, scratch, payload, problem)) {
         std::string id = readable ? detail::entry_id(view, raw) : detail::derived_id(raw);
         if (by_id && !take_id(id)) return;  // not asked for: leave it alone
@@ -508,7 +599,7 @@ class DeadLetterQueue {
           return;
         }
         if (filtered && !matches(view, raw)) return;
-        if (opts.record_ids || keep_entries) id = detail::entry_id(view, raw);
+        if (need_ids || keep_entries) id = detail::entry_id(view, raw);
       }
       ++step_limit_used;
       if (keep_entries) step_entries.push_back(parse_entry(std::string(raw)));
@@ -543,14 +634,23 @@ class DeadLetterQueue {
     void commit_step(std::size_t examined) {
       report.examined += examined;
       ++report.batches;
+      auto& counters = self.shared_->counters;
       for (auto& p : pending) {
         if (by_id) ids_left.erase(p.id);
         if (p.action == Action::replay) {
           ++report.replayed;
           --limit_left;
+          if (!opts.dry_run) {
+            counters.replayed.fetch_add(1, std::memory_order_relaxed);
+            self.emit(EventKind::replayed, queue, p.id, destination);
+          }
           if (opts.record_ids) report.replayed_ids.push_back(p.id);
         } else if (p.action == Action::set_aside) {
           ++report.set_aside;
+        }
+        if (p.skipped && p.reason == SkipReason::corrupt) {
+          counters.corrupt.fetch_add(1, std::memory_order_relaxed);
+          self.emit(EventKind::corrupt, queue, p.id, p.detail);
         }
         if (p.skipped) report.skipped.push_back({std::move(p.id), p.reason, std::move(p.detail)});
       }
@@ -566,8 +666,8 @@ class DeadLetterQueue {
     std::unordered_set<std::string> ids_left;
     bool by_id = false;
     bool filtered = false;
+    bool need_ids = false;
     std::size_t limit_left = 0;
-    std::size_t window_cap = std::numeric_limits<std::size_t>::max();
     std::size_t step_limit_used = 0;
     std::uint64_t step_bytes = 0;
     std::chrono::system_clock::time_point cutoff{};
@@ -578,6 +678,19 @@ class DeadLetterQueue {
     bool keep_entries = false;
     std::vector<Entry> step_entries;
     std::vector<Entry> entries;
+  };
+
+  // What the poison guard decided for a new entry.
+  struct poison_mark {
+    std::int64_t count = 0;  // 0 = guard off
+    bool parked = false;
+  };
+
+  // State that must not move with the front end (atomics, a mutex).
+  struct shared_state {
+    detail::live_counters counters;
+    std::mutex poison_mutex;
+    detail::counter_map poison_counts;  // where the storage keeps no counts
   };
 
   static void validate_queue(std::string_view queue, const char* where) {
@@ -600,6 +713,63 @@ class DeadLetterQueue {
           "pass a JSON object of fields, or leave it null"));
   }
 
+  static std::string unreadable_reason(std::string_view raw) {
+    return detail::json::skip_value(raw.data(), raw.data() + raw.size(),
+                                    detail::json::mode::lenient) != nullptr
+               ? "not a JSON object"
+               : "not valid JSON";
+  }
+
+  // Runs `f`, counting storage errors by type before they propagate.
+  template <class F>
+  decltype(auto) guarded(F&& f) {
+    auto& c = shared_->counters;
+    constexpr auto r = std::memory_order_relaxed;
+    try {
+      return f();
+    } catch (const timeout_error&) {
+      c.timeout_errors.fetch_add(1, r);
+      throw;
+    } catch (const connection_error&) {
+      c.connection_errors.fetch_add(1, r);
+      throw;
+    } catch (const reply_error&) {
+      c.reply_errors.fetch_add(1, r);
+      throw;
+    } catch (const conflict_error&) {
+      throw;  // counted per conflicting batch
+    } catch (const storage_error&) {
+      c.other_storage_errors.fetch_add(1, r);
+      throw;
+    }
+  }
+
+  // Calls the user's hook; an exception it throws is counted and logged, never propagated.
+  void emit(EventKind kind, std::string_view queue, std::string_view id,
+            std::string_view detail) noexcept {
+    if (!options_.on_event) return;
+    try {
+      options_.on_event(Event{kind, queue, id, detail});
+    } catch (const std::exception& e) {
+      shared_->counters.hook_errors.fetch_add(1, std::memory_order_relaxed);
+      log(LogLevel::warning,
+          std::string("[dlq.hooks] on_event threw: ") + e.what() + "; the operation went on");
+    } catch (...) {
+      shared_->counters.hook_errors.fetch_add(1, std::memory_order_relaxed);
+      log(LogLevel::warning,
+          "[dlq.hooks] on_event threw a non-std exception; the operation went on");
+    }
+  }
+
+  void log(LogLevel level, const std::string& message) noexcept {
+    if (!options_.log) return;
+    try {
+      options_.log(level, message);
+    } catch (...) {
+      shared_->counters.hook_errors.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
   std::chrono::system_clock::time_point current_time() const {
     return options_.clock ? options_.clock() : std::chrono::system_clock::now();
   }
@@ -614,6 +784,179 @@ class DeadLetterQueue {
     }
   }
 
+  // Exponential back-off with a little jitter after the n-th conflict in a row.
+  void back_off(std::size_t consecutive, std::size_t salt) const {
+    const auto base = std::chrono::microseconds(50) * (1u << std::min<std::size_t>(consecutive, 9));
+    const auto jitter = std::chrono::microseconds(detail::fnv1a64(std::to_string(salt)) % 50);
+    wait(std::min<std::chrono::microseconds>(base, std::chrono::milliseconds(20)) + jitter);
+  }
+
+  const Retention& retention_of(std::string_view queue) const {
+    const auto it = options_.retention_for.find(queue);
+    return it == options_.retention_for.end() ? options_.retention : it->second;
+  }
+
+  [[noreturn]] void reject(std::string_view queue, const Retention& r) {
+    shared_->counters.rejected.fetch_add(1, std::memory_order_relaxed);
+    const std::string message = detail::message(
+        "retention", "queue '" + std::string(queue) + "'",
+        "the dead-letter queue is full (max_length " + std::to_string(r.max_length) +
+            ", overflow = reject); the entry was not stored",
+        "replay or purge entries, or raise Retention::max_length");
+    log(LogLevel::warning, message);
+    throw queue_full_error(message);
+  }
+
+  // Stores one record under the queue's retention.
+  void store(const Record& record) {
+    const Retention& r = retention_of(record.queue);
+    if (r.max_length != 0 && r.overflow == Overflow::reject) {
+      bool stored = false;
+      if constexpr (detail::has_push_bounded<storage_type>::value) {
+        stored = storage_.push_bounded(record, r.max_length);
+      } else {  // approximate under concurrent senders: check, then push
+        stored = storage_.size(record.queue, ListKind::dead) < r.max_length;
+        if (stored) storage_.push(record);
+      }
+      if (!stored) reject(record.queue, r);
+      return;
+    }
+    std::size_t length = 0;
+    if constexpr (detail::push_returns_size<storage_type>::value) {
+      length = static_cast<std::size_t>(storage_.push(record));
+    } else {
+      storage_.push(record);
+    }
+    if (r.max_length != 0) enforce_length(record.queue, r, length);
+  }
+
+  // After a successful push: counters and events. Never throws.
+  void after_send(std::string_view queue, std::string_view id, const Failure& f,
+                  const poison_mark& mark) noexcept {
+    auto& c = shared_->counters;
+    c.sent.fetch_add(1, std::memory_order_relaxed);
+    emit(EventKind::dead_lettered, queue, id, f.error);
+    if (mark.parked) {
+      c.parked.fetch_add(1, std::memory_order_relaxed);
+      emit(EventKind::parked, queue, id, std::to_string(mark.count));
+    }
+  }
+
+  poison_mark count_poison(std::string_view queue, std::string_view payload, const Failure& f) {
+    const PoisonGuard& g = options_.poison_guard;
+    if (g.park_after <= 0) return {};
+    std::string key;
+    if (!f.job_id.empty()) {
+      key = "job:" + f.job_id;
+    } else {
+      key = "payload:";
+      detail::append_hex(key, detail::fnv1a64(payload), 16);
+    }
+    poison_mark mark;
+    if constexpr (detail::has_bump_count<storage_type>::value) {
+      mark.count = static_cast<std::int64_t>(storage_.bump_count(queue, key, g.remember_for));
+    } else {
+      std::string id(queue);
+      id.push_back('\0');
+      id += key;
+      std::lock_guard<std::mutex> lock(shared_->poison_mutex);
+      mark.count = shared_->poison_counts.bump(id, g.remember_for);
+    }
+    mark.parked = mark.count > g.park_after;
+    return mark;
+  }
+
+  // Evicts the oldest entries beyond max_length. `known_length` is the list length right
+  // after a push (0 = unknown: read it). Runs after the entry is stored, so a failure here
+  // is logged and counted, never thrown at the sender: the next send or trim() retries.
+  std::size_t enforce_length(std::string_view queue, const Retention& r, std::size_t known_length) {
+    try {
+      const std::size_t length =
+          known_length != 0 ? known_length : storage_.size(queue, ListKind::dead);
+      if (length <= r.max_length) return 0;
+      std::size_t left = length - r.max_length;
+      return sweep(queue, "max_length", [&left](std::string_view, bool& stop) {
+        if (left == 0) {
+          stop = true;
+          return false;
+        }
+        --left;
+        return true;
+      });
+    } catch (const storage_error& e) {
+      log(LogLevel::error, std::string("[dlq.retention] queue '") + std::string(queue) +
+                               "': eviction failed: " + e.what() + "; trim() will retry");
+      return 0;
+    }
+  }
+
+  // Evicts entries older than max_age from the oldest end, up to the first newer one.
+  std::size_t enforce_age(std::string_view queue, const Retention& r) {
+    const auto cutoff = current_time() - r.max_age;
+    return sweep(queue, "max_age", [&cutoff](std::string_view raw, bool& stop) {
+      detail::envelope_view view;
+      if (!detail::view_envelope(raw, view)) return false;  // unreadable: keep, go on
+      const auto t = detail::iso_time::parse(detail::string_field(view.dead_lettered_at));
+      if (!t) return false;  // no readable time: keep, go on
+      if (*t >= cutoff) {
+        stop = true;
+        return false;
+      }
+      return true;
+    });
+  }
+
+  // Walks the dead-letter list from its oldest end in bounded atomic batches, deleting the
+  // entries `evict(raw, stop)` selects, until it sets `stop` or the list ends. Reports each
+  // eviction; returns how many there were.
+  template <class Evict>
+  std::size_t sweep(std::string_view queue, std::string_view reason, Evict&& evict) {
+    typename storage_type::replay_cursor cursor{};
+    std::size_t evicted = 0;
+    std::size_t conflicts = 0;
+    std::size_t window = 16;
+    bool stop = false;
+    std::vector<std::string> ids;
+    while (!stop) {
+      ids.clear();
+      bool step_stop = false;
+      std::uint64_t bytes = 0;
+      auto decider = [&](std::string_view raw, Decision& d) {
+        bytes += raw.size();
+        if (step_stop || !evict(raw, step_stop)) return;
+        d.action = Action::discard;
+        detail::envelope_view view;
+        ids.push_back(detail::view_envelope(raw, view) ? detail::entry_id(view, raw)
+                                                       : detail::derived_id(raw));
+      };
+      const StepResult step = storage_.replay_step(queue, cursor, window, Decider(decider));
+      if (step.conflict) {
+        shared_->counters.conflicts.fetch_add(1, std::memory_order_relaxed);
+        if (++conflicts >= options_.max_conflicts)
+          throw conflict_error(detail::message("retention", "queue '" + std::string(queue) + "'",
+                                               "the list kept changing under the trim",
+                                               "nothing was lost; run trim() again"));
+        back_off(conflicts, conflicts);
+        continue;
+      }
+      conflicts = 0;
+      if (step.examined == 0) break;
+      stop = step_stop;
+      evicted += ids.size();
+      shared_->counters.evicted.fetch_add(ids.size(), std::memory_order_relaxed);
+      for (const auto& id : ids)
+        emit(EventKind::evicted, queue, id, reason);
+      const std::uint64_t average = std::max<std::uint64_t>(1, bytes / step.examined);
+      window = std::min<std::size_t>({static_cast<std::size_t>(std::max<std::uint64_t>(
+                                          1, options_.replay_batch_bytes / average)),
+                                      window * 4, options_.replay_batch_items});
+    }
+    if (evicted != 0)
+      log(LogLevel::info, "[dlq.retention] queue '" + std::string(queue) + "': evicted " +
+                              std::to_string(evicted) + " entries (" + std::string(reason) + ")");
+    return evicted;
+  }
+
   std::string make_id(const Failure& f, std::chrono::system_clock::time_point now) {
     if constexpr (detail::keyed_by_job_id<storage_type>::value) {
       if (!f.job_id.empty()) return f.job_id;
@@ -623,7 +966,8 @@ class DeadLetterQueue {
   }
 
   void write(std::string& out, std::string_view queue, std::string_view payload, const Failure& f,
-             std::string_view id, std::chrono::system_clock::time_point now) const {
+             std::string_view id, std::chrono::system_clock::time_point now,
+             const poison_mark& mark) const {
     detail::envelope_input in;
     in.queue = queue;
     in.payload = payload;
@@ -631,6 +975,8 @@ class DeadLetterQueue {
     in.worker = f.worker.empty() ? std::string_view(options_.worker) : std::string_view(f.worker);
     in.id = id;
     in.time = now;
+    in.dead_letter_count = mark.count;
+    in.parked = mark.parked;
     detail::write_envelope(out, in);
   }
 
@@ -668,6 +1014,72 @@ class DeadLetterQueue {
 
   Storage storage_;
   Options options_;
+  std::unique_ptr<shared_state> shared_;
 };
+
+/// Calls trim() on every queue of a DeadLetterQueue at a fixed interval on a background
+/// thread, so that max_age is enforced even when no new failure arrives. Stops (and joins)
+/// when destroyed. An error of one run is counted in the queue's counters, logged through
+/// Options::log, and the next run tries again.
+///
+///     dlq::TrimTimer timer(dlq, std::chrono::minutes(1));
+template <class Queue>
+class TrimTimer {
+ public:
+  /// Starts trimming `queue` every `interval`; the first run is one interval from now.
+  /// `queue` must outlive the timer.
+  TrimTimer(Queue& queue, std::chrono::milliseconds interval)
+      : queue_(queue), interval_(interval), thread_([this] { run(); }) {}
+
+  TrimTimer(const TrimTimer&) = delete;
+  TrimTimer& operator=(const TrimTimer&) = delete;
+
+  ~TrimTimer() { stop(); }
+
+  /// Stops the timer and waits for a run in progress to finish. Idempotent.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  /// Number of completed runs (for tests and health checks).
+  std::size_t runs() const noexcept { return runs_.load(); }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
+      lock.unlock();
+      try {
+        (void)queue_.trim();
+      } catch (const std::exception& e) {  // counted by the queue; the next run retries
+        if (const auto& log = queue_.options().log) {
+          try {
+            log(LogLevel::error, std::string("[dlq.retention] trim timer: ") + e.what() +
+                                     "; retrying at the next interval");
+          } catch (...) {
+          }
+        }
+      }
+      ++runs_;
+      lock.lock();
+    }
+  }
+
+  Queue& queue_;
+  std::chrono::milliseconds interval_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::atomic<std::size_t> runs_{0};
+  std::thread thread_;
+};
+
+template <class Queue>
+TrimTimer(Queue&, std::chrono::milliseconds) -> TrimTimer<Queue>;
 
 }  // namespace dlq

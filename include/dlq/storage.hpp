@@ -27,6 +27,17 @@
 ///
 /// Optional members, used when present:
 ///
+///     std::size_t push(const dlq::Record&);                 // push may return the dead
+///                                                           // list's new length (saves a
+///                                                           // size() call for retention)
+///     bool push_bounded(const dlq::Record&, std::size_t max_length);
+///                                                           // push only while the list has
+///                                                           // fewer than max_length items,
+///                                                           // atomically; false = full
+///     std::int64_t bump_count(std::string_view queue, std::string_view key,
+///                             std::chrono::seconds ttl);    // +1 to a counter that expires
+///                                                           // ttl after its last bump; returns
+///                                                           // the new value (poison guard)
 ///     std::size_t recover(std::string_view queue);          // finish interrupted replays
 ///     std::optional<std::string> find(std::string_view queue, dlq::ListKind kind,
 ///                                     std::string_view id); // fast lookup by entry id
@@ -37,15 +48,17 @@
 /// dead list at the cursor, calls `decide` once per item in list order, then applies all the
 /// decisions atomically: every item marked Action::replay is removed and its payload pushed
 /// to the destination queue, every item marked Action::set_aside is moved to the corrupt
-/// list, every Action::keep item stays where it is. If the list changed between the read and
-/// the apply so that the decided items are no longer where they were, nothing is applied and
-/// the result says `conflict`; the caller then calls again and the items are decided anew.
-/// A step that finds no item at the cursor returns examined == 0. Where the backend cannot
-/// apply atomically across stores (a key-value store replaying into an external queue) it
-/// pushes first and removes second — at-least-once, never lost — and documents it.
+/// list, every Action::discard item is deleted, every Action::keep item stays where it is. If the
+/// list changed between the read and the apply so that the decided items are no longer where they
+/// were, nothing is applied and the result says `conflict`; the caller then calls again and the
+/// items are decided anew. A step that finds no item at the cursor returns examined == 0. Where the
+/// backend cannot apply atomically across stores (a key-value store replaying into an external
+/// queue) it pushes first and removes second — at-least-once, never lost — and documents it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,9 +86,10 @@ struct Record {
 
 /// What replay does with one stored item.
 enum class Action : unsigned char {
-  keep,      ///< leave it in the dead-letter list, in place
-  replay,    ///< remove it and push `payload` to `destination`
-  set_aside  ///< move it, unchanged, to the queue's corrupt list
+  keep,       ///< leave it in the dead-letter list, in place
+  replay,     ///< remove it and push `payload` to `destination`
+  set_aside,  ///< move it, unchanged, to the queue's corrupt list
+  discard     ///< remove it (retention evicting it; the front end reports every one)
 };
 
 /// A decision about one item, filled in by the front end during replay_step.
@@ -194,6 +208,30 @@ struct has_find<
     std::enable_if_t<std::is_convertible_v<
         decltype(std::declval<S&>().find(std::string_view{}, ListKind::dead, std::string_view{})),
         std::optional<std::string>>>> : std::true_type {};
+
+template <class S, class = void>
+struct push_returns_size : std::false_type {};
+template <class S>
+struct push_returns_size<
+    S, std::enable_if_t<std::is_convertible_v<
+           decltype(std::declval<S&>().push(std::declval<const Record&>())), std::size_t>>>
+    : std::true_type {};
+
+template <class S, class = void>
+struct has_push_bounded : std::false_type {};
+template <class S>
+struct has_push_bounded<
+    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().push_bounded(
+                                                  std::declval<const Record&>(), std::size_t{})),
+                                              bool>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_bump_count : std::false_type {};
+template <class S>
+struct has_bump_count<S, std::enable_if_t<std::is_convertible_v<
+                             decltype(std::declval<S&>().bump_count(
+                                 std::string_view{}, std::string_view{}, std::chrono::seconds{})),
+                             std::int64_t>>> : std::true_type {};
 
 template <class S, class = void>
 struct keyed_by_job_id : std::false_type {};

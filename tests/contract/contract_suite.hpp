@@ -652,3 +652,206 @@ TEMPLATE_TEST_CASE("a cancelled replay stops between batches and reports exactly
     CHECK(src[i] == std::to_string(i));
   CHECK(q.peek("orders", 0, 1)[0].payload == std::to_string(r.replayed));
 }
+
+// --- policies: retention, poison-loop guard, events and counters -------------------------
+
+TEMPLATE_TEST_CASE("max_length with evict_oldest keeps the newest and reports every eviction",
+                   "[contract][retention]", DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  std::vector<std::pair<dlq::EventKind, std::string>> events;
+  dlq::Options options;
+  options.retention_for["orders"].max_length = 5;
+  options.on_event = [&](const dlq::Event& e) { events.emplace_back(e.kind, std::string(e.id)); };
+  contract::queue_of<TestType> q(fx.storage(), options);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i)
+    ids.push_back(q.send_to_dlq("orders", std::to_string(i), contract::failure("e")));
+  for (int i = 0; i < 3; ++i)
+    q.send_to_dlq("other", "{}", contract::failure("e"));  // no limit there
+
+  CHECK(q.size("orders") == 5);
+  CHECK(q.size("other") == 3);
+  std::vector<std::string> left;
+  for (const auto& e : q.peek("orders", 0, 100))
+    left.push_back(e.payload);
+  CHECK(left == std::vector<std::string>{"7", "8", "9", "10", "11"});
+  std::vector<std::string> evicted;
+  for (const auto& [kind, id] : events)
+    if (kind == dlq::EventKind::evicted) evicted.push_back(id);
+  CHECK(evicted == std::vector<std::string>(ids.begin(), ids.begin() + 7));
+  CHECK(q.counters().evicted == 7);
+  CHECK(q.counters().sent == 15);
+
+  // A batch over the limit is trimmed back too.
+  std::vector<dlq::FailedJob> jobs(8, {"orders", "b", contract::failure("e")});
+  q.send_batch(jobs);
+  CHECK(q.size("orders") == 5);
+  CHECK(q.counters().evicted == 15);
+}
+
+TEMPLATE_TEST_CASE("max_length with reject refuses new entries with a typed error",
+                   "[contract][retention]", DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  dlq::Options options;
+  options.retention.max_length = 3;
+  options.retention.overflow = dlq::Overflow::reject;
+  contract::queue_of<TestType> q(fx.storage(), options);
+  for (int i = 0; i < 3; ++i)
+    q.send_to_dlq("orders", std::to_string(i), contract::failure("e"));
+  try {
+    q.send_to_dlq("orders", "3", contract::failure("e"));
+    FAIL("expected queue_full_error");
+  } catch (const dlq::queue_full_error& e) {
+    CHECK(std::string(e.what()).find("max_length 3") != std::string::npos);
+  }
+  std::vector<dlq::FailedJob> jobs(2, {"orders", "b", contract::failure("e")});
+  CHECK_THROWS_AS(q.send_batch(jobs), dlq::queue_full_error);
+  CHECK(q.size("orders") == 3);
+  CHECK(q.peek("orders", 2, 1)[0].payload == "2");
+  CHECK(q.counters().rejected == 2);
+  CHECK(q.counters().evicted == 0);
+  q.replay_one("orders");
+  CHECK_NOTHROW(q.send_to_dlq("orders", "3", contract::failure("e")));
+}
+
+TEMPLATE_TEST_CASE("trim evicts entries older than max_age even when no failure arrives",
+                   "[contract][retention]", DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1796000000));
+  dlq::Options options;
+  options.clock = [&now] { return now; };
+  options.retention.max_age = std::chrono::minutes(15);
+  options.replay_batch_items = 7;
+  std::size_t evicted_events = 0;
+  options.on_event = [&](const dlq::Event& e) {
+    evicted_events += e.kind == dlq::EventKind::evicted;
+  };
+  contract::queue_of<TestType> q(fx.storage(), options);
+  fx.push_raw("orders", "undated garbage");  // no time: kept, the trim goes on past it
+  for (int minute = 0; minute < 30; ++minute) {
+    q.send_to_dlq("orders", std::to_string(minute), contract::failure("e"));
+    now += std::chrono::minutes(1);
+  }
+  // now = minute 30: entries of minutes 0..14 are older than 15 minutes.
+  const auto report = q.trim("orders");
+  CHECK(report.evicted_for_age == 15);
+  CHECK(report.evicted_for_length == 0);
+  CHECK(evicted_events == 15);
+  const auto left = q.peek("orders", 0, 100);
+  REQUIRE(left.size() == 16);
+  CHECK_FALSE(left[0].ok());
+  CHECK(left[1].payload == "15");
+  CHECK(q.trim("orders").evicted() == 0);
+  now += std::chrono::hours(1);
+  CHECK(q.trim().evicted_for_age == 15);  // every queue
+  CHECK(q.size("orders") == 1);
+}
+
+TEMPLATE_TEST_CASE("a trim timer enforces max_age on its own", "[contract][retention]",
+                   DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1796000000));
+  std::mutex clock_mutex;
+  dlq::Options options;
+  options.clock = [&] {
+    std::lock_guard<std::mutex> lock(clock_mutex);
+    return now;
+  };
+  options.retention.max_age = std::chrono::hours(1);
+  contract::queue_of<TestType> q(fx.storage(), options);
+  for (int i = 0; i < 10; ++i)
+    q.send_to_dlq("orders", "{}", contract::failure("e"));
+  {
+    std::lock_guard<std::mutex> lock(clock_mutex);
+    now += std::chrono::hours(2);
+  }
+  dlq::TrimTimer timer(q, std::chrono::milliseconds(10));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (q.size("orders") != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  timer.stop();
+  CHECK(q.size("orders") == 0);
+  CHECK(timer.runs() >= 1);
+  CHECK(q.counters().evicted == 10);
+}
+
+TEMPLATE_TEST_CASE("the poison guard parks a job that keeps coming back", "[contract][poison]",
+                   DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  dlq::Options options;
+  options.poison_guard.park_after = 2;
+  std::vector<std::string> parked_events;
+  options.on_event = [&](const dlq::Event& e) {
+    if (e.kind == dlq::EventKind::parked) parked_events.emplace_back(e.detail);
+  };
+  contract::queue_of<TestType> q(fx.storage(), options);
+  dlq::Failure f = contract::failure("still broken");
+
+  SECTION("counted by job id") {
+    f.job_id = "job-77";
+  }
+  SECTION("counted by payload fingerprint") {}
+
+  for (int round = 1; round <= 2; ++round) {
+    q.send_to_dlq("orders", R"({"job":77})", f);
+    const auto e = q.peek("orders")[0];
+    CHECK(e.dead_letter_count == round);
+    CHECK_FALSE(e.parked);
+    CHECK(q.replay_all("orders").replayed == 1);
+  }
+  const auto id = q.send_to_dlq("orders", R"({"job":77})", f);  // the third time: parked
+  q.send_to_dlq("orders", R"({"job":78})", contract::failure("other"));
+  auto e = q.get("orders", id);
+  REQUIRE(e.has_value());
+  CHECK(e->parked);
+  CHECK(e->dead_letter_count == 3);
+  CHECK(parked_events == std::vector<std::string>{"3"});
+  CHECK(q.counters().parked == 1);
+
+  auto r = q.replay_all("orders");
+  CHECK(r.replayed == 1);
+  REQUIRE(r.skipped.size() == 1);
+  CHECK(r.skipped[0].reason == dlq::SkipReason::parked);
+  CHECK(r.skipped[0].id == id);
+  CHECK(q.size("orders") == 1);
+  r = q.replay_ids("orders", {id});  // an operator forces it
+  CHECK(r.replayed == 1);
+  CHECK(q.size("orders") == 0);
+}
+
+TEMPLATE_TEST_CASE("events report every entry and a throwing hook breaks nothing",
+                   "[contract][hooks]", DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  std::map<dlq::EventKind, int> seen;
+  bool throw_from_hook = false;
+  std::vector<std::string> logged;
+  dlq::Options options;
+  options.on_event = [&](const dlq::Event& e) {
+    ++seen[e.kind];
+    CHECK(e.queue == "orders");
+    CHECK_FALSE(e.id.empty());
+    if (throw_from_hook) throw std::runtime_error("hook bug");
+  };
+  options.log = [&](dlq::LogLevel, std::string_view m) { logged.emplace_back(m); };
+  contract::queue_of<TestType> q(fx.storage(), options);
+  for (int i = 0; i < 3; ++i)
+    q.send_to_dlq("orders", "{}", contract::failure("e"));
+  fx.push_raw("orders", "garbage");
+  CHECK(q.replay_all("orders").replayed == 3);
+  CHECK(seen[dlq::EventKind::dead_lettered] == 3);
+  CHECK(seen[dlq::EventKind::replayed] == 3);
+  CHECK(seen[dlq::EventKind::corrupt] == 1);
+
+  throw_from_hook = true;
+  CHECK_NOTHROW(q.send_to_dlq("orders", "{}", contract::failure("e")));
+  CHECK(q.size("orders") == 1);
+  CHECK(q.replay_all("orders").replayed == 1);
+  CHECK(fx.source("orders").size() == 4);
+  const auto c = q.counters();
+  CHECK(c.hook_errors == 2);
+  CHECK(c.sent == 4);
+  CHECK(c.replayed == 4);
+  CHECK(c.corrupt == 1);
+  REQUIRE_FALSE(logged.empty());
+  CHECK(logged.back().find("hook bug") != std::string::npos);
+}

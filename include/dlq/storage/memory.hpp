@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dlq/detail/counter_map.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -41,10 +42,33 @@ class MemoryStorage {
 
   MemoryStorage() : state_(std::make_unique<state>()) {}
 
-  /// Appends one envelope to the queue's dead-letter list.
-  void push(const Record& record) {
+  /// Appends one envelope to the queue's dead-letter list; returns the list's new length.
+  std::size_t push(const Record& record) {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    lists_for(record.queue).dead.emplace_back(record.envelope);
+    auto& dead = lists_for(record.queue).dead;
+    dead.emplace_back(record.envelope);
+    return dead.size();
+  }
+
+  /// Appends one envelope only while the dead-letter list has fewer than `max_length`
+  /// items (atomically); false when it is full.
+  bool push_bounded(const Record& record, std::size_t max_length) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto& dead = lists_for(record.queue).dead;
+    if (dead.size() >= max_length) return false;
+    dead.emplace_back(record.envelope);
+    return true;
+  }
+
+  /// Adds one to the counter `key` of `queue` and returns its new value. A counter expires
+  /// `ttl` after its last bump; at most 100 000 are kept — beyond that the ones closest to
+  /// expiry are dropped first — so the bookkeeping stays bounded.
+  std::int64_t bump_count(std::string_view queue, std::string_view key, std::chrono::seconds ttl) {
+    std::string id(queue);
+    id.push_back('\0');
+    id.append(key);
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->counters.bump(id, ttl);
   }
 
   /// Appends several envelopes, all at once (no other operation sees half of them).
@@ -169,6 +193,8 @@ class MemoryStorage {
           case Action::set_aside:
             l->corrupt.push_back(std::move(item));
             break;
+          case Action::discard:
+            break;
         }
       }
       const auto first = l->dead.begin() + static_cast<std::ptrdiff_t>(write);
@@ -224,6 +250,7 @@ class MemoryStorage {
   struct state {
     std::mutex mutex;
     std::map<std::string, lists, std::less<>> queues;
+    detail::counter_map counters;
   };
 
   static std::deque<std::string>& list_of(lists& l, ListKind kind) {

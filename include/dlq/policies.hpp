@@ -1,0 +1,120 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file policies.hpp
+/// Operational policies of a DeadLetterQueue, the same on every backend: retention with a
+/// visible signal, the poison-loop guard, events (hooks) and counters.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace dlq {
+
+/// What retention does with a new entry when its queue already holds max_length entries.
+enum class Overflow : unsigned char {
+  evict_oldest,  ///< store it and evict the oldest entries (each one reported as an event)
+  reject         ///< refuse it with dlq::queue_full_error; nothing is written
+};
+
+/// How many dead letters a queue keeps, and for how long. Every eviction is counted and
+/// reported through Options::on_event — never silent.
+///
+/// max_length is enforced when entries are sent. max_age is enforced by trim(), which also
+/// re-applies max_length, and by a TrimTimer that calls it periodically, so old entries go
+/// even when no new failure arrives. Trimming works from the oldest end in bounded batches
+/// (one atomic step each), so it never blocks a Redis server for long.
+struct Retention {
+  /// Most entries kept per queue; 0 (the default) = unlimited.
+  std::size_t max_length = 0;
+  /// Entries dead-lettered longer ago than this are evicted by trim(); 0 (the default) =
+  /// kept forever. Entries without a readable timestamp are kept.
+  std::chrono::seconds max_age{0};
+  /// What happens to a new entry when the queue is full. Default: evict the oldest.
+  Overflow overflow = Overflow::evict_oldest;
+};
+
+/// The poison-loop guard: a job that keeps failing after replay is parked instead of cycling
+/// forever. Each send counts how many times the same job has been dead-lettered (by
+/// Failure::job_id, else by a fingerprint of the payload bytes) and stores the count on the
+/// entry ("dead_letter_count"). Once the count passes park_after the entry is written
+/// parked ("parked": true): it stays inspectable, replay-all skips it and reports it
+/// (SkipReason::parked), and replaying it by id forces it through.
+///
+/// The counts live in the storage where it offers bump_count (Redis: one key per job that
+/// expires; memory: a bounded map), else in a bounded map inside this process. Either way
+/// they expire `remember_for` after the job's last dead-lettering. With the guard on, a send
+/// makes one more storage call (the count) before the push.
+struct PoisonGuard {
+  /// Park entries of jobs dead-lettered more than this many times; 0 (the default) = off.
+  std::int64_t park_after = 0;
+  /// How long a job's count is remembered after its last dead-lettering. Default 7 days.
+  std::chrono::seconds remember_for{std::chrono::hours(24 * 7)};
+};
+
+/// What happened, for Options::on_event.
+enum class EventKind : unsigned char {
+  dead_lettered,  ///< an entry was stored (detail: the error text)
+  replayed,       ///< an entry was moved back (detail: the destination queue)
+  evicted,        ///< retention removed an entry (detail: "max_length" or "max_age")
+  parked,         ///< the poison guard parked a new entry (detail: its dead_letter_count)
+  corrupt         ///< replay met an unreadable entry (detail: what is wrong with it)
+};
+
+/// One event. The views are valid only during the callback.
+struct Event {
+  EventKind kind;
+  std::string_view queue;   ///< the source queue
+  std::string_view id;      ///< the entry id
+  std::string_view detail;  ///< see EventKind
+};
+
+/// Severity of a message passed to Options::log.
+enum class LogLevel : unsigned char { debug, info, warning, error };
+
+/// A snapshot of a DeadLetterQueue's counters since it was created; cheap to take (relaxed
+/// atomic loads), meant for a metrics scrape.
+struct Counters {
+  std::uint64_t sent = 0;                  ///< entries stored
+  std::uint64_t rejected = 0;              ///< sends refused because the queue was full
+  std::uint64_t replayed = 0;              ///< entries moved back
+  std::uint64_t evicted = 0;               ///< entries removed by retention
+  std::uint64_t parked = 0;                ///< entries parked by the poison guard
+  std::uint64_t corrupt = 0;               ///< unreadable entries met by replay
+  std::uint64_t conflicts = 0;             ///< replay batches redone after a concurrent change
+  std::uint64_t hook_errors = 0;           ///< exceptions thrown by on_event / log (swallowed)
+  std::uint64_t timeout_errors = 0;        ///< storage timeouts
+  std::uint64_t connection_errors = 0;     ///< storage connection failures
+  std::uint64_t reply_errors = 0;          ///< commands the server refused
+  std::uint64_t other_storage_errors = 0;  ///< other storage failures
+};
+
+namespace detail {
+/// The live counters behind Counters.
+struct live_counters {
+  std::atomic<std::uint64_t> sent{0}, rejected{0}, replayed{0}, evicted{0}, parked{0}, corrupt{0},
+      conflicts{0}, hook_errors{0}, timeout_errors{0}, connection_errors{0}, reply_errors{0},
+      other_storage_errors{0};
+
+  Counters snapshot() const noexcept {
+    constexpr auto r = std::memory_order_relaxed;
+    Counters c;
+    c.sent = sent.load(r);
+    c.rejected = rejected.load(r);
+    c.replayed = replayed.load(r);
+    c.evicted = evicted.load(r);
+    c.parked = parked.load(r);
+    c.corrupt = corrupt.load(r);
+    c.conflicts = conflicts.load(r);
+    c.hook_errors = hook_errors.load(r);
+    c.timeout_errors = timeout_errors.load(r);
+    c.connection_errors = connection_errors.load(r);
+    c.reply_errors = reply_errors.load(r);
+    c.other_storage_errors = other_storage_errors.load(r);
+    return c;
+  }
+};
+}  // namespace detail
+
+}  // namespace dlq
