@@ -106,6 +106,7 @@ struct Args {
   std::string worker;
   std::string payload;
   bool payload_given = false;
+  bool lines = false;
   std::string error_type;
   std::string job_id;
   std::string context;
@@ -170,6 +171,7 @@ class Commands {
         throw usage_error(
             "--context must be a JSON object, e.g. --context '{\"gateway\":\"adyen\"}'");
     }
+    if (a_.lines) return send_lines(f);
     std::string payload;
     if (a_.payload_given) {
       payload = a_.payload;
@@ -181,6 +183,28 @@ class Commands {
       payload.assign(std::istreambuf_iterator<char>(io_.in), std::istreambuf_iterator<char>());
     }
     io_.out << store().send(a_.queue, payload, f) << '\n';
+    return exit_ok;
+  }
+
+  // send --lines: every non-empty line of stdin is one payload; stored in batches of 1000
+  // (one storage call each); prints one id per line.
+  int send_lines(const dlq::Failure& f) {
+    if (a_.payload_given)
+      throw usage_error("--lines reads the payloads from stdin; drop --payload");
+    if (io_.in_is_tty)
+      throw usage_error("--lines reads one payload per line from stdin; pipe them in");
+    std::vector<dlq::FailedJob> batch;
+    auto flush = [&] {
+      for (const auto& id : store().send_batch(batch))
+        io_.out << id << '\n';
+      batch.clear();
+    };
+    for (std::string line; std::getline(io_.in, line);) {
+      if (line.empty()) continue;
+      batch.push_back(dlq::FailedJob{a_.queue, std::move(line), f});
+      if (batch.size() == 1000) flush();
+    }
+    if (!batch.empty()) flush();
     return exit_ok;
   }
 
@@ -569,6 +593,8 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   send->add_option("--worker", a.worker, "the worker that gave up");
   auto* payload_opt = send->add_option("--payload", a.payload,
                                        "the job's payload (default: read stdin, any bytes)");
+  send->add_flag("--lines", a.lines,
+                 "bulk: every line of stdin is one payload; prints one id per line");
   send->add_option("--error-type", a.error_type, "the kind of error, e.g. TimeoutError");
   send->add_option("--job-id", a.job_id, "the job's id");
   send->add_option("--context", a.context, "a JSON object of extra fields");

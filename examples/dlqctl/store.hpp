@@ -30,6 +30,7 @@ class Store {
 
   virtual std::string send(std::string_view queue, std::string_view payload,
                            const dlq::Failure& failure) = 0;
+  virtual std::vector<std::string> send_batch(const std::vector<dlq::FailedJob>& jobs) = 0;
   virtual std::size_t size(std::string_view queue) = 0;
   virtual std::vector<dlq::Entry> peek(std::string_view queue, std::size_t start,
                                        std::size_t count) = 0;
@@ -73,6 +74,9 @@ class DlqStore final : public Store {
   std::string send(std::string_view queue, std::string_view payload,
                    const dlq::Failure& failure) override {
     return dlq_.send_to_dlq(queue, payload, failure);
+  }
+  std::vector<std::string> send_batch(const std::vector<dlq::FailedJob>& jobs) override {
+    return dlq_.send_batch(jobs);
   }
   std::size_t size(std::string_view queue) override { return dlq_.size(queue); }
   std::vector<dlq::Entry> peek(std::string_view queue, std::size_t start,

@@ -52,6 +52,25 @@ TEST_CASE("send reads any bytes from stdin when --payload is absent", "[cli]") {
   CHECK(f.storage.source_pop("orders") == bytes);
 }
 
+TEST_CASE("send --lines stores one entry per line of stdin, in batches", "[cli]") {
+  CliFixture f;
+  std::string in;
+  for (int i = 0; i < 2345; ++i)
+    in += "{\"n\":" + std::to_string(i) + "}\n";
+  in += "\nnot json, still a payload";  // empty lines are skipped; a last line needs no \n
+  auto r = f.run({"send", "orders", "--error", "bulk", "--lines", "--attempt", "2"}, in);
+  REQUIRE(r.code == 0);
+  const auto ids = r.lines();
+  REQUIRE(ids.size() == 2346);
+  auto q = f.dlq();
+  CHECK(q.size("orders") == 2346);
+  CHECK(q.get("orders", ids[1234])->payload == R"({"n":1234})");
+  CHECK(q.get("orders", ids[1234])->attempt == 2);
+  CHECK(q.get("orders", ids.back())->payload == "not json, still a payload");
+  CHECK(f.run({"send", "orders", "--error", "e", "--lines", "--payload", "x"}).code == 1);
+  CHECK(f.run({"send", "orders", "--error", "e", "--lines"}, "", true).code == 1);
+}
+
 TEST_CASE("send refuses bad input with exit code 1 and one line", "[cli]") {
   CliFixture f;
   SECTION("no payload and stdin is a terminal") {
