@@ -121,6 +121,9 @@ struct Args {
   bool keep_corrupt = false;
   // errors
   std::string by = "error";
+  // trim
+  std::string max_age;
+  std::size_t max_length = 0;
 };
 
 /// Runs one command once the command line is parsed.
@@ -139,6 +142,7 @@ class Commands {
     if (command_ == "purge") return purge();
     if (command_ == "queues") return queues();
     if (command_ == "recover") return recover();
+    if (command_ == "trim") return trim();
     if (command_ == "errors") return errors();
     if (command_ == "corrupt") return corrupt();
     throw usage_error("unknown command '" + command_ + "'");
@@ -446,6 +450,27 @@ class Commands {
     return exit_ok;
   }
 
+  int trim() {
+    dlq::Retention r;
+    r.max_length = a_.max_length;
+    if (!a_.max_age.empty())
+      r.max_age = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(a_.max_age));
+    if (a_.max_age.empty() && a_.max_length == 0)
+      throw usage_error("say what to keep with --max-age DURATION and/or --max-length N");
+    if (!a_.max_age.empty() && r.max_age.count() <= 0)
+      throw usage_error("--max-age must be at least 1s");
+    if (!a_.yes)
+      throw usage_error("trim deletes the dead letters of '" + printable(a_.queue) +
+                        "' beyond that for good; add --yes to do it");
+    const dlq::TrimReport t = store().trim(a_.queue, r);
+    io_.err << "trimmed '" << printable(a_.queue) << "': " << t.evicted_for_age << " older than "
+            << (a_.max_age.empty() ? "-" : a_.max_age) << ", " << t.evicted_for_length
+            << " beyond the newest " << (a_.max_length ? std::to_string(a_.max_length) : "-")
+            << "; " << store().size(a_.queue) << " left\n";
+    io_.out << t.evicted() << '\n';
+    return exit_ok;
+  }
+
   int errors() {
     if (a_.by != "error" && a_.by != "error_type" && a_.by != "worker")
       throw usage_error("--by takes error, error_type or worker (not '" + printable(a_.by) + "')");
@@ -655,6 +680,14 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
       "recover", "finish replays that were interrupted; prints the number of items fixed");
   queue_arg(recover);
 
+  auto* trim = app.add_subcommand(
+      "trim", "delete old dead letters now (retention); prints the number deleted");
+  queue_arg(trim);
+  trim->add_option("--max-age", a.max_age, "delete entries dead-lettered longer ago (30d, 12h)");
+  trim->add_option("--max-length", a.max_length, "keep at most the newest N entries")
+      ->check(CLI::PositiveNumber);
+  trim->add_flag("--yes", a.yes, "yes, delete them for good");
+
   auto* errors = app.add_subcommand(
       "errors", "dead letters grouped by error, most frequent first (reads every entry)");
   queue_arg(errors);
@@ -712,6 +745,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
     a.store.timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(a.timeout));
     if (a.store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
+    a.store.create_if_missing = command == "send";
     detail::Commands commands(io, open, a, command);
     return commands.run();
   } catch (const usage_error& e) {

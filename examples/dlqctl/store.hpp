@@ -41,6 +41,8 @@ class Store {
   virtual std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) = 0;
   virtual dlq::ReplayReport replay(std::string_view queue, const dlq::ReplayOptions& options) = 0;
   virtual std::size_t recover(std::string_view queue) = 0;
+  /// Applies `retention` to `queue` now (dlq::DeadLetterQueue::trim with that retention).
+  virtual dlq::TrimReport trim(std::string_view queue, const dlq::Retention& retention) = 0;
   virtual std::vector<dlq::Entry> corrupt(std::string_view queue, std::size_t start,
                                           std::size_t count) = 0;
   virtual std::size_t corrupt_size(std::string_view queue) = 0;
@@ -66,6 +68,9 @@ class DlqStore final : public Store {
       : where_(std::move(where)),
         dlq_(std::forward<Storage>(storage), std::move(options)),
         waiting_(std::move(waiting)) {}
+
+  /// Sets how to count the jobs waiting in a source queue (see Store::waiting).
+  void set_waiting(waiting_fn waiting) { waiting_ = std::move(waiting); }
 
   /// The front end, for backend-specific calls.
   dlq::DeadLetterQueue<Storage>& dlq() noexcept { return dlq_; }
@@ -98,6 +103,13 @@ class DlqStore final : public Store {
     return dlq_.replay(queue, options);
   }
   std::size_t recover(std::string_view queue) override { return dlq_.recover(queue); }
+  dlq::TrimReport trim(std::string_view queue, const dlq::Retention& retention) override {
+    dlq::Options o = dlq_.options();  // a view over the same storage with this retention
+    o.retention = retention;
+    o.retention_for.clear();
+    dlq::DeadLetterQueue<std::remove_reference_t<Storage>&> view(dlq_.storage(), std::move(o));
+    return view.trim(queue);
+  }
   std::vector<dlq::Entry> corrupt(std::string_view queue, std::size_t start,
                                   std::size_t count) override {
     return dlq_.corrupt(queue, start, count);
@@ -140,6 +152,9 @@ struct StoreSettings {
   std::string corrupt_key;
   /// Connect/command timeout (Redis) or lock wait (SQLite).
   std::chrono::milliseconds timeout{5000};
+  /// Create the store when it does not exist (an embedded file); false = a missing store is
+  /// an error. dlqctl sets it for `send` only.
+  bool create_if_missing = false;
 };
 
 /// Opens the store `settings` name. Throws dlq::invalid_argument for a bad URL, a

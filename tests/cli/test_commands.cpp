@@ -443,6 +443,28 @@ TEST_CASE("recover prints the number of items fixed", "[cli]") {
   CHECK(r.out == "0\n");
 }
 
+TEST_CASE("trim deletes by age and length, with --yes only", "[cli]") {
+  CliFixture f;
+  auto q = f.dlq();
+  for (int i = 0; i < 10; ++i) {
+    q.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}", "e");
+    f.now += std::chrono::hours(1);  // entry i is 10 - i hours old at the end
+  }
+  CHECK(f.run({"trim", "orders", "--max-age", "5h"}).code == 1);  // no --yes
+  CHECK(f.run({"trim", "orders", "--yes"}).code == 1);            // nothing to keep by
+  CHECK(f.run({"trim", "orders", "--max-age", "0s", "--yes"}).code == 1);
+  CHECK(q.size("orders") == 10);
+  auto age = f.run({"trim", "orders", "--max-age", "5h30m", "--yes"});
+  CHECK(age.code == 0);
+  CHECK(age.out == "5\n");  // 10, 9, 8, 7 and 6 hours old
+  CHECK(contains(age.err, "5 left"));
+  auto len = f.run({"trim", "orders", "--max-length", "2", "--yes"});
+  CHECK(len.out == "3\n");
+  const auto left = q.peek("orders");
+  REQUIRE(left.size() == 2);
+  CHECK(left[0].payload == R"({"n":8})");  // the newest are kept
+}
+
 TEST_CASE("errors groups entries by error text, most frequent first", "[cli]") {
   CliFixture f;
   auto q = f.dlq();
@@ -508,10 +530,10 @@ TEST_CASE("usage errors exit 1 with one line; --help and --version exit 0", "[cl
   auto help = f.run({"--help"});
   CHECK(help.code == 0);
   for (const char* cmd : {"send", "count", "peek", "show", "replay", "delete", "purge", "queues",
-                          "recover", "errors", "corrupt"})
+                          "recover", "trim", "errors", "corrupt"})
     CHECK(contains(help.out, cmd));
   for (const char* cmd : {"send", "count", "peek", "show", "replay", "delete", "purge", "queues",
-                          "recover", "errors", "corrupt"}) {
+                          "recover", "trim", "errors", "corrupt"}) {
     auto h = f.run({cmd, "--help"});
     CHECK(h.code == 0);
     CHECK(contains(h.out, std::string("dlqctl ") + cmd));
