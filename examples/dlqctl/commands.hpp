@@ -416,23 +416,46 @@ class Commands {
     return exit_ok;
   }
 
+  // Lists every queue with its depths. A queue whose keys cannot be read (e.g. a Redis key
+  // of another type under the same pattern) is listed with the reason instead of failing
+  // the whole listing; the other errors (store unreachable) fail it as usual.
   int queues() {
     Store& s = store();
     const auto names = s.queues();
-    const auto depth = s.summary(names);
+    std::map<std::string, std::size_t> depth;
+    try {
+      depth = s.summary(names);  // one round trip
+    } catch (const dlq::reply_error&) {
+      // one of them is unreadable: ask each below
+    }
     Table t({{"QUEUE", 48}, {"DEAD", 0, true}, {"CORRUPT", 0, true}, {"WAITING", 0, true}});
+    std::size_t unreadable = 0;
     for (const auto& q : names) {
-      const auto it = depth.find(q);
-      const std::size_t dead = it == depth.end() ? 0 : it->second;
-      const std::size_t corrupt_n = s.corrupt_size(q);
-      const auto waiting = s.waiting(q);
+      std::size_t dead = 0, corrupt_n = 0;
+      std::optional<std::size_t> waiting;
+      std::string problem;
+      try {
+        const auto it = depth.find(q);
+        dead = it != depth.end() ? it->second : s.size(q);
+        corrupt_n = s.corrupt_size(q);
+        waiting = s.waiting(q);
+      } catch (const dlq::reply_error& e) {
+        problem = one_line(e.what());
+        ++unreadable;
+      }
       if (a_.json) {
         nlohmann::ordered_json j;
         j["queue"] = q;
-        j["dead"] = dead;
-        j["corrupt"] = corrupt_n;
-        if (waiting) j["waiting"] = *waiting;
+        if (!problem.empty()) {
+          j["error"] = problem;
+        } else {
+          j["dead"] = dead;
+          j["corrupt"] = corrupt_n;
+          if (waiting) j["waiting"] = *waiting;
+        }
         io_.out << dump(j) << '\n';
+      } else if (!problem.empty()) {
+        t.add({q, "?", "?", "?"});
       } else {
         t.add({q, std::to_string(dead), std::to_string(corrupt_n),
                waiting ? std::to_string(*waiting) : "-"});
@@ -442,6 +465,9 @@ class Commands {
       t.print(io_.out);
       if (names.empty()) io_.out << "(no dead letters in " << s.where() << ")\n";
     }
+    if (unreadable > 0)
+      io_.err << "dlqctl queues: " << unreadable << (unreadable == 1 ? " queue" : " queues")
+              << " could not be read (shown with ?; --json says why)\n";
     return exit_ok;
   }
 
