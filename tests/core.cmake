@@ -9,3 +9,4 @@ dlq_add_test(test_contract_memory SOURCES contract/contract_memory.cpp LABELS "c
 include(headers/headers.cmake)
 include(compile_fail/compile_fail.cmake)
 include(consumer/consumer.cmake)
+include(fuzz/fuzz.cmake)

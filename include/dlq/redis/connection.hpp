@@ -1,0 +1,401 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file redis/connection.hpp
+/// One blocking connection to Redis over hiredis (0.14 and 1.x): dlq::redis::Command,
+/// dlq::redis::Reply and dlq::redis::Connection.
+///
+/// A Connection connects lazily, applies the connect and command timeouts, TCP keepalive,
+/// AUTH and SELECT — and applies them again after every reconnect (hiredis 0.14's own
+/// redisReconnect drops the command timeout, so it is not used). A lost connection is
+/// re-established with exponential backoff. Requests are pipelined: all commands of a call
+/// are written with one send() and all replies read afterwards.
+///
+/// Retries are safe by construction: a read is retried once on a fresh connection after a
+/// connection loss (never after a timeout); a write is retried only when not one byte of it
+/// left this process. A write that failed after being (partly) sent throws with
+/// `outcome_unknown() == true` and is never re-sent.
+///
+/// A Connection is not thread-safe; share connections between threads with
+/// dlq::redis::ConnectionPool.
+#pragma once
+
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "dlq/errors.hpp"
+#include "dlq/redis/error_mapping.hpp"
+#include "dlq/redis/options.hpp"
+
+namespace dlq::redis {
+
+namespace detail {
+struct ReplyDeleter {
+  void operator()(redisReply* r) const noexcept {
+    if (r != nullptr) freeReplyObject(r);
+  }
+};
+struct ContextDeleter {
+  void operator()(redisContext* c) const noexcept {
+    if (c != nullptr) redisFree(c);
+  }
+};
+}  // namespace detail
+
+/// An owned hiredis reply (freed on destruction). Error replies are returned as replies of
+/// type REDIS_REPLY_ERROR; see dlq::redis::check.
+using Reply = std::unique_ptr<redisReply, detail::ReplyDeleter>;
+
+/// Whether a request may change data. Decides what is retried after a failure.
+enum class Effect : unsigned char {
+  read,  ///< no side effect: retried once on a fresh connection after a connection loss
+  write  ///< retried only if not one byte was sent; else outcome unknown, never re-sent
+};
+
+/// One Redis command: its arguments by reference (string views must outlive the call that
+/// sends it) or owned (numbers, temporaries given to arg_copy).
+class Command {
+ public:
+  Command() = default;
+  /// Starts a command with its name, e.g. Command("RPUSH").
+  explicit Command(std::string_view name) { arg(name); }
+  Command(const Command&) = delete;  // views may point into owned_: copying would dangle
+  Command& operator=(const Command&) = delete;
+  Command(Command&&) = default;  // a moved deque keeps its elements in place
+  Command& operator=(Command&&) = default;
+  ~Command() = default;
+
+  /// Appends an argument by reference: the bytes must stay valid until the command is sent.
+  Command& arg(std::string_view a) {
+    args_.push_back(a.data() != nullptr ? a : std::string_view("", 0));
+    return *this;
+  }
+  /// Appends an integer argument (copied).
+  template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
+  Command& arg(I n) {
+    return arg_copy(std::to_string(n));
+  }
+  /// Appends an argument by copy.
+  Command& arg_copy(std::string s) {
+    owned_.push_back(std::move(s));
+    return arg(std::string_view(owned_.back()));
+  }
+  /// Reserves room for `n` arguments.
+  void reserve(std::size_t n) { args_.reserve(n); }
+  /// Number of arguments, the name included.
+  std::size_t size() const noexcept { return args_.size(); }
+  /// The arguments.
+  const std::vector<std::string_view>& args() const noexcept { return args_; }
+  /// Sets the text naming this command in messages (default: name and first argument).
+  Command& label(std::string text) {
+    label_ = std::move(text);
+    return *this;
+  }
+  /// The text naming this command in messages. Never contains AUTH arguments.
+  std::string label() const {
+    if (!label_.empty()) return label_;
+    if (args_.empty()) return "(empty command)";
+    std::string l(args_[0]);
+    if (args_.size() > 1 && l != "AUTH" && l != "auth") {
+      const std::string_view a1 = args_[1];
+      l += " ";
+      l += a1.size() > 64 ? std::string(a1.substr(0, 64)) + "…" : std::string(a1);
+    }
+    return l;
+  }
+
+  /// Appends this command in RESP (the Redis protocol) to `out`.
+  void encode(std::string& out) const {
+    char num[24];
+    auto put_len = [&](char prefix, std::size_t n) {
+      out += prefix;
+      const auto r = std::to_chars(num, num + sizeof num, n);
+      out.append(num, static_cast<std::size_t>(r.ptr - num));
+      out += "\r\n";
+    };
+    put_len('*', args_.size());
+    for (const std::string_view a : args_) {
+      put_len('$', a.size());
+      out.append(a.data(), a.size());
+      out += "\r\n";
+    }
+  }
+
+ private:
+  std::vector<std::string_view> args_;
+  std::deque<std::string> owned_;  // deque: pointers stay valid as it grows
+  std::string label_;
+};
+
+/// One blocking connection to one Redis server. Not thread-safe (use ConnectionPool).
+class Connection {
+ public:
+  /// Stores the options; connects on first use (or on connect()). Does not throw.
+  explicit Connection(ConnectionOptions options)
+      : options_(std::move(options)), endpoint_(options_.endpoint()) {}
+
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  Connection(Connection&&) noexcept = default;
+  Connection& operator=(Connection&&) noexcept = default;
+  ~Connection() = default;
+
+  /// The options this connection uses.
+  const ConnectionOptions& options() const noexcept { return options_; }
+  /// "host:port" (or "unix:/path"), for messages. Never contains the password.
+  const std::string& endpoint() const noexcept { return endpoint_; }
+  /// True while a connection is established (it may still have been closed by the peer).
+  bool connected() const noexcept { return ctx_ != nullptr; }
+  /// The server's CLIENT ID of the current connection; 0 when unknown or not connected.
+  long long client_id() const noexcept { return ctx_ != nullptr ? client_id_ : 0; }
+  /// How many times this object has (re)connected, the first connect included.
+  std::size_t connect_count() const noexcept { return connects_; }
+
+  /// Connects now (with reconnect_attempts retries and backoff on refused/lost connections).
+  /// @throws dlq::connection_error (refused, closed), dlq::timeout_error (no answer within
+  ///         connect_timeout/command_timeout), dlq::reply_error (AUTH or SELECT refused:
+  ///         code WRONGPASS, NOAUTH, ERR…). Nothing is retried after a timeout or a refusal
+  ///         of AUTH.
+  void connect() {
+    ctx_.reset();
+    auto backoff = options_.reconnect_backoff;
+    for (int attempt = 0;; ++attempt) {
+      try {
+        connect_once();
+        return;
+      } catch (const dlq::timeout_error&) {
+        throw;
+      } catch (const dlq::connection_error&) {
+        if (attempt >= options_.reconnect_attempts) throw;
+      }
+      if (backoff.count() > 0) std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::max(options_.reconnect_backoff_max, backoff));
+    }
+  }
+
+  /// Closes the connection (the next request reconnects).
+  void disconnect() noexcept { ctx_.reset(); }
+
+  /// Sends `count` commands in one write and reads their replies (pipelining).
+  /// Error replies are returned as replies, not thrown (see check()).
+  /// @param effect Effect::write if any command may change data: decides what is retried.
+  /// @throws dlq::timeout_error, dlq::connection_error, dlq::protocol_error — with
+  ///         outcome_unknown() when a write had (partly) left this process.
+  std::vector<Reply> run(const Command* commands, std::size_t count, Effect effect) {
+    std::vector<Reply> replies;
+    if (count == 0) return replies;
+    for (int pass = 0;; ++pass) {
+      ensure_ready();
+      detail::IoFailure failure;
+      if (exchange(commands, count, replies, failure)) return replies;
+      ctx_.reset();
+      const bool timeout = detail::is_timeout(failure);
+      const bool retry_safe = effect == Effect::read || !failure.sent_any;
+      if (pass == 0 && !timeout && retry_safe) continue;
+      std::string doing = commands[0].label();
+      if (count > 1) doing += " (pipeline of " + std::to_string(count) + " commands)";
+      detail::throw_io_failure(failure, endpoint_, doing, effect == Effect::write,
+                               options_.command_timeout);
+    }
+  }
+  /// Runs a batch of commands pipelined; see run(const Command*, std::size_t, Effect).
+  std::vector<Reply> run(const std::vector<Command>& commands, Effect effect) {
+    return run(commands.data(), commands.size(), effect);
+  }
+  /// Runs one command; see run(const Command*, std::size_t, Effect).
+  Reply run(const Command& command, Effect effect) {
+    auto replies = run(&command, 1, effect);
+    return std::move(replies.front());
+  }
+
+ private:
+  static timeval to_timeval(std::chrono::milliseconds ms) {
+    timeval tv{};
+    tv.tv_sec = static_cast<decltype(tv.tv_sec)>(ms.count() / 1000);
+    tv.tv_usec = static_cast<decltype(tv.tv_usec)>((ms.count() % 1000) * 1000);
+    return tv;
+  }
+
+  // Connects (no retry), applies timeouts and keepalive, runs AUTH/SELECT/CLIENT ID.
+  void connect_once() {
+    ctx_.reset();
+    client_id_ = 0;
+    const bool tcp = options_.unix_socket.empty();
+    const bool limited = options_.connect_timeout.count() > 0;
+    const timeval ctv = to_timeval(options_.connect_timeout);
+    redisContext* c = nullptr;
+    if (tcp) {
+      c = limited ? redisConnectWithTimeout(options_.host.c_str(), options_.port, ctv)
+                  : redisConnect(options_.host.c_str(), options_.port);
+    } else {
+      c = limited ? redisConnectUnixWithTimeout(options_.unix_socket.c_str(), ctv)
+                  : redisConnectUnix(options_.unix_socket.c_str());
+    }
+    const int saved = errno;
+    std::unique_ptr<redisContext, detail::ContextDeleter> holder(c);
+    if (c == nullptr || c->err != 0) {
+      detail::throw_io_failure(detail::capture_failure(c, saved, false), endpoint_, "connecting",
+                               false, options_.connect_timeout);
+    }
+    // Always set: {0,0} clears the connect timeout hiredis 0.14 leaves on the socket.
+    if (redisSetTimeout(c, to_timeval(options_.command_timeout)) != REDIS_OK) {
+      detail::throw_io_failure(detail::capture_failure(c, errno, false), endpoint_,
+                               "setting the command timeout", false, options_.command_timeout);
+    }
+    if (tcp && options_.keepalive && redisEnableKeepAlive(c) != REDIS_OK) {
+      detail::throw_io_failure(detail::capture_failure(c, errno, false), endpoint_,
+                               "enabling TCP keepalive", false, options_.command_timeout);
+    }
+    ctx_ = std::move(holder);
+    ++connects_;
+    handshake();
+  }
+
+  // AUTH, SELECT and CLIENT ID in one round trip.
+  void handshake() {
+    std::vector<Command> cmds;
+    cmds.reserve(3);
+    const bool auth = !options_.password.empty();
+    if (auth) {
+      Command a("AUTH");
+      if (!options_.user.empty()) a.arg(std::string_view(options_.user));
+      a.arg(std::string_view(options_.password));
+      a.label(options_.user.empty() ? "AUTH" : "AUTH as user '" + options_.user + "'");
+      cmds.push_back(std::move(a));
+    }
+    if (options_.db != 0) cmds.push_back(std::move(Command("SELECT").arg(options_.db)));
+    cmds.push_back(std::move(Command("CLIENT").arg("ID").label("CLIENT ID")));
+    std::vector<Reply> replies;
+    detail::IoFailure failure;
+    if (!exchange(cmds.data(), cmds.size(), replies, failure)) {
+      ctx_.reset();
+      detail::throw_io_failure(failure, endpoint_, "connecting (" + cmds[0].label() + ")", false,
+                               options_.command_timeout);
+    }
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      const redisReply& r = *replies[i];
+      const bool last = i + 1 == replies.size();
+      if (last) {  // CLIENT ID may be forbidden by ACLs: then replay resolution works without it
+        if (r.type == REDIS_REPLY_INTEGER) client_id_ = r.integer;
+        continue;
+      }
+      if (r.type == REDIS_REPLY_ERROR) {
+        ctx_.reset();
+        detail::throw_reply_error(r, endpoint_, "connecting (" + cmds[i].label() + ")");
+      }
+    }
+  }
+
+  // Connects if needed; reconnects when the peer has closed an idle connection (checked
+  // with a zero-timeout poll, so a stale pooled connection never eats a write).
+  void ensure_ready() {
+    if (ctx_ != nullptr) {
+      pollfd p{};
+      p.fd = ctx_->fd;
+      p.events = POLLIN;
+      // Nothing is expected from the server between requests: readable = EOF or garbage.
+      if (::poll(&p, 1, 0) != 0) ctx_.reset();
+    }
+    if (ctx_ == nullptr) connect();
+  }
+
+  // One request/response exchange. Returns false with `failure` filled on an I/O error.
+  bool exchange(const Command* commands, std::size_t count, std::vector<Reply>& replies,
+                detail::IoFailure& failure) {
+    out_.clear();
+    for (std::size_t i = 0; i < count; ++i)
+      commands[i].encode(out_);
+    std::size_t sent = 0;
+    while (sent < out_.size()) {
+      const ssize_t k = ::send(ctx_->fd, out_.data() + sent, out_.size() - sent, MSG_NOSIGNAL);
+      if (k < 0) {
+        const int e = errno;
+        if (e == EINTR) continue;
+        failure.err = REDIS_ERR_IO;
+        failure.saved_errno = e;
+        failure.errstr = std::strerror(e);
+        failure.sent_any = sent > 0;
+        return false;
+      }
+      sent += static_cast<std::size_t>(k);
+    }
+    if (out_.capacity() > (std::size_t{8} << 20)) std::string().swap(out_);
+    replies.clear();
+    replies.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      void* raw = nullptr;
+      // hiredis' output buffer is empty (we wrote ourselves), so this only reads.
+      if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) {
+        failure = detail::capture_failure(ctx_.get(), errno, true);
+        replies.clear();
+        return false;
+      }
+      replies.emplace_back(static_cast<redisReply*>(raw));
+    }
+    return true;
+  }
+
+  ConnectionOptions options_;
+  std::string endpoint_;
+  std::unique_ptr<redisContext, detail::ContextDeleter> ctx_;
+  long long client_id_ = 0;
+  std::size_t connects_ = 0;
+  std::string out_;
+};
+
+/// Bytes of a string or status reply.
+inline std::string_view view(const redisReply& r) noexcept {
+  return r.str != nullptr ? std::string_view(r.str, r.len) : std::string_view{};
+}
+
+/// Throws dlq::reply_error if `r` is an error reply.
+/// @param doing text for the message, e.g. "RPUSH dlq:{orders}"
+inline const redisReply& check(const Reply& r, const Connection& c, const std::string& doing,
+                               bool outcome_unknown = false) {
+  if (r->type == REDIS_REPLY_ERROR) {
+    detail::throw_reply_error(*r, c.endpoint(), doing, outcome_unknown);
+  }
+  return *r;
+}
+
+/// The integer of an integer reply. @throws dlq::reply_error, dlq::protocol_error.
+inline long long integer(const Reply& r, const Connection& c, const std::string& doing) {
+  check(r, c, doing);
+  if (r->type != REDIS_REPLY_INTEGER) detail::throw_unexpected_reply(*r, c.endpoint(), doing);
+  return r->integer;
+}
+
+/// The elements of an array reply as strings (nil elements become empty strings).
+/// @throws dlq::reply_error, dlq::protocol_error.
+inline std::vector<std::string> strings(const Reply& r, const Connection& c,
+                                        const std::string& doing) {
+  check(r, c, doing);
+  if (r->type != REDIS_REPLY_ARRAY) detail::throw_unexpected_reply(*r, c.endpoint(), doing);
+  std::vector<std::string> out;
+  out.reserve(r->elements);
+  for (std::size_t i = 0; i < r->elements; ++i) {
+    const redisReply& e = *r->element[i];
+    if (e.type != REDIS_REPLY_STRING && e.type != REDIS_REPLY_NIL && e.type != REDIS_REPLY_STATUS) {
+      detail::throw_unexpected_reply(e, c.endpoint(), doing);
+    }
+    out.emplace_back(view(e));
+  }
+  return out;
+}
+
+}  // namespace dlq::redis

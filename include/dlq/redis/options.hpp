@@ -1,0 +1,269 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file redis/options.hpp
+/// Where and how to connect to Redis: dlq::redis::ConnectionOptions, dlq::redis::PoolOptions
+/// and dlq::redis::parse_url. This header does not include hiredis.
+///
+///     auto opts = dlq::redis::parse_url("redis://worker:s3cret@10.0.0.5:6380/2");
+///     opts.command_timeout = std::chrono::milliseconds(250);
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "dlq/errors.hpp"
+
+namespace dlq::redis {
+
+/// How to reach one Redis server and how patient to be with it. Every default is stated;
+/// a zero duration means "no limit" where said so.
+struct ConnectionOptions {
+  /// Host name or IP address for TCP. Default "127.0.0.1". Ignored when unix_socket is set.
+  std::string host = "127.0.0.1";
+  /// TCP port. Default 6379. Ignored when unix_socket is set.
+  int port = 6379;
+  /// Path of a unix-domain socket. Default empty (= use TCP host:port).
+  std::string unix_socket;
+  /// ACL user name for `AUTH user password` (Redis >= 6). Default empty (= `AUTH password`
+  /// as the default user, when a password is set).
+  std::string user;
+  /// Password for AUTH. Default empty (= no AUTH). Never appears in any message.
+  std::string password;
+  /// Database index for SELECT. Default 0 (= no SELECT is sent).
+  int db = 0;
+  /// Limit for establishing a connection (TCP connect). Default 1000 ms; 0 = no limit.
+  std::chrono::milliseconds connect_timeout{1000};
+  /// Limit for each command's answer (socket send/receive timeout), re-applied after every
+  /// reconnect. Default 2000 ms; 0 = no limit (a frozen server blocks the caller forever).
+  std::chrono::milliseconds command_timeout{2000};
+  /// Enable TCP keepalive so dead peers are noticed on idle connections. Default true.
+  /// Ignored for unix sockets.
+  bool keepalive = true;
+  /// How many times a lost or refused connection is re-established before an operation
+  /// gives up (with backoff between tries). Default 4; 0 = one try, no retry.
+  /// A timeout is never retried: it is reported at once.
+  int reconnect_attempts = 4;
+  /// Wait before the first reconnect try; doubled for each further try. Default 50 ms;
+  /// 0 = retry at once.
+  std::chrono::milliseconds reconnect_backoff{50};
+  /// Upper bound of the doubled backoff. Default 1000 ms; 0 (or anything below
+  /// reconnect_backoff) = the backoff does not grow.
+  std::chrono::milliseconds reconnect_backoff_max{1000};
+
+  /// "host:port" or "unix:/path" — for messages; never contains the password.
+  std::string endpoint() const {
+    std::string e = unix_socket.empty() ? host_for_display() + ":" + std::to_string(port)
+                                        : "unix:" + unix_socket;
+    if (db != 0) e += "/" + std::to_string(db);
+    return e;
+  }
+
+ private:
+  std::string host_for_display() const {
+    return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  }
+};
+
+/// How many connections a storage may open to one server, shared by all threads.
+struct PoolOptions {
+  /// Most connections open at once; a thread that finds all of them busy waits.
+  /// Default 8; 0 = 1.
+  std::size_t size = 8;
+  /// How long a thread waits for a free connection before a dlq::timeout_error.
+  /// Default 5000 ms; 0 = wait without limit.
+  std::chrono::milliseconds wait_timeout{5000};
+};
+
+namespace detail {
+
+inline int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/// The URL with any password replaced by "***", for messages.
+inline std::string redact_url(std::string_view url) {
+  std::string out(url);
+  const auto scheme_end = out.find("://");
+  if (scheme_end != std::string::npos) {
+    const auto auth_start = scheme_end + 3;
+    const auto query = out.find('?', auth_start);
+    const auto at = out.rfind('@', query == std::string::npos ? std::string::npos : query);
+    if (at != std::string::npos && at >= auth_start) {
+      const auto colon = out.find(':', auth_start);
+      // "user:password@" keeps the user; a lone "password@" is redacted whole.
+      const auto from = (colon != std::string::npos && colon < at) ? colon + 1 : auth_start;
+      out.replace(from, at - from, "***");
+    }
+  }
+  const std::string_view name = "password=";
+  auto pos = out.find(name);
+  if (pos != std::string::npos) {
+    pos += name.size();
+    const auto end = out.find('&', pos);
+    out.replace(pos, (end == std::string::npos ? out.size() : end) - pos, "***");
+  }
+  return out;
+}
+
+[[noreturn]] inline void bad_url(std::string_view url, const std::string& what) {
+  throw dlq::invalid_argument(dlq::detail::message(
+      "redis", "URL '" + redact_url(url) + "'", what,
+      "expected redis://[user:password@]host[:port][/db] or unix:///path/redis.sock?db=N"));
+}
+
+inline std::string percent_decode(std::string_view url, std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%') {
+      if (i + 2 >= s.size()) bad_url(url, "truncated %-escape");
+      const int hi = hex_digit(s[i + 1]);
+      const int lo = hex_digit(s[i + 2]);
+      if (hi < 0 || lo < 0) bad_url(url, "bad %-escape");
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+inline long parse_number(std::string_view url, std::string_view s, const char* what, long lo,
+                         long hi) {
+  if (s.empty() || s.size() > 9) bad_url(url, std::string(what) + " must be a number");
+  long v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9')
+      bad_url(url, std::string(what) + " '" + std::string(s) + "' is not a number");
+    v = v * 10 + (c - '0');
+  }
+  if (v < lo || v > hi) {
+    bad_url(url, std::string(what) + " " + std::string(s) + " is out of range " +
+                     std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  return v;
+}
+
+/// Applies `a=b&c=d` query parameters (db, password, user) to `o`.
+inline void apply_query(std::string_view url, std::string_view query, ConnectionOptions& o) {
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    const auto eq = pair.find('=');
+    const std::string_view key = pair.substr(0, eq);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+    if (key == "db") {
+      o.db = static_cast<int>(parse_number(url, value, "db", 0, 1 << 20));
+    } else if (key == "password") {
+      o.password = percent_decode(url, value);
+    } else if (key == "user" || key == "username") {
+      o.user = percent_decode(url, value);
+    } else {
+      bad_url(url, "unknown parameter '" + std::string(key) + "' (known: db, user, password)");
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Parses a Redis URL into connection options (timeouts and retries keep their defaults).
+///
+/// Accepted forms:
+///  - `redis://[[user]:password@]host[:port][/db][?db=N]` — TCP; host may be `[ipv6]`;
+///    default port 6379, default db 0; user and password are %-decoded.
+///  - `unix:///path/redis.sock[?db=N&user=U&password=P]`, also `redis+unix://` and
+///    `unix://[[user]:password@]/path`.
+/// @throws dlq::invalid_argument for anything else (other schemes such as rediss://, a bad
+///         port or db, an empty host or path). The message never contains the password.
+inline ConnectionOptions parse_url(std::string_view url) {
+  using detail::bad_url;
+  ConnectionOptions o;
+  std::string_view rest;
+  bool unix_form = false;
+  if (url.rfind("redis://", 0) == 0) {
+    rest = url.substr(8);
+  } else if (url.rfind("unix://", 0) == 0) {
+    rest = url.substr(7);
+    unix_form = true;
+  } else if (url.rfind("redis+unix://", 0) == 0) {
+    rest = url.substr(13);
+    unix_form = true;
+  } else if (url.rfind("rediss://", 0) == 0) {
+    bad_url(url, "TLS (rediss://) is not supported by this build");
+  } else {
+    bad_url(url, "unknown scheme");
+  }
+
+  std::string_view query;
+  if (const auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+
+  // user-info: for TCP everything before the last '@' (the path is only a db number, so a
+  // password may contain '/'); for a socket everything before an '@' that precedes the path.
+  const auto first_slash = rest.find('/');
+  const auto at = unix_form ? rest.find('@') : rest.rfind('@');
+  if (at != std::string_view::npos &&
+      (!unix_form || first_slash == std::string_view::npos || at < first_slash)) {
+    const std::string_view info = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const auto colon = info.find(':');
+    if (colon == std::string_view::npos) {
+      // "redis://password@host" is ambiguous; treat a lone word as the password (redis-py
+      // and redis-cli treat it the same way).
+      o.password = detail::percent_decode(url, info);
+    } else {
+      o.user = detail::percent_decode(url, info.substr(0, colon));
+      o.password = detail::percent_decode(url, info.substr(colon + 1));
+    }
+  }
+
+  if (unix_form) {
+    if (rest.empty() || rest.front() != '/') bad_url(url, "the socket path must be absolute");
+    o.unix_socket = detail::percent_decode(url, rest);
+    o.host.clear();
+    o.port = 0;
+  } else {
+    std::string_view hostport = rest.substr(0, rest.find('/'));
+    std::string_view path = rest.find('/') == std::string_view::npos
+                                ? std::string_view{}
+                                : rest.substr(rest.find('/') + 1);
+    std::string_view port_text;
+    if (!hostport.empty() && hostport.front() == '[') {
+      const auto close = hostport.find(']');
+      if (close == std::string_view::npos) bad_url(url, "unclosed '[' in the host");
+      o.host = std::string(hostport.substr(1, close - 1));
+      const std::string_view after = hostport.substr(close + 1);
+      if (!after.empty()) {
+        if (after.front() != ':') bad_url(url, "unexpected text after ']'");
+        port_text = after.substr(1);
+        if (port_text.empty()) bad_url(url, "empty port");
+      }
+    } else {
+      const auto colon = hostport.find(':');
+      o.host = std::string(hostport.substr(0, colon));
+      if (colon != std::string_view::npos) {
+        port_text = hostport.substr(colon + 1);
+        if (port_text.empty()) bad_url(url, "empty port");
+      }
+    }
+    if (o.host.empty()) bad_url(url, "empty host");
+    if (!port_text.empty()) {
+      o.port = static_cast<int>(detail::parse_number(url, port_text, "port", 1, 65535));
+    }
+    if (!path.empty()) o.db = static_cast<int>(detail::parse_number(url, path, "db", 0, 1 << 20));
+  }
+  detail::apply_query(url, query, o);
+  return o;
+}
+
+}  // namespace dlq::redis

@@ -1,0 +1,883 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file storage/redis_list.hpp
+/// dlq::RedisListStorage: dead letters in Redis lists, readable and writable by the Python
+/// seed service (`dlq:orders` / `queue:orders` lists of JSON envelopes). CMake: dlq::redis.
+///
+///     dlq::DeadLetterQueue<dlq::RedisListStorage> dlq(
+///         dlq::RedisListStorage("redis://127.0.0.1:6379/0"));
+///     dlq.send_to_dlq("orders", payload, "payment timeout", 3, "worker-7");
+///
+/// Keys. Every key is a pattern with `*` standing for the queue name. The default layout is
+/// Redis-Cluster-safe: all keys of one queue share the hash tag `{queue}` —
+/// dead list `dlq:{orders}`, source list `queue:{orders}`, corrupt list `dlq:{orders}:corrupt`,
+/// and the short-lived replay receipts `dlq:{orders}:receipt:<step>`. To share keys with the
+/// Python seed set `dead_key = "dlq:*"`, `source_key = "queue:*"`, `corrupt_key =
+/// "dlq:*:corrupt"` (not cluster-safe, as the seed's keys are not). The patterns double as
+/// SCAN MATCH patterns for queues() (glob characters in the fixed parts are escaped). When a
+/// key matches both the dead and the corrupt pattern (`dlq:a:corrupt` with the seed layout),
+/// it is taken as a corrupt list.
+///
+/// Costs. push = one RPUSH, one round trip (push_bounded: one short script; bump_count:
+/// INCR + EXPIRE in one MULTI/EXEC). push_many = one pipelined round trip (one RPUSH
+/// per run of consecutive records of the same queue). size/range/remove = one command.
+/// purge = one script (LLEN + UNLINK, atomic, exact count). sizes = one pipelined round
+/// trip. queues = SCAN MATCH … TYPE list (never KEYS). replay_step = one round trip per batch.
+///
+/// Replay algorithm: compare-and-move (decided by measurement — numbers below).
+///  1. The window is read with a plain `LRANGE dead off off+n-1` (the previous step pipelined
+///     it behind its script, so a running replay costs one round trip per batch).
+///  2. The client calls the decider per item and cuts out payloads. No JSON is ever decoded
+///     in Lua (cjson mangles big numbers, `[]`, `/` and key order).
+///  3. One script gets the offset and, per decided item, its index, its raw bytes, its
+///     action and payload. It re-reads the window and checks that every decided item is
+///     byte-identical at its index — otherwise it returns "conflict" having changed nothing.
+///     Then it RPUSHes payloads to their destinations and set-aside raws to the corrupt list,
+///     and removes the decided items: `LTRIM dead m -1` when they are the head of the list
+///     (replay-all), else LSET each to a tombstone unique to this step and `LREM dead m
+///     tombstone` (a positive count stops after m removals: O(offset + window)). Last it sets
+///     a receipt key (`SET … PX`) that tells a client whose answer got lost that it ran.
+///  An item is at every instant in exactly one place (dead list, destination, corrupt list):
+///  a replayer killed at any point leaves nothing to recover; concurrent replayers, the
+///  seed's LPOP, trims and LREMs are caught by the byte comparison; no staging list, lease
+///  or lock; producers' RPUSHes during a replay never abort it (unlike WATCH), and new items
+///  land behind the window, so replay-all keeps snapshot semantics.
+///
+/// Why the script cannot lose an item: Redis does not roll back a script that fails midway;
+/// writes done before the failure stay. The script does every check first (byte comparison,
+/// TYPE of each list it writes — so no RPUSH can fail with WRONGTYPE), then pushes, and
+/// removes only after every push succeeded. A failure after the pushes and before the
+/// removal leaves copies in both places (a duplicate, never a loss); a failure between the
+/// LSETs and the LREM leaves tombstones whose payloads were already pushed — recover()
+/// removes such stray tombstones.
+///
+/// Unknown outcome: if the script's answer is lost (timeout, connection dropped after
+/// sending), the step reconnects and, in one round trip, kills its old connection
+/// (`CLIENT KILL ID`, so a script still queued there can never run later) and reads the
+/// receipt: present = the batch was applied; absent = nothing was applied (the step reports
+/// a conflict and the caller re-decides). This is the exact form of "were the items removed
+/// from their positions and did the destination grow?" — which is ambiguous while producers
+/// and consumers use the same lists. If the server cannot be reached for that, the step
+/// throws with outcome_unknown() == true and says that nothing was lost.
+///
+/// Measurements that decided the algorithm (2 cores, loopback, redis-server 7.0.15, hiredis
+/// 0.14.1; replay-all of 100k entries of 300 B, batches of 1000, medians of 5 runs, same
+/// server, quiet machine; the other numbers come from tests/benchmarks/redis/run.sh):
+///
+/// | replay-all, 100k x 300 B                                     | entries/s | vs LMOVE |
+/// | ------------------------------------------------------------ | --------- | -------- |
+/// | server-side LMOVE loop in one Lua script (bare move limit)   |     904 k |     1.00 |
+/// | two-phase staging (DESIGN.md; prototype, not in the library) |     949 k |     1.05 |
+/// | compare-and-move, one ARGV per raw and per payload (first)   |     462 k |     0.51 |
+/// | compare-and-move, packed plan + payload spans (this file)    |     532 k |     0.59 |
+/// | same, with the 512 KiB script budget (the default)           |     500 k |     0.55 |
+/// | per-item LPOP + RPUSH loop, C++/hiredis (the seed's method)  |      28 k |     0.03 |
+/// | the seed itself, Python + sync redis-py                      |      14 k |    0.016 |
+///
+/// Where a script's time goes (INFO commandstats, 1000 items of 300 B): turning bytes into
+/// Lua strings — ~1.1 ns per ARGV byte, ~1.4 ns per byte read with LRANGE inside the script;
+/// the comparison itself is nearly free (Lua interns strings: equal = same pointer). Hence
+/// one ARGV per raw (a single 300 KB blob was slower: large allocations), a packed binary
+/// plan (struct.unpack), payloads as spans of their raw item instead of second copies, and
+/// no table.concat (1.1 ms per 1000 items in Lua 5.1). Script: ~1.4 ms per 1000 x 300 B;
+/// with 2 KB entries and the 512 KiB budget p50 1.0 ms, max 2.0 ms (SLOWLOG).
+///
+/// Through DeadLetterQueue (envelopes of ~470 B around 300 B payloads) replay_all runs at
+/// ~300 k/s = ~0.42x an LMOVE loop over the same envelopes: the script turns each raw item
+/// into a Lua string twice (received, re-read) plus the payload once, where LMOVE makes one;
+/// the front end's own work is ~10% (same envelopes replayed with a pass-through decider:
+/// ~320 k/s). The byte-exact comparison is what costs; comparing less (a prefix, a sample)
+/// could match a shifted item and remove it without pushing its payload — a loss.
+///
+/// Decision: compare-and-move. Staging moves bytes ~1.8x faster (its script returns the
+/// window instead of receiving it back), but it cannot keep filtered-out items in place
+/// (they would have to be pushed back, at the head only), detects no conflicts, and leaves
+/// staging lists that a later replay must recover — which needs leases to tell a dead
+/// replayer from a slow one, or it doubles jobs. Compare-and-move has none of that, meets the
+/// >= 0.5x-LMOVE target, and is ~19x the seed's per-item loop in C++ (~37x the seed itself).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dlq/errors.hpp"
+#include "dlq/redis/connection.hpp"
+#include "dlq/redis/options.hpp"
+#include "dlq/redis/pool.hpp"
+#include "dlq/redis/script.hpp"
+#include "dlq/storage.hpp"
+
+namespace dlq {
+
+/// Key names and batch limits of a RedisListStorage. Every default is stated. A key pattern
+/// must contain exactly one `*` (the queue name) and the three patterns must differ, else the
+/// storage's constructor throws dlq::invalid_argument.
+struct RedisListOptions {
+  /// Dead-letter list of a queue; `*` is the queue name. Default "dlq:{*}" (cluster-safe).
+  /// The Python seed's layout is "dlq:*".
+  std::string dead_key = "dlq:{*}";
+  /// Source queue replay pushes payloads to; `*` is the queue name. Default "queue:{*}".
+  /// The Python seed's layout is "queue:*".
+  std::string source_key = "queue:{*}";
+  /// List of corrupt items set aside by replay. Default "dlq:{*}:corrupt".
+  std::string corrupt_key = "dlq:{*}:corrupt";
+  /// Most items one replay script moves. Default 1000; 0 = 1000; values above 4000 are
+  /// lowered to 4000 (a script must stay short: it blocks the server while it runs).
+  std::size_t max_batch_items = 1000;
+  /// Most bytes one replay script handles — each decided raw item counts twice (the script
+  /// receives it and re-reads it from the list), a payload sent as bytes once; a step stops
+  /// deciding items once it is reached (at least one item is always decided). Bounds how
+  /// long a script blocks the server (measured: 2 KB entries, 512 KiB → p50 1.0 ms, max
+  /// 2.0 ms; 1 MiB → p50 2.0 ms, max 3.3 ms). Default 512 KiB (1000 items of 300 B fit in
+  /// ~1.1 batches); 0 = 512 KiB.
+  std::size_t max_batch_bytes = std::size_t{512} << 10;
+  /// How long a replay receipt key lives. Default 10 minutes; 0 = 10 minutes.
+  std::chrono::milliseconds receipt_ttl{600000};
+  /// Connection pool: how many connections all threads share, how long to wait for one.
+  redis::PoolOptions pool;
+};
+
+namespace detail {
+
+/// A key pattern split at its `*`: prefix + queue + suffix.
+struct KeyPattern {
+  std::string prefix;
+  std::string suffix;
+
+  static KeyPattern parse(const std::string& pattern, const char* option) {
+    const auto star = pattern.find('*');
+    if (star == std::string::npos || pattern.find('*', star + 1) != std::string::npos) {
+      throw dlq::invalid_argument(
+          dlq::detail::message("redis", std::string("RedisListOptions::") + option,
+                               "key pattern '" + pattern + "' must contain exactly one '*'",
+                               "use '*' where the queue name goes, e.g. \"dlq:{*}\""));
+    }
+    return KeyPattern{pattern.substr(0, star), pattern.substr(star + 1)};
+  }
+  std::string key(std::string_view queue) const {
+    std::string k;
+    k.reserve(prefix.size() + queue.size() + suffix.size());
+    k += prefix;
+    k += queue;
+    k += suffix;
+    return k;
+  }
+  /// The SCAN MATCH glob: fixed parts escaped, `*` for the queue.
+  std::string glob() const { return escape(prefix) + "*" + escape(suffix); }
+  /// The queue name if `key` has this pattern's shape.
+  std::optional<std::string> queue_of(std::string_view key) const {
+    if (key.size() <= prefix.size() + suffix.size()) return std::nullopt;
+    if (key.substr(0, prefix.size()) != prefix) return std::nullopt;
+    if (key.substr(key.size() - suffix.size()) != suffix) return std::nullopt;
+    return std::string(key.substr(prefix.size(), key.size() - prefix.size() - suffix.size()));
+  }
+  static std::string escape(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+      if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out;
+  }
+};
+
+// The replay step (compare-and-move). See the file comment for why it cannot lose an item.
+// KEYS[1] dead list, KEYS[2] corrupt list, KEYS[3] receipt key, KEYS[4..] destination lists.
+// ARGV[1] offset of the window, ARGV[2] span of the window to re-read, ARGV[3] tombstone,
+// ARGV[4] '1' when the decided items are exactly the head of the list, ARGV[5] receipt
+// lifetime (ms), ARGV[6] the plan: per decided item four little-endian uint32 — index in the
+// window, key index (0 = set aside to KEYS[2], 1 = discard), payload's first and last byte in the
+// raw item (1-based; first = 0: the payload is the next of the explicit payloads), then one ARGV
+// per decided item with its raw bytes, then the explicit payloads (those that are not a span of
+// their raw item). Payloads travel as spans because a script's time goes into the bytes it turns
+// into Lua strings (measured ~1.1 ns per byte of ARGV).
+inline constexpr std::string_view replay_script_source = R"lua(
+local off = tonumber(ARGV[1])
+local win = redis.call('LRANGE', KEYS[1], off, off + tonumber(ARGV[2]) - 1)
+local plan = ARGV[6]
+local m = #plan / 16
+local items, idx, keys, from, to = {}, {}, {}, {}, {}
+for j = 1, m do
+  local i, k, a, b = struct.unpack('<I4I4I4I4', plan, 16 * j - 15)
+  local w = win[i + 1]
+  if w ~= ARGV[6 + j] then return 0 end
+  items[j] = w; idx[j] = i; keys[j] = k; from[j] = a; to[j] = b
+end
+for k = 2, #KEYS do
+  if k ~= 3 then
+    local t = redis.call('TYPE', KEYS[k])['ok']
+    if t ~= 'list' and t ~= 'none' then
+      return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t ..
+                               ', not a list; nothing was moved')
+    end
+  end
+end
+local lists = {}
+local e = 6 + m
+for j = 1, m do
+  local k = keys[j]
+  local v
+  if k == 0 then
+    k = 2; v = items[j]
+  elseif k == 1 then
+    v = nil
+  elseif from[j] > 0 then
+    v = string.sub(items[j], from[j], to[j])
+  else
+    e = e + 1; v = ARGV[e]
+  end
+  if v ~= nil then
+    local t = lists[k]
+    if t == nil then t = {}; lists[k] = t end
+    t[#t + 1] = v
+  end
+end
+for k, t in pairs(lists) do
+  for i = 1, #t, 1000 do
+    redis.call('RPUSH', KEYS[k], unpack(t, i, math.min(i + 999, #t)))
+  end
+end
+if ARGV[4] == '1' then
+  redis.call('LTRIM', KEYS[1], m, -1)
+else
+  for j = 1, m do
+    redis.call('LSET', KEYS[1], off + idx[j], ARGV[3])
+  end
+  redis.call('LREM', KEYS[1], m, ARGV[3])
+end
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
+return 1
+)lua";
+
+// Bounded push: RPUSH only while the list is shorter than ARGV[1]; 0 = full.
+inline constexpr std::string_view bounded_push_script_source = R"lua(
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+return redis.call('RPUSH', KEYS[1], ARGV[2])
+)lua";
+
+// Purge: exact count and removal in one atomic step. LLEN fails with WRONGTYPE on a key of
+// another type before UNLINK could delete it.
+inline constexpr std::string_view purge_script_source = R"lua(
+local n = redis.call('LLEN', KEYS[1])
+if n > 0 then redis.call('UNLINK', KEYS[1]) end
+return n
+)lua";
+
+/// Prefix of the tombstones replay writes with LSET right before removing them with LREM.
+/// It starts with a NUL byte, so it is never a JSON envelope.
+inline constexpr std::string_view tombstone_prefix{"\0dlq:tombstone:", 15};
+
+}  // namespace detail
+
+/// Dead-letter storage in Redis lists (see the file comment). Thread-safe: all members may
+/// be called from many threads at once; they share a connection pool.
+class RedisListStorage {
+ public:
+  /// The replay position: the offset of the next window (= items kept so far at the head of
+  /// the list) and the window prefetched by the previous step (pipelined behind its script).
+  struct replay_cursor {
+    std::size_t offset = 0;           ///< items of the dead list before the next window
+    std::vector<std::string> window;  ///< items read ahead, valid only while `prefetched`
+    std::size_t next = 0;             ///< first unconsumed item of `window`
+    bool prefetched = false;          ///< `window` was read and may be used (it is verified)
+  };
+
+  /// Connects to `connection` (lazily: the first operation connects).
+  /// @throws dlq::invalid_argument when a key pattern does not have exactly one `*` or two
+  ///         patterns are equal.
+  explicit RedisListStorage(redis::ConnectionOptions connection, RedisListOptions options = {})
+      : options_(std::move(options)),
+        dead_(detail::KeyPattern::parse(options_.dead_key, "dead_key")),
+        source_(detail::KeyPattern::parse(options_.source_key, "source_key")),
+        corrupt_(detail::KeyPattern::parse(options_.corrupt_key, "corrupt_key")),
+        shared_(std::make_unique<Shared>(std::move(connection), options_.pool)) {
+    if (options_.dead_key == options_.corrupt_key || options_.dead_key == options_.source_key ||
+        options_.corrupt_key == options_.source_key) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", "RedisListOptions", "dead_key, source_key and corrupt_key must differ",
+          "give each list its own pattern"));
+    }
+    if (options_.max_batch_items == 0) options_.max_batch_items = 1000;
+    options_.max_batch_items = std::min<std::size_t>(options_.max_batch_items, 4000);
+    if (options_.max_batch_bytes == 0) options_.max_batch_bytes = std::size_t{512} << 10;
+    if (options_.receipt_ttl.count() <= 0) options_.receipt_ttl = std::chrono::minutes(10);
+    std::random_device rd;
+    shared_->step_base =
+        (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+
+  /// Parses `url` (see dlq::redis::parse_url) and connects lazily.
+  /// @throws dlq::invalid_argument for a bad URL or bad key patterns.
+  explicit RedisListStorage(std::string_view url, RedisListOptions options = {})
+      : RedisListStorage(redis::parse_url(url), std::move(options)) {}
+
+  RedisListStorage(const RedisListStorage&) = delete;
+  RedisListStorage& operator=(const RedisListStorage&) = delete;
+  /// Moves the connection pool along; the moved-from storage must not be used any more.
+  RedisListStorage(RedisListStorage&&) noexcept = default;
+  /// Moves the connection pool along; the moved-from storage must not be used any more.
+  RedisListStorage& operator=(RedisListStorage&&) noexcept = default;
+  ~RedisListStorage() = default;
+
+  /// The options in force (after defaults were applied).
+  const RedisListOptions& options() const noexcept { return options_; }
+  /// The connection pool (for tools and tests that need raw commands).
+  redis::ConnectionPool& pool() noexcept { return shared_->pool; }
+
+  /// The Redis key of a queue's dead or corrupt list.
+  std::string key(std::string_view queue, ListKind kind) const {
+    return kind == ListKind::dead ? dead_.key(queue) : corrupt_.key(queue);
+  }
+  /// The Redis key of a queue's source list (where replay pushes payloads).
+  std::string source_key(std::string_view queue) const { return source_.key(queue); }
+
+  /// Appends an envelope to the queue's dead list: one RPUSH.
+  /// @return the dead list's length after the push.
+  /// @throws dlq::invalid_argument (empty queue name), dlq::storage_error subclasses; a
+  ///         timeout after sending has outcome_unknown() == true (never re-sent).
+  std::size_t push(const Record& record) {
+    check_queue(record.queue, "push");
+    const std::string k = dead_.key(record.queue);
+    redis::Command c("RPUSH");
+    c.arg(std::string_view(k)).arg(record.envelope);
+    auto lease = shared_->pool.acquire();
+    redis::Reply r = lease->run(c, redis::Effect::write);
+    return static_cast<std::size_t>(redis::integer(r, *lease, c.label()));
+  }
+
+  /// Appends an envelope only while the dead list has fewer than `max_length` items,
+  /// atomically (one script: LLEN, then RPUSH). One round trip.
+  /// @return false (and nothing stored) when the list is full.
+  /// @throws as push().
+  bool push_bounded(const Record& record, std::size_t max_length) {
+    check_queue(record.queue, "push_bounded");
+    const std::string k = dead_.key(record.queue);
+    const std::string label = "bounded push script on " + k;
+    auto lease = shared_->pool.acquire();
+    auto replies = shared_->bounded_push_script.run_pipeline(
+        *lease, 0,
+        [&](const std::string& sha) {
+          std::vector<redis::Command> cmds;
+          redis::Command c("EVALSHA");
+          c.arg_copy(sha).arg(1).arg(std::string_view(k)).arg(max_length).arg(record.envelope);
+          c.label(label);
+          cmds.push_back(std::move(c));
+          return cmds;
+        },
+        redis::Effect::write);
+    return redis::integer(replies[0], *lease, label) > 0;
+  }
+
+  /// Adds one to the counter `key` of `queue` (the poison-loop guard's) and returns its new
+  /// value; the counter expires `ttl` after its last bump. INCR + EXPIRE in one MULTI/EXEC,
+  /// one round trip. The counter lives at `<dead key>:count:<key>` (same hash tag; a string,
+  /// so queues() never lists it).
+  std::int64_t bump_count(std::string_view queue, std::string_view key, std::chrono::seconds ttl) {
+    check_queue(queue, "bump_count");
+    std::string k = dead_.key(queue);
+    k += ":count:";
+    k += key;
+    std::vector<redis::Command> cmds;
+    cmds.emplace_back("MULTI");
+    cmds.push_back(std::move(redis::Command("INCR").arg(std::string_view(k))));
+    cmds.push_back(
+        std::move(redis::Command("EXPIRE")
+                      .arg(std::string_view(k))
+                      .arg(std::max<long long>(1, static_cast<long long>(ttl.count())))));
+    cmds.emplace_back("EXEC");
+    auto lease = shared_->pool.acquire();
+    auto replies = lease->run(cmds, redis::Effect::write);
+    const std::string label = "INCR " + k;
+    for (std::size_t i = 0; i + 1 < replies.size(); ++i)
+      redis::check(replies[i], *lease, label);
+    const redisReply& exec = redis::check(replies.back(), *lease, label);
+    if (exec.type != REDIS_REPLY_ARRAY || exec.elements != 2 ||
+        exec.element[0]->type != REDIS_REPLY_INTEGER) {
+      if (exec.type == REDIS_REPLY_ARRAY && exec.elements > 0 &&
+          exec.element[0]->type == REDIS_REPLY_ERROR) {
+        redis::detail::throw_reply_error(*exec.element[0], lease->endpoint(), label);
+      }
+      redis::detail::throw_unexpected_reply(exec, lease->endpoint(), label);
+    }
+    return exec.element[0]->integer;
+  }
+
+  /// Appends many envelopes in one pipelined round trip (one RPUSH per run of consecutive
+  /// records of the same queue; each RPUSH is atomic, the batch as a whole is not).
+  /// @throws as push(); on an error reply the records of the other commands were stored.
+  void push_many(const std::vector<Record>& records) {
+    if (records.empty()) return;
+    for (const Record& r : records)
+      check_queue(r.queue, "push_many");
+    std::vector<std::string> keys;
+    std::vector<redis::Command> cmds;
+    keys.reserve(records.size());
+    for (std::size_t i = 0; i < records.size();) {
+      std::size_t j = i;
+      while (j < records.size() && records[j].queue == records[i].queue && j - i < 4096) {
+        ++j;
+      }
+      keys.push_back(dead_.key(records[i].queue));
+      i = j;
+    }
+    // keys must not reallocate once views into them exist: built first, used second.
+    cmds.reserve(keys.size());
+    std::size_t i = 0;
+    for (const std::string& k : keys) {
+      redis::Command c("RPUSH");
+      std::size_t j = i;
+      while (j < records.size() && records[j].queue == records[i].queue && j - i < 4096)
+        ++j;
+      c.reserve(2 + j - i);
+      c.arg(std::string_view(k));
+      for (; i < j; ++i)
+        c.arg(records[i].envelope);
+      cmds.push_back(std::move(c));
+    }
+    auto lease = shared_->pool.acquire();
+    auto replies = lease->run(cmds, redis::Effect::write);
+    for (std::size_t n = 0; n < replies.size(); ++n) {
+      redis::integer(replies[n], *lease,
+                     cmds[n].label() + " (command " + std::to_string(n + 1) + " of " +
+                         std::to_string(cmds.size()) + " of a batch)");
+    }
+  }
+
+  /// Number of items in a queue's dead or corrupt list: one LLEN.
+  std::size_t size(std::string_view queue, ListKind kind) {
+    check_queue(queue, "size");
+    const std::string k = key(queue, kind);
+    redis::Command c("LLEN");
+    c.arg(std::string_view(k));
+    auto lease = shared_->pool.acquire();
+    return static_cast<std::size_t>(
+        redis::integer(lease->run(c, redis::Effect::read), *lease, c.label()));
+  }
+
+  /// Up to `count` items from position `start` (0 = oldest): one LRANGE.
+  std::vector<std::string> range(std::string_view queue, ListKind kind, std::size_t start,
+                                 std::size_t count) {
+    check_queue(queue, "range");
+    constexpr auto max = static_cast<std::size_t>(std::numeric_limits<long long>::max());
+    if (count == 0 || start >= max) return {};
+    const std::size_t last = count - 1 > max - start ? max : start + (count - 1);
+    const std::string k = key(queue, kind);
+    redis::Command c("LRANGE");
+    c.arg(std::string_view(k)).arg(start).arg(last);
+    auto lease = shared_->pool.acquire();
+    return redis::strings(lease->run(c, redis::Effect::read), *lease, c.label());
+  }
+
+  /// Removes the first item equal to `raw` (`id` is not needed here): one LREM.
+  /// @return true if an item was removed.
+  bool remove(std::string_view queue, ListKind kind, std::string_view /*id*/,
+              std::string_view raw) {
+    check_queue(queue, "remove");
+    const std::string k = key(queue, kind);
+    redis::Command c("LREM");
+    c.arg(std::string_view(k)).arg(1).arg(raw);
+    auto lease = shared_->pool.acquire();
+    return redis::integer(lease->run(c, redis::Effect::write), *lease, c.label()) > 0;
+  }
+
+  /// Deletes a queue's dead or corrupt list in one atomic step.
+  /// @return the exact number of items deleted.
+  std::size_t purge(std::string_view queue, ListKind kind) {
+    check_queue(queue, "purge");
+    const std::string k = key(queue, kind);
+    auto lease = shared_->pool.acquire();
+    auto replies = shared_->purge_script.run_pipeline(
+        *lease, 0,
+        [&](const std::string& sha) {
+          std::vector<redis::Command> cmds;
+          redis::Command c("EVALSHA");
+          c.arg_copy(sha).arg(1).arg(std::string_view(k)).label("purge script on " + k);
+          cmds.push_back(std::move(c));
+          return cmds;
+        },
+        redis::Effect::write);
+    return static_cast<std::size_t>(redis::integer(replies[0], *lease, "purge script on " + k));
+  }
+
+  /// Queues that have a dead or a corrupt list, sorted: SCAN MATCH <pattern> TYPE list.
+  std::vector<std::string> queues() {
+    std::set<std::string> found;
+    auto lease = shared_->pool.acquire();
+    scan(*lease, corrupt_, [&](std::string_view k) {
+      if (auto q = corrupt_.queue_of(k)) found.insert(std::move(*q));
+    });
+    scan(*lease, dead_, [&](std::string_view k) {
+      if (corrupt_.queue_of(k)) return;  // ambiguous keys are corrupt lists
+      if (auto q = dead_.queue_of(k)) found.insert(std::move(*q));
+    });
+    return {found.begin(), found.end()};
+  }
+
+  /// Dead-list lengths of `queues`, in order: one pipelined round trip of LLENs.
+  std::vector<std::size_t> sizes(const std::vector<std::string>& queues) {
+    if (queues.empty()) return {};
+    std::vector<std::string> keys;
+    keys.reserve(queues.size());
+    for (const auto& q : queues) {
+      check_queue(q, "sizes");
+      keys.push_back(dead_.key(q));
+    }
+    std::vector<redis::Command> cmds;
+    cmds.reserve(keys.size());
+    for (const auto& k : keys) {
+      redis::Command c("LLEN");
+      c.arg(std::string_view(k));
+      cmds.push_back(std::move(c));
+    }
+    auto lease = shared_->pool.acquire();
+    auto replies = lease->run(cmds, redis::Effect::read);
+    std::vector<std::size_t> out;
+    out.reserve(replies.size());
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      out.push_back(static_cast<std::size_t>(redis::integer(replies[i], *lease, cmds[i].label())));
+    }
+    return out;
+  }
+
+  /// One replay step (see the file comment and dlq/storage.hpp): reads up to `max_items`
+  /// (at most RedisListOptions::max_batch_items) at the cursor, decides them, and applies
+  /// the decisions atomically with one script — or reports a conflict having changed nothing.
+  /// @throws dlq::storage_error subclasses; after a lost answer that could not be resolved,
+  ///         outcome_unknown() == true (nothing was lost: the batch moved completely or not
+  ///         at all).
+  StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
+                         Decider decide) {
+    check_queue(queue, "replay_step");
+    StepResult result;
+    if (max_items == 0) return result;
+    const std::size_t max = std::min(max_items, options_.max_batch_items);
+    const std::string dead = dead_.key(queue);
+    auto lease = shared_->pool.acquire();
+    redis::Connection& conn = *lease;
+
+    if (!cursor.prefetched || cursor.next >= cursor.window.size()) {
+      // An empty prefetched window is read again: items may have arrived since.
+      redis::Command c("LRANGE");
+      c.arg(std::string_view(dead)).arg(cursor.offset).arg(cursor.offset + max - 1);
+      cursor.window = redis::strings(conn.run(c, redis::Effect::read), conn, c.label());
+      cursor.next = 0;
+    }
+    cursor.prefetched = false;
+    const std::size_t available = std::min(cursor.window.size() - cursor.next, max);
+    if (available == 0) return result;
+
+    // Decide, in order, until the item or byte budget is used up.
+    struct Item {
+      std::uint32_t index;      // in this step's window
+      std::uint32_t key_index;  // 0 = set aside, 1 = discard; else KEYS index of the destination
+      std::uint32_t first;      // payload span in the raw item, 1-based; 0 = `explicit`
+      std::uint32_t last;
+    };
+    std::vector<Item> items;
+    std::vector<std::string> payloads;   // payloads that are not a span of their raw item
+    std::vector<std::string> dest_keys;  // KEYS[4..]
+    std::size_t kept = 0;
+    std::size_t bytes = 0;
+    std::size_t examined = 0;
+    const std::less<const char*> before;
+    for (std::size_t i = 0; i < available; ++i) {
+      const std::string& raw = cursor.window[cursor.next + i];
+      Decision d;
+      decide(std::string_view(raw), d);
+      ++examined;
+      if (d.action == Action::keep) {
+        ++kept;
+      } else if (d.action == Action::set_aside || d.action == Action::discard) {
+        const std::uint32_t k = d.action == Action::set_aside ? 0 : 1;
+        items.push_back(Item{static_cast<std::uint32_t>(i), k, 0, 0});
+        bytes += 2 * raw.size();
+      } else if (d.action == Action::replay) {
+        const std::string dk = source_.key(d.destination.empty() ? queue : d.destination);
+        std::size_t at = 0;
+        while (at < dest_keys.size() && dest_keys[at] != dk)
+          ++at;
+        if (at == dest_keys.size()) dest_keys.push_back(dk);
+        Item it{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(at + 4), 0, 0};
+        const char* p = d.payload.data();
+        if (p != nullptr && !before(p, raw.data()) &&
+            !before(raw.data() + raw.size(), p + d.payload.size())) {
+          it.first = static_cast<std::uint32_t>(p - raw.data()) + 1;  // a span: no bytes sent
+          it.last = it.first + static_cast<std::uint32_t>(d.payload.size()) - 1;
+          bytes += 2 * raw.size();
+        } else {
+          payloads.emplace_back(d.payload);
+          bytes += 2 * raw.size() + d.payload.size();
+        }
+        items.push_back(it);
+      } else {  // an action this storage does not know: leave the item where it is
+        ++kept;
+      }
+      if (bytes >= options_.max_batch_bytes) break;
+    }
+    result.examined = examined;
+
+    if (items.empty()) {  // only keeps: nothing to write, the rest of the window stays usable
+      cursor.offset += kept;
+      cursor.next += examined;
+      cursor.prefetched = true;
+      return result;
+    }
+
+    bool head = cursor.offset == 0;
+    for (std::size_t j = 0; head && j < items.size(); ++j)
+      head = items[j].index == j;
+    const std::string step = next_step_id();
+    const std::string tombstone = std::string(detail::tombstone_prefix) + step;
+    const std::string receipt = dead + ":receipt:" + step;
+    const std::size_t span = items.back().index + 1;
+    const std::size_t window_offset = cursor.offset;
+    const std::size_t next_offset = cursor.offset + kept;
+    const std::string corrupt = corrupt_.key(queue);
+    const std::string label = "replay script on " + dead;
+    const std::string ttl = std::to_string(options_.receipt_ttl.count());
+    const std::size_t first = cursor.next;
+    const std::size_t ahead = std::min(max * 4, options_.max_batch_items);
+
+    // The plan: 4 little-endian uint32 per item.
+    std::string plan;
+    plan.reserve(items.size() * 16);
+    auto put = [&plan](std::uint32_t v) {
+      for (int b = 0; b < 4; ++b)
+        plan += static_cast<char>((v >> (8 * b)) & 0xFF);
+    };
+    for (const Item& it : items) {
+      put(it.index);
+      put(it.key_index);
+      put(it.first);
+      put(it.last);
+    }
+
+    auto build = [&](const std::string& sha) {
+      std::vector<redis::Command> cmds;
+      cmds.reserve(2);
+      redis::Command s("EVALSHA");
+      s.reserve(2 + 3 + dest_keys.size() + 6 + items.size() + payloads.size());
+      s.arg_copy(sha).arg(3 + dest_keys.size());
+      s.arg(std::string_view(dead)).arg(std::string_view(corrupt)).arg(std::string_view(receipt));
+      for (const auto& k : dest_keys)
+        s.arg(std::string_view(k));
+      s.arg(window_offset).arg(span).arg(std::string_view(tombstone)).arg(head ? "1" : "0");
+      s.arg(std::string_view(ttl)).arg(std::string_view(plan));
+      for (const Item& it : items)
+        s.arg(std::string_view(cursor.window[first + it.index]));
+      for (const auto& p : payloads)
+        s.arg(std::string_view(p));
+      s.label(label);
+      cmds.push_back(std::move(s));
+      // The next window, in the same round trip. Callers grow their batches (the front end
+      // by x4 a step), so read ahead up to 4x this step's size.
+      redis::Command next("LRANGE");
+      next.arg(std::string_view(dead)).arg(next_offset).arg(next_offset + ahead - 1);
+      cmds.push_back(std::move(next));
+      return cmds;
+    };
+
+    const long long old_client = conn.client_id();
+    std::vector<redis::Reply> replies;
+    try {
+      replies = shared_->replay_script.run_pipeline(conn, 0, build, redis::Effect::write);
+    } catch (const dlq::storage_error& e) {
+      if (!e.outcome_unknown()) throw;
+      cursor = replay_cursor{window_offset, {}, 0, false};
+      if (resolve_lost_answer(conn, old_client, receipt, label, e)) {
+        cursor.offset = next_offset;
+        return result;
+      }
+      result.conflict = true;
+      return result;
+    }
+    const redisReply& r = *replies[0];
+    if (r.type == REDIS_REPLY_ERROR) {
+      const std::string code = redis::detail::reply_code(redis::view(r));
+      // Errors raised before the script writes anything: its checks, or the server refusing
+      // to run it. Anything else may have come after the pushes (never after a removal).
+      const bool known = code == "WRONGTYPE" || code == "NOSCRIPT" || code == "OOM" ||
+                         code == "BUSY" || code == "NOPERM" || code == "READONLY" ||
+                         code == "MOVED" || code == "ASK" || code == "CROSSSLOT" ||
+                         code == "NOAUTH" || code == "LOADING" || code == "MASTERDOWN";
+      cursor = replay_cursor{window_offset, {}, 0, false};
+      redis::detail::throw_reply_error(
+          r, conn.endpoint(), label, !known,
+          known ? std::string("nothing was moved") + (code == "WRONGTYPE"
+                                                          ? "; a list dlq writes to holds another "
+                                                            "type: rename that key or configure "
+                                                            "other key names"
+                                                          : "")
+                : "items may have been copied to their destination without being removed "
+                  "(a duplicate, never a loss); run recover() and check the destination");
+    }
+    if (r.type != REDIS_REPLY_INTEGER) {
+      cursor = replay_cursor{window_offset, {}, 0, false};
+      redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
+    }
+    if (r.integer == 0) {  // conflict: nothing applied; the prefetched window is useless
+      cursor = replay_cursor{window_offset, {}, 0, false};
+      result.conflict = true;
+      return result;
+    }
+    cursor.offset = next_offset;
+    cursor.window = redis::strings(replies[1], conn, "LRANGE " + dead);
+    cursor.next = 0;
+    cursor.prefetched = true;
+    return result;
+  }
+
+  /// Repairs what an interrupted replay can leave behind: removes stray tombstones (written
+  /// only by a replay script that failed between its LSETs and its LREM — its payloads were
+  /// pushed already). Reads the dead list in chunks of 1000.
+  /// @return the number of tombstones removed.
+  std::size_t recover(std::string_view queue) {
+    check_queue(queue, "recover");
+    const std::string k = dead_.key(queue);
+    auto lease = shared_->pool.acquire();
+    std::set<std::string> tombstones;
+    constexpr std::size_t chunk = 1000;
+    for (std::size_t start = 0;; start += chunk) {
+      redis::Command c("LRANGE");
+      c.arg(std::string_view(k)).arg(start).arg(start + chunk - 1);
+      const auto items = redis::strings(lease->run(c, redis::Effect::read), *lease, c.label());
+      for (const auto& it : items) {
+        if (it.compare(0, detail::tombstone_prefix.size(), detail::tombstone_prefix) == 0) {
+          tombstones.insert(it);
+        }
+      }
+      if (items.size() < chunk) break;
+    }
+    std::size_t removed = 0;
+    for (const auto& t : tombstones) {
+      redis::Command c("LREM");
+      c.arg(std::string_view(k))
+          .arg(0)
+          .arg(std::string_view(t))
+          .label("LREM " + k + " <tombstone>");
+      // Removing a tombstone is idempotent, so a lost answer is harmless: treat it as read.
+      removed += static_cast<std::size_t>(
+          redis::integer(lease->run(c, redis::Effect::read), *lease, c.label()));
+    }
+    return removed;
+  }
+
+ private:
+  static void check_queue(std::string_view queue, const char* where) {
+    if (queue.empty()) {
+      throw dlq::invalid_argument(
+          dlq::detail::message("redis", std::string("RedisListStorage::") + where,
+                               "the queue name is empty", "pass the name of the source queue"));
+    }
+  }
+
+  std::string next_step_id() {
+    static constexpr char hex[] = "0123456789abcdef";
+    const std::uint64_t a = shared_->step_base;
+    const std::uint64_t b = shared_->step_counter.fetch_add(1, std::memory_order_relaxed);
+    std::string id(32, '0');
+    for (int i = 0; i < 16; ++i) {
+      id[static_cast<std::size_t>(i)] = hex[(a >> (60 - 4 * i)) & 0xF];
+      id[static_cast<std::size_t>(16 + i)] = hex[(b >> (60 - 4 * i)) & 0xF];
+    }
+    return id;
+  }
+
+  template <class F>
+  void scan(redis::Connection& conn, const detail::KeyPattern& pattern, F&& on_key) {
+    const std::string glob = pattern.glob();
+    std::string cursor = "0";
+    // SCAN ends when the server returns cursor 0; the bound only guards against a broken
+    // server (10 million calls of COUNT 1000 cover far more keys than Redis can hold).
+    for (long calls = 0; calls < 10'000'000; ++calls) {
+      redis::Command c("SCAN");
+      c.arg(std::string_view(cursor)).arg("MATCH").arg(std::string_view(glob)).arg("COUNT");
+      c.arg(1000).arg("TYPE").arg("list").label("SCAN MATCH " + glob);
+      redis::Reply r = conn.run(c, redis::Effect::read);
+      redis::check(r, conn, c.label());
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+          r->element[1]->type != REDIS_REPLY_ARRAY) {
+        redis::detail::throw_unexpected_reply(*r, conn.endpoint(), c.label());
+      }
+      cursor.assign(redis::view(*r->element[0]));
+      const redisReply& keys = *r->element[1];
+      for (std::size_t i = 0; i < keys.elements; ++i)
+        on_key(redis::view(*keys.element[i]));
+      if (cursor == "0") return;
+    }
+  }
+
+  // After the answer to a replay script was lost: reconnect, make sure the old connection
+  // can run nothing more, and read the receipt. true = applied, false = not applied.
+  // Throws (outcome unknown, nothing lost) when the server cannot be asked.
+  bool resolve_lost_answer(redis::Connection& conn, long long old_client,
+                           const std::string& receipt, const std::string& label,
+                           const dlq::storage_error& original) {
+    try {
+      std::vector<redis::Command> cmds;
+      if (old_client != 0) {
+        redis::Command kill("CLIENT");
+        kill.arg("KILL").arg("ID").arg(old_client).label("CLIENT KILL ID");
+        cmds.push_back(std::move(kill));
+      }
+      redis::Command get("GET");
+      get.arg(std::string_view(receipt));
+      cmds.push_back(std::move(get));
+      auto replies = conn.run(cmds, redis::Effect::read);
+      // CLIENT KILL may be refused by ACLs; then a script still queued on the old connection
+      // may run later — it re-checks every item, so it moves each exactly once or not at all.
+      const redisReply& g = redis::check(replies.back(), conn, "GET " + receipt);
+      return g.type == REDIS_REPLY_STRING;
+    } catch (const dlq::storage_error& e) {
+      const std::string what = std::string(original.what()) +
+                               " — and the outcome could not be resolved (" + e.what() +
+                               "); nothing was lost: the batch of " + label +
+                               " moved completely or not at all; run replay again";
+      if (dynamic_cast<const dlq::timeout_error*>(&original) != nullptr) {
+        throw dlq::timeout_error(what, true);
+      }
+      if (dynamic_cast<const dlq::connection_error*>(&original) != nullptr) {
+        throw dlq::connection_error(what, true);
+      }
+      throw dlq::storage_error(what, true);
+    }
+  }
+
+  // What threads share; on the heap so that the storage can be moved (into a
+  // DeadLetterQueue, for example). A moved-from storage must not be used.
+  struct Shared {
+    Shared(redis::ConnectionOptions connection, redis::PoolOptions pool_options)
+        : pool(std::move(connection), pool_options),
+          replay_script("replay script", std::string(detail::replay_script_source)),
+          purge_script("purge script", std::string(detail::purge_script_source)),
+          bounded_push_script("bounded push script",
+                              std::string(detail::bounded_push_script_source)) {}
+    redis::ConnectionPool pool;
+    redis::Script replay_script;
+    redis::Script purge_script;
+    redis::Script bounded_push_script;
+    std::uint64_t step_base = 0;
+    std::atomic<std::uint64_t> step_counter{0};
+  };
+
+  RedisListOptions options_;
+  detail::KeyPattern dead_;
+  detail::KeyPattern source_;
+  detail::KeyPattern corrupt_;
+  std::unique_ptr<Shared> shared_;
+};
+
+}  // namespace dlq

@@ -1,0 +1,307 @@
+// Throughput of RedisListStorage against baselines measured on the same server in the same
+// run (tests/benchmarks/redis/run.sh adds redis-benchmark and prints the ratios).
+//
+//   bench_redis <url> [runs=5]
+//
+// Prints one line per measurement: `<name> <median entries/s>` (and `<name>_max_us` for the
+// longest replay script seen in SLOWLOG). Uses keys under "bench:" and deletes them.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dlq/dlq.hpp"
+#include "dlq/redis/connection.hpp"
+#include "dlq/storage/redis_list.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string payload(std::size_t n, std::size_t size) {
+  std::string s = "{\"job\":" + std::to_string(n) + ",\"pad\":\"";
+  s.resize(size > s.size() + 2 ? size - 2 : s.size(), 'x');
+  s += "\"}";
+  return s;
+}
+
+struct Bench {
+  std::string url;
+  dlq::redis::Connection raw;
+  dlq::RedisListStorage storage;
+
+  explicit Bench(const std::string& u)
+      : url(u), raw(dlq::redis::parse_url(u)), storage(u, layout()) {}
+
+  static dlq::RedisListOptions layout() {
+    dlq::RedisListOptions o;
+    o.dead_key = "bench:dlq:{*}";
+    o.source_key = "bench:queue:{*}";
+    o.corrupt_key = "bench:dlq:{*}:corrupt";
+    return o;
+  }
+
+  long long cmd(std::vector<std::string> args) {
+    dlq::redis::Command c;
+    for (auto& a : args)
+      c.arg_copy(a);
+    auto r = raw.run(c, dlq::redis::Effect::write);
+    dlq::redis::check(r, raw, c.label());
+    return r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+  }
+  void clear() { cmd({"DEL", "bench:dlq:{q}", "bench:queue:{q}", "bench:dlq:{q}:corrupt"}); }
+  // Fills the dead list quickly (pipelined multi-value RPUSH).
+  void fill(std::size_t n, std::size_t size) {
+    std::vector<std::string> items;
+    for (std::size_t i = 0; i < n; ++i)
+      items.push_back(payload(i, size));
+    std::vector<dlq::redis::Command> cmds;
+    for (std::size_t i = 0; i < n; i += 1000) {
+      dlq::redis::Command c("RPUSH");
+      c.arg("bench:dlq:{q}");
+      for (std::size_t j = i; j < n && j < i + 1000; ++j)
+        c.arg(std::string_view(items[j]));
+      cmds.push_back(std::move(c));
+    }
+    for (auto& r : raw.run(cmds, dlq::redis::Effect::write))
+      dlq::redis::check(r, raw, "fill");
+  }
+
+  double single_send(std::size_t n) {
+    clear();
+    const std::string p = payload(0, 300);
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < n; ++i)
+      storage.push(dlq::Record{"q", "", "", p});
+    return static_cast<double>(n) / seconds_since(t0);
+  }
+
+  double batch_send(std::size_t n, std::size_t batch) {
+    clear();
+    const std::string p = payload(0, 300);
+    std::vector<dlq::Record> records(batch, dlq::Record{"q", "", "", p});
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < n; i += batch)
+      storage.push_many(records);
+    return static_cast<double>(n) / seconds_since(t0);
+  }
+
+  double replay_all(std::size_t n, std::size_t size) {
+    clear();
+    fill(n, size);
+    dlq::RedisListStorage::replay_cursor cursor;
+    auto decide = [](std::string_view r, dlq::Decision& d) {
+      d.action = dlq::Action::replay;
+      d.payload = r;  // the storage-level benchmark cuts nothing
+    };
+    std::size_t done = 0;
+    const auto t0 = Clock::now();
+    for (;;) {
+      auto r = storage.replay_step("q", cursor, 1000, decide);
+      if (r.conflict) continue;
+      if (r.examined == 0) break;
+      done += r.examined;
+    }
+    const double rate = static_cast<double>(done) / seconds_since(t0);
+    if (done != n) {
+      std::fprintf(stderr, "replay moved %zu of %zu\n", done, n);
+      std::exit(1);
+    }
+    return rate;
+  }
+
+  // Through the front end: envelopes built, payloads cut out of them on replay.
+  double dlq_send(std::size_t n) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    const std::string p = payload(0, 300);
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < n; ++i)
+      q.send_to_dlq("q", p, "payment timeout", 3, "w-1");
+    return static_cast<double>(n) / seconds_since(t0);
+  }
+  double dlq_send_batch(std::size_t n, std::size_t batch) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<dlq::FailedJob> jobs;
+    dlq::Failure f;
+    f.error = "payment timeout";
+    for (std::size_t i = 0; i < batch; ++i)
+      jobs.push_back({"q", payload(i, 300), f});
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < n; i += batch)
+      q.send_batch(jobs);
+    return static_cast<double>(n) / seconds_since(t0);
+  }
+  double dlq_replay_all(std::size_t n) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<dlq::FailedJob> jobs;
+    dlq::Failure f;
+    f.error = "payment timeout";
+    for (std::size_t i = 0; i < n; ++i) {
+      jobs.push_back({"q", payload(i, 300), f});
+      if (jobs.size() == 1000) {
+        q.send_batch(jobs);
+        jobs.clear();
+      }
+    }
+    const auto t0 = Clock::now();
+    const auto report = q.replay_all("q");
+    const double rate = static_cast<double>(report.replayed) / seconds_since(t0);
+    if (report.replayed != n) {
+      std::fprintf(stderr, "replay_all moved %zu of %zu\n", report.replayed, n);
+      std::exit(1);
+    }
+    return rate;
+  }
+
+  // The LMOVE baseline on the front end's entries (envelopes around 300 B payloads).
+  double lmove_lua_envelopes(std::size_t n) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<dlq::FailedJob> jobs;
+    dlq::Failure f;
+    f.error = "payment timeout";
+    for (std::size_t i = 0; i < n; ++i) {
+      jobs.push_back({"q", payload(i, 300), f});
+      if (jobs.size() == 1000) {
+        q.send_batch(jobs);
+        jobs.clear();
+      }
+    }
+    return lmove_filled();
+  }
+
+  // The seed's algorithm: LPOP, then RPUSH, two round trips per item.
+  double per_item_loop(std::size_t n) {
+    clear();
+    fill(n, 300);
+    const auto t0 = Clock::now();
+    std::size_t done = 0;
+    for (;;) {
+      dlq::redis::Command pop("LPOP");
+      pop.arg("bench:dlq:{q}");
+      auto r = raw.run(pop, dlq::redis::Effect::write);
+      if (r->type != REDIS_REPLY_STRING) break;
+      dlq::redis::Command push("RPUSH");
+      push.arg("bench:queue:{q}").arg(dlq::redis::view(*r));
+      dlq::redis::check(raw.run(push, dlq::redis::Effect::write), raw, "RPUSH");
+      ++done;
+    }
+    return static_cast<double>(done) / seconds_since(t0);
+  }
+
+  // The bare move limit: one Lua script LMOVEs every item server-side.
+  double lmove_lua(std::size_t n) {
+    clear();
+    fill(n, 300);
+    return lmove_filled();
+  }
+  double lmove_filled() {
+    dlq::redis::Command c("EVAL");
+    c.arg(
+         "local n = 0 while redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT') do n = n + 1 "
+         "end return n")
+        .arg(2)
+        .arg("bench:dlq:{q}")
+        .arg("bench:queue:{q}");
+    const auto t0 = Clock::now();
+    auto r = raw.run(c, dlq::redis::Effect::write);
+    const double s = seconds_since(t0);
+    dlq::redis::check(r, raw, "EVAL lmove");
+    return static_cast<double>(r->integer) / s;
+  }
+
+  // Durations (µs) of every replay script while replaying n entries of `size` bytes, from
+  // SLOWLOG with a 0 µs threshold.
+  std::vector<long long> script_us(std::size_t n, std::size_t size) {
+    clear();
+    fill(n, size);
+    cmd({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+    cmd({"CONFIG", "SET", "slowlog-max-len", "100000"});
+    cmd({"SLOWLOG", "RESET"});
+    replay_all_no_fill();
+    dlq::redis::Command get("SLOWLOG");
+    get.arg("GET").arg(-1);
+    auto r = raw.run(get, dlq::redis::Effect::read);
+    std::vector<long long> us;
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply& e = *r->element[i];
+      const redisReply& args = *e.element[3];
+      if (args.elements > 0 && dlq::redis::view(*args.element[0]) == "EVALSHA") {
+        us.push_back(e.element[2]->integer);
+      }
+    }
+    cmd({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+    cmd({"SLOWLOG", "RESET"});
+    return us;
+  }
+  void replay_all_no_fill() {
+    dlq::RedisListStorage::replay_cursor cursor;
+    auto decide = [](std::string_view r, dlq::Decision& d) {
+      d.action = dlq::Action::replay;
+      d.payload = r;
+    };
+    for (int i = 0; i < 1000000; ++i) {
+      auto r = storage.replay_step("q", cursor, 1000, decide);
+      if (!r.conflict && r.examined == 0) break;
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_redis URL [runs]\n");
+    return 2;
+  }
+  const int runs = argc > 2 ? std::atoi(argv[2]) : 5;
+  try {
+    Bench b(argv[1]);
+    auto measure = [&](const char* name, const std::function<double()>& f) {
+      std::vector<double> v;
+      for (int i = 0; i < runs; ++i)
+        v.push_back(f());
+      std::printf("%s %.0f\n", name, median(v));
+      std::fflush(stdout);
+    };
+    measure("single_send", [&] { return b.single_send(20000); });
+    measure("batch_send_64", [&] { return b.batch_send(200000, 64); });
+    measure("replay_all_100k", [&] { return b.replay_all(100000, 300); });
+    measure("dlq_send", [&] { return b.dlq_send(20000); });
+    measure("dlq_send_batch_64", [&] { return b.dlq_send_batch(200000, 64); });
+    measure("dlq_replay_all_100k", [&] { return b.dlq_replay_all(100000); });
+    measure("lmove_lua_100k", [&] { return b.lmove_lua(100000); });
+    measure("lmove_lua_envelopes_100k", [&] { return b.lmove_lua_envelopes(100000); });
+    measure("per_item_loop", [&] { return b.per_item_loop(10000); });
+    std::vector<long long> us;  // every replay script of every run, 2 KB entries
+    for (int i = 0; i < runs; ++i) {
+      const auto part = b.script_us(20000, 2048);
+      us.insert(us.end(), part.begin(), part.end());
+    }
+    std::sort(us.begin(), us.end());
+    std::printf("replay_script_2k_p50_us %lld\n", us[us.size() / 2]);
+    std::printf("replay_script_2k_p99_us %lld\n", us[us.size() * 99 / 100]);
+    std::printf("replay_script_2k_max_us %lld\n", us.back());
+    b.clear();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_redis: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Redis throughput, as ratios against baselines measured on the same private server in the
+# same run: redis-benchmark (RPUSH, 300 B, 1 connection, -P 1 and -P 64), the seed's
+# per-item LPOP+RPUSH loop, and a server-side LMOVE loop in one Lua script.
+#
+#   tests/benchmarks/redis/run.sh [BUILD_DIR] [RUNS]
+#
+# BUILD_DIR defaults to ./build (configure with -DCMAKE_BUILD_TYPE=Release for real numbers);
+# RUNS (default 5) interleaved rounds of every measurement, medians reported (script
+# durations: median p50/p99 over rounds, max over all).
+set -euo pipefail
+build=${1:-build}
+runs=${2:-5}
+bench="$build/tests/benchmarks/redis/bench_redis"
+[ -x "$bench" ] || { echo "run.sh: $bench not built (ninja -C $build bench_redis)" >&2; exit 1; }
+
+dir=$(mktemp -d /tmp/dlq-bench-redis-XXXXXX)
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+  --daemonize yes --pidfile "$dir/pid" --logfile "$dir/redis.log" >/dev/null
+cleanup() { [ -f "$dir/pid" ] && kill "$(cat "$dir/pid")" 2>/dev/null; sleep 0.2; rm -rf "$dir"; }
+trap cleanup EXIT
+for _ in $(seq 1 100); do redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+rb() {  # redis-benchmark RPUSH rate (requests/s)
+  redis-benchmark -p "$port" -t rpush -c 1 -P "$1" -d 300 -n "$2" --csv 2>/dev/null |
+    awk -F'","' '/RPUSH/ {print $2+0}'
+  redis-cli -p "$port" del mylist >/dev/null
+}
+echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$port; $runs interleaved rounds, medians" >&2
+# Rounds interleave every baseline and every measurement, so that a noisy moment on a shared
+# machine hits all of them alike instead of one whole block.
+results=$(for round in $(seq 1 "$runs"); do
+  echo "rb_p1 $(rb 1 50000)"
+  echo "rb_p64 $(rb 64 500000)"
+  echo "seed_py $(/usr/bin/python3 "$(dirname "$0")/../../interop/seed.py" bench "redis://127.0.0.1:$port/0" bench: q 5000)"
+  "$bench" "redis://127.0.0.1:$port/0" 1
+  echo "round $round done" >&2
+done)
+val() { echo "$results" | awk -v k="$1" '$1==k {print $2}' | median; }
+maxval() { echo "$results" | awk -v k="$1" '$1==k {print $2}' | sort -n | tail -1; }
+rb_p1=$(val rb_p1); rb_p64=$(val rb_p64); seed_py=$(val seed_py)
+single=$(val single_send); batch=$(val batch_send_64); replay=$(val replay_all_100k)
+lmove=$(val lmove_lua_100k); loop=$(val per_item_loop); slow=$(maxval replay_script_2k_max_us)
+slow50=$(val replay_script_2k_p50_us); slow99=$(val replay_script_2k_p99_us)
+flmove=$(val lmove_lua_envelopes_100k); fsingle=$(val dlq_send); fbatch=$(val dlq_send_batch_64); freplay=$(val dlq_replay_all_100k)
+
+awk -v flmove="$flmove" -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$freplay" -v seedpy="$seed_py" \
+    -v single="$single" -v batch="$batch" -v replay="$replay" -v lmove="$lmove" -v loop="$loop" \
+    -v p1="$rb_p1" -v p64="$rb_p64" -v slow="$slow" -v slow50="$slow50" -v slow99="$slow99" 'BEGIN {
+  printf "%-44s %12s\n", "measurement (300 B unless said)", "entries/s"
+  printf "%-44s %12.0f\n", "redis-benchmark rpush -c 1 -P 1", p1
+  printf "%-44s %12.0f\n", "redis-benchmark rpush -c 1 -P 64", p64
+  printf "%-44s %12.0f\n", "dlq send (push), 1 connection", single
+  printf "%-44s %12.0f\n", "dlq batch send (push_many of 64)", batch
+  printf "%-44s %12.0f\n", "dlq replay-all, 100k entries", replay
+  printf "%-44s %12.0f\n", "server-side LMOVE loop in one Lua script", lmove
+  printf "%-44s %12.0f\n", "per-item LPOP+RPUSH loop (C++, hiredis)", loop
+  printf "%-44s %12.0f\n", "the seed replay_all (Python, sync redis-py)", seedpy
+  printf "%-44s %12.0f\n", "DeadLetterQueue send_to_dlq (300 B payload)", fsingle
+  printf "%-44s %12.0f\n", "DeadLetterQueue send_batch of 64", fbatch
+  printf "%-44s %12.0f\n", "DeadLetterQueue replay_all, 100k entries", freplay
+  printf "%-44s %12.0f\n", "LMOVE Lua loop over the same envelopes", flmove
+  printf "\n%-44s %8s %8s %s\n", "ratio", "measured", "target", ""
+  r = single / p1;   printf "%-44s %8.2f %8s %s\n", "send / redis-benchmark -P 1", r, ">=0.9", (r >= 0.9 ? "ok" : "MISS")
+  r = batch / p64;   printf "%-44s %8.2f %8s %s\n", "batch send / redis-benchmark -P 64", r, ">=0.7", (r >= 0.7 ? "ok" : "MISS")
+  r = replay / loop; printf "%-44s %8.1f %8s %s\n", "replay-all / per-item loop (C++)", r, ">=30", (r >= 30 ? "ok" : "MISS")
+  r = replay / seedpy; printf "%-44s %8.1f %8s %s\n", "replay-all / the seed (Python)", r, ">=30", (r >= 30 ? "ok" : "MISS")
+  r = replay / lmove; printf "%-44s %8.2f %8s %s\n", "replay-all / LMOVE Lua loop", r, ">=0.5", (r >= 0.5 ? "ok" : "MISS")
+  printf "front end (DeadLetterQueue: envelopes built and cut):\n"
+  r = fsingle / p1;   printf "%-44s %8.2f %8s %s\n", "send_to_dlq / redis-benchmark -P 1", r, ">=0.9", (r >= 0.9 ? "ok" : "MISS")
+  r = fbatch / p64;   printf "%-44s %8.2f %8s %s\n", "send_batch / redis-benchmark -P 64", r, ">=0.7", (r >= 0.7 ? "ok" : "MISS")
+  r = freplay / loop; printf "%-44s %8.1f %8s %s\n", "replay_all / per-item loop (C++)", r, ">=30", (r >= 30 ? "ok" : "MISS")
+  r = freplay / seedpy; printf "%-44s %8.1f %8s %s\n", "replay_all / the seed (Python)", r, ">=30", (r >= 30 ? "ok" : "MISS")
+  r = freplay / flmove; printf "%-44s %8.2f %8s %s\n", "replay_all / LMOVE Lua loop (same entries)", r, ">=0.5", (r >= 0.5 ? "ok" : "MISS")
+  printf "%-44s %8d %8s %s\n", "replay script, 2 KB entries, p50 (us)", slow50, "", ""
+  printf "%-44s %8d %8s %s\n", "replay script, 2 KB entries, p99 (us)", slow99, "<=5000", (slow99 <= 5000 ? "ok" : "MISS")
+  printf "%-44s %8d %8s %s\n", "replay script, 2 KB entries, max (us)", slow, "<=5000", (slow <= 5000 ? "ok" : "MISS (noise? see p99)")
+}'

@@ -1,0 +1,497 @@
+// RedisListStorage at the storage level (raw bytes, hand-written deciders) against the shared
+// test server. Every test uses its own key prefix, so test processes can run in parallel.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlq/storage/redis_list.hpp"
+#include "redis/redis_test_util.hpp"
+#include "support/catch.hpp"
+
+using namespace dlq;
+using dlq::test::RawClient;
+
+namespace {
+
+struct Fixture {
+  std::string url = test::shared_redis_url();
+  std::string prefix = test::unique_prefix();
+  RedisListStorage storage{url, test::unique_layout(prefix)};
+  RawClient raw{url};
+
+  std::string dead(const std::string& q) { return storage.key(q, ListKind::dead); }
+  std::string corrupt(const std::string& q) { return storage.key(q, ListKind::corrupt); }
+  std::string source(const std::string& q) { return storage.source_key(q); }
+
+  void push(const std::string& queue, const std::string& envelope) {
+    storage.push(Record{queue, "", "", envelope});
+  }
+  std::vector<std::string> fill(const std::string& queue, int n, const std::string& tag = "e") {
+    std::vector<std::string> items;
+    for (int i = 0; i < n; ++i)
+      items.push_back(tag + std::to_string(i));
+    raw.rpush(dead(queue), items);
+    return items;
+  }
+  // Runs replay steps until the list is exhausted; returns (examined, conflicts).
+  template <class Decide>
+  std::pair<std::size_t, int> replay(const std::string& queue, std::size_t batch, Decide decide) {
+    RedisListStorage::replay_cursor cursor;
+    std::size_t examined = 0;
+    int conflicts = 0;
+    for (int guard = 0; guard < 100000; ++guard) {
+      auto r = storage.replay_step(queue, cursor, batch, decide);
+      if (r.conflict) {
+        ++conflicts;
+        continue;
+      }
+      if (r.examined == 0) break;
+      examined += r.examined;
+    }
+    return {examined, conflicts};
+  }
+};
+
+// Payload = the raw bytes; destination = the item's own queue.
+const auto pass_through = [](std::string_view raw, Decision& d) {
+  d.action = Action::replay;
+  d.payload = raw;
+};
+
+}  // namespace
+
+TEST_CASE("push, size, range, remove and purge", "[redis][list]") {
+  Fixture f;
+  for (int i = 0; i < 5; ++i)
+    f.push("orders", "env" + std::to_string(i));
+  CHECK(f.storage.size("orders", ListKind::dead) == 5);
+  CHECK(f.storage.size("orders", ListKind::corrupt) == 0);
+  CHECK(f.storage.range("orders", ListKind::dead, 1, 2) ==
+        std::vector<std::string>{"env1", "env2"});
+  CHECK(f.storage.range("orders", ListKind::dead, 4, 100) == std::vector<std::string>{"env4"});
+  CHECK(f.storage.range("orders", ListKind::dead, 9, 100).empty());
+  CHECK(f.storage.range("orders", ListKind::dead, 0, 0).empty());
+  CHECK(f.storage.range("orders", ListKind::dead, 3, static_cast<std::size_t>(-1)).size() == 2);
+  CHECK(f.storage.remove("orders", ListKind::dead, "id", "env2"));
+  CHECK_FALSE(f.storage.remove("orders", ListKind::dead, "id", "env2"));
+  CHECK(f.raw.list(f.dead("orders")) == std::vector<std::string>{"env0", "env1", "env3", "env4"});
+  CHECK(f.storage.purge("orders", ListKind::dead) == 4);
+  CHECK(f.storage.purge("orders", ListKind::dead) == 0);
+  CHECK(f.storage.size("orders", ListKind::dead) == 0);
+}
+
+TEST_CASE("the default key layout shares one hash tag per queue", "[redis][list]") {
+  RedisListStorage s(redis::ConnectionOptions{});
+  CHECK(s.key("orders", ListKind::dead) == "dlq:{orders}");
+  CHECK(s.key("orders", ListKind::corrupt) == "dlq:{orders}:corrupt");
+  CHECK(s.source_key("orders") == "queue:{orders}");
+}
+
+TEST_CASE("bad key patterns and empty queue names are invalid_argument", "[redis][list]") {
+  RedisListOptions o;
+  o.dead_key = "dlq:";
+  CHECK_THROWS_AS(RedisListStorage(redis::ConnectionOptions{}, o), dlq::invalid_argument);
+  o.dead_key = "dlq:*:*";
+  CHECK_THROWS_AS(RedisListStorage(redis::ConnectionOptions{}, o), dlq::invalid_argument);
+  o.dead_key = "x:*";
+  o.corrupt_key = "x:*";
+  CHECK_THROWS_AS(RedisListStorage(redis::ConnectionOptions{}, o), dlq::invalid_argument);
+  CHECK_THROWS_AS(RedisListStorage("redis://host:notaport"), dlq::invalid_argument);
+  Fixture f;
+  CHECK_THROWS_AS(f.push("", "x"), dlq::invalid_argument);
+  CHECK_THROWS_AS(f.storage.size("", ListKind::dead), dlq::invalid_argument);
+}
+
+TEST_CASE("push_many stores a batch across queues in order", "[redis][list]") {
+  Fixture f;
+  std::vector<std::string> envs;
+  for (int i = 0; i < 300; ++i)
+    envs.push_back("b" + std::to_string(i));
+  std::vector<Record> records;
+  for (int i = 0; i < 300; ++i) {
+    records.push_back(Record{i % 3 == 2 ? "b" : "a", "", "", envs[static_cast<std::size_t>(i)]});
+  }
+  f.storage.push_many(records);
+  f.storage.push_many({});
+  auto a = f.raw.list(f.dead("a"));
+  auto b = f.raw.list(f.dead("b"));
+  CHECK(a.size() == 200);
+  CHECK(b.size() == 100);
+  CHECK(a[0] == "b0");
+  CHECK(a[1] == "b1");
+  CHECK(a[2] == "b3");
+  CHECK(b[0] == "b2");
+  CHECK(b[99] == "b299");
+}
+
+TEST_CASE("queues are discovered with SCAN; sizes is one pipelined call", "[redis][list]") {
+  Fixture f;
+  const std::vector<std::string> names = {"orders", "a*b", "q?[x]\\y", "with space", "ünïcode"};
+  for (const auto& q : names)
+    f.push(q, "x");
+  f.raw.rpush(f.corrupt("only-corrupt"), {"junk"});
+  f.raw.cmd({"SET", f.dead("not-a-list"), "string value"});
+  auto found = f.storage.queues();
+  std::vector<std::string> expected = names;
+  expected.push_back("only-corrupt");
+  std::sort(expected.begin(), expected.end());
+  CHECK(found == expected);
+  f.push("orders", "y");
+  CHECK(f.storage.sizes({"orders", "a*b", "nothing-here"}) == std::vector<std::size_t>{2, 1, 0});
+  CHECK(f.storage.sizes({}).empty());
+}
+
+TEST_CASE("the seed's key layout is usable and discovered", "[redis][list]") {
+  const std::string url = test::shared_redis_url();
+  const std::string p = test::unique_prefix();
+  RedisListOptions o;
+  o.dead_key = p + "dlq:*";
+  o.source_key = p + "queue:*";
+  o.corrupt_key = p + "dlq:*:corrupt";
+  RedisListStorage s(url, o);
+  s.push(Record{"orders", "", "", "x"});
+  s.push(Record{"billing", "", "", "y"});
+  RawClient raw(url);
+  raw.rpush(p + "dlq:orders:corrupt", {"junk"});
+  CHECK(raw.list(p + "dlq:orders") == std::vector<std::string>{"x"});
+  CHECK(s.queues() == std::vector<std::string>{"billing", "orders"});
+  RedisListStorage::replay_cursor c;
+  auto r = s.replay_step("orders", c, 10, pass_through);
+  CHECK(r.examined == 1);
+  CHECK(raw.list(p + "queue:orders") == std::vector<std::string>{"x"});
+}
+
+TEST_CASE("replay-all moves every item, in order, one batch per step", "[redis][list][replay]") {
+  Fixture f;
+  auto items = f.fill("orders", 2500);
+  auto [examined, conflicts] = f.replay("orders", 1000, pass_through);
+  CHECK(examined == 2500);
+  CHECK(conflicts == 0);
+  CHECK(f.raw.list(f.source("orders")) == items);
+  CHECK(f.storage.size("orders", ListKind::dead) == 0);
+  CHECK(f.storage.recover("orders") == 0);
+}
+
+TEST_CASE("filtered replay keeps non-matching items in place, in order", "[redis][list][replay]") {
+  Fixture f;
+  auto items = f.fill("orders", 1000);
+  auto decide = [](std::string_view raw, Decision& d) {
+    const int n = std::stoi(std::string(raw.substr(1)));
+    if (n % 3 == 0) {
+      d.action = Action::replay;
+      d.payload = raw;
+    }
+  };
+  auto [examined, conflicts] = f.replay("orders", 128, decide);
+  CHECK(examined == 1000);
+  CHECK(conflicts == 0);
+  std::vector<std::string> moved, kept;
+  for (const auto& it : items)
+    (std::stoi(it.substr(1)) % 3 == 0 ? moved : kept).push_back(it);
+  CHECK(f.raw.list(f.source("orders")) == moved);
+  CHECK(f.raw.list(f.dead("orders")) == kept);
+  CHECK(f.storage.recover("orders") == 0);  // no tombstone is left behind
+}
+
+TEST_CASE("set_aside moves the raw item to the corrupt list; replay can redirect",
+          "[redis][list][replay]") {
+  Fixture f;
+  f.raw.rpush(f.dead("orders"), {"good1", "BAD1", "good2", "keep", "BAD2", "other"});
+  auto decide = [](std::string_view raw, Decision& d) {
+    if (raw.substr(0, 3) == "BAD") {
+      d.action = Action::set_aside;
+    } else if (raw == "other") {
+      d.action = Action::replay;
+      d.destination = "billing";
+      d.payload = "payload-of-other";
+    } else if (raw != "keep") {
+      d.action = Action::replay;
+      d.payload = raw.substr(4);
+    }
+  };
+  auto [examined, conflicts] = f.replay("orders", 1000, decide);
+  CHECK(examined == 6);
+  CHECK(f.raw.list(f.corrupt("orders")) == std::vector<std::string>{"BAD1", "BAD2"});
+  CHECK(f.raw.list(f.source("orders")) == std::vector<std::string>{"1", "2"});
+  CHECK(f.raw.list(f.source("billing")) == std::vector<std::string>{"payload-of-other"});
+  CHECK(f.raw.list(f.dead("orders")) == std::vector<std::string>{"keep"});
+  CHECK(f.storage.size("orders", ListKind::corrupt) == 2);
+  CHECK(f.storage.range("orders", ListKind::corrupt, 0, 10).size() == 2);
+  CHECK(f.storage.purge("orders", ListKind::corrupt) == 2);
+}
+
+TEST_CASE("binary items with NUL bytes replay byte-exact", "[redis][list][replay]") {
+  Fixture f;
+  const std::string a("\0\x01\xff{\"x\":1}\r\n", 12);
+  const std::string b(300, '\0');
+  f.push("bin", a);
+  f.push("bin", b);
+  f.replay("bin", 10, pass_through);
+  CHECK(f.raw.list(f.source("bin")) == std::vector<std::string>{a, b});
+}
+
+TEST_CASE("a list changed between read and apply is a conflict and nothing is applied",
+          "[redis][list][replay]") {
+  Fixture f;
+  f.fill("orders", 10);
+  RedisListStorage::replay_cursor cursor;
+  RawClient other(f.url);
+  bool popped = false;
+  // The seed's replay_one pops the head while we decide: our decided items shifted.
+  auto decide = [&](std::string_view raw, Decision& d) {
+    if (!popped) {
+      other.cmd({"LPOP", f.dead("orders")});
+      popped = true;
+    }
+    d.action = Action::replay;
+    d.payload = raw;
+  };
+  auto r = f.storage.replay_step("orders", cursor, 5, decide);
+  CHECK(r.conflict);
+  CHECK(f.storage.size("orders", ListKind::dead) == 9);
+  CHECK(f.raw.list(f.source("orders")).empty());
+  // Called again, it decides anew and succeeds.
+  r = f.storage.replay_step("orders", cursor, 5, decide);
+  CHECK_FALSE(r.conflict);
+  CHECK(r.examined == 5);
+  CHECK(f.raw.list(f.source("orders")) == std::vector<std::string>{"e1", "e2", "e3", "e4", "e5"});
+}
+
+TEST_CASE("a stale prefetched window is detected by the byte comparison", "[redis][list][replay]") {
+  Fixture f;
+  f.fill("orders", 6);
+  RedisListStorage::replay_cursor cursor;
+  auto r = f.storage.replay_step("orders", cursor, 2, pass_through);  // prefetches e2, e3
+  CHECK(r.examined == 2);
+  REQUIRE(cursor.prefetched);
+  f.raw.cmd({"LSET", f.dead("orders"), "0", "replaced"});  // e2 -> replaced
+  r = f.storage.replay_step("orders", cursor, 2, pass_through);
+  CHECK(r.conflict);
+  r = f.storage.replay_step("orders", cursor, 2, pass_through);
+  CHECK(r.examined == 2);
+  CHECK(f.raw.list(f.source("orders")) == std::vector<std::string>{"e0", "e1", "replaced", "e3"});
+}
+
+TEST_CASE("a batch stops at the byte budget", "[redis][list][replay]") {
+  const std::string url = test::shared_redis_url();
+  auto o = test::unique_layout();
+  o.max_batch_bytes = 20000;
+  RedisListStorage s(url, o);
+  RawClient raw(url);
+  std::vector<std::string> items(50, std::string(1000, 'x'));
+  raw.rpush(s.key("q", ListKind::dead), items);
+  RedisListStorage::replay_cursor c;
+  // A raw item counts twice (sent, and re-read by the script); a payload that is a span of
+  // it travels as two numbers: 2000 B per item.
+  auto r = s.replay_step("q", c, 1000, pass_through);
+  CHECK(r.examined == 10);
+  CHECK(s.size("q", ListKind::dead) == 40);
+  // A payload of its own travels as bytes: 3000 B per item.
+  const std::string own(1000, 'y');
+  auto other = [&](std::string_view, Decision& d) {
+    d.action = Action::replay;
+    d.payload = own;
+  };
+  RedisListStorage::replay_cursor c2;
+  r = s.replay_step("q", c2, 1000, other);
+  CHECK(r.examined == 7);
+  CHECK(s.size("q", ListKind::dead) == 33);
+  CHECK(raw.list(s.source_key("q")).back() == own);
+}
+
+TEST_CASE("recover removes stray tombstones and nothing else", "[redis][list][replay]") {
+  Fixture f;
+  const std::string tomb = std::string(detail::tombstone_prefix) + "deadbeef";
+  f.raw.rpush(f.dead("orders"), {"a", tomb, "b", tomb, "c"});
+  CHECK(f.storage.recover("orders") == 2);
+  CHECK(f.raw.list(f.dead("orders")) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(f.storage.recover("orders") == 0);
+  CHECK(f.storage.recover("empty-queue") == 0);
+}
+
+TEST_CASE("a key of the wrong type is a WRONGTYPE reply_error and nothing moves",
+          "[redis][list][faults]") {
+  Fixture f;
+  f.raw.cmd({"SET", f.dead("s"), "not a list"});
+  try {
+    f.push("s", "x");
+    FAIL("no error");
+  } catch (const reply_error& e) {
+    CHECK(e.code() == "WRONGTYPE");
+    CHECK(std::string(e.what()).find(f.dead("s")) != std::string::npos);
+  }
+  CHECK_THROWS_AS(f.storage.purge("s", ListKind::dead), reply_error);
+  CHECK(redis::view(*f.raw.cmd({"GET", f.dead("s")})) == "not a list");  // purge kept it
+
+  f.fill("orders", 3);
+  f.raw.cmd({"SET", f.source("orders"), "not a list"});
+  RedisListStorage::replay_cursor c;
+  try {
+    f.storage.replay_step("orders", c, 10, pass_through);
+    FAIL("no error");
+  } catch (const reply_error& e) {
+    CHECK(e.code() == "WRONGTYPE");
+    CHECK_FALSE(e.outcome_unknown());
+    CHECK(std::string(e.what()).find("nothing was moved") != std::string::npos);
+  }
+  CHECK(f.storage.size("orders", ListKind::dead) == 3);
+}
+
+TEST_CASE("SCRIPT FLUSH during a replay is absorbed (NOSCRIPT: reload, run once)",
+          "[redis][list][faults]") {
+  Fixture f;
+  auto items = f.fill("orders", 300);
+  RedisListStorage::replay_cursor c;
+  std::size_t examined = 0;
+  for (int i = 0; i < 100; ++i) {
+    f.raw.cmd({"SCRIPT", "FLUSH"});
+    auto r = f.storage.replay_step("orders", c, 50, pass_through);
+    REQUIRE_FALSE(r.conflict);
+    if (r.examined == 0) break;
+    examined += r.examined;
+  }
+  CHECK(examined == 300);
+  CHECK(f.raw.list(f.source("orders")) == items);
+  f.raw.cmd({"SCRIPT", "FLUSH"});
+  f.push("orders", "x");
+  CHECK(f.storage.purge("orders", ListKind::dead) == 1);
+}
+
+TEST_CASE("replay-all while producers push: no livelock, no loss, snapshot semantics",
+          "[redis][list][replay][concurrency]") {
+  Fixture f;
+  auto items = f.fill("orders", 20000);
+  // The front end's snapshot bound: replay at most the count present at the start.
+  const std::size_t snapshot = f.storage.size("orders", ListKind::dead);
+  std::atomic<bool> stop{false};
+  std::atomic<int> produced{0};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 2; ++p) {
+    producers.emplace_back([&, p] {
+      RedisListStorage producer(f.url, f.storage.options());
+      for (int i = 0; i < 100000 && !stop; ++i) {
+        producer.push(
+            Record{"orders", "", "", "new" + std::to_string(p) + "-" + std::to_string(i)});
+        ++produced;
+      }
+    });
+  }
+  RedisListStorage::replay_cursor cursor;
+  std::size_t done = 0;
+  int conflicts = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (done < snapshot && test::elapsed_ms(t0) < 60000) {
+    auto r = f.storage.replay_step("orders", cursor, std::min<std::size_t>(1000, snapshot - done),
+                                   pass_through);
+    if (r.conflict) {
+      ++conflicts;
+      continue;
+    }
+    REQUIRE(r.examined > 0);
+    done += r.examined;
+  }
+  stop = true;
+  for (auto& t : producers)
+    t.join();
+  CHECK(done == snapshot);
+  CHECK(conflicts == 0);  // RPUSHes behind the window never disturb it
+  CHECK(f.raw.list(f.source("orders")) == items);
+  auto rest = f.raw.list(f.dead("orders"));
+  CHECK(rest.size() == static_cast<std::size_t>(produced.load()));
+  CHECK(std::all_of(rest.begin(), rest.end(),
+                    [](const std::string& s) { return s.rfind("new", 0) == 0; }));
+}
+
+TEST_CASE("concurrent replayers and a popping consumer: every item exactly once",
+          "[redis][list][replay][concurrency]") {
+  Fixture f;
+  auto items = f.fill("orders", 20000);
+  std::vector<std::thread> threads;
+  std::vector<std::string> popped;
+  std::mutex m;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      if (t == 2) {  // the seed's replay_one: LPOP then RPUSH elsewhere
+        RawClient c(f.url);
+        for (int i = 0; i < 3000; ++i) {
+          auto r = c.cmd({"LPOP", f.dead("orders")});
+          if (r->type != REDIS_REPLY_STRING) break;
+          std::lock_guard<std::mutex> lock(m);
+          popped.emplace_back(redis::view(*r));
+        }
+        return;
+      }
+      f.replay("orders", 500, pass_through);
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  f.replay("orders", 1000, pass_through);  // whatever a racing finish left
+  auto moved = f.raw.list(f.source("orders"));
+  moved.insert(moved.end(), popped.begin(), popped.end());
+  std::sort(moved.begin(), moved.end());
+  std::sort(items.begin(), items.end());
+  CHECK(moved == items);
+  CHECK(f.storage.size("orders", ListKind::dead) == 0);
+}
+
+TEST_CASE("discard removes items and pushes nothing anywhere", "[redis][list][replay]") {
+  Fixture f;
+  f.raw.rpush(f.dead("orders"), {"old1", "keep", "old2", "new"});
+  auto decide = [](std::string_view raw, Decision& d) {
+    if (raw.substr(0, 3) == "old") d.action = Action::discard;
+  };
+  auto [examined, conflicts] = f.replay("orders", 100, decide);
+  CHECK(examined == 4);
+  CHECK(f.raw.list(f.dead("orders")) == std::vector<std::string>{"keep", "new"});
+  CHECK(f.raw.list(f.source("orders")).empty());
+  CHECK(f.raw.list(f.corrupt("orders")).empty());
+  // At the head (LTRIM path) as well.
+  auto all = [](std::string_view, Decision& d) { d.action = Action::discard; };
+  f.replay("orders", 100, all);
+  CHECK(f.storage.size("orders", ListKind::dead) == 0);
+  CHECK(f.raw.list(f.source("orders")).empty());
+}
+
+TEST_CASE("push returns the new length; push_bounded stops at the bound, atomically",
+          "[redis][list]") {
+  Fixture f;
+  CHECK(f.storage.push(Record{"q", "", "", "a"}) == 1);
+  CHECK(f.storage.push(Record{"q", "", "", "b"}) == 2);
+  CHECK(f.storage.push_bounded(Record{"q", "", "", "c"}, 3));
+  CHECK_FALSE(f.storage.push_bounded(Record{"q", "", "", "d"}, 3));
+  CHECK(f.raw.list(f.dead("q")) == std::vector<std::string>{"a", "b", "c"});
+  // Many threads racing for the last free places: exactly the bound is reached.
+  std::atomic<int> stored{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i)
+        if (f.storage.push_bounded(Record{"r", "", "", "x"}, 60)) ++stored;
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  CHECK(stored == 60);
+  CHECK(f.storage.size("r", ListKind::dead) == 60);
+  f.raw.cmd({"SET", f.dead("s"), "string"});
+  CHECK_THROWS_AS(f.storage.push_bounded(Record{"s", "", "", "x"}, 10), reply_error);
+}
+
+TEST_CASE("bump_count counts per queue and key and expires", "[redis][list]") {
+  Fixture f;
+  CHECK(f.storage.bump_count("q", "job:1", std::chrono::seconds(60)) == 1);
+  CHECK(f.storage.bump_count("q", "job:1", std::chrono::seconds(60)) == 2);
+  CHECK(f.storage.bump_count("q", "job:2", std::chrono::seconds(60)) == 1);
+  CHECK(f.storage.bump_count("other", "job:1", std::chrono::seconds(60)) == 1);
+  const auto ttl = f.raw.integer({"TTL", f.dead("q") + ":count:job:1"});
+  CHECK((ttl > 50 && ttl <= 60));
+  CHECK(f.storage.queues() == std::vector<std::string>{});  // counters are not lists
+  f.raw.cmd({"PEXPIRE", f.dead("q") + ":count:job:1", "1"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(f.storage.bump_count("q", "job:1", std::chrono::seconds(60)) == 1);
+}
