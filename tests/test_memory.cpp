@@ -95,3 +95,19 @@ TEST_CASE("a MemoryStorage can be moved with its contents", "[memory]") {
   dlq::MemoryStorage b = std::move(a);
   CHECK(b.size("q", dlq::ListKind::dead) == 1);
 }
+
+namespace {
+void decide_replay_all(std::string_view raw, dlq::Decision& d) {
+  d.action = dlq::Action::replay;
+  d.destination = "dest";
+  d.payload = raw;
+}
+}  // namespace
+
+TEST_CASE("a plain function can be the decider", "[memory]") {
+  dlq::MemoryStorage s;
+  s.push(rec("q", "a"));
+  dlq::MemoryStorage::replay_cursor cursor;
+  CHECK(s.replay_step("q", cursor, 10, decide_replay_all).examined == 1);
+  CHECK(s.source_range("dest") == std::vector<std::string>{"a"});
+}

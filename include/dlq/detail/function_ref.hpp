@@ -1,6 +1,7 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 // A non-owning reference to a callable (like C++26 std::function_ref): no allocation, one
-// indirect call. The referenced callable must outlive the function_ref.
+// indirect call. Accepts function objects (lambdas: the object must outlive the reference)
+// and plain functions.
 #pragma once
 
 #include <memory>
@@ -14,20 +15,38 @@ class function_ref;
 
 template <class R, class... Args>
 class function_ref<R(Args...)> {
+  union target {
+    void* object;
+    void (*function)();
+  };
+
  public:
+  /// From a function object (a lambda, a functor).
   template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, function_ref> &&
+                                              !std::is_function_v<std::remove_reference_t<F>> &&
                                               std::is_invocable_r_v<R, F&, Args...>>>
   function_ref(F&& f) noexcept  // NOLINT(google-explicit-constructor): implicit by design
-      : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
-        call_([](void* object, Args... args) -> R {
-          return (*static_cast<std::remove_reference_t<F>*>(object))(std::forward<Args>(args)...);
-        }) {}
+      : call_([](target t, Args... args) -> R {
+          return (*static_cast<std::remove_reference_t<F>*>(t.object))(std::forward<Args>(args)...);
+        }) {
+    target_.object = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
+  }
 
-  R operator()(Args... args) const { return call_(object_, std::forward<Args>(args)...); }
+  /// From a plain function.
+  template <class F, class = std::enable_if_t<std::is_function_v<F> &&
+                                              std::is_invocable_r_v<R, F&, Args...>>>
+  function_ref(F& f) noexcept  // NOLINT(google-explicit-constructor): implicit by design
+      : call_([](target t, Args... args) -> R {
+          return reinterpret_cast<F*>(t.function)(std::forward<Args>(args)...);
+        }) {
+    target_.function = reinterpret_cast<void (*)()>(&f);
+  }
+
+  R operator()(Args... args) const { return call_(target_, std::forward<Args>(args)...); }
 
  private:
-  void* object_;
-  R (*call_)(void*, Args...);
+  target target_{};
+  R (*call_)(target, Args...);
 };
 
 }  // namespace dlq::detail
