@@ -197,6 +197,8 @@ class Commands {
       throw usage_error("--lines reads the payloads from stdin; drop --payload");
     if (io_.in_is_tty)
       throw usage_error("--lines reads one payload per line from stdin; pipe them in");
+    if (!f.job_id.empty())
+      throw usage_error("--job-id names one job; it cannot go with --lines (many jobs)");
     std::vector<dlq::FailedJob> batch;
     auto flush = [&] {
       for (const auto& id : store().send_batch(batch))

@@ -69,6 +69,7 @@ TEST_CASE("send --lines stores one entry per line of stdin, in batches", "[cli]"
   CHECK(q.get("orders", ids.back())->payload == "not json, still a payload");
   CHECK(f.run({"send", "orders", "--error", "e", "--lines", "--payload", "x"}).code == 1);
   CHECK(f.run({"send", "orders", "--error", "e", "--lines"}, "", true).code == 1);
+  CHECK(f.run({"send", "orders", "--error", "e", "--lines", "--job-id", "j"}, "{}\n").code == 1);
 }
 
 TEST_CASE("send refuses bad input with exit code 1 and one line", "[cli]") {
