@@ -52,11 +52,12 @@ fi
 if [ -z "$build_dir" ]; then
   build_dir="$root/build-demo"
   echo "demo.sh: building dlqctl and the worker in $build_dir (a minute the first time)"
+  mkdir -p "$build_dir"
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLQ_BUILD_TESTS=OFF \
-        -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_BUILD_EXAMPLES=ON >"$build_dir.configure.log" 2>&1 ||
-    { cat "$build_dir.configure.log"; exit 1; }
+        -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_BUILD_EXAMPLES=ON >"$build_dir/demo-configure.log" 2>&1 ||
+    { cat "$build_dir/demo-configure.log"; exit 1; }
   cmake --build "$build_dir" --target dlqctl example_05_worker -j"$(nproc 2>/dev/null || echo 2)" \
-    >"$build_dir.build.log" 2>&1 || { tail -50 "$build_dir.build.log"; exit 1; }
+    >"$build_dir/demo-build.log" 2>&1 || { tail -50 "$build_dir/demo-build.log"; exit 1; }
 fi
 dlqctl="$build_dir/examples/dlqctl/dlqctl"
 worker="$build_dir/examples/example_05_worker"
