@@ -1,0 +1,180 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file kv/memory_store.hpp
+/// dlq::kv::MemoryStore — an in-memory key-value store for dlq::KeyValueStorage: the
+/// unit-testing default for the key-value shape, with the same semantics as the durable
+/// stores (versions, oldest-first windows, atomic batches, compare-and-delete).
+///
+///     dlq::kv::MemoryStore store;
+///     dlq::KeyValueStorage storage(store);   // replays into a dlq::kv::MemoryQueues
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dlq/storage/key_value.hpp"
+
+namespace dlq {
+namespace kv {
+
+/// In-memory key-value store (see the contract in dlq/storage/key_value.hpp). Nothing
+/// survives the process. A handle: copies share the same data. Thread-safe: every call takes
+/// one lock, so each batch is atomic.
+class MemoryStore {
+ public:
+  /// An empty store.
+  MemoryStore() : state_(std::make_shared<state>()) {}
+
+  /// Inserts or replaces each record, in order, atomically. Every saved record gets a new
+  /// version greater than every version given before, so a replaced record moves to the end.
+  void save(const std::vector<Write>& writes) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (const Write& w : writes) {
+      collection& c = collection_locked(w.collection);
+      const std::uint64_t version = ++state_->last_version;
+      auto it = c.by_id.find(w.id);
+      if (it != c.by_id.end()) {
+        c.by_version.erase(it->second);
+        it->second = version;
+      } else {
+        it = c.by_id.emplace(std::string(w.id), version).first;
+      }
+      c.by_version.emplace(version, entry{&it->first, std::string(w.value)});
+    }
+  }
+
+  /// The record `id` of `collection`, or std::nullopt.
+  std::optional<Item> load(std::string_view collection_name, std::string_view id) const {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const collection* c = find_locked(collection_name);
+    if (c == nullptr) return std::nullopt;
+    auto it = c->by_id.find(id);
+    if (it == c->by_id.end()) return std::nullopt;
+    return Item{it->first, c->by_version.at(it->second).value, it->second};
+  }
+
+  /// The records of `collection` in `window`, oldest first.
+  std::vector<Item> list(std::string_view collection_name, const Window& window) const {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<Item> out;
+    const collection* c = find_locked(collection_name);
+    if (c == nullptr) return out;
+    auto it = c->by_version.upper_bound(window.after);
+    for (std::size_t skip = window.offset; skip > 0 && it != c->by_version.end(); --skip)
+      ++it;
+    for (; it != c->by_version.end() && (window.limit == 0 || out.size() < window.limit); ++it)
+      out.push_back(Item{*it->second.id, it->second.value, it->first});
+    return out;
+  }
+
+  /// The versions of the records of `collection` in `window`, oldest first (list without
+  /// copying ids and values).
+  std::vector<std::uint64_t> versions(std::string_view collection_name,
+                                      const Window& window) const {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<std::uint64_t> out;
+    const collection* c = find_locked(collection_name);
+    if (c == nullptr) return out;
+    auto it = c->by_version.upper_bound(window.after);
+    for (std::size_t skip = window.offset; skip > 0 && it != c->by_version.end(); --skip)
+      ++it;
+    for (; it != c->by_version.end() && (window.limit == 0 || out.size() < window.limit); ++it)
+      out.push_back(it->first);
+    return out;
+  }
+
+  /// Applies every removal whose record exists with the expected version (any version when
+  /// it is 0), atomically. @returns how many were applied.
+  std::size_t remove(const std::vector<Removal>& removals) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::size_t applied = 0;
+    for (const Removal& r : removals) {
+      auto cit = state_->collections.find(r.collection);
+      if (cit == state_->collections.end()) continue;
+      collection& c = cit->second;
+      auto it = c.by_id.find(r.id);
+      if (it == c.by_id.end() || (r.version != 0 && it->second != r.version)) continue;
+      if (!r.move_to.empty() && r.move_to == r.collection) {
+        ++applied;  // moving a record onto itself leaves it where it is
+        continue;
+      }
+      auto vit = c.by_version.find(it->second);
+      std::string value = std::move(vit->second.value);
+      c.by_version.erase(vit);
+      c.by_id.erase(it);
+      if (!r.move_to.empty()) {
+        collection& target = collection_locked(r.move_to);
+        const std::uint64_t version = ++state_->last_version;
+        auto tit = target.by_id.find(r.id);
+        if (tit != target.by_id.end()) {
+          target.by_version.erase(tit->second);
+          tit->second = version;
+        } else {
+          tit = target.by_id.emplace(std::string(r.id), version).first;
+        }
+        target.by_version.emplace(version, entry{&tit->first, std::move(value)});
+      }
+      if (c.by_id.empty()) state_->collections.erase(cit);
+      ++applied;
+    }
+    return applied;
+  }
+
+  /// Number of records in `collection`.
+  std::size_t count(std::string_view collection_name) const {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const collection* c = find_locked(collection_name);
+    return c == nullptr ? 0 : c->by_id.size();
+  }
+
+  /// Removes every record of `collection`. @returns how many were removed.
+  std::size_t remove_all(std::string_view collection_name) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto it = state_->collections.find(collection_name);
+    if (it == state_->collections.end()) return 0;
+    const std::size_t n = it->second.by_id.size();
+    state_->collections.erase(it);
+    return n;
+  }
+
+ private:
+  struct entry {
+    const std::string* id;  // the key in collection::by_id (node-based map: stable address)
+    std::string value;
+  };
+  struct collection {
+    std::map<std::string, std::uint64_t, std::less<>> by_id;
+    std::map<std::uint64_t, entry> by_version;
+  };
+  struct state {
+    mutable std::mutex mutex;
+    std::uint64_t last_version = 0;
+    std::map<std::string, collection, std::less<>> collections;
+  };
+
+  collection& collection_locked(std::string_view name) {
+    auto it = state_->collections.find(name);
+    if (it == state_->collections.end())
+      it = state_->collections.emplace(std::string(name), collection{}).first;
+    return it->second;
+  }
+
+  const collection* find_locked(std::string_view name) const {
+    auto it = state_->collections.find(name);
+    return it == state_->collections.end() ? nullptr : &it->second;
+  }
+
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace kv
+}  // namespace dlq

@@ -1,0 +1,615 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file storage/key_value.hpp
+/// dlq::KeyValueStorage — the storage adapter over a key-value store: one record per entry,
+/// keyed by queue and entry id (the Rust seed's `dlq:{task_id}` records made first-class).
+///
+/// What it gives you:
+///   - A caller-supplied job id is the entry id (keyed_by_job_id), so dead-lettering the same
+///     job again replaces its record — new attempt, new time, moved to the end of the order —
+///     instead of adding a second one. Entries without a job id get a fresh id.
+///   - Oldest-first listing in windows, one batched read per window (never a load per key).
+///   - Entries without any id (bytes written by another program) are keyed by the id
+///     dlq::Entry derives from their bytes ("raw-…"), so every record can be addressed.
+///   - Replay into a destination of your choice (a "sink": any callable, or an object with
+///     push/push_many; see "Sinks" below) — push first, then remove, because the destination
+///     is outside the store and no transaction spans both. **At-least-once**: a replay that
+///     dies between the push and the remove leaves the records in place and the next replay
+///     pushes them again, so the destination can see a payload twice — the price of never
+///     losing one. Two processes replaying the same queue at once can also both push an
+///     entry (one process serialises its own replays). Before pushing, a step re-reads its
+///     window: a record removed or replaced since it was read makes the step a `conflict`
+///     (nothing pushed, nothing removed; the front end decides again). The removal is a
+///     compare-and-delete on the record's version, in one atomic store call: if the job was
+///     dead-lettered again while its payload was being pushed, the new record is kept (a new
+///     failure) and counted in superseded().
+///
+/// The key-value store contract (checked by dlq::kv::is_store_v / the dlq::kv::store concept,
+/// and by static_asserts that name the missing member when KeyValueStorage is instantiated).
+/// Keys are two-level: a *collection* (the key prefix shared by every record of one list,
+/// e.g. "dlq:{orders}:dead") and an *id* inside it. Each record also has a *version*: a
+/// number the store assigns on every save, strictly greater than every version the
+/// collection has had, so that ascending version is oldest-first and a replaced record moves
+/// to the end. Versions are never reused (a compare-and-delete relies on that).
+///
+///     // Required
+///     void save(const std::vector<dlq::kv::Write>& writes);        // insert or replace, in
+///                                                                  // order, atomically
+///     std::optional<dlq::kv::Item> load(std::string_view collection, std::string_view id);
+///     std::vector<dlq::kv::Item> list(std::string_view collection,  // oldest first, one read
+///                                     const dlq::kv::Window& window);
+///     std::size_t remove(const std::vector<dlq::kv::Removal>& removals);  // atomically; each
+///                                     // only if its version still matches; returns how many
+///     // Optional (faster than the fallbacks built on list/remove)
+///     std::size_t count(std::string_view collection);
+///     std::size_t remove_all(std::string_view collection);         // exact count removed
+///     std::vector<std::uint64_t> versions(std::string_view collection,  // list without the
+///                                         const dlq::kv::Window& window); // ids and values
+///
+/// Every member must be safe to call from several threads at once. Ready-made stores:
+/// dlq::kv::MemoryStore (dlq/kv/memory_store.hpp; unit tests), dlq::kv::SqliteStore
+/// (dlq/sqlite/sqlite_store.hpp; durable, one file, target dlq::sqlite) and
+/// dlq::kv::RedisStore (dlq/kv/redis_store.hpp; target dlq::redis).
+///
+/// Sinks — where replay pushes payloads. The sink is the adapter's second template parameter
+/// and a constructor argument (class template argument deduction picks its type from the
+/// argument). Accepted, in order of preference:
+///
+///     s.push_many(const std::vector<dlq::kv::Message>&)   // one call per replay step
+///     s(const std::vector<dlq::kv::Message>&)             // one call per replay step
+///     s.push(std::string_view queue, std::string_view payload)   // one call per item
+///     s(std::string_view queue, std::string_view payload)        // one call per item
+///
+/// or a std::reference_wrapper to one of those. The sink is called from replay_step only,
+/// under the adapter's replay lock, so it is never called concurrently by one adapter. A
+/// sink that throws aborts the step before anything is removed. The default sink is
+/// dlq::kv::MemoryQueues (dlq/kv/sinks.hpp), an in-memory set of queues for tests;
+/// dlq::kv::RedisListSink (dlq/kv/redis_store.hpp) pushes onto Redis lists.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "dlq/detail/id.hpp"
+#include "dlq/errors.hpp"
+#include "dlq/kv/sinks.hpp"
+#include "dlq/storage.hpp"
+
+namespace dlq {
+namespace kv {
+
+/// One stored record, as load and list return it.
+struct Item {
+  std::string id;             ///< the record's id inside its collection (the entry id)
+  std::string value;          ///< the stored bytes, exactly as saved
+  std::uint64_t version = 0;  ///< assigned by the store on save; never 0 for a stored record
+};
+
+/// One record to save. The views must stay valid for the duration of the call.
+struct Write {
+  std::string_view collection;  ///< e.g. "dlq:{orders}:dead"
+  std::string_view id;          ///< the record's id inside the collection
+  std::string_view value;       ///< the bytes to store
+};
+
+/// One record to remove (or move). The views must stay valid for the duration of the call.
+struct Removal {
+  std::string_view collection;  ///< where the record is
+  std::string_view id;          ///< its id
+  std::uint64_t version = 0;    ///< remove only if the record still has this version; 0 = any
+  std::string_view move_to;     ///< empty: delete; else save the value under the same id in
+                                ///< this collection (new version) and delete the original
+};
+
+/// A window of a collection, oldest first: the records with version > `after`, skipping the
+/// first `offset` of those, at most `limit` of them (0 = no limit).
+struct Window {
+  std::uint64_t after = 0;  ///< version to start after; 0 = from the oldest
+  std::size_t offset = 0;   ///< records to skip after `after`; 0 = none
+  std::size_t limit = 0;    ///< most records to return; 0 = all
+};
+
+namespace detail {
+
+template <class S, class = void>
+struct has_save : std::false_type {};
+template <class S>
+struct has_save<
+    S, std::void_t<decltype(std::declval<S&>().save(std::declval<const std::vector<Write>&>()))>>
+    : std::true_type {};
+
+template <class S, class = void>
+struct has_load : std::false_type {};
+template <class S>
+struct has_load<S, std::enable_if_t<std::is_convertible_v<
+                       decltype(std::declval<S&>().load(std::string_view{}, std::string_view{})),
+                       std::optional<Item>>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_list : std::false_type {};
+template <class S>
+struct has_list<
+    S, std::enable_if_t<std::is_convertible_v<
+           decltype(std::declval<S&>().list(std::string_view{}, std::declval<const Window&>())),
+           std::vector<Item>>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_remove : std::false_type {};
+template <class S>
+struct has_remove<
+    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().remove(
+                                                  std::declval<const std::vector<Removal>&>())),
+                                              std::size_t>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_count : std::false_type {};
+template <class S>
+struct has_count<S, std::enable_if_t<std::is_convertible_v<
+                        decltype(std::declval<S&>().count(std::string_view{})), std::size_t>>>
+    : std::true_type {};
+
+template <class S, class = void>
+struct has_remove_all : std::false_type {};
+template <class S>
+struct has_remove_all<
+    S, std::enable_if_t<std::is_convertible_v<
+           decltype(std::declval<S&>().remove_all(std::string_view{})), std::size_t>>>
+    : std::true_type {};
+
+template <class S, class = void>
+struct has_versions : std::false_type {};
+template <class S>
+struct has_versions<
+    S, std::enable_if_t<std::is_convertible_v<
+           decltype(std::declval<S&>().versions(std::string_view{}, std::declval<const Window&>())),
+           std::vector<std::uint64_t>>>> : std::true_type {};
+
+}  // namespace detail
+
+/// True when `S` (cv/ref-qualified or not) has every required member of the key-value store
+/// contract described in dlq/storage/key_value.hpp.
+template <class S>
+inline constexpr bool is_store_v = [] {
+  using T = std::remove_cv_t<std::remove_reference_t<S>>;
+  return detail::has_save<T>::value && detail::has_load<T>::value && detail::has_list<T>::value &&
+         detail::has_remove<T>::value;
+}();
+
+/// Detection trait for the key-value store contract; see is_store_v.
+template <class S>
+struct is_store : std::bool_constant<is_store_v<S>> {};
+
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+/// C++20 concept for the key-value store contract (a thin wrapper over dlq::kv::is_store_v).
+template <class S>
+concept store = is_store_v<S>;
+#endif
+
+namespace detail {
+/// Instantiated by KeyValueStorage: one static_assert per required member, so a compiler
+/// error names exactly what a key-value store is missing.
+template <class S>
+struct check_store {
+  static_assert(has_save<S>::value,
+                "dlq: key-value store is missing `void save(const std::vector<dlq::kv::Write>&)` "
+                "(see dlq/storage/key_value.hpp)");
+  static_assert(has_load<S>::value,
+                "dlq: key-value store is missing `std::optional<dlq::kv::Item> "
+                "load(std::string_view collection, std::string_view id)` "
+                "(see dlq/storage/key_value.hpp)");
+  static_assert(has_list<S>::value,
+                "dlq: key-value store is missing `std::vector<dlq::kv::Item> "
+                "list(std::string_view collection, const dlq::kv::Window&)` "
+                "(see dlq/storage/key_value.hpp)");
+  static_assert(has_remove<S>::value,
+                "dlq: key-value store is missing `std::size_t remove(const "
+                "std::vector<dlq::kv::Removal>&)` (see dlq/storage/key_value.hpp)");
+  static constexpr bool value = true;
+};
+
+}  // namespace detail
+
+}  // namespace kv
+
+/// Options of dlq::KeyValueStorage.
+struct KeyValueOptions {
+  /// Start of every collection name. A queue's records live in the collections
+  /// `<prefix>{<queue>}:dead` and `<prefix>{<queue>}:corrupt` (the braces are a Redis hash
+  /// tag, so one queue's keys share a cluster slot), and the names of the queues that were
+  /// ever used in `<prefix>queues`. Default "dlq:". Two adapters with different prefixes
+  /// share a store without seeing each other's entries.
+  std::string prefix = "dlq:";
+};
+
+/// Storage adapter (see dlq/storage.hpp) over a key-value store `Kv` (see the contract at the
+/// top of this file), replaying into a sink `Sink`.
+///
+/// - `Kv` is held by value. The stores that ship with dlq are handles: copies share the same
+///   data, so keep a copy to inspect the store while the adapter uses it.
+/// - `Sink` is held by value too (wrap it in std::ref to share one you own). Default:
+///   dlq::kv::MemoryQueues, an in-memory handle; sink() returns it.
+/// - Entries are keyed by queue and id. keyed_by_job_id is true: the front end passes the job
+///   id as the entry id, and saving the same id again replaces the record (it moves to the
+///   end, as a new failure). Records without a job id carry the fresh id the front end made.
+/// - replay_step pushes first, then removes (at-least-once, never lost; the destination may
+///   see a payload twice if a replay dies in between, or if two processes replay the same
+///   queue at once). The removal is one atomic store call for the whole step and applies to
+///   a record only if its version is still the one read; a record replaced meanwhile stays.
+///
+/// Thread-safe when the store is (every shipped store is). Copies share the queue registry
+/// cache, the counters and the replay lock.
+template <class Kv, class Sink = kv::MemoryQueues>
+class KeyValueStorage {
+  static_assert(kv::detail::check_store<Kv>::value, "");
+  static_assert(
+      kv::is_sink_v<Sink>,
+      "dlq: KeyValueStorage's Sink needs `push_many(const std::vector<dlq::kv::Message>&)`, "
+      "`operator()(const std::vector<dlq::kv::Message>&)`, "
+      "`push(std::string_view queue, std::string_view payload)` or "
+      "`operator()(std::string_view queue, std::string_view payload)` "
+      "(see dlq/storage/key_value.hpp)");
+
+ public:
+  /// A caller-supplied job id is the entry id; sending the same job again replaces its record.
+  static constexpr bool keyed_by_job_id = true;
+
+  /// Replay position: the version of the last record a step examined (0 = from the oldest).
+  /// Kept records stay before it; records saved later (new failures, replaced records) come
+  /// after it.
+  struct replay_cursor {
+    std::uint64_t after = 0;  ///< version of the last examined record; 0 = start
+  };
+
+  /// Adapts a default-constructed store, replaying into a default-constructed sink (with the
+  /// defaults: an empty dlq::kv::MemoryStore into a dlq::kv::MemoryQueues), so that
+  /// `dlq::DeadLetterQueue<dlq::KeyValueStorage<dlq::kv::MemoryStore>> q;` works.
+  KeyValueStorage() : KeyValueStorage(Kv{}, Sink{}) {}
+
+  /// Adapts `store`, replaying into `sink`.
+  /// @throws dlq::invalid_argument if options.prefix is empty.
+  explicit KeyValueStorage(Kv store, Sink sink = Sink{}, KeyValueOptions options = {})
+      : store_(std::move(store)), sink_(std::move(sink)), shared_(std::make_shared<shared>()) {
+    if (options.prefix.empty())
+      throw invalid_argument(detail::message("kv", "KeyValueOptions::prefix", "is empty",
+                                             "use a non-empty prefix such as \"dlq:\""));
+    prefix_ = std::move(options.prefix);
+  }
+
+  /// The store (a handle to the same data the adapter uses).
+  Kv& store() noexcept { return store_; }
+  /// The replay destination.
+  Sink& sink() noexcept { return sink_; }
+
+  /// The collection holding `queue`'s list `kind`: "<prefix>{<queue>}:dead" or ":corrupt".
+  std::string collection(std::string_view queue, ListKind kind) const {
+    std::string c;
+    c.reserve(prefix_.size() + queue.size() + 11);
+    c += prefix_;
+    c += '{';
+    c += queue;
+    c += kind == ListKind::dead ? "}:dead" : "}:corrupt";
+    return c;
+  }
+
+  /// Stores one envelope under (record.queue, record.id) — record.job_id when id is empty,
+  /// and an id derived from the envelope's bytes ("raw-" + hash, as dlq::Entry derives it)
+  /// when both are empty — replacing the record a previous send of the same id left.
+  /// @throws dlq::invalid_argument if the queue name is empty; what the store throws.
+  void push(const Record& record) { push_many(std::vector<Record>{record}); }
+
+  /// Stores several envelopes in one atomic store call, in order (a later record with the
+  /// same id replaces an earlier one). Nothing is stored if it throws.
+  /// @throws dlq::invalid_argument if a record's queue name is empty; what the store throws.
+  void push_many(const std::vector<Record>& records) {
+    if (records.empty()) return;
+    std::vector<std::string> collections;
+    collections.reserve(records.size());
+    std::vector<std::string> derived;  // ids of records that came without one
+    std::vector<std::string_view> keys;
+    keys.reserve(records.size());
+    std::vector<std::string_view> new_queues;
+    for (const Record& r : records) {
+      if (r.queue.empty())
+        throw invalid_argument(detail::message("kv", "push", "a record has an empty queue name",
+                                               "give every entry its source queue's name"));
+      if (collections.empty() || r.queue != records[collections.size() - 1].queue)
+        collections.push_back(collection(r.queue, ListKind::dead));
+      else
+        collections.push_back(collections.back());
+      if (!known_queue(r.queue) &&
+          std::find(new_queues.begin(), new_queues.end(), r.queue) == new_queues.end())
+        new_queues.push_back(r.queue);
+    }
+    derived.reserve(records.size());
+    for (const Record& r : records) {
+      if (!r.id.empty()) {
+        keys.push_back(r.id);
+      } else if (!r.job_id.empty()) {
+        keys.push_back(r.job_id);
+      } else {
+        derived.push_back(detail::derived_id(r.envelope));  // reserved: views stay valid
+        keys.push_back(derived.back());
+      }
+    }
+    std::vector<kv::Write> writes;
+    writes.reserve(records.size() + new_queues.size());
+    const std::string registry = registry_collection();
+    for (std::string_view q : new_queues)
+      writes.push_back(kv::Write{registry, q, {}});
+    for (std::size_t i = 0; i < records.size(); ++i)
+      writes.push_back(kv::Write{collections[i], keys[i], records[i].envelope});
+    store_.save(writes);
+    if (!new_queues.empty()) {
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      for (std::string_view q : new_queues)
+        shared_->registered.emplace(q);
+    }
+  }
+
+  /// Number of records in `queue`'s list `kind`.
+  std::size_t size(std::string_view queue, ListKind kind) { return count(collection(queue, kind)); }
+
+  /// Up to `count` records of `queue`'s list `kind`, oldest first, from position `start`
+  /// (0 = the oldest). One store read.
+  std::vector<std::string> range(std::string_view queue, ListKind kind, std::size_t start,
+                                 std::size_t count) {
+    if (count == 0) return {};
+    kv::Window window;
+    window.offset = start;
+    window.limit = count;
+    std::vector<kv::Item> items = store_.list(collection(queue, kind), window);
+    std::vector<std::string> out;
+    out.reserve(items.size());
+    for (kv::Item& item : items)
+      out.push_back(std::move(item.value));
+    return out;
+  }
+
+  /// Up to `window.limit` records of `queue`'s list `kind` with their ids and versions,
+  /// oldest first (pass the last version seen as `window.after` to page on). One store read.
+  std::vector<kv::Item> items(std::string_view queue, ListKind kind, const kv::Window& window) {
+    return store_.list(collection(queue, kind), window);
+  }
+
+  /// The record stored under entry id `id`, if any: one store lookup. An id derived from an
+  /// entry's bytes ("raw-…", the id dlq::Entry gives an entry without one, e.g. a corrupt
+  /// record) that is not a key is looked for among the records' bytes (one paged scan).
+  std::optional<std::string> find(std::string_view queue, ListKind kind, std::string_view id) {
+    const std::string coll = collection(queue, kind);
+    std::optional<kv::Item> item = store_.load(coll, id);
+    if (item) return std::move(item->value);
+    if (id.rfind("raw-", 0) != 0) return std::nullopt;
+    kv::Window window;
+    window.limit = page_size;
+    for (;;) {
+      std::vector<kv::Item> page = store_.list(coll, window);
+      for (kv::Item& i : page)
+        if (detail::derived_id(i.value) == id) return std::move(i.value);
+      if (page.size() < window.limit) return std::nullopt;
+      window.after = page.back().version;
+    }
+  }
+
+  /// Removes the record with entry id `id` if its bytes equal `raw` (an empty `raw` matches
+  /// any bytes). When no record under `id` has those bytes (an entry whose id was derived
+  /// from its bytes, e.g. a corrupt one), removes the oldest record equal to `raw` instead.
+  /// The removal is a compare-and-delete on the version read, so a record replaced meanwhile
+  /// is kept. @returns true if a record was removed.
+  bool remove(std::string_view queue, ListKind kind, std::string_view id, std::string_view raw) {
+    const std::string coll = collection(queue, kind);
+    if (!id.empty()) {
+      if (std::optional<kv::Item> item = store_.load(coll, id)) {
+        if (raw.empty() || item->value == raw)
+          return store_.remove({kv::Removal{coll, id, item->version, {}}}) == 1;
+        return false;  // the record under this id holds other bytes: replaced, keep it
+      }
+    }
+    if (raw.empty()) return false;
+    kv::Window window;
+    window.limit = page_size;
+    for (;;) {
+      std::vector<kv::Item> page = store_.list(coll, window);
+      for (const kv::Item& item : page)
+        if (item.value == raw)
+          return store_.remove({kv::Removal{coll, item.id, item.version, {}}}) == 1;
+      if (page.size() < window.limit) return false;
+      window.after = page.back().version;
+    }
+  }
+
+  /// Removes every record of `queue`'s list `kind`. @returns exactly how many were removed.
+  std::size_t purge(std::string_view queue, ListKind kind) {
+    const std::string coll = collection(queue, kind);
+    if constexpr (kv::detail::has_remove_all<Kv>::value) {
+      return store_.remove_all(coll);
+    } else {
+      std::size_t removed = 0;
+      kv::Window window;
+      window.limit = page_size;
+      for (;;) {
+        std::vector<kv::Item> page = store_.list(coll, window);
+        if (page.empty()) return removed;
+        std::vector<kv::Removal> removals;
+        removals.reserve(page.size());
+        for (const kv::Item& item : page)
+          removals.push_back(kv::Removal{coll, item.id, item.version, {}});
+        removed += store_.remove(removals);
+        window.after = page.back().version;
+      }
+    }
+  }
+
+  /// The queues that have dead or corrupt records, sorted by name.
+  std::vector<std::string> queues() {
+    kv::Window all;
+    std::vector<kv::Item> registered = store_.list(registry_collection(), all);
+    std::vector<std::string> out;
+    for (kv::Item& item : registered) {
+      if (size(item.id, ListKind::dead) > 0 || size(item.id, ListKind::corrupt) > 0)
+        out.push_back(std::move(item.id));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  /// The dead-list sizes of `queue_names`, in the same order.
+  std::vector<std::size_t> sizes(const std::vector<std::string>& queue_names) {
+    std::vector<std::size_t> out;
+    out.reserve(queue_names.size());
+    for (const std::string& q : queue_names)
+      out.push_back(size(q, ListKind::dead));
+    return out;
+  }
+
+  /// Reads up to `max_items` (0 = 1) records after the cursor, oldest first, asks `decide`
+  /// about each, and then:
+  ///  1. checks, in one read of the same window, that every record to replay or set aside is
+  ///     still stored with the version read; if one is not (removed or replaced meanwhile),
+  ///     applies nothing and returns `conflict` (the caller decides again);
+  ///  2. pushes every Action::replay payload to the sink (one call when it takes batches);
+  ///  3. only after the sink returned, removes those records and every Action::discard
+  ///     record, and moves every Action::set_aside record to the corrupt list, in one
+  ///     atomic store call. Each removal
+  ///     applies only if the record still has the version read: a job dead-lettered again
+  ///     between 1 and 3 keeps its new record (a new failure), counted in superseded().
+  /// At-least-once: if the sink throws, nothing is removed and the exception propagates; if
+  /// the process dies between 2 and 3, the records stay and a later replay pushes them again.
+  StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
+                         Decider decide) {
+    std::lock_guard<std::mutex> replay_lock(shared_->replay_mutex);
+    const std::string dead = collection(queue, ListKind::dead);
+    kv::Window window;
+    window.after = cursor.after;
+    window.limit = max_items == 0 ? 1 : max_items;
+    const std::vector<kv::Item> items = store_.list(dead, window);
+    if (items.empty()) return StepResult{};
+
+    std::string corrupt;
+    std::vector<std::string> destinations;  // distinct destination names, usually one
+    // (destination index, payload): a view into the item when the payload is a part of it
+    // (the usual case: the front end cuts the payload out of the envelope), else into `owned`.
+    std::vector<std::pair<std::size_t, std::string_view>> payloads;
+    std::deque<std::string> owned;  // stable addresses
+    std::vector<kv::Removal> removals;
+    payloads.reserve(items.size());
+    removals.reserve(items.size());
+    for (const kv::Item& item : items) {
+      Decision decision;
+      decide(item.value, decision);
+      if (decision.action == Action::replay) {
+        if (decision.destination.empty())
+          throw invalid_argument(detail::message("kv", "replay_step", "empty destination queue",
+                                                 "the decider must name a destination"));
+        std::size_t d = 0;
+        while (d < destinations.size() && destinations[d] != decision.destination)
+          ++d;
+        if (d == destinations.size()) destinations.emplace_back(decision.destination);
+        const char* begin = item.value.data();
+        const char* p = decision.payload.data();
+        if (p != nullptr && std::less_equal<const char*>()(begin, p) &&
+            std::less_equal<const char*>()(p + decision.payload.size(),
+                                           begin + item.value.size())) {
+          payloads.emplace_back(d, decision.payload);
+        } else {
+          owned.emplace_back(decision.payload);
+          payloads.emplace_back(d, owned.back());
+        }
+        removals.push_back(kv::Removal{dead, item.id, item.version, {}});
+      } else if (decision.action == Action::set_aside) {
+        if (corrupt.empty()) corrupt = collection(queue, ListKind::corrupt);
+        removals.push_back(kv::Removal{dead, item.id, item.version, {}});
+        removals.back().move_to = corrupt;  // `corrupt` is set once: the view stays valid
+      } else if (decision.action == Action::discard) {
+        removals.push_back(kv::Removal{dead, item.id, item.version, {}});
+      }
+    }
+    if (!removals.empty()) {
+      // 1. Still there, unchanged? One read of the same window (removals only shrink it,
+      //    new and replaced records land after it, so every surviving record is in it).
+      const std::vector<std::uint64_t> now = versions(dead, window);
+      std::size_t j = 0;
+      for (const kv::Removal& r : removals) {
+        while (j < now.size() && now[j] < r.version)
+          ++j;
+        if (j == now.size() || now[j] != r.version) return StepResult{0, true};
+      }
+    }
+    if (!payloads.empty()) {  // 2. push
+      std::vector<kv::Message> messages;
+      messages.reserve(payloads.size());
+      for (const auto& p : payloads)
+        messages.push_back(kv::Message{destinations[p.first], p.second});
+      kv::detail::deliver(sink_, messages);
+    }
+    if (!removals.empty()) {  // 3. remove (compare-and-delete)
+      const std::size_t applied = store_.remove(removals);
+      if (applied < removals.size())
+        shared_->superseded.fetch_add(removals.size() - applied, std::memory_order_relaxed);
+    }
+    cursor.after = items.back().version;
+    return StepResult{items.size(), false};
+  }
+
+  /// How many records replay pushed (or was to set aside) but did not remove because they
+  /// were replaced or removed between the step's check and its removal — typically the job
+  /// was dead-lettered again while its payload was being pushed: the new record was kept. Counted
+  /// since this adapter (or the one it was copied from) was made.
+  std::size_t superseded() const noexcept {
+    return shared_->superseded.load(std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr std::size_t page_size = 1000;
+
+  struct shared {
+    std::mutex mutex;  // guards registered
+    std::set<std::string, std::less<>> registered;
+    std::mutex replay_mutex;  // one replay step at a time: no duplicate pushes within a process
+    std::atomic<std::size_t> superseded{0};
+  };
+
+  std::string registry_collection() const { return prefix_ + "queues"; }
+
+  bool known_queue(std::string_view queue) {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    return shared_->registered.find(queue) != shared_->registered.end();
+  }
+
+  std::vector<std::uint64_t> versions(const std::string& coll, const kv::Window& window) {
+    if constexpr (kv::detail::has_versions<Kv>::value) {
+      return store_.versions(coll, window);
+    } else {
+      std::vector<std::uint64_t> out;
+      for (const kv::Item& item : store_.list(coll, window))
+        out.push_back(item.version);
+      return out;
+    }
+  }
+
+  std::size_t count(const std::string& coll) {
+    if constexpr (kv::detail::has_count<Kv>::value) {
+      return store_.count(coll);
+    } else {
+      return store_.list(coll, kv::Window{}).size();
+    }
+  }
+
+  Kv store_;
+  Sink sink_;
+  std::shared_ptr<shared> shared_;
+  std::string prefix_;
+};
+
+}  // namespace dlq

@@ -1,0 +1,166 @@
+// dlq::DeadLetterQueue over dlq::KeyValueStorage: the Rust seed's one-record-per-job
+// semantics, corrupt records written straight into a store, batched reads, custom sinks.
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "dlq/dlq.hpp"
+#include "dlq/kv/sinks.hpp"
+#include "kv_fixtures.hpp"
+#include "support/catch.hpp"
+
+namespace {
+
+dlq::Failure job_failure(std::string job_id, std::int64_t attempt, std::string error) {
+  dlq::Failure f;
+  f.job_id = std::move(job_id);
+  f.attempt = attempt;
+  f.error = std::move(error);
+  f.worker = "w1";
+  return f;
+}
+
+/// Counts the calls a store receives (wraps any store).
+template <class Store>
+struct CountingStore {
+  Store inner;
+  std::shared_ptr<std::atomic<int>> loads = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> lists = std::make_shared<std::atomic<int>>(0);
+  void save(const std::vector<dlq::kv::Write>& w) { inner.save(w); }
+  std::optional<dlq::kv::Item> load(std::string_view c, std::string_view id) {
+    ++*loads;
+    return inner.load(c, id);
+  }
+  std::vector<dlq::kv::Item> list(std::string_view c, const dlq::kv::Window& w) {
+    ++*lists;
+    return inner.list(c, w);
+  }
+  std::size_t remove(const std::vector<dlq::kv::Removal>& r) { return inner.remove(r); }
+  std::size_t count(std::string_view c) { return inner.count(c); }
+};
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("dead-lettering the same job again replaces its record (the Rust seed)",
+                        "[kv][front-end]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::KeyValueStorage storage(fx.make());
+  auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1796000000));
+  dlq::Options options;
+  options.clock = [&now] { return now; };
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+
+  CHECK(q.send_to_dlq("orders", R"({"task":1})", job_failure("task-1", 1, "timeout")) == "task-1");
+  now += std::chrono::seconds(5);
+  q.send_to_dlq("orders", R"({"task":2})", job_failure("task-2", 1, "boom"));
+  now += std::chrono::seconds(5);
+  q.send_to_dlq("orders", R"({"task":1})", job_failure("task-1", 2, "timeout again"));
+  const std::string no_job = q.send_to_dlq("orders", R"({"task":3})", "no job id", 1);
+
+  CHECK(q.size("orders") == 3);
+  const auto page = q.peek("orders", 0, 10);
+  REQUIRE(page.size() == 3);
+  CHECK(page[0].id == "task-2");
+  CHECK(page[1].id == "task-1");  // replaced: moved to the end, as a new failure
+  CHECK(page[1].attempt == 2);
+  CHECK(page[1].error == "timeout again");
+  CHECK(page[1].dead_lettered_at == "2026-11-30T00:53:30.000000+00:00");
+  CHECK(page[2].id == no_job);  // a fresh id for an entry without a job id
+  CHECK(no_job.size() == 36);
+
+  auto got = q.get("orders", "task-1");
+  REQUIRE(got);
+  CHECK(got->attempt == 2);
+  CHECK(q.remove("orders", "task-2"));
+  CHECK_FALSE(q.get("orders", "task-2"));
+  CHECK(q.replay_ids("orders", {"task-1"}).replayed == 1);
+  CHECK(storage.sink().contents("orders") == std::vector<std::string>{R"({"task":1})"});
+  CHECK(q.size("orders") == 1);
+}
+
+TEMPLATE_LIST_TEST_CASE(
+    "a corrupt record written straight into the store is reported and set aside",
+    "[kv][front-end][bad-input]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  dlq::KeyValueStorage storage(store);
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage);
+  q.send_to_dlq("orders", R"({"n":1})", job_failure("job-1", 1, "e"));
+  const std::string coll = storage.collection("orders", dlq::ListKind::dead);
+  store.save({dlq::kv::Write{coll, "job-7", "\x01garbage, not an envelope"}});
+  q.send_to_dlq("orders", R"({"n":2})", job_failure("job-2", 1, "e"));
+
+  const auto page = q.peek("orders", 0, 10);
+  REQUIRE(page.size() == 3);
+  CHECK(page[1].ok() == false);
+  CHECK_FALSE(page[1].problem.empty());
+  const std::string bad_id = page[1].id;  // derived from the bytes
+  CHECK(bad_id.rfind("raw-", 0) == 0);
+  CHECK(q.get("orders", bad_id));  // addressable by that id although stored under job-7
+
+  const auto report = q.replay_all("orders");
+  CHECK(report.replayed == 2);
+  CHECK(report.set_aside == 1);
+  REQUIRE(report.skipped.size() == 1);
+  CHECK(report.skipped[0].id == bad_id);
+  CHECK(report.skipped[0].reason == dlq::SkipReason::corrupt);
+  CHECK(storage.sink().contents("orders") == std::vector<std::string>{R"({"n":1})", R"({"n":2})"});
+  CHECK(q.size("orders") == 0);
+  REQUIRE(q.corrupt_size("orders") == 1);
+  CHECK(q.corrupt("orders")[0].raw == "\x01garbage, not an envelope");
+  CHECK(storage.find("orders", dlq::ListKind::corrupt, "job-7"));  // moved under its key
+}
+
+TEMPLATE_LIST_TEST_CASE("replay delivers exact payload bytes to a caller-supplied sink",
+                        "[kv][front-end][replay]", kvtest::kv_fixtures) {
+  TestType fx;
+  std::vector<std::pair<std::string, std::string>> delivered;
+  int calls = 0;
+  dlq::KeyValueStorage storage(fx.make(), [&](const std::vector<dlq::kv::Message>& batch) {
+    ++calls;
+    for (const auto& m : batch)
+      delivered.emplace_back(m.queue, m.payload);
+  });
+  dlq::Options options;
+  options.replay_batch_items = 100;
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+  const std::string binary("\x00\xff\x10 not json", 12);
+  q.send_to_dlq("orders", R"({ "spaced" :  [ 1 , 2 ], "big": 12345678901234567 })", "e");
+  q.send_to_dlq("orders", binary, "e");
+  dlq::ReplayOptions o;
+  o.to_queue = "orders-retry";
+  CHECK(q.replay("orders", o).replayed == 2);
+  REQUIRE(delivered.size() == 2);
+  CHECK(delivered[0].first == "orders-retry");
+  CHECK(delivered[0].second == R"({ "spaced" :  [ 1 , 2 ], "big": 12345678901234567 })");
+  CHECK(delivered[1].second == binary);
+  CHECK(calls <= 2);  // the front end's first batch holds one entry, then it grows
+}
+
+TEST_CASE("peek costs one batched read, never one load per entry", "[kv][front-end]") {
+  CountingStore<dlq::kv::MemoryStore> store;
+  dlq::KeyValueStorage storage(store);
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage);
+  std::vector<dlq::FailedJob> jobs;
+  for (int i = 0; i < 500; ++i)
+    jobs.push_back({"orders", "{}", job_failure("job-" + std::to_string(i), 1, "e")});
+  q.send_batch(jobs);
+  const int loads = *store.loads;
+  const int lists = *store.lists;
+  CHECK(q.peek("orders", 0, 500).size() == 500);
+  CHECK(*store.lists - lists == 1);
+  CHECK(*store.loads - loads == 0);
+  CHECK(q.get("orders", "job-250"));  // a direct lookup: one load, no listing
+  CHECK(*store.loads - loads == 1);
+  CHECK(*store.lists - lists == 1);
+}
+
+TEST_CASE("a DeadLetterQueue over the in-memory key-value store needs no arguments",
+          "[kv][front-end]") {
+  dlq::DeadLetterQueue<dlq::KeyValueStorage<dlq::kv::MemoryStore>> q;
+  dlq::Failure f = job_failure("job-1", 1, "e");
+  q.send_to_dlq("orders", "{}", f);
+  CHECK(q.replay_all("orders").replayed == 1);
+  CHECK(q.storage().sink().pop("orders") == std::optional<std::string>("{}"));
+}

@@ -1,0 +1,273 @@
+// The key-value store contract (dlq/storage/key_value.hpp), run over every store: versions,
+// oldest-first windows, atomic batches, compare-and-delete, moves, counts.
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kv_fixtures.hpp"
+#include "support/catch.hpp"
+
+using dlq::kv::Item;
+using dlq::kv::Removal;
+using dlq::kv::Window;
+using dlq::kv::Write;
+
+namespace {
+template <class Store>
+std::vector<std::string> ids(Store& store, std::string_view coll, Window w = {}) {
+  std::vector<std::string> out;
+  for (const Item& i : store.list(coll, w))
+    out.push_back(i.id);
+  return out;
+}
+
+template <class Store>
+std::size_t count_of(Store& store, std::string_view coll) {
+  return store.list(coll, Window{}).size();
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("a saved record loads back byte for byte with a version", "[kv][store]",
+                        kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  static const char bytes[] = "bin\0ary \xff\xfe bytes";
+  const std::string value(bytes, sizeof bytes - 1);
+  store.save({Write{"c", "a", value}});
+  auto item = store.load("c", "a");
+  REQUIRE(item);
+  CHECK(item->id == "a");
+  CHECK(item->value == value);
+  CHECK(item->version > 0);
+  CHECK_FALSE(store.load("c", "b"));
+  CHECK_FALSE(store.load("other", "a"));
+}
+
+TEMPLATE_LIST_TEST_CASE("an empty value and ids with odd bytes are stored as given", "[kv][store]",
+                        kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  static const char odd[] = "id:with:colons/{and}\xc3\xa9";
+  const std::string odd_id(odd, sizeof odd - 1);
+  store.save({Write{"c", odd_id, ""}, Write{"c", "x", "1"}});
+  auto item = store.load("c", odd_id);
+  REQUIRE(item);
+  CHECK(item->value.empty());
+  CHECK(ids(store, "c") == std::vector<std::string>{odd_id, "x"});
+}
+
+TEMPLATE_LIST_TEST_CASE("list is oldest first and a replaced record moves to the end",
+                        "[kv][store]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  store.save({Write{"c", "a", "1"}, Write{"c", "b", "2"}, Write{"c", "c", "3"}});
+  const auto before = store.load("c", "a")->version;
+  store.save({Write{"c", "a", "1 again"}});
+  const auto after = store.load("c", "a");
+  CHECK(after->value == "1 again");
+  CHECK(after->version > before);
+  CHECK(ids(store, "c") == std::vector<std::string>{"b", "c", "a"});
+  CHECK(count_of(store, "c") == 3);
+}
+
+TEMPLATE_LIST_TEST_CASE("a batch saves in order; a repeated id in it keeps the last value",
+                        "[kv][store]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  store.save({Write{"c", "a", "1"}, Write{"c", "b", "2"}, Write{"c", "a", "3"}});
+  CHECK(ids(store, "c") == std::vector<std::string>{"b", "a"});
+  CHECK(store.load("c", "a")->value == "3");
+}
+
+TEMPLATE_LIST_TEST_CASE("collections are separate", "[kv][store]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  store.save({Write{"c1", "a", "1"}, Write{"c2", "a", "2"}, Write{"c1x", "a", "3"}});
+  CHECK(store.load("c1", "a")->value == "1");
+  CHECK(store.load("c2", "a")->value == "2");
+  CHECK(count_of(store, "c1") == 1);
+  CHECK(count_of(store, "c") == 0);  // a collection name is not a string prefix of another
+}
+
+TEMPLATE_LIST_TEST_CASE("windows page through a collection without re-reading", "[kv][store]",
+                        kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  std::vector<std::string> expected;
+  std::vector<std::string> values(25);
+  std::vector<Write> writes;
+  for (int i = 0; i < 25; ++i) {
+    expected.push_back("id" + std::to_string(i));
+    values[i] = "v" + std::to_string(i);
+  }
+  for (int i = 0; i < 25; ++i)
+    writes.push_back(Write{"c", expected[i], values[i]});
+  store.save(writes);
+
+  SECTION("by version: after the last one seen") {
+    std::vector<std::string> seen;
+    Window w;
+    w.limit = 10;
+    int pages = 0;
+    for (;;) {
+      auto page = store.list("c", w);
+      if (page.empty()) break;
+      ++pages;
+      CHECK(page.size() <= 10);
+      for (auto& i : page)
+        seen.push_back(i.id);
+      w.after = page.back().version;
+    }
+    CHECK(pages == 3);
+    CHECK(seen == expected);
+  }
+  SECTION("by position: offset and limit") {
+    Window w;
+    w.offset = 20;
+    w.limit = 10;
+    CHECK(ids(store, "c", w) == std::vector<std::string>(expected.begin() + 20, expected.end()));
+    w.offset = 3;
+    w.limit = 2;
+    CHECK(ids(store, "c", w) == std::vector<std::string>{"id3", "id4"});
+    w.offset = 25;
+    CHECK(ids(store, "c", w).empty());
+  }
+  SECTION("offset counts from `after`") {
+    const auto v5 = store.load("c", "id5")->version;
+    Window w;
+    w.after = v5;
+    w.offset = 1;
+    w.limit = 2;
+    CHECK(ids(store, "c", w) == std::vector<std::string>{"id7", "id8"});
+  }
+  SECTION("limit 0 is everything") {
+    CHECK(ids(store, "c").size() == 25);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("remove is a compare-and-delete on the version", "[kv][store]",
+                        kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  store.save({Write{"c", "a", "1"}, Write{"c", "b", "2"}});
+  const auto va = store.load("c", "a")->version;
+  const auto vb = store.load("c", "b")->version;
+  store.save({Write{"c", "b", "2 again"}});  // b replaced: vb is stale
+
+  CHECK(store.remove({Removal{"c", "a", va, {}}, Removal{"c", "b", vb, {}}}) == 1);
+  CHECK_FALSE(store.load("c", "a"));
+  CHECK(store.load("c", "b")->value == "2 again");
+  CHECK(store.remove({Removal{"c", "a", va, {}}}) == 0);    // already gone
+  CHECK(store.remove({Removal{"c", "nope", 0, {}}}) == 0);  // never there
+  // 0 = any version; the same record twice in one batch is removed once
+  CHECK(store.remove({Removal{"c", "b", 0, {}}, Removal{"c", "b", 0, {}}}) == 1);
+  CHECK(count_of(store, "c") == 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("a move re-saves the value in the target collection at its end",
+                        "[kv][store]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  store.save({Write{"t", "old", "o"}, Write{"c", "a", "1"}, Write{"c", "b", "2"}});
+  const auto va = store.load("c", "a")->version;
+  const auto vb = store.load("c", "b")->version;
+  Removal move_a{"c", "a", va, "t"};
+  Removal stale_b{"c", "b", vb + 1000, "t"};
+  CHECK(store.remove({move_a, stale_b}) == 1);
+  CHECK_FALSE(store.load("c", "a"));
+  CHECK(store.load("c", "b"));  // stale version: not moved
+  auto moved = store.load("t", "a");
+  REQUIRE(moved);
+  CHECK(moved->value == "1");
+  CHECK(moved->version > store.load("t", "old")->version);  // the newest of its collection
+  CHECK(ids(store, "t") == std::vector<std::string>{"old", "a"});
+}
+
+TEMPLATE_LIST_TEST_CASE("versions are never reused, even after the newest record is removed",
+                        "[kv][store]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  store.save({Write{"c", "a", "1"}});
+  const auto v1 = store.load("c", "a")->version;
+  CHECK(store.remove({Removal{"c", "a", v1, {}}}) == 1);
+  store.save({Write{"c", "a", "2"}});
+  const auto v2 = store.load("c", "a")->version;
+  CHECK(v2 > v1);
+  CHECK(store.remove({Removal{"c", "a", v1, {}}}) == 0);  // the old version must not match
+  CHECK(store.load("c", "a")->value == "2");
+}
+
+TEMPLATE_LIST_TEST_CASE("count and remove_all give exact numbers", "[kv][store]",
+                        kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_count<typename TestType::store_type>::value) {
+    std::vector<std::string> idv;
+    for (int i = 0; i < 50; ++i)
+      idv.push_back(std::to_string(i));
+    std::vector<Write> writes;
+    for (auto& i : idv)
+      writes.push_back(Write{"c", i, "x"});
+    writes.push_back(Write{"other", "1", "y"});
+    store.save(writes);
+    CHECK(store.count("c") == 50);
+    CHECK(store.count("missing") == 0);
+    CHECK(store.remove_all("c") == 50);
+    CHECK(store.count("c") == 0);
+    CHECK(store.remove_all("c") == 0);
+    CHECK(store.count("other") == 1);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("concurrent savers and removers lose nothing", "[kv][store][threads]",
+                        kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  constexpr int threads = 4;
+  constexpr int per_thread = 100;
+  std::atomic<int> removed{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        const std::string id = std::to_string(t) + "-" + std::to_string(i);
+        store.save({Write{"c", id, id}});
+        if (i % 4 == 0) {
+          auto item = store.load("c", id);
+          if (item && store.remove({Removal{"c", id, item->version, {}}}) == 1) ++removed;
+        }
+      }
+    });
+  }
+  for (auto& th : pool)
+    th.join();
+  CHECK(removed == threads * per_thread / 4);
+  CHECK(count_of(store, "c") == static_cast<std::size_t>(threads * per_thread - removed));
+  // versions are unique and listing is strictly increasing
+  auto all = store.list("c", Window{});
+  for (std::size_t i = 1; i < all.size(); ++i)
+    CHECK(all[i - 1].version < all[i].version);
+}
+
+TEMPLATE_LIST_TEST_CASE("versions lists the same window as list, without values", "[kv][store]",
+                        kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_versions<typename TestType::store_type>::value) {
+    store.save(
+        {Write{"c", "a", "1"}, Write{"c", "b", "2"}, Write{"c", "c", "3"}, Write{"d", "x", ""}});
+    store.save({Write{"c", "a", "1 again"}});
+    for (const Window& w : {Window{}, Window{0, 1, 1}, Window{0, 0, 2}}) {
+      std::vector<std::uint64_t> expected;
+      for (const Item& i : store.list("c", w))
+        expected.push_back(i.version);
+      CHECK(store.versions("c", w) == expected);
+    }
+    Window after;
+    after.after = store.load("c", "b")->version;
+    CHECK(store.versions("c", after).size() == 2);
+    CHECK(store.versions("none", Window{}).empty());
+  }
+}
