@@ -16,6 +16,8 @@
 /// - Entries move oldest first, in batches; each batch moves atomically (on Redis: one
 ///   script), so an entry is at every instant in exactly one place — the dead-letter list,
 ///   the destination queue or the corrupt list — whatever fails or is killed, when.
+///   (dlq::KeyValueStorage replaying into an external sink cannot apply across the two: it
+///   pushes first and removes second — at-least-once, never lost.)
 /// - "All" means the entries present when the replay started: the replay examines at most
 ///   that many entries from the head, so an entry dead-lettered again during the run (it
 ///   lands at the tail) is not replayed again by the same run.
