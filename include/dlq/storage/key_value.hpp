@@ -301,6 +301,11 @@ struct KeyValueOptions {
 ///   see a payload twice if a replay dies in between, or if two processes replay the same
 ///   queue at once). The removal is one atomic store call for the whole step and applies to
 ///   a record only if its version is still the one read; a record replaced meanwhile stays.
+/// - Policies (dlq::Retention, dlq::PoisonGuard): push returns the dead list's new length,
+///   push_bounded is atomic in the store and bump_count keeps the poison guard's counts in
+///   the store — shared by every process using it — when the store has save_and_count,
+///   save_if_below and increment (MemoryStore, SqliteStore and RedisStore all do); see
+///   "Policies" at the top of this file for the fallbacks otherwise.
 ///
 /// Thread-safe when the store is (every shipped store is). Copies share the queue registry
 /// cache, the counters and the replay lock.
