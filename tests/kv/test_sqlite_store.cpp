@@ -146,13 +146,23 @@ TEST_CASE("record counts stay exact through every kind of write, including raw S
     Raw raw(path);
     raw.exec(
         "INSERT OR REPLACE INTO dlq_records (collection, id, value) VALUES ('c', 'b', 'r'),"
-        " ('c', 'n', 'new');"
+        " ('c', 'n', 'new'), ('c', 'm', 'new');"
         "DELETE FROM dlq_records WHERE collection = 'd' AND id = 'x';"
         "UPDATE dlq_records SET collection = 'e' WHERE collection = 'd';");
   }
-  CHECK(store.count("c") == 2);
+  CHECK(store.count("c") == 3);
   CHECK(store.count("d") == 0);
   CHECK(store.count("e") == 1);
+  {  // dlq 0.1's own statements (schema version 1), as a not yet upgraded process runs them
+    Raw raw(path);
+    raw.exec(
+        "INSERT OR REPLACE INTO dlq_records (collection, id, value) VALUES ('c', 'm', 'again');"
+        "INSERT OR REPLACE INTO dlq_records (collection, id, value) SELECT 'e', id, value "
+        "FROM dlq_records WHERE collection = 'c' AND id = 'n' AND (0 = 0 OR version = 0);"
+        "DELETE FROM dlq_records WHERE collection = 'c' AND id = 'n' AND (0 = 0 OR version = 0);");
+  }
+  CHECK(store.count("c") == 2);
+  CHECK(store.count("e") == 2);
   CHECK(store.remove_all("c") == 2);
   CHECK(store.count("c") == 0);
   for (const char* coll : {"c", "d", "e"})

@@ -50,13 +50,19 @@
 ///       PRIMARY KEY (collection, key));
 ///     CREATE INDEX dlq_counters_by_expiry ON dlq_counters (expires_at);
 ///
-/// (see detail::sqlite_migration_v1_to_v2 for the triggers). Writing to dlq_records by hand
-/// keeps the counts right as long as the connection leaves PRAGMA recursive_triggers off
-/// (SQLite's default).
+/// (see detail::sqlite_migration_v1_to_v2 for the triggers). Triggers, rather than count
+/// updates issued by the store's own statements, keep the counts exact whoever writes:
+/// a process of an older dlq that still has the file open while a newer one migrates it (a
+/// rolling upgrade), or an operator in the sqlite3 shell — as long as the connection leaves
+/// PRAGMA recursive_triggers off (SQLite's default). A drifted count would make retention
+/// evict too many entries or admit too many.
 ///
 /// Costs: count() reads one row; save_if_below (Overflow::reject) is one transaction that
 /// reads the count, then saves; save_and_count adds that read to a save; increment (the
 /// poison guard) is one transaction of its own — with the guard on, a send commits twice.
+/// The count triggers add about 1.2-1.5 µs of CPU per record inserted or deleted (measured
+/// here: ~28% on 100-record insert transactions and 1000-record delete transactions with
+/// synchronous=NORMAL; invisible beside the fsync of a one-record transaction).
 #pragma once
 
 #include <sqlite3.h>
