@@ -1,0 +1,802 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file dlqctl/commands.hpp
+/// The dlqctl command layer: the command line (CLI11), every command, output and exit codes.
+/// It runs against any dlqctl::Store, so the unit tests drive it over dlq::MemoryStorage and
+/// the binary over Redis or SQLite (see open_store.hpp).
+///
+/// Exit codes: 0 success; 1 bad usage or input; 2 the store failed (unreachable, timed out,
+/// refused a command); 3 not found (an id, or nothing to act on); 130 a replay interrupted by
+/// Ctrl-C (it stopped between batches, nothing lost). Errors are one line on stderr:
+/// `dlqctl <command>: <what failed, where>; <what to try>`.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <istream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <dlq/dlq.hpp>
+#include <nlohmann/json.hpp>
+
+#include "format.hpp"
+#include "store.hpp"
+
+namespace dlqctl {
+
+/// Exit codes of dlqctl.
+enum exit_code : int {
+  exit_ok = 0,            ///< success
+  exit_usage = 1,         ///< bad usage or input
+  exit_store = 2,         ///< the store is unreachable, timed out or refused the command
+  exit_not_found = 3,     ///< an id (or the thing to act on) does not exist
+  exit_interrupted = 130  ///< a replay stopped by Ctrl-C between batches (nothing lost)
+};
+
+/// The process around a run: streams, terminals, Ctrl-C.
+struct Io {
+  Io(std::istream& in_, std::ostream& out_, std::ostream& err_) : in(in_), out(out_), err(err_) {}
+
+  std::istream& in;         ///< the payload of `send` when --payload is absent
+  std::ostream& out;        ///< results
+  std::ostream& err;        ///< errors, reports, the progress bar
+  bool in_is_tty = false;   ///< stdin is a terminal (send then needs --payload)
+  bool err_is_tty = false;  ///< stderr is a terminal (the progress bar is drawn only then)
+  /// Set (by a SIGINT handler) to stop a replay between batches; nullptr = cannot be set.
+  const std::atomic<bool>* cancel = nullptr;
+  /// Called with true before a replay starts and false after it: the binary arms its Ctrl-C
+  /// handler only while a replay runs (elsewhere Ctrl-C ends dlqctl at once). May be empty.
+  std::function<void(bool)> trap_interrupts;
+  /// A replay must run this long before its progress bar appears.
+  std::chrono::milliseconds progress_delay{500};
+};
+
+namespace detail {
+
+/// One line: newlines of a message become spaces.
+inline std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+inline std::string dump(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+/// "3h ago" for a stored timestamp, or "" when it does not parse.
+inline std::string age(const dlq::Entry& e) {
+  if (!e.dead_lettered_time) return {};
+  return short_duration(std::chrono::system_clock::now() - *e.dead_lettered_time) + " ago";
+}
+
+/// The payload bytes (the raw bytes of an unreadable entry); escape before printing.
+inline const std::string& payload_bytes(const dlq::Entry& e) {
+  return e.ok() ? e.payload : e.raw;
+}
+
+/// Every argument of every command (CLI11 writes into these).
+struct Args {
+  StoreSettings store;
+  std::string timeout = "5s";
+  std::string queue;
+  std::vector<std::string> ids;
+  std::string id;
+  bool json = false;
+  std::size_t start = 0;
+  std::size_t count = 10;
+  bool corrupt = false;
+  bool yes = false;
+  // send
+  std::string error;
+  std::int64_t attempt = 1;
+  std::string worker;
+  std::string payload;
+  bool payload_given = false;
+  bool lines = false;
+  std::string error_type;
+  std::string job_id;
+  std::string context;
+  // replay
+  bool all = false;
+  std::size_t replay_count = 0;
+  std::string to;
+  std::string error_contains;
+  std::string older_than;
+  double rate = 0;
+  bool dry_run = false;
+  bool keep_corrupt = false;
+  // errors
+  std::string by = "error";
+  // trim
+  std::string max_age;
+  std::size_t max_length = 0;
+};
+
+/// Runs one command once the command line is parsed.
+class Commands {
+ public:
+  Commands(Io& io, const Opener& open, const Args& args, std::string command)
+      : io_(io), open_(open), a_(args), command_(std::move(command)) {}
+
+  int run() {
+    if (command_ == "send") return send();
+    if (command_ == "count") return count();
+    if (command_ == "peek") return peek();
+    if (command_ == "show") return show();
+    if (command_ == "replay") return replay();
+    if (command_ == "delete") return remove();
+    if (command_ == "purge") return purge();
+    if (command_ == "queues") return queues();
+    if (command_ == "recover") return recover();
+    if (command_ == "trim") return trim();
+    if (command_ == "errors") return errors();
+    if (command_ == "corrupt") return corrupt();
+    throw usage_error("unknown command '" + command_ + "'");
+  }
+
+ private:
+  Store& store() {
+    if (!store_) store_ = open_(a_.store);
+    return *store_;
+  }
+
+  // Prints `what` as this command's error line and returns `code`.
+  int fail(int code, const std::string& what) {
+    io_.err << "dlqctl " << command_ << ": " << one_line(what) << '\n';
+    return code;
+  }
+
+  int send() {
+    if (a_.error.empty())
+      throw usage_error("--error is empty; say what went wrong, e.g. --error 'payment timeout'");
+    dlq::Failure f;
+    f.error = a_.error;
+    f.attempt = a_.attempt;
+    f.worker = a_.worker;
+    f.error_type = a_.error_type;
+    f.job_id = a_.job_id;
+    if (!a_.context.empty()) {
+      f.context = nlohmann::json::parse(a_.context, nullptr, false);
+      if (f.context.is_discarded() || !f.context.is_object())
+        throw usage_error(
+            "--context must be a JSON object, e.g. --context '{\"gateway\":\"adyen\"}'");
+    }
+    if (a_.lines) return send_lines(f);
+    std::string payload;
+    if (a_.payload_given) {
+      payload = a_.payload;
+    } else {
+      if (io_.in_is_tty)
+        throw usage_error(
+            "no payload: pass --payload TEXT, or pipe the payload in (dlqctl send orders "
+            "--error E < job.json)");
+      payload.assign(std::istreambuf_iterator<char>(io_.in), std::istreambuf_iterator<char>());
+    }
+    io_.out << store().send(a_.queue, payload, f) << '\n';
+    return exit_ok;
+  }
+
+  // send --lines: every non-empty line of stdin is one payload; stored in batches of 1000
+  // (one storage call each); prints one id per line.
+  int send_lines(const dlq::Failure& f) {
+    if (a_.payload_given)
+      throw usage_error("--lines reads the payloads from stdin; drop --payload");
+    if (io_.in_is_tty)
+      throw usage_error("--lines reads one payload per line from stdin; pipe them in");
+    if (!f.job_id.empty())
+      throw usage_error("--job-id names one job; it cannot go with --lines (many jobs)");
+    std::vector<dlq::FailedJob> batch;
+    auto flush = [&] {
+      for (const auto& id : store().send_batch(batch))
+        io_.out << id << '\n';
+      batch.clear();
+    };
+    for (std::string line; std::getline(io_.in, line);) {
+      if (line.empty()) continue;
+      batch.push_back(dlq::FailedJob{a_.queue, std::move(line), f});
+      if (batch.size() == 1000) flush();
+    }
+    if (!batch.empty()) flush();
+    return exit_ok;
+  }
+
+  int count() {
+    io_.out << (a_.corrupt ? store().corrupt_size(a_.queue) : store().size(a_.queue)) << '\n';
+    return exit_ok;
+  }
+
+  int peek() {
+    const auto entries = store().peek(a_.queue, a_.start, a_.count);
+    if (a_.json) {
+      for (const auto& e : entries)
+        io_.out << dump(e.to_json()) << '\n';
+      return exit_ok;
+    }
+    Table t({{"POS", 0, true},
+             {"ID", 40},
+             {"DEAD-LETTERED (UTC)", 19},
+             {"ATT", 0, true},
+             {"WORKER", 16},
+             {"ERROR", 40},
+             {"PAYLOAD", 60}});
+    std::size_t pos = a_.start;
+    for (const auto& e : entries) {
+      if (e.ok()) {
+        t.add({std::to_string(pos), e.id, short_time(e.dead_lettered_at), std::to_string(e.attempt),
+               e.worker, e.error, payload_bytes(e)});
+      } else {
+        t.add({std::to_string(pos), e.id, "", "", "", "(unreadable: " + e.problem + ")",
+               payload_bytes(e)});
+      }
+      ++pos;
+    }
+    t.print(io_.out);
+    const std::size_t total = store().size(a_.queue);
+    if (entries.empty()) {
+      io_.out << "(no entries at " << a_.start << "; '" << printable(a_.queue) << "' has " << total
+              << ")\n";
+    } else {
+      io_.out << "(" << a_.start + 1 << "-" << a_.start + entries.size() << " of " << total;
+      if (a_.start + entries.size() < total)
+        io_.out << "; more with --start " << a_.start + entries.size();
+      io_.out << ")\n";
+    }
+    return exit_ok;
+  }
+
+  int not_found(const std::string& id) {
+    return fail(exit_not_found, "no entry with id '" + printable(id) +
+                                    "' in the dead letters of '" + printable(a_.queue) + "' (" +
+                                    store().where() + "); list the ids with: dlqctl peek " +
+                                    printable(a_.queue));
+  }
+
+  int show() {
+    auto e = store().get(a_.queue, a_.id);
+    if (!e) return not_found(a_.id);
+    if (a_.json) {
+      io_.out << dump(e->to_json()) << '\n';
+      return exit_ok;
+    }
+    auto line = [&](const char* name, const std::string& value) {
+      io_.out << name << std::string(18 - std::string_view(name).size(), ' ') << value << '\n';
+    };
+    line("id", printable(e->id) + (e->id_derived ? "  (derived from the bytes)" : ""));
+    if (!e->ok()) {
+      line("problem", e->problem);
+      line("raw", printable(e->raw) + "  (" + std::to_string(e->raw.size()) + " bytes)");
+      return exit_ok;
+    }
+    line("queue", printable(e->queue));
+    const std::string ago = age(*e);
+    line("dead_lettered_at",
+         printable(e->dead_lettered_at) + (ago.empty() ? "" : "  (" + ago + ")"));
+    line("error", printable(e->error));
+    if (!e->error_type.empty()) line("error_type", printable(e->error_type));
+    line("attempt", std::to_string(e->attempt));
+    line("worker", printable(e->worker));
+    if (!e->job_id.empty()) line("job_id", printable(e->job_id));
+    if (!e->context.is_null())
+      line("context",
+           printable(e->context.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+    if (e->dead_letter_count > 0) line("dead_letters", std::to_string(e->dead_letter_count));
+    if (e->parked) line("parked", "yes (replay it with --id)");
+    const bool binary = e->payload_encoding == dlq::PayloadEncoding::base64;
+    line("payload", std::to_string(e->payload.size()) + " bytes, " +
+                        (binary ? "not JSON (stored as base64; shown escaped)" : "JSON"));
+    io_.out << printable(payload_bytes(*e)) << '\n';
+    return exit_ok;
+  }
+
+  int replay() {
+    const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (a_.ids.empty() ? 0 : 1);
+    if (chosen != 1)
+      throw usage_error(
+          "say which entries to replay with exactly one of --all, --count N, --id ID...");
+    dlq::ReplayOptions o;
+    o.limit = a_.replay_count;
+    o.ids = a_.ids;
+    o.to_queue = a_.to;
+    o.error_contains = a_.error_contains;
+    o.worker = a_.worker;
+    if (!a_.older_than.empty())
+      o.older_than = std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          parse_duration(a_.older_than));
+    if (!o.ids.empty() && (!o.error_contains.empty() || !o.worker.empty() || o.older_than))
+      throw usage_error(
+          "--id replays exactly those entries; --error-contains, --worker and "
+          "--older-than do not apply with it");
+    if (a_.rate < 0) throw usage_error("--rate must be 0 (no limit) or more entries per second");
+    o.rate = a_.rate;
+    o.dry_run = a_.dry_run;
+    o.set_aside_corrupt = !a_.keep_corrupt;
+    o.cancel = io_.cancel;
+
+    Store& s = store();
+    ProgressBar bar(io_.err, io_.err_is_tty, io_.progress_delay, "replay " + printable(a_.queue));
+    o.on_progress = [&bar](const dlq::ReplayProgress& p) {
+      bar.update(p.examined, p.examined + p.remaining, p.replayed);
+    };
+    struct trap {
+      Io& io;
+      explicit trap(Io& i) : io(i) {
+        if (io.trap_interrupts) io.trap_interrupts(true);
+      }
+      ~trap() {
+        if (io.trap_interrupts) io.trap_interrupts(false);
+      }
+    };
+    dlq::ReplayReport r;
+    {
+      trap armed(io_);
+      r = s.replay(a_.queue, o);
+    }
+    bar.finish();
+
+    const std::string dest = printable(a_.to.empty() ? a_.queue : a_.to);
+    std::size_t corrupt = 0, parked = 0;
+    std::vector<std::string> missing;
+    for (const auto& k : r.skipped) {
+      if (k.reason == dlq::SkipReason::corrupt) ++corrupt;
+      if (k.reason == dlq::SkipReason::parked) ++parked;
+      if (k.reason == dlq::SkipReason::not_found) missing.push_back(k.id);
+    }
+    io_.err << (r.dry_run ? "dry run: would replay " : "replayed ") << r.replayed << " of "
+            << r.examined << " entries examined in '" << printable(a_.queue) << "' to '" << dest
+            << "'";
+    if (r.examined > r.replayed + r.set_aside)
+      io_.err << "; " << r.examined - r.replayed - r.set_aside << " left in place";
+    io_.err << " (" << r.batches << (r.batches == 1 ? " batch" : " batches") << ")\n";
+    if (corrupt > 0) {
+      io_.err << (r.dry_run         ? "dry run: would set aside "
+                  : a_.keep_corrupt ? "left "
+                                    : "set aside ")
+              << corrupt << " unreadable " << (corrupt == 1 ? "entry" : "entries")
+              << (a_.keep_corrupt ? " in place" : " to the corrupt list")
+              << "; inspect with: dlqctl corrupt " << printable(a_.queue) << '\n';
+    }
+    if (parked > 0)
+      io_.err << "passed over " << parked << " parked " << (parked == 1 ? "entry" : "entries")
+              << "; replay them by id with --id\n";
+    int code = exit_ok;
+    if (r.cancelled) {
+      io_.err << "dlqctl replay: interrupted; stopped between batches after " << r.replayed
+              << " replayed, " << s.size(a_.queue)
+              << " still in the dead letters; nothing was lost, run the replay again to go on\n";
+      code = exit_interrupted;
+    }
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& m : missing)
+        list += (list.empty() ? "'" : ", '") + printable(m) + "'";
+      fail(exit_not_found, "no entry with id " + list + " in the dead letters of '" +
+                               printable(a_.queue) + "'; list the ids with: dlqctl peek " +
+                               printable(a_.queue));
+      if (code == exit_ok) code = exit_not_found;
+    }
+    io_.out << r.replayed << '\n';
+    return code;
+  }
+
+  int remove() {
+    std::size_t removed = 0;
+    std::vector<std::string> missing;
+    for (const auto& id : a_.ids) {
+      if (store().remove(a_.queue, id))
+        ++removed;
+      else
+        missing.push_back(id);
+    }
+    io_.out << removed << '\n';
+    for (const auto& id : missing)
+      not_found(id);
+    return missing.empty() ? exit_ok : exit_not_found;
+  }
+
+  int purge() {
+    if (!a_.yes) {
+      const std::size_t n = a_.corrupt ? store().corrupt_size(a_.queue) : store().size(a_.queue);
+      throw usage_error("purge deletes all " + std::to_string(n) + " " +
+                        (a_.corrupt ? "corrupt items" : "dead letters") + " of '" +
+                        printable(a_.queue) + "' for good; add --yes to do it");
+    }
+    io_.out << (a_.corrupt ? store().purge_corrupt(a_.queue) : store().purge(a_.queue)) << '\n';
+    return exit_ok;
+  }
+
+  // Lists every queue with its depths. A queue whose keys cannot be read (e.g. a Redis key
+  // of another type under the same pattern) is listed with the reason instead of failing
+  // the whole listing; the other errors (store unreachable) fail it as usual.
+  int queues() {
+    Store& s = store();
+    const auto names = s.queues();
+    std::map<std::string, std::size_t> depth;
+    try {
+      depth = s.summary(names);  // one round trip
+    } catch (const dlq::reply_error&) {
+      // one of them is unreadable: ask each below
+    }
+    Table t({{"QUEUE", 48}, {"DEAD", 0, true}, {"CORRUPT", 0, true}, {"WAITING", 0, true}});
+    std::size_t unreadable = 0;
+    for (const auto& q : names) {
+      std::size_t dead = 0, corrupt_n = 0;
+      std::optional<std::size_t> waiting;
+      std::string problem;
+      try {
+        const auto it = depth.find(q);
+        dead = it != depth.end() ? it->second : s.size(q);
+        corrupt_n = s.corrupt_size(q);
+        waiting = s.waiting(q);
+      } catch (const dlq::reply_error& e) {
+        problem = one_line(e.what());
+        ++unreadable;
+      }
+      if (a_.json) {
+        nlohmann::ordered_json j;
+        j["queue"] = q;
+        if (!problem.empty()) {
+          j["error"] = problem;
+        } else {
+          j["dead"] = dead;
+          j["corrupt"] = corrupt_n;
+          if (waiting) j["waiting"] = *waiting;
+        }
+        io_.out << dump(j) << '\n';
+      } else if (!problem.empty()) {
+        t.add({q, "?", "?", "?"});
+      } else {
+        t.add({q, std::to_string(dead), std::to_string(corrupt_n),
+               waiting ? std::to_string(*waiting) : "-"});
+      }
+    }
+    if (!a_.json) {
+      t.print(io_.out);
+      if (names.empty()) io_.out << "(no dead letters in " << s.where() << ")\n";
+    }
+    if (unreadable > 0)
+      io_.err << "dlqctl queues: " << unreadable << (unreadable == 1 ? " queue" : " queues")
+              << " could not be read (shown with ?; --json says why)\n";
+    return exit_ok;
+  }
+
+  int recover() {
+    io_.out << store().recover(a_.queue) << '\n';
+    return exit_ok;
+  }
+
+  int trim() {
+    dlq::Retention r;
+    r.max_length = a_.max_length;
+    if (!a_.max_age.empty())
+      r.max_age = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(a_.max_age));
+    if (a_.max_age.empty() && a_.max_length == 0)
+      throw usage_error("say what to keep with --max-age DURATION and/or --max-length N");
+    if (!a_.max_age.empty() && r.max_age.count() <= 0)
+      throw usage_error("--max-age must be at least 1s");
+    if (!a_.yes)
+      throw usage_error("trim deletes the dead letters of '" + printable(a_.queue) +
+                        "' beyond that for good; add --yes to do it");
+    const dlq::TrimReport t = store().trim(a_.queue, r);
+    io_.err << "trimmed '" << printable(a_.queue) << "': " << t.evicted_for_age << " older than "
+            << (a_.max_age.empty() ? "-" : a_.max_age) << ", " << t.evicted_for_length
+            << " beyond the newest " << (a_.max_length ? std::to_string(a_.max_length) : "-")
+            << "; " << store().size(a_.queue) << " left\n";
+    io_.out << t.evicted() << '\n';
+    return exit_ok;
+  }
+
+  int errors() {
+    if (a_.by != "error" && a_.by != "error_type" && a_.by != "worker")
+      throw usage_error("--by takes error, error_type or worker (not '" + printable(a_.by) + "')");
+    struct group {
+      std::size_t count = 0;
+      std::string first, last, example;
+      std::int64_t max_attempt = 0;
+    };
+    std::map<std::string, group> groups;
+    constexpr std::size_t page = 1000;
+    std::size_t total = 0;
+    for (std::size_t start = 0;; start += page) {
+      const auto entries = store().peek(a_.queue, start, page);
+      for (const auto& e : entries) {
+        std::string key;
+        if (!e.ok())
+          key = "(unreadable: " + e.problem + ")";
+        else if (a_.by == "error")
+          key = e.error;
+        else if (a_.by == "error_type")
+          key = e.error_type;
+        else
+          key = e.worker;
+        group& g = groups[key];
+        if (g.count++ == 0) {
+          g.example = e.id;
+          g.first = e.dead_lettered_at;
+        }
+        if (!e.dead_lettered_at.empty()) {
+          if (g.first.empty() || e.dead_lettered_at < g.first) g.first = e.dead_lettered_at;
+          if (e.dead_lettered_at > g.last) g.last = e.dead_lettered_at;
+        }
+        g.max_attempt = std::max(g.max_attempt, e.attempt);
+        ++total;
+      }
+      if (entries.size() < page) break;
+    }
+    std::vector<std::pair<std::string, group>> sorted(groups.begin(), groups.end());
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const auto& x, const auto& y) { return x.second.count > y.second.count; });
+    if (a_.json) {
+      for (const auto& [key, g] : sorted) {
+        nlohmann::ordered_json j;
+        j[a_.by] = key;
+        j["count"] = g.count;
+        j["first_dead_lettered_at"] = g.first;
+        j["last_dead_lettered_at"] = g.last;
+        j["max_attempt"] = g.max_attempt;
+        j["example_id"] = g.example;
+        io_.out << dump(j) << '\n';
+      }
+      return exit_ok;
+    }
+    std::string header = a_.by;
+    std::transform(header.begin(), header.end(), header.begin(),
+                   [](char c) { return c == '_' ? ' ' : static_cast<char>(c - 'a' + 'A'); });
+    Table t({{"COUNT", 0, true},
+             {header, 60},
+             {"FIRST (UTC)", 19},
+             {"LAST (UTC)", 19},
+             {"EXAMPLE ID", 40}});
+    for (const auto& [key, g] : sorted)
+      t.add({std::to_string(g.count), key.empty() ? "(none)" : key, short_time(g.first),
+             short_time(g.last), g.example});
+    t.print(io_.out);
+    io_.out << "(" << total << (total == 1 ? " entry" : " entries") << " in '"
+            << printable(a_.queue) << "', " << sorted.size()
+            << (sorted.size() == 1 ? " group" : " groups") << ")\n";
+    return exit_ok;
+  }
+
+  int corrupt() {
+    const auto items = store().corrupt(a_.queue, a_.start, a_.count);
+    if (a_.json) {
+      for (const auto& e : items)
+        io_.out << dump(e.to_json()) << '\n';
+      return exit_ok;
+    }
+    Table t({{"POS", 0, true}, {"ID", 40}, {"PROBLEM", 50}, {"RAW", 70}});
+    std::size_t pos = a_.start;
+    for (const auto& e : items)
+      t.add({std::to_string(pos++), e.id, e.ok() ? "(readable)" : e.problem, e.raw});
+    t.print(io_.out);
+    io_.out << "(" << store().corrupt_size(a_.queue) << " in the corrupt list of '"
+            << printable(a_.queue) << "')\n";
+    return exit_ok;
+  }
+
+  Io& io_;
+  const Opener& open_;
+  const Args& a_;
+  std::string command_;
+  std::unique_ptr<Store> store_;
+};
+
+}  // namespace detail
+
+/// The description shown by `dlqctl --help` and `--version`.
+inline std::string description() {
+  return "dlqctl: inspect and replay dead-letter queues (dlq " + std::to_string(DLQ_VERSION_MAJOR) +
+         "." + std::to_string(DLQ_VERSION_MINOR) + "." + std::to_string(DLQ_VERSION_PATCH) + ")";
+}
+
+/// Runs dlqctl with `args` (the command line without the program name) and returns its exit
+/// code. Never throws: every failure is one line on io.err and an exit code.
+inline int run(const std::vector<std::string>& args, Io& io, const Opener& open) {
+  detail::Args a;
+  CLI::App app(description(), "dlqctl");
+  app.fallthrough();  // global options are accepted after the command too
+  app.require_subcommand(1);
+  app.set_version_flag("--version", description());
+  app.footer(
+      "Store URLs: redis://[user:password@]host[:port][/db], unix:///path/redis.sock?db=N, "
+      "sqlite:///path/file.db\n"
+      "Exit codes: 0 ok, 1 bad usage or input, 2 store unreachable/failed, 3 not found, "
+      "130 replay interrupted (nothing lost)\n"
+      "Run 'dlqctl COMMAND --help' for a command's options.");
+  app.add_option("--store", a.store.url, "where the dead letters are")
+      ->envname("DLQ_STORE")
+      ->capture_default_str();
+  app.add_option("--dlq-key", a.store.dlq_key,
+                 "Redis key pattern of dead-letter lists, * = queue (default dlq:{*}; the "
+                 "Python seed: dlq:*)")
+      ->envname("DLQ_DLQ_KEY");
+  app.add_option("--queue-key", a.store.queue_key,
+                 "Redis key pattern of source queues replay pushes to (default queue:{*}; the "
+                 "Python seed: queue:*)")
+      ->envname("DLQ_QUEUE_KEY");
+  app.add_option("--corrupt-key", a.store.corrupt_key,
+                 "Redis key pattern of corrupt lists (default dlq:{*}:corrupt)")
+      ->envname("DLQ_CORRUPT_KEY");
+  app.add_option("--timeout", a.timeout,
+                 "connect/command timeout (Redis), lock wait (SQLite): 500ms, 5s, 1m")
+      ->envname("DLQ_TIMEOUT")
+      ->capture_default_str();
+
+  auto queue_arg = [&a](CLI::App* c) {
+    c->add_option("queue", a.queue, "the source queue's name (e.g. orders)")->required();
+  };
+
+  auto* send = app.add_subcommand("send", "dead-letter one job by hand; prints the entry id");
+  queue_arg(send);
+  send->add_option("--error", a.error, "what went wrong")->required();
+  send->add_option("--attempt", a.attempt, "attempts made")->capture_default_str();
+  send->add_option("--worker", a.worker, "the worker that gave up");
+  auto* payload_opt = send->add_option("--payload", a.payload,
+                                       "the job's payload (default: read stdin, any bytes)");
+  send->add_flag("--lines", a.lines,
+                 "bulk: every line of stdin is one payload; prints one id per line");
+  send->add_option("--error-type", a.error_type, "the kind of error, e.g. TimeoutError");
+  send->add_option("--job-id", a.job_id, "the job's id");
+  send->add_option("--context", a.context, "a JSON object of extra fields");
+
+  auto* count = app.add_subcommand("count", "print the number of dead letters");
+  queue_arg(count);
+  count->add_flag("--corrupt", a.corrupt, "count the corrupt list instead");
+
+  auto* peek = app.add_subcommand("peek", "list dead letters, oldest first, without removing");
+  queue_arg(peek);
+  peek->add_option("--start", a.start, "position of the first entry (0 = oldest)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  peek->add_option("--count", a.count, "how many entries")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  peek->add_flag("--json", a.json, "JSON Lines: one stored entry (with its id) per line");
+
+  auto* show = app.add_subcommand("show", "show one dead letter in full");
+  queue_arg(show);
+  show->add_option("id", a.id, "the entry id (see peek)")->required();
+  show->add_flag("--json", a.json, "the stored entry as JSON");
+
+  auto* replay = app.add_subcommand(
+      "replay", "move dead letters back to their queue; prints the number replayed last");
+  queue_arg(replay);
+  replay->add_flag("--all", a.all, "every entry present when the replay starts");
+  replay->add_option("--count", a.replay_count, "at most N entries, oldest first")
+      ->check(CLI::PositiveNumber);
+  replay->add_option("--id", a.ids, "exactly these entries (one or more ids)");
+  replay->add_option("--to", a.to, "replay to this queue instead of the source queue");
+  replay->add_option("--error-contains", a.error_contains,
+                     "only entries whose error contains TEXT");
+  replay->add_option("--worker", a.worker, "only entries dead-lettered by this worker");
+  replay->add_option("--older-than", a.older_than,
+                     "only entries dead-lettered at least this long ago (90s, 15m, 2h, 7d)");
+  replay->add_option("--rate", a.rate, "at most N entries per second (0 = no limit)")
+      ->capture_default_str();
+  replay->add_flag("--dry-run", a.dry_run, "report what would be replayed; move nothing");
+  replay->add_flag("--keep-corrupt", a.keep_corrupt,
+                   "leave unreadable entries in place (default: move them to the corrupt list)");
+
+  auto* del = app.add_subcommand("delete", "delete dead letters by id; prints the number deleted");
+  queue_arg(del);
+  del->add_option("id", a.ids, "entry ids")->required();
+
+  auto* purge =
+      app.add_subcommand("purge", "delete every dead letter of a queue; prints the number");
+  queue_arg(purge);
+  purge->add_flag("--yes", a.yes, "yes, delete them for good");
+  purge->add_flag("--corrupt", a.corrupt, "purge the corrupt list instead");
+
+  auto* queues =
+      app.add_subcommand("queues", "list the queues that have dead letters, with depths");
+  queues->add_flag("--json", a.json, "JSON Lines: {queue, dead, corrupt, waiting}");
+
+  auto* recover = app.add_subcommand(
+      "recover", "finish replays that were interrupted; prints the number of items fixed");
+  queue_arg(recover);
+
+  auto* trim = app.add_subcommand(
+      "trim", "delete old dead letters now (retention); prints the number deleted");
+  queue_arg(trim);
+  trim->add_option("--max-age", a.max_age, "delete entries dead-lettered longer ago (30d, 12h)");
+  trim->add_option("--max-length", a.max_length, "keep at most the newest N entries")
+      ->check(CLI::PositiveNumber);
+  trim->add_flag("--yes", a.yes, "yes, delete them for good");
+
+  auto* errors = app.add_subcommand(
+      "errors", "dead letters grouped by error, most frequent first (reads every entry)");
+  queue_arg(errors);
+  errors->add_option("--by", a.by, "group by error, error_type or worker")->capture_default_str();
+  errors->add_flag("--json", a.json, "JSON Lines: one group per line");
+
+  auto* corrupt = app.add_subcommand("corrupt", "list the items replay set aside as unreadable");
+  queue_arg(corrupt);
+  corrupt->add_option("--start", a.start, "position of the first item")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  corrupt->add_option("--count", a.count, "how many items")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  corrupt->add_flag("--json", a.json, "JSON Lines: {id, problem, raw or raw_base64}");
+
+  std::vector<const char*> argv;
+  argv.push_back("dlqctl");
+  for (const auto& s : args)
+    argv.push_back(s.c_str());
+  std::string command;
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::CallForHelp&) {
+    io.out << app.help();
+    return exit_ok;
+  } catch (const CLI::CallForAllHelp&) {
+    io.out << app.help("", CLI::AppFormatMode::All);
+    return exit_ok;
+  } catch (const CLI::CallForVersion& e) {
+    io.out << e.what() << '\n';
+    return exit_ok;
+  } catch (const CLI::ParseError& e) {
+    const auto subs = app.get_subcommands();
+    const std::string name = subs.empty() ? "" : subs.front()->get_name();
+    std::string what = detail::one_line(e.what());
+    const auto extra = app.remaining();
+    const bool no_command = what.find("subcommand") != std::string::npos;
+    if (subs.empty() && (no_command || !extra.empty())) {
+      what = extra.empty() ? "no command given"
+                           : "'" + printable(extra.front()) + "' is not a command";
+      what +=
+          " (commands: send, count, peek, show, replay, delete, purge, queues, recover, "
+          "errors, corrupt)";
+    }
+    io.err << "dlqctl" << (name.empty() ? "" : " " + name) << ": " << what << "; see: dlqctl "
+           << (name.empty() ? "" : name + " ") << "--help\n";
+    return exit_usage;
+  }
+  command = app.get_subcommands().front()->get_name();
+  a.payload_given = payload_opt->count() > 0;
+
+  const std::string where = "dlqctl " + command + ": ";
+  try {
+    a.store.timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(a.timeout));
+    if (a.store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
+    a.store.create_if_missing = command == "send";
+    detail::Commands commands(io, open, a, command);
+    return commands.run();
+  } catch (const usage_error& e) {
+    io.err << where << detail::one_line(e.what()) << '\n';
+    return exit_usage;
+  } catch (const dlq::connection_error& e) {
+    io.err << where << detail::one_line(e.what()) << " (store " << redact_url(a.store.url)
+           << "; set it with --store or DLQ_STORE)\n";
+    return exit_store;
+  } catch (const dlq::timeout_error& e) {
+    io.err << where << detail::one_line(e.what()) << " (store " << redact_url(a.store.url)
+           << "; a longer --timeout may help)\n";
+    return exit_store;
+  } catch (const dlq::storage_error& e) {
+    io.err << where << detail::one_line(e.what()) << '\n';
+    return exit_store;
+  } catch (const dlq::error& e) {  // invalid_argument, format_error, queue_full_error
+    io.err << where << detail::one_line(e.what()) << '\n';
+    return exit_usage;
+  } catch (const std::exception& e) {
+    io.err << where << "unexpected error: " << detail::one_line(e.what()) << '\n';
+    return exit_usage;
+  }
+}
+
+}  // namespace dlqctl

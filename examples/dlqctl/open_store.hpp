@@ -1,0 +1,138 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file dlqctl/open_store.hpp
+/// Opens the store a dlqctl URL names, with whichever backends this build has:
+///  - redis://…, unix://…, redis+unix://…  dlq::RedisListStorage (key patterns from
+///    --dlq-key/--queue-key/--corrupt-key); replay pushes to the source lists; `waiting` is
+///    the source list's length.
+///  - sqlite:///path/file.db              dlq::KeyValueStorage over dlq::kv::SqliteStore,
+///    replaying into the dlq::kv::JobQueue in the same file (what examples/05-worker.cpp
+///    takes jobs from); `waiting` is the job queue's length. Only `send` creates a missing
+///    file: every other command says the file does not exist (a typo must not look like an
+///    empty queue).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <dlq/errors.hpp>
+
+#include "store.hpp"
+
+#if DLQCTL_WITH_REDIS
+#include <dlq/storage/redis_list.hpp>
+#endif
+#if DLQCTL_WITH_SQLITE
+#include <sys/stat.h>
+
+#include <dlq/sqlite/job_queue.hpp>
+#include <dlq/sqlite/sqlite_store.hpp>
+#include <dlq/storage/key_value.hpp>
+#endif
+
+namespace dlqctl {
+
+/// The scheme of a store URL ("redis", "unix", "redis+unix", "sqlite", …), lower-case;
+/// "" when `url` has none.
+inline std::string url_scheme(std::string_view url) {
+  const auto p = url.find("://");
+  if (p == std::string_view::npos) return {};
+  std::string s(url.substr(0, p));
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return s;
+}
+
+namespace detail {
+
+inline dlq::invalid_argument not_built(const char* what, const char* package) {
+  return dlq::invalid_argument(dlq::detail::message(
+      "dlqctl", "--store", std::string("this dlqctl was built without ") + what + " support",
+      std::string("rebuild it with ") + package + " installed"));
+}
+
+#if DLQCTL_WITH_REDIS
+inline std::unique_ptr<Store> open_redis(const StoreSettings& s) {
+  dlq::redis::ConnectionOptions c = dlq::redis::parse_url(s.url);
+  c.connect_timeout = s.timeout;
+  c.command_timeout = s.timeout;
+  c.reconnect_attempts = 1;  // one quick retry: an operator wants the answer, or the error
+  dlq::RedisListOptions o;
+  if (!s.dlq_key.empty()) o.dead_key = s.dlq_key;
+  if (!s.queue_key.empty()) o.source_key = s.queue_key;
+  if (!s.corrupt_key.empty()) o.corrupt_key = s.corrupt_key;
+  o.pool.size = 2;
+  o.pool.wait_timeout = s.timeout;
+  auto store = std::make_unique<DlqStore<dlq::RedisListStorage>>(
+      "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)));
+  dlq::RedisListStorage& storage = store->dlq().storage();
+  store->set_waiting([&storage](std::string_view queue) -> std::optional<std::size_t> {
+    auto conn = storage.pool().acquire();
+    const auto reply = conn->run(dlq::redis::Command("LLEN").arg(storage.source_key(queue)),
+                                 dlq::redis::Effect::read);
+    if (reply->type != REDIS_REPLY_INTEGER) return std::nullopt;  // e.g. not a list
+    return static_cast<std::size_t>(reply->integer);
+  });
+  return store;
+}
+#endif
+
+#if DLQCTL_WITH_SQLITE
+inline std::unique_ptr<Store> open_sqlite(const StoreSettings& s) {
+  const std::string path = s.url.substr(s.url.find("://") + 3);  // sqlite:///a/b -> /a/b
+  if (path.empty())
+    throw dlq::invalid_argument(
+        dlq::detail::message("dlqctl", "--store '" + s.url + "'", "no file path",
+                             "use sqlite:///absolute/path/file.db or sqlite://relative.db"));
+  if (!s.dlq_key.empty() || !s.queue_key.empty() || !s.corrupt_key.empty())
+    throw dlq::invalid_argument(dlq::detail::message(
+        "dlqctl", "--store " + s.url, "--dlq-key, --queue-key and --corrupt-key are for Redis",
+        "drop them for a sqlite:// store"));
+  struct stat st {};
+  if (!s.create_if_missing && ::stat(path.c_str(), &st) != 0)
+    throw dlq::connection_error(dlq::detail::message(
+        "dlqctl", "sqlite " + path, "no such database file",
+        "check the path (dead letters are created there by the workers, or by dlqctl send)"));
+  dlq::kv::SqliteOptions so;
+  so.busy_timeout = s.timeout;
+  so.create = s.create_if_missing;
+  dlq::kv::SqliteStore sqlite(path, so);
+  dlq::kv::JobQueue<> jobs(sqlite);
+  using storage_t = dlq::KeyValueStorage<dlq::kv::SqliteStore, dlq::kv::JobQueue<>>;
+  auto store = std::make_unique<DlqStore<storage_t>>("sqlite " + path, storage_t(sqlite, jobs));
+  store->set_waiting([jobs](std::string_view queue) mutable -> std::optional<std::size_t> {
+    return jobs.size(queue);
+  });
+  return store;
+}
+#endif
+
+}  // namespace detail
+
+/// Opens the store `settings.url` names (see the file comment).
+/// @throws dlq::invalid_argument for a URL this build cannot open (says which forms it can);
+///         dlq::storage_error subclasses when the store cannot be reached.
+inline std::unique_ptr<Store> open_store(const StoreSettings& settings) {
+  const std::string scheme = url_scheme(settings.url);
+  if (scheme == "redis" || scheme == "unix" || scheme == "redis+unix") {
+#if DLQCTL_WITH_REDIS
+    return detail::open_redis(settings);
+#else
+    throw detail::not_built("Redis", "hiredis (apt-get install libhiredis-dev)");
+#endif
+  }
+  if (scheme == "sqlite") {
+#if DLQCTL_WITH_SQLITE
+    return detail::open_sqlite(settings);
+#else
+    throw detail::not_built("SQLite", "SQLite (apt-get install libsqlite3-dev)");
+#endif
+  }
+  throw dlq::invalid_argument(dlq::detail::message(
+      "dlqctl", "--store '" + redact_url(settings.url) + "'", "not a store URL dlqctl knows",
+      "use redis://host:port/db, unix:///path/redis.sock?db=N or sqlite:///path/file.db"));
+}
+
+}  // namespace dlqctl

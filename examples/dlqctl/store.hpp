@@ -1,0 +1,164 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file dlqctl/store.hpp
+/// dlqctl::Store — the store a dlqctl command runs against, behind one type: the commands are
+/// compiled once and run on any backend (MemoryStorage in the unit tests, Redis, SQLite).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <dlq/dlq.hpp>
+
+namespace dlqctl {
+
+/// Everything a command needs from a dead-letter store (see dlq::DeadLetterQueue for each).
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  /// Where the store is, for messages: "redis 127.0.0.1:6379 db 0", "sqlite /var/x.db".
+  virtual std::string where() const = 0;
+
+  virtual std::string send(std::string_view queue, std::string_view payload,
+                           const dlq::Failure& failure) = 0;
+  virtual std::vector<std::string> send_batch(const std::vector<dlq::FailedJob>& jobs) = 0;
+  virtual std::size_t size(std::string_view queue) = 0;
+  virtual std::vector<dlq::Entry> peek(std::string_view queue, std::size_t start,
+                                       std::size_t count) = 0;
+  virtual std::optional<dlq::Entry> get(std::string_view queue, std::string_view id) = 0;
+  virtual bool remove(std::string_view queue, std::string_view id) = 0;
+  virtual std::size_t purge(std::string_view queue) = 0;
+  virtual std::vector<std::string> queues() = 0;
+  virtual std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) = 0;
+  virtual dlq::ReplayReport replay(std::string_view queue, const dlq::ReplayOptions& options) = 0;
+  virtual std::size_t recover(std::string_view queue) = 0;
+  /// Applies `retention` to `queue` now (dlq::DeadLetterQueue::trim with that retention).
+  virtual dlq::TrimReport trim(std::string_view queue, const dlq::Retention& retention) = 0;
+  virtual std::vector<dlq::Entry> corrupt(std::string_view queue, std::size_t start,
+                                          std::size_t count) = 0;
+  virtual std::size_t corrupt_size(std::string_view queue) = 0;
+  virtual std::size_t purge_corrupt(std::string_view queue) = 0;
+
+  /// Jobs waiting in the source queue `queue` (where replay puts them back), when the backend
+  /// can tell; nullopt otherwise.
+  virtual std::optional<std::size_t> waiting(std::string_view /*queue*/) { return std::nullopt; }
+};
+
+/// A Store over dlq::DeadLetterQueue<Storage>. `Storage` may be a reference type to share a
+/// storage the caller owns (the unit tests do: `DlqStore<dlq::MemoryStorage&>`).
+template <class Storage>
+class DlqStore final : public Store {
+ public:
+  /// How to count the jobs waiting in a source queue (optional; see Store::waiting).
+  using waiting_fn = std::function<std::optional<std::size_t>(std::string_view)>;
+
+  /// @param where   what where() returns
+  /// @param storage the storage (moved in, or a reference)
+  /// @param options the front end's options
+  DlqStore(std::string where, Storage storage, dlq::Options options = {}, waiting_fn waiting = {})
+      : where_(std::move(where)),
+        dlq_(std::forward<Storage>(storage), std::move(options)),
+        waiting_(std::move(waiting)) {}
+
+  /// Sets how to count the jobs waiting in a source queue (see Store::waiting).
+  void set_waiting(waiting_fn waiting) { waiting_ = std::move(waiting); }
+
+  /// The front end, for backend-specific calls.
+  dlq::DeadLetterQueue<Storage>& dlq() noexcept { return dlq_; }
+
+  std::string where() const override { return where_; }
+  std::string send(std::string_view queue, std::string_view payload,
+                   const dlq::Failure& failure) override {
+    return dlq_.send_to_dlq(queue, payload, failure);
+  }
+  std::vector<std::string> send_batch(const std::vector<dlq::FailedJob>& jobs) override {
+    return dlq_.send_batch(jobs);
+  }
+  std::size_t size(std::string_view queue) override { return dlq_.size(queue); }
+  std::vector<dlq::Entry> peek(std::string_view queue, std::size_t start,
+                               std::size_t count) override {
+    return dlq_.peek(queue, start, count);
+  }
+  std::optional<dlq::Entry> get(std::string_view queue, std::string_view id) override {
+    return dlq_.get(queue, id);
+  }
+  bool remove(std::string_view queue, std::string_view id) override {
+    return dlq_.remove(queue, id);
+  }
+  std::size_t purge(std::string_view queue) override { return dlq_.purge(queue); }
+  std::vector<std::string> queues() override { return dlq_.queues(); }
+  std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) override {
+    return dlq_.summary(queues);
+  }
+  dlq::ReplayReport replay(std::string_view queue, const dlq::ReplayOptions& options) override {
+    return dlq_.replay(queue, options);
+  }
+  std::size_t recover(std::string_view queue) override { return dlq_.recover(queue); }
+  dlq::TrimReport trim(std::string_view queue, const dlq::Retention& retention) override {
+    dlq::Options o = dlq_.options();  // a view over the same storage with this retention
+    o.retention = retention;
+    o.retention_for.clear();
+    dlq::DeadLetterQueue<std::remove_reference_t<Storage>&> view(dlq_.storage(), std::move(o));
+    return view.trim(queue);
+  }
+  std::vector<dlq::Entry> corrupt(std::string_view queue, std::size_t start,
+                                  std::size_t count) override {
+    return dlq_.corrupt(queue, start, count);
+  }
+  std::size_t corrupt_size(std::string_view queue) override { return dlq_.corrupt_size(queue); }
+  std::size_t purge_corrupt(std::string_view queue) override { return dlq_.purge_corrupt(queue); }
+  std::optional<std::size_t> waiting(std::string_view queue) override {
+    if (waiting_) return waiting_(queue);
+    return std::nullopt;
+  }
+
+ private:
+  std::string where_;
+  dlq::DeadLetterQueue<Storage> dlq_;
+  waiting_fn waiting_;
+};
+
+/// The URL with its password (if any) replaced by "***", for messages.
+inline std::string redact_url(const std::string& url) {
+  const auto scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  const auto start = scheme + 3;
+  const auto at = url.find('@', start);
+  const auto slash = url.find('/', start);
+  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return url;
+  const auto colon = url.find(':', start);
+  if (colon == std::string::npos || colon > at)
+    return url.substr(0, start) + "***" + url.substr(at);
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
+/// Where and how to open a store: the global options of dlqctl.
+struct StoreSettings {
+  /// Store URL: redis://[user:password@]host[:port][/db], unix:///path/redis.sock?db=N,
+  /// sqlite:///path/file.db.
+  std::string url = "redis://127.0.0.1:6379/0";
+  /// Redis key patterns (`*` = queue name); empty = the backend's default.
+  std::string dlq_key;
+  std::string queue_key;
+  std::string corrupt_key;
+  /// Connect/command timeout (Redis) or lock wait (SQLite).
+  std::chrono::milliseconds timeout{5000};
+  /// Create the store when it does not exist (an embedded file); false = a missing store is
+  /// an error. dlqctl sets it for `send` only.
+  bool create_if_missing = false;
+};
+
+/// Opens the store `settings` name. Throws dlq::invalid_argument for a bad URL, a
+/// dlq::storage_error subclass when the store cannot be reached.
+using Opener = std::function<std::unique_ptr<Store>(const StoreSettings&)>;
+
+}  // namespace dlqctl

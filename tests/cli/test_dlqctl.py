@@ -1,0 +1,409 @@
+#!/usr/bin/python3
+"""End-to-end tests of the dlqctl binary on a real store (run by ctest).
+
+    test_dlqctl.py --dlqctl PATH --store sqlite          a fresh SQLite file in a temp dir
+    test_dlqctl.py --dlqctl PATH --store redis           the test Redis: its URL is in the file
+                                                         named by $DLQ_TEST_REDIS_URL_FILE
+
+Every command, --json output parsed back, exit codes (bad usage 1, unreachable store 2,
+missing id 3), byte-exact replay into the real source queue, corrupt data, a replay stopped by
+SIGINT (count before = replayed + left), a hard stop (second SIGINT) losing nothing, and the
+progress bar on a terminal. Uses only the standard library and python3-redis (Debian).
+Fails loudly: any failed check exits 1 with what was expected and what came back.
+"""
+import argparse
+import json
+import os
+import pty
+import select
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+ARGS = None
+STORE = None
+FAILURES = []
+
+
+def run(*args, stdin=b"", timeout=60):
+    """Runs dlqctl with `args` (stdin: these bytes); returns (exit code, stdout, stderr text)."""
+    p = subprocess.run([ARGS.dlqctl, *args], input=stdin, capture_output=True, timeout=timeout,
+                       env=dict(os.environ, DLQ_STORE=STORE))
+    return p.returncode, p.stdout, p.stderr.decode(errors="replace")
+
+
+def out_lines(stdout):
+    return stdout.decode().splitlines()
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        FAILURES.append(what)
+        print(f"    FAILED: {what} {detail}", flush=True)
+
+
+def expect(result, code, what):
+    rc, out, err = result
+    check(rc == code, what, f"(exit {rc}, expected {code}; stdout={out[:300]!r}; stderr={err[:500]!r})")
+    return result
+
+
+def one_line(err):
+    return err.endswith("\n") and err.count("\n") == 1
+
+
+class Backend:
+    """Direct access to the store, to check what dlqctl did and to plant corrupt data."""
+
+    def __init__(self, kind, url, where):
+        self.kind, self.url, self.where = kind, url, where
+        if kind == "redis":
+            import redis  # python3-redis
+            self.r = redis.Redis.from_url(url)
+
+    def source(self, queue):
+        """Payloads waiting in the source queue, oldest first (bytes)."""
+        if self.kind == "redis":
+            return self.r.lrange("queue:{%s}" % queue, 0, -1)
+        with sqlite3.connect(self.where) as db:
+            rows = db.execute("SELECT value FROM dlq_records WHERE collection = ? ORDER BY version",
+                              ("jobs:{%s}:ready" % queue,)).fetchall()
+        return [bytes(r[0]) for r in rows]
+
+    def plant_corrupt(self, queue, raw):
+        if self.kind == "redis":
+            self.r.rpush("dlq:{%s}" % queue, raw)
+            return
+        with sqlite3.connect(self.where, timeout=30) as db:
+            db.execute("INSERT INTO dlq_records (collection, id, value) VALUES (?, ?, ?)",
+                       ("dlq:{%s}:dead" % queue, "planted-%d" % time.monotonic_ns(), raw))
+
+    def cleanup(self, prefix):
+        if self.kind == "redis":
+            for key in self.r.scan_iter(match="*%s*" % prefix, count=1000):
+                self.r.delete(key)
+
+
+def test_send_count_peek_show(b, q):
+    rc, out, err = expect(run("send", q, "--error", "payment timeout", "--attempt", "3", "--worker",
+                              "w-7", "--payload", '{"order":42,"big":12345678901234567890}'),
+                          0, "send --payload")
+    id1 = out.decode().strip()
+    check(len(id1) > 0, "send prints the new id")
+    binary = b"\x00\x01binary\xff\npayload"
+    p = subprocess.run([ARGS.dlqctl, "send", q, "--error", "not json"], input=binary,
+                       capture_output=True, env=dict(os.environ, DLQ_STORE=STORE))
+    check(p.returncode == 0, "send reads any bytes from stdin", p.stderr)
+    id2 = p.stdout.decode().strip()
+    expect(run("count", q), 0, "count")
+    check(run("count", q)[1] == b"2\n", "count prints 2")
+
+    rc, out, err = expect(run("peek", q, "--json"), 0, "peek --json")
+    entries = [json.loads(l) for l in out_lines(out)]
+    check(len(entries) == 2, "peek --json gives one line per entry", out)
+    check(entries[0]["id"] == id1 and entries[1]["id"] == id2, "peek --json ids in order")
+    check(entries[0]["original_payload"] == {"order": 42, "big": 12345678901234567890},
+          "peek --json keeps the payload (big integers too)", entries[0])
+    check(b'"big":12345678901234567890' in out, "the payload's bytes are verbatim in --json")
+    for k in ("queue", "error", "attempt", "worker", "dead_lettered_at"):
+        check(k in entries[0], f"peek --json has the seed field {k}")
+    check(entries[0]["attempt"] == 3 and entries[0]["worker"] == "w-7", "fields as sent")
+    check(entries[1].get("payload_encoding") == "base64", "a binary payload is stored as base64")
+
+    rc, out, err = expect(run("peek", q), 0, "peek (table)")
+    check(b"payment timeout" in out and b"ERROR" in out, "the table shows the error", out)
+
+    rc, out, err = expect(run("show", q, id1, "--json"), 0, "show --json")
+    check(json.loads(out) == entries[0], "show --json equals the peek --json line")
+    rc, out, err = expect(run("show", q, id2), 0, "show (text)")
+    check(b"\\x00\\x01binary\\xff\\npayload" in out, "show escapes a binary payload", out)
+
+    rc, out, err = expect(run("show", q, "no-such-id"), 3, "show of a missing id exits 3")
+    check(one_line(err) and "no-such-id" in err, "one clear line names the missing id", err)
+
+    # Byte-exact replay into the real source queue.
+    rc, out, err = expect(run("replay", q, "--all"), 0, "replay --all")
+    check(out_lines(out)[-1] == "2", "replay prints the number replayed last", out)
+    src = b.source(q)
+    check(src == [b'{"order":42,"big":12345678901234567890}', binary],
+          "replay pushed the exact payload bytes to the source queue", src)
+    check(run("count", q)[1] == b"0\n", "nothing left after replay --all")
+
+
+def test_replay_selection(b, q):
+    payloads = "\n".join('{"n":%d}' % i for i in range(20)).encode()
+    p = subprocess.run([ARGS.dlqctl, "send", q, "--error", "gateway timeout", "--lines"],
+                       input=payloads, capture_output=True, env=dict(os.environ, DLQ_STORE=STORE))
+    ids = p.stdout.decode().split()
+    check(p.returncode == 0 and len(ids) == 20, "send --lines prints one id per line", p.stderr)
+    expect(run("send", q, "--error", "bad currency", "--payload", '{"n":"c"}'), 0, "send")
+
+    rc, out, err = expect(run("replay", q, "--all", "--dry-run"), 0, "replay --dry-run")
+    check(out_lines(out)[-1] == "21" and "would replay 21" in err, "dry run counts", err)
+    check(run("count", q)[1] == b"21\n", "dry run moves nothing")
+
+    rc, out, err = expect(run("replay", q, "--id", ids[5], ids[2]), 0, "replay --id")
+    check(out_lines(out)[-1] == "2", "replay --id replays those", out)
+    check(b.source(q) == [b'{"n":2}', b'{"n":5}'], "in list order", b.source(q))
+
+    rc, out, err = expect(run("replay", q, "--id", ids[5]), 3, "replay --id of a replayed id exits 3")
+    check(out_lines(out)[-1] == "0", "and prints 0")
+
+    rc, out, err = expect(run("replay", q, "--count", "3", "--to", q + "-retry"), 0, "replay --to")
+    check(b.source(q + "-retry") == [b'{"n":0}', b'{"n":1}', b'{"n":3}'], "--to another queue")
+
+    rc, out, err = expect(run("replay", q, "--all", "--error-contains", "currency"), 0, "filter")
+    check(out_lines(out)[-1] == "1", "--error-contains selects", out)
+    check(run("count", q)[1] == b"15\n", "the others stay")
+
+    rc, out, err = expect(run("replay", q, "--all", "--older-than", "1h"), 0, "--older-than")
+    check(out_lines(out)[-1] == "0", "nothing is an hour old", out)
+
+    rc, out, err = expect(run("errors", q, "--json"), 0, "errors --json")
+    groups = [json.loads(l) for l in out_lines(out)]
+    check(groups and groups[0]["error"] == "gateway timeout" and groups[0]["count"] == 15,
+          "errors groups by error", groups)
+
+    rc, out, err = expect(run("delete", q, ids[6], ids[7]), 0, "delete")
+    check(out == b"2\n", "delete prints the number deleted", out)
+    rc, out, err = expect(run("delete", q, ids[6]), 3, "delete of a missing id exits 3")
+    check(one_line(err), "one line", err)
+
+    rc, out, err = expect(run("trim", q, "--max-length", "12", "--yes"), 0, "trim --max-length")
+    check(out == b"1\n" and run("count", q)[1] == b"12\n", "trim keeps the newest N", out)
+    rc, out, err = expect(run("trim", q, "--max-age", "1h", "--yes"), 0, "trim --max-age")
+    check(out == b"0\n", "nothing is an hour old", out)
+    rc, out, err = expect(run("peek", q, "--count", "1", "--json"), 0, "peek after trim")
+    check(json.loads(out)["id"] == ids[8], "trim removed the oldest", out)
+
+    expect(run("purge", q), 1, "purge without --yes exits 1")
+    check(run("count", q)[1] == b"12\n", "purge without --yes deletes nothing")
+    rc, out, err = expect(run("purge", q, "--yes"), 0, "purge --yes")
+    check(out == b"12\n", "purge prints the number removed", out)
+
+
+def test_corrupt_and_queues(b, q):
+    expect(run("send", q, "--error", "e", "--payload", "{}"), 0, "send")
+    b.plant_corrupt(q, b"\xffnot json at all")
+    b.plant_corrupt(q, b'{"queue":"x","error":"no payload"}')
+    rc, out, err = expect(run("peek", q, "--json"), 0, "peek with corrupt entries")
+    lines = [json.loads(l) for l in out_lines(out)]
+    check(len(lines) == 3 and lines[1]["problem"] == "not valid JSON", "corrupt entries reported", lines)
+
+    rc, out, err = expect(run("replay", q, "--all"), 0, "replay with corrupt entries")
+    check(out_lines(out)[-1] == "1" and "set aside 2 unreadable" in err, "set aside", err)
+    check(run("count", q, "--corrupt")[1] == b"2\n", "2 in the corrupt list")
+    rc, out, err = expect(run("corrupt", q, "--json"), 0, "corrupt --json")
+    items = [json.loads(l) for l in out_lines(out)]
+    check(len(items) == 2 and items[0].get("raw_base64") and "problem" in items[1],
+          "corrupt --json shows the raw bytes and the problem", items)
+
+    rc, out, err = expect(run("queues", "--json"), 0, "queues --json")
+    mine = [json.loads(l) for l in out_lines(out) if json.loads(l)["queue"] == q]
+    check(mine == [{"queue": q, "dead": 0, "corrupt": 2, "waiting": 1}], "queues --json depths", mine)
+    rc, out, err = expect(run("queues"), 0, "queues (table)")
+    check(q.encode() in out and b"WAITING" in out, "queues table", out)
+    if b.kind == "redis":  # a key of the wrong type under the layout: listed with the reason
+        b.r.rpush("dlq:{%s-bad}" % q, b"{}")
+        b.r.set("dlq:{%s-bad}:corrupt" % q, b"a string, not a list")
+        rc, out, err = expect(run("queues", "--json"), 0, "queues with an unreadable queue")
+        rows = {json.loads(l)["queue"]: json.loads(l) for l in out_lines(out)}
+        check("WRONGTYPE" in rows.get(q + "-bad", {}).get("error", ""), "the reason is given", rows)
+        check(rows.get(q, {}).get("corrupt") == 2, "the other queues are listed", rows)
+        check("could not be read" in err, "and a warning", err)
+    expect(run("recover", q), 0, "recover")
+    rc, out, err = expect(run("purge", q, "--corrupt", "--yes"), 0, "purge --corrupt")
+    check(out == b"2\n", "purge --corrupt prints 2", out)
+
+
+def seed(q, n):
+    payloads = "\n".join('{"n":%d}' % i for i in range(n)).encode()
+    p = subprocess.run([ARGS.dlqctl, "send", q, "--error", "e", "--lines"], input=payloads,
+                       capture_output=True, env=dict(os.environ, DLQ_STORE=STORE), timeout=120)
+    check(p.returncode == 0, "seeding with send --lines", p.stderr)
+
+
+def wait_until_started(b, q, limit=20.0):
+    """Waits until the replay has moved something (bounded)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if len(b.source(q)) > 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sigint(b, q):
+    n = 3000
+    seed(q, n)
+    proc = subprocess.Popen([ARGS.dlqctl, "replay", q, "--all", "--rate", "1000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, DLQ_STORE=STORE))
+    check(wait_until_started(b, q), "the paced replay started")
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    err = err.decode(errors="replace")
+    check(proc.returncode == 130, "Ctrl-C: exit 130", f"(exit {proc.returncode}; {err!r})")
+    replayed = int(out.decode().splitlines()[-1])
+    left = int(run("count", q)[1])
+    moved = len(b.source(q))
+    check(0 < replayed < n, "stopped part-way", replayed)
+    check(replayed + left == n, "count before = replayed + left", (replayed, left))
+    check(moved == replayed, "every replayed entry is in the source queue", (moved, replayed))
+    check("interrupted" in err and "nothing was lost" in err, "says it stopped cleanly", err)
+
+    # Go on, then stop hard: the second Ctrl-C ends dlqctl at once. Nothing is lost.
+    proc = subprocess.Popen([ARGS.dlqctl, "replay", q, "--all", "--rate", "1000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, DLQ_STORE=STORE))
+    deadline = time.monotonic() + 20
+    while len(b.source(q)) == moved and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    check(proc.returncode in (-signal.SIGINT, 130), "a second Ctrl-C ends it", proc.returncode)
+    expect(run("recover", q), 0, "recover after a hard stop")
+    left = int(run("count", q)[1])
+    source = b.source(q)
+    distinct = {json.loads(x)["n"] for x in source}
+    if b.kind == "redis":  # every batch moves atomically: exactly once
+        check(left + len(source) == n, "hard stop: every entry in exactly one place", (left, len(source)))
+    else:  # push first, then remove: at-least-once, never lost
+        check(left + len(distinct) >= n, "hard stop: nothing lost", (left, len(distinct)))
+    rc, out, err = expect(run("replay", q, "--all"), 0, "replay the rest")
+    distinct = {json.loads(x)["n"] for x in b.source(q)}
+    check(distinct == set(range(n)), "in the end every entry was replayed", len(distinct))
+    check(run("count", q)[1] == b"0\n", "and none is left")
+
+
+def test_progress_bar(b, q):
+    seed(q, 2000)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([ARGS.dlqctl, "replay", q, "--all", "--rate", "2000"],
+                            stdout=subprocess.PIPE, stderr=slave,
+                            env=dict(os.environ, DLQ_STORE=STORE))
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([master], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    out, _ = proc.communicate(timeout=60)
+    os.close(master)
+    check(proc.returncode == 0, "replay on a terminal", proc.returncode)
+    check(b"\rreplay " + q.encode() + b" [" in seen, "a progress bar on stderr", seen[:300])
+    check(b"%" in seen and b"/s" in seen, "with percent and rate", seen[:300])
+    check(out.decode().splitlines()[-1] == "2000", "still prints the count last", out)
+    rc, out, err = expect(run("replay", q, "--all"), 0, "no terminal")
+    check("\r" not in err, "no progress bar when stderr is not a terminal", err)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_exit_codes(b, q):
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    p = subprocess.run([ARGS.dlqctl, "count", q, "--store", f"redis://user:secret@127.0.0.1:{port}/0",
+                        "--timeout", "500ms"], capture_output=True, timeout=60)
+    err = p.stderr.decode()
+    check(p.returncode == 2, "an unreachable store exits 2", (p.returncode, err))
+    check(one_line(err) and str(port) in err, "one line naming the endpoint", err)
+    check("secret" not in err, "never the password", err)
+    check(time.monotonic() - started < 10, "and fails fast")
+
+    for args, what in [((), "no command"), (("frob",), "unknown command"),
+                       (("count",), "missing queue"), (("peek", q, "--count", "x"), "bad number"),
+                       (("replay", q), "replay without a selection"),
+                       (("replay", q, "--all", "--older-than", "soon"), "bad duration"),
+                       (("count", q, "--store", "ftp://x"), "unknown store scheme"),
+                       (("count", q, "--store", "redis://127.0.0.1:99999999/0"), "bad port")]:
+        rc, out, err = expect(run(*args), 1, f"bad usage exits 1: {what}")
+        check(one_line(err), f"one line: {what}", err)
+    for cmd in ("send", "count", "peek", "show", "replay", "delete", "purge", "queues", "recover",
+                "trim", "errors", "corrupt"):
+        rc, out, err = expect(run(cmd, "--help"), 0, f"{cmd} --help")
+        check(f"dlqctl {cmd}".encode() in out, f"{cmd} --help shows its usage")
+
+    if b.kind != "sqlite":
+        return
+    with tempfile.TemporaryDirectory() as d:
+        missing = os.path.join(d, "nope.db")
+        p = subprocess.run([ARGS.dlqctl, "count", q, "--store", "sqlite://" + missing],
+                           capture_output=True, timeout=60)
+        check(p.returncode == 2 and missing in p.stderr.decode() and one_line(p.stderr.decode()),
+              "a missing SQLite file exits 2 naming it", p.stderr)
+        check(not os.path.exists(missing), "and is not created by a read")
+        junk = os.path.join(d, "junk.db")
+        with open(junk, "wb") as f:
+            f.write(b"this is not a database" * 100)
+        p = subprocess.run([ARGS.dlqctl, "count", q, "--store", "sqlite://" + junk],
+                           capture_output=True, timeout=60)
+        check(p.returncode == 2 and junk in p.stderr.decode() and one_line(p.stderr.decode()),
+              "a file that is not a database exits 2 naming it", p.stderr)
+
+
+def main():
+    global ARGS, STORE
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dlqctl", required=True)
+    ap.add_argument("--store", choices=["sqlite", "redis"], required=True)
+    ARGS = ap.parse_args()
+    tmp = tempfile.TemporaryDirectory(prefix="dlqctl-e2e-")
+    if ARGS.store == "redis":
+        url_file = os.environ.get("DLQ_TEST_REDIS_URL_FILE")
+        if not url_file or not os.path.exists(url_file):
+            print(f"FAIL: no test Redis: DLQ_TEST_REDIS_URL_FILE={url_file!r} does not name a file "
+                  "(ctest starts the server with the `redis` fixture)", file=sys.stderr)
+            return 1
+        STORE = open(url_file).read().strip()
+        backend = Backend("redis", STORE, STORE)
+    else:
+        path = os.path.join(tmp.name, "e2e.db")
+        STORE = "sqlite://" + path
+        backend = Backend("sqlite", STORE, path)
+        # The store is created by the first send; reads of a missing file are errors.
+        subprocess.run([ARGS.dlqctl, "send", "init", "--error", "e", "--payload", "{}"],
+                       check=True, capture_output=True, env=dict(os.environ, DLQ_STORE=STORE))
+    prefix = f"e2e{os.getpid()}"
+    tests = [test_send_count_peek_show, test_replay_selection, test_corrupt_and_queues,
+             test_sigint, test_progress_bar, test_exit_codes]
+    try:
+        for t in tests:
+            print(f"--- {t.__name__} ({ARGS.store})", flush=True)
+            before = len(FAILURES)
+            t(backend, f"{prefix}-{t.__name__[5:]}")
+            print("    ok" if len(FAILURES) == before else "    FAILED", flush=True)
+    finally:
+        backend.cleanup(prefix)
+        tmp.cleanup()
+    if FAILURES:
+        print(f"\n{len(FAILURES)} check(s) FAILED:", *FAILURES, sep="\n  ", file=sys.stderr)
+        return 1
+    print("\nall dlqctl end-to-end checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

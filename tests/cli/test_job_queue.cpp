@@ -1,0 +1,258 @@
+// dlq::kv::JobQueue (dlq/sqlite/job_queue.hpp): the durable job queue the worker example and
+// dlqctl use on SQLite — FIFO, byte-exact, held jobs redelivered to their consumer after a
+// crash, concurrent consumers never sharing a job, replay of dead letters into it, and a
+// consumer process killed with SIGKILL at random points losing nothing.
+#include "dlq/sqlite/job_queue.hpp"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlq/dead_letter_queue.hpp"
+#include "dlq/kv/memory_store.hpp"
+#include "dlq/sqlite/sqlite_store.hpp"
+#include "dlq/storage/key_value.hpp"
+#include "support/catch.hpp"
+
+namespace {
+
+// A fresh directory under $TMPDIR, removed at the end.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base ? base : "/tmp") + "/dlq-jobq-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    const std::string cmd = "rm -rf '" + path + "'";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path.c_str());
+  }
+  std::string file(const char* name) const { return path + "/" + name; }
+};
+
+std::vector<std::string> payloads(const std::vector<dlq::kv::Job>& jobs) {
+  std::vector<std::string> out;
+  for (const auto& j : jobs)
+    out.push_back(j.payload);
+  return out;
+}
+
+template <class Store>
+void basic_contract(Store store) {
+  dlq::kv::JobQueue<Store> q(store);
+  const std::string binary("bin\0ary\xff", 8);
+  q.push("orders", "a");
+  q.push("orders", binary);
+  q.push("orders", "c");
+  q.push("other", "x");
+  CHECK(q.size("orders") == 3);
+  CHECK(q.size("other") == 1);
+
+  auto first = q.take("orders", "w1", 2);
+  CHECK(payloads(first) == std::vector<std::string>{"a", binary});
+  CHECK(q.size("orders") == 1);
+  CHECK(q.held("orders", "w1") == 2);
+
+  // Before acking, w1 gets the same jobs again (a restarted worker resumes them).
+  CHECK(payloads(q.take("orders", "w1", 5)) == payloads(first));
+  // Another consumer gets the rest.
+  auto second = q.take("orders", "w2", 5);
+  CHECK(payloads(second) == std::vector<std::string>{"c"});
+  CHECK(q.take("orders", "w3", 5).empty());
+
+  CHECK(q.ack("orders", "w1", first) == 2);
+  CHECK(q.ack("orders", "w1", first) == 0);  // acked twice: counted once
+  CHECK(q.held("orders", "w1") == 0);
+  CHECK(q.release("orders", "w2") == 1);  // w2 is gone for good: its job goes back
+  CHECK(q.size("orders") == 1);
+  CHECK(payloads(q.take("orders", "w3")) == std::vector<std::string>{"c"});
+  CHECK(q.take("orders", "w1").empty());
+}
+
+}  // namespace
+
+TEST_CASE("job queue: FIFO, byte-exact, held until acked (memory store)", "[jobs]") {
+  basic_contract(dlq::kv::MemoryStore{});
+}
+
+TEST_CASE("job queue: FIFO, byte-exact, held until acked (SQLite store)", "[jobs][sqlite]") {
+  TempDir dir;
+  basic_contract(dlq::kv::SqliteStore(dir.file("jobs.db")));
+}
+
+TEST_CASE("job queue: held jobs survive reopening the file", "[jobs][sqlite]") {
+  TempDir dir;
+  {
+    dlq::kv::JobQueue<> q(dlq::kv::SqliteStore(dir.file("jobs.db")));
+    for (int i = 0; i < 5; ++i)
+      q.push("orders", std::to_string(i));
+    CHECK(q.take("orders", "w1", 3).size() == 3);
+  }
+  dlq::kv::JobQueue<> reopened(dlq::kv::SqliteStore(dir.file("jobs.db")));
+  CHECK(reopened.size("orders") == 2);
+  CHECK(payloads(reopened.take("orders", "w1", 10)) == std::vector<std::string>{"0", "1", "2"});
+}
+
+TEST_CASE("job queue: bad input is a typed error", "[jobs]") {
+  dlq::kv::JobQueue<dlq::kv::MemoryStore> q(dlq::kv::MemoryStore{});
+  CHECK_THROWS_AS(q.push("", "x"), dlq::invalid_argument);
+  CHECK_THROWS_AS(q.take("", "w"), dlq::invalid_argument);
+  CHECK_THROWS_AS(q.take("orders", ""), dlq::invalid_argument);
+  CHECK_THROWS_AS(q.push_many({dlq::kv::Message{"", "x"}}), dlq::invalid_argument);
+  dlq::kv::JobQueueOptions o;
+  o.prefix.clear();
+  CHECK_THROWS_AS(dlq::kv::JobQueue<dlq::kv::MemoryStore>(dlq::kv::MemoryStore{}, o),
+                  dlq::invalid_argument);
+}
+
+TEST_CASE("job queue: concurrent consumers never share a job and lose none", "[jobs][sqlite]") {
+  TempDir dir;
+  dlq::kv::SqliteStore store(dir.file("jobs.db"));
+  dlq::kv::JobQueue<> q(store);
+  constexpr int n = 2000;
+  std::vector<dlq::kv::Message> batch;
+  std::vector<std::string> texts;
+  texts.reserve(n);
+  for (int i = 0; i < n; ++i)
+    texts.push_back(std::to_string(i));
+  for (const auto& t : texts)
+    batch.push_back(dlq::kv::Message{"orders", t});
+  q.push_many(batch);
+  REQUIRE(q.size("orders") == n);
+
+  std::mutex mutex;
+  std::map<std::string, int> seen;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      const std::string me = "w" + std::to_string(w);
+      for (int rounds = 0; rounds < 10000; ++rounds) {  // bounded
+        auto jobs = q.take("orders", me, 16);
+        if (jobs.empty()) return;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          for (const auto& j : jobs)
+            ++seen[j.payload];
+        }
+        q.ack("orders", me, jobs);
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  CHECK(seen.size() == static_cast<std::size_t>(n));
+  std::size_t twice = 0;
+  for (const auto& [k, v] : seen)
+    if (v != 1) ++twice;
+  CHECK(twice == 0);
+  CHECK(q.size("orders") == 0);
+}
+
+TEST_CASE("job queue: dead letters in the same file replay straight into it", "[jobs][sqlite]") {
+  TempDir dir;
+  dlq::kv::SqliteStore store(dir.file("jobs.db"));
+  dlq::kv::JobQueue<> jobs(store);
+  using Storage = dlq::KeyValueStorage<dlq::kv::SqliteStore, dlq::kv::JobQueue<>>;
+  dlq::DeadLetterQueue<Storage> dlq(Storage(store, jobs));
+  const std::string binary("\x00\x01\x02", 3);
+  dlq.send_to_dlq("orders", R"({"order":12345678901234567890})", "boom");
+  dlq.send_to_dlq("orders", binary, "boom");
+  CHECK(dlq.replay_all("orders").replayed == 2);
+  CHECK(dlq.size("orders") == 0);
+  CHECK(payloads(jobs.take("orders", "w", 10)) ==
+        std::vector<std::string>{R"({"order":12345678901234567890})", binary});
+}
+
+TEST_CASE("job queue: a consumer killed with SIGKILL at random points loses nothing",
+          "[jobs][sqlite][sigkill]") {
+  TempDir dir;
+  const std::string path = dir.file("jobs.db");
+  constexpr int n = 20000;
+  {
+    dlq::kv::JobQueue<> q(dlq::kv::SqliteStore{path});
+    std::vector<std::string> texts;
+    for (int i = 0; i < n; ++i)
+      texts.push_back(std::to_string(i));
+    std::vector<dlq::kv::Message> batch;
+    for (const auto& t : texts)
+      batch.push_back(dlq::kv::Message{"orders", t});
+    q.push_many(batch);
+  }
+
+  std::multiset<int> done;  // what the consumers reported processed (before acking)
+  std::mt19937 rng(12345);
+  int kills = 0;
+  for (int round = 0; round < 20; ++round) {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {  // the consumer: take, report, ack — until killed or out of jobs
+      ::close(fds[0]);
+      try {
+        dlq::kv::SqliteOptions o;
+        o.synchronous = dlq::kv::SqliteSync::normal;  // survives SIGKILL, which is the test
+        dlq::kv::JobQueue<> q(dlq::kv::SqliteStore(path, o));
+        for (;;) {
+          auto jobs = q.take("orders", "consumer", 7);
+          if (jobs.empty()) ::_exit(0);
+          std::string report;
+          for (const auto& j : jobs)
+            report += j.payload + "\n";
+          if (::write(fds[1], report.data(), report.size()) != static_cast<ssize_t>(report.size()))
+            ::_exit(3);
+          q.ack("orders", "consumer", jobs);
+        }
+      } catch (...) {
+        ::_exit(2);
+      }
+    }
+    ::close(fds[1]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 + rng() % 30));
+    ::kill(pid, SIGKILL);
+    std::string got;
+    char buf[4096];
+    for (ssize_t r; (r = ::read(fds[0], buf, sizeof buf)) > 0;)
+      got.append(buf, static_cast<std::size_t>(r));
+    ::close(fds[0]);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE((WIFSIGNALED(status) || WEXITSTATUS(status) == 0));
+    if (WIFSIGNALED(status)) ++kills;  // killed while it was working
+    std::size_t pos = 0;
+    for (std::size_t nl; (nl = got.find('\n', pos)) != std::string::npos; pos = nl + 1)
+      done.insert(std::stoi(got.substr(pos, nl - pos)));
+  }
+  // Whatever the kills left: the same consumer name resumes its held jobs, then the rest.
+  dlq::kv::SqliteStore store(path);
+  REQUIRE(store.integrity_check() == "ok");
+  dlq::kv::JobQueue<> q(store);
+  for (int rounds = 0; rounds < 10000; ++rounds) {
+    auto jobs = q.take("orders", "consumer", 64);
+    if (jobs.empty()) break;
+    for (const auto& j : jobs)
+      done.insert(std::stoi(j.payload));
+    q.ack("orders", "consumer", jobs);
+  }
+  std::set<int> distinct(done.begin(), done.end());
+  INFO("kills: " << kills << ", redelivered: " << done.size() - distinct.size());
+  CHECK(kills >= 10);                                     // most rounds were cut short mid-work
+  CHECK(distinct.size() == static_cast<std::size_t>(n));  // nothing lost
+  CHECK(*distinct.begin() == 0);
+  CHECK(*distinct.rbegin() == n - 1);
+  CHECK(q.size("orders") == 0);
+  CHECK(q.held("orders", "consumer") == 0);
+}
