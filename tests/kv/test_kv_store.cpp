@@ -367,6 +367,10 @@ TEMPLATE_LIST_TEST_CASE("increment counts per (collection, key), apart from reco
     CHECK(store.increment("c", "job:2", day) == 1);
     CHECK(store.increment("d", "job:1", day) == 1);
     CHECK(store.increment("c", "job:1", day) == 3);
+    // Extreme lifetimes are clamped to [1 s, 100 years]: no overflow, no error.
+    CHECK(store.increment("c", "forever", std::chrono::seconds::max()) == 1);
+    CHECK(store.increment("c", "forever", std::chrono::seconds::max()) == 2);
+    CHECK(store.increment("c", "negative", std::chrono::seconds(-5)) == 1);
     // Counters are not records: nothing to list, load or count, and purging leaves them.
     CHECK(count_of(store, "c") == 0);
     CHECK_FALSE(store.load("c", "job:1"));

@@ -71,8 +71,8 @@ class MemoryStore {
   }
 
   /// Adds one to the counter (collection, key) and returns its new value; it expires `ttl`
-  /// (at least 1 s) after this increment. Counters are not records. At most 100 000 are
-  /// kept: beyond that, expired ones and then those closest to expiry are dropped (see
+  /// (clamped to [1 s, 100 years]) after this increment. Counters are not records. At most 100 000
+  /// are kept: beyond that, expired ones and then those closest to expiry are dropped (see
   /// dlq::detail::counter_map), so the bookkeeping stays bounded.
   std::int64_t increment(std::string_view collection_name, std::string_view key,
                          std::chrono::seconds ttl) {
@@ -81,7 +81,7 @@ class MemoryStore {
     name.append(collection_name).push_back('\0');
     name.append(key);
     std::lock_guard<std::mutex> lock(state_->mutex);
-    return state_->counters.bump(name, std::max(ttl, std::chrono::seconds(1)));
+    return state_->counters.bump(name, detail::counter_ttl(ttl));
   }
 
   /// The record `id` of `collection`, or std::nullopt.

@@ -372,8 +372,8 @@ class RedisStore {
   }
 
   /// Adds one to the counter (collection, key) — the string key increment_key(collection,
-  /// key) — and returns its new value; the key expires `ttl` (at least 1 s) after this
-  /// increment (INCR + EXPIRE in one script), so Redis keeps the counters bounded.
+  /// key) — and returns its new value; the key expires `ttl` (clamped to [1 s, 100 years]) after
+  /// this increment (INCR + EXPIRE in one script), so Redis keeps the counters bounded.
   /// @throws the Redis layer's dlq::storage_error subclasses; dlq::reply_error when the key
   ///         holds something other than a counter.
   std::int64_t increment(std::string_view collection, std::string_view key,
@@ -381,7 +381,7 @@ class RedisStore {
     auto lease = shared_->pool.acquire();
     const std::string k = increment_key(collection, key);
     const std::string label = "increment script (" + k + ")";
-    const long long seconds = std::max<long long>(1, static_cast<long long>(ttl.count()));
+    const long long seconds = static_cast<long long>(detail::counter_ttl(ttl).count());
     auto replies = shared_->increment.run_pipeline(
         *lease, 0,
         [&](const std::string& sha) {

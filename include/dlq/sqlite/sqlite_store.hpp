@@ -801,21 +801,20 @@ class SqliteStore {
   }
 
   /// Adds one to the counter (collection, key) and returns its new value, in one
-  /// transaction; the counter expires `ttl` (at least 1 s) after this increment, by the
-  /// system clock (counters are shared by processes, and may outlive a reboot). Counters
-  /// live in their own table (dlq_counters), apart from records. The same transaction
-  /// deletes up to 16 expired counters, oldest expiry first, so the table holds the counters
-  /// alive within the last ttl plus a backlog that every increment shrinks.
+  /// transaction; the counter expires `ttl` (clamped to [1 s, 100 years]) after this increment, by
+  /// the system clock (counters are shared by processes, and may outlive a reboot). Counters live
+  /// in their own table (dlq_counters), apart from records. The same transaction deletes up to 16
+  /// expired counters, oldest expiry first, so the table holds the counters alive within the last
+  /// ttl plus a backlog that every increment shrinks.
   /// @throws as save.
   std::int64_t increment(std::string_view collection, std::string_view key,
                          std::chrono::seconds ttl) {
-    using namespace std::chrono;
-    const auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-    const auto life = duration_cast<milliseconds>(std::max(ttl, seconds(1))).count();
-    const sqlite3_int64 now_ms = static_cast<sqlite3_int64>(now);
-    const sqlite3_int64 expires_ms = life > std::numeric_limits<sqlite3_int64>::max() - now_ms
-                                         ? std::numeric_limits<sqlite3_int64>::max()
-                                         : now_ms + static_cast<sqlite3_int64>(life);
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    const auto life =
+        std::chrono::duration_cast<std::chrono::milliseconds>(detail::counter_ttl(ttl));
+    const auto now_ms = static_cast<sqlite3_int64>(now.count());
+    const auto expires_ms = static_cast<sqlite3_int64>((now + life).count());
     return db_->write("incrementing a counter", [&](detail::sqlite_connection& c) {
       {
         detail::sqlite_use e(c, detail::sqlite_stmt::expire_counters);

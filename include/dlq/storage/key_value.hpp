@@ -67,11 +67,11 @@
 ///     Overflow::reject is exact under any number of concurrent senders and processes.
 ///   - `increment(collection, key, ttl)`: atomically adds one to the counter named (collection,
 ///     key) and returns its new value (1 for a counter that did not exist or had expired). The
-///     counter expires `ttl` after its last increment (a ttl under one second counts as one
-///     second). Counters are a namespace of their own: they are never records, never listed
-///     or counted, and purging a collection leaves them. The store must keep them bounded:
-///     expired counters are deleted (Redis: EXPIRE; SQLite: each increment deletes up to 16
-///     expired counters; MemoryStore: a bounded map). Backs bump_count, so that the
+///     counter expires `ttl` after its last increment (clamped to between one second and 100
+///     years: kv::detail::counter_ttl). Counters are a namespace of their own: they are never
+///     records, never listed or counted, and purging a collection leaves them. The store must
+///     keep them bounded: expired counters are deleted (Redis: EXPIRE; SQLite: each increment
+///     deletes up to 16 expired counters; MemoryStore: a bounded map). Backs bump_count, so the
 ///     poison-loop guard counts a job's failures across every process sharing the store.
 ///
 /// Every member must be safe to call from several threads at once. Ready-made stores:
@@ -205,6 +205,13 @@ struct has_versions<
     S, std::enable_if_t<std::is_convertible_v<
            decltype(std::declval<S&>().versions(std::string_view{}, std::declval<const Window&>())),
            std::vector<std::uint64_t>>>> : std::true_type {};
+
+/// The lifetime increment() gives a counter: `ttl` clamped to [1 s, 100 years], so that a
+/// store can add it to a clock in milliseconds or nanoseconds without overflow.
+inline std::chrono::seconds counter_ttl(std::chrono::seconds ttl) noexcept {
+  constexpr std::chrono::seconds longest(std::int64_t{100} * 365 * 24 * 3600);
+  return std::clamp(ttl, std::chrono::seconds(1), longest);
+}
 
 template <class S, class = void>
 struct has_save_and_count : std::false_type {};
@@ -419,10 +426,10 @@ class KeyValueStorage {
   }
 
   /// Adds one to the counter `key` of `queue` (the poison-loop guard's count of one job) and
-  /// returns its new value; the counter expires `ttl` after its last bump (under 1 s counts as
-  /// 1 s). The counter lives in the store (kv store member increment, under the queue's dead
-  /// collection name, in the store's counter namespace), so every adapter and process sharing
-  /// the store counts together. Declared only when the store has increment.
+  /// returns its new value; the counter expires `ttl` after its last bump (clamped to
+  /// [1 s, 100 years]). The counter lives in the store (kv store member increment, under the
+  /// queue's dead collection name, in the store's counter namespace), so every adapter and process
+  /// sharing the store counts together. Declared only when the store has increment.
   /// @throws dlq::invalid_argument if the queue name is empty; what the store throws.
   template <class K = Kv, std::enable_if_t<kv::detail::has_increment<K>::value, int> = 0>
   std::int64_t bump_count(std::string_view queue, std::string_view key, std::chrono::seconds ttl) {
