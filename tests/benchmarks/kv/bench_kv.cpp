@@ -381,7 +381,9 @@ void bench_redis(const std::string& url) {
 /// Bare SQLite with the store's schema and PRAGMAs: the floor the store is measured against.
 class bare_sqlite {
  public:
-  bare_sqlite(const std::string& path, bool full) {
+  /// `counted`: also the schema version 2 tables and the triggers that keep record counts
+  /// (what the store's schema adds to version 1), to measure what those triggers cost.
+  bare_sqlite(const std::string& path, bool full, bool counted = false) {
     sqlite3_open(path.c_str(), &db_);
     sqlite3_busy_timeout(db_, 60000);  // what a careful user of bare SQLite sets
     exec("PRAGMA journal_mode=WAL");
@@ -391,6 +393,7 @@ class bare_sqlite {
         "collection TEXT NOT NULL, id TEXT NOT NULL, value BLOB NOT NULL, UNIQUE (collection, "
         "id)); CREATE INDEX IF NOT EXISTS dlq_records_by_collection ON dlq_records "
         "(collection, version);");
+    if (counted) exec(dlq::kv::detail::sqlite_migration_v1_to_v2);
     sqlite3_prepare_v2(
         db_, "INSERT OR REPLACE INTO dlq_records (collection, id, value) VALUES (?1, ?2, ?3)", -1,
         &insert_, nullptr);
@@ -664,6 +667,50 @@ void bench_sqlite(bool full) {
                      {bare_filled, [&] { bare->drain(mq); }, done_q});
     add({"sqlite", "replay_all (batches of 1000)", setting, "bare SELECT + DELETE, 1000 per tx", n,
          r.first, r.second});
+  }
+  {  // what schema version 2's record-count triggers cost: bare SQL on both schemas
+    std::unique_ptr<bare_sqlite> counted;
+    const std::string counted_path = base_dir + "/bench-counted.db";
+    auto counted_fresh = [&] {
+      counted.reset();
+      remove_db(counted_path);
+      counted = std::make_unique<bare_sqlite>(counted_path, full, true);
+    };
+    auto insert_batches = [&](bare_sqlite& db) {
+      for (std::size_t i = 0; i < n; i += 100) {
+        db.exec("BEGIN IMMEDIATE");
+        for (std::size_t j = i; j < std::min(n, i + 100); ++j)
+          db.insert(ids[j], envelope);
+        db.exec("COMMIT");
+      }
+    };
+    auto counted_done = [&] {
+      counted.reset();
+      done();
+    };
+    auto r = compare(n, {counted_fresh, [&] { insert_batches(*counted); }, counted_done},
+                     {bare_fresh, [&] { insert_batches(*bare); }, done});
+    add({"sqlite", "bare INSERT 100/tx, count triggers", setting, "same, schema v1", n, r.first,
+         r.second});
+    dlq::kv::MemoryQueues mq;
+    r = compare(n,
+                {[&] {
+                   counted_fresh();
+                   insert_batches(*counted);
+                 },
+                 [&] { counted->drain(mq); },
+                 [&] {
+                   mq.clear();
+                   counted_done();
+                 }},
+                {bare_filled, [&] { bare->drain(mq); },
+                 [&] {
+                   mq.clear();
+                   done();
+                 }});
+    add({"sqlite", "bare drain 1000/tx, count triggers", setting, "same, schema v1", n, r.first,
+         r.second});
+    remove_db(counted_path);
   }
   remove_db(path);
   remove_db(bare_path);
