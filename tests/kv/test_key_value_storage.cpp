@@ -1,10 +1,13 @@
 // dlq::KeyValueStorage over every store: job-id keyed records, oldest-first windows, lookups,
 // removal, purge, queues, and replay into sinks (push first, then compare-and-delete).
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "dlq/kv/sinks.hpp"
@@ -425,4 +428,81 @@ TEST_CASE("sink detection accepts the four shapes and refuses others", "[kv][sin
   STATIC_REQUIRE(dlq::kv::is_sink_v<dlq::kv::AnySink>);
   STATIC_REQUIRE_FALSE(dlq::kv::is_sink_v<none>);
   STATIC_REQUIRE_FALSE(dlq::kv::is_sink_v<int>);
+}
+
+// --- the storage contract's optional policy members: declared exactly when the store has
+// what they forward to, so the front end falls back otherwise
+
+using MemoryAdapter = dlq::KeyValueStorage<dlq::kv::MemoryStore>;
+using MinimalAdapter = dlq::KeyValueStorage<kvtest::MinimalStore>;
+static_assert(dlq::detail::push_returns_size<MemoryAdapter>::value);
+static_assert(dlq::detail::has_push_bounded<MemoryAdapter>::value);
+static_assert(dlq::detail::has_bump_count<MemoryAdapter>::value);
+static_assert(!dlq::detail::push_returns_size<MinimalAdapter>::value);
+static_assert(!dlq::detail::has_push_bounded<MinimalAdapter>::value);
+static_assert(!dlq::detail::has_bump_count<MinimalAdapter>::value);
+static_assert(
+    std::is_void_v<decltype(std::declval<MinimalAdapter&>().push(std::declval<const Record&>()))>);
+static_assert(dlq::is_storage_v<MinimalAdapter>);
+#if DLQ_TEST_HAVE_SQLITE
+static_assert(dlq::detail::push_returns_size<dlq::KeyValueStorage<dlq::kv::SqliteStore>>::value);
+static_assert(dlq::detail::has_push_bounded<dlq::KeyValueStorage<dlq::kv::SqliteStore>>::value);
+static_assert(dlq::detail::has_bump_count<dlq::KeyValueStorage<dlq::kv::SqliteStore>>::value);
+#endif
+#if DLQ_TEST_HAVE_REDIS
+static_assert(dlq::detail::push_returns_size<dlq::KeyValueStorage<dlq::kv::RedisStore>>::value);
+static_assert(dlq::detail::has_push_bounded<dlq::KeyValueStorage<dlq::kv::RedisStore>>::value);
+static_assert(dlq::detail::has_bump_count<dlq::KeyValueStorage<dlq::kv::RedisStore>>::value);
+#endif
+
+TEMPLATE_LIST_TEST_CASE("push returns the dead list's new length; a replaced job adds none",
+                        "[kv][adapter][policies]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::KeyValueStorage s(fx.make());
+  if constexpr (dlq::detail::push_returns_size<decltype(s)>::value) {
+    CHECK(s.push(rec("orders", "job-1", "a")) == 1);
+    CHECK(s.push(rec("orders", "job-2", "b")) == 2);
+    CHECK(s.push(rec("orders", "job-1", "a again")) == 2);
+    CHECK(s.push(rec("billing", "job-1", "c")) == 1);
+    CHECK(s.push(Record{"orders", "", "", "no id"}) == 3);  // keyed by its derived id
+    CHECK(s.queues() == std::vector<std::string>{"billing", "orders"});
+    CHECK_THROWS_AS(s.push(rec("", "x", "y")), dlq::invalid_argument);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("push_bounded stores only below the bound and registers the queue",
+                        "[kv][adapter][policies]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::KeyValueStorage s(fx.make());
+  if constexpr (dlq::detail::has_push_bounded<decltype(s)>::value) {
+    CHECK(s.push_bounded(rec("orders", "job-1", "a"), 2));
+    CHECK(s.queues() == std::vector<std::string>{"orders"});
+    CHECK(s.push_bounded(rec("orders", "job-2", "b"), 2));
+    CHECK_FALSE(s.push_bounded(rec("orders", "job-3", "c"), 2));
+    CHECK(s.push_bounded(rec("orders", "job-1", "a again"), 2));  // a replacement: admitted
+    CHECK(s.range("orders", ListKind::dead, 0, 10) == std::vector<std::string>{"b", "a again"});
+    CHECK_FALSE(s.push_bounded(rec("billing", "job-1", "x"), 0));
+    CHECK(s.queues() == std::vector<std::string>{"orders"});  // registered, but empty
+    CHECK_THROWS_AS(s.push_bounded(rec("", "x", "y"), 5), dlq::invalid_argument);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("bump_count counts per queue and key in the store, shared by adapters",
+                        "[kv][adapter][policies]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  dlq::KeyValueStorage a(store);
+  dlq::KeyValueStorage b(store);  // another adapter on the same data (another process, say)
+  if constexpr (dlq::detail::has_bump_count<decltype(a)>::value) {
+    const std::chrono::seconds ttl(3600);
+    CHECK(a.bump_count("orders", "job:1", ttl) == 1);
+    CHECK(b.bump_count("orders", "job:1", ttl) == 2);
+    CHECK(a.bump_count("billing", "job:1", ttl) == 1);
+    CHECK(b.bump_count("orders", "job:2", ttl) == 1);
+    CHECK(a.bump_count("orders", "job:1", ttl) == 3);
+    dlq::KeyValueStorage other(store, dlq::kv::MemoryQueues{}, dlq::KeyValueOptions{"other:"});
+    CHECK(other.bump_count("orders", "job:1", ttl) == 1);  // another prefix, other counters
+    CHECK(a.size("orders", ListKind::dead) == 0);
+    CHECK_THROWS_AS(a.bump_count("", "job:1", ttl), dlq::invalid_argument);
+  }
 }

@@ -2,7 +2,11 @@
 // semantics, corrupt records written straight into a store, batched reads, custom sinks.
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlq/dlq.hpp"
@@ -163,4 +167,137 @@ TEST_CASE("a DeadLetterQueue over the in-memory key-value store needs no argumen
   q.send_to_dlq("orders", "{}", f);
   CHECK(q.replay_all("orders").replayed == 1);
   CHECK(q.storage().sink().pop("orders") == std::optional<std::string>("{}"));
+}
+
+// --- policies on the key-value backend: shared poison counts, exact bounded sends, retention
+// without a size() call per send
+
+TEMPLATE_LIST_TEST_CASE("two DeadLetterQueues sharing a store reach the park limit together",
+                        "[kv][front-end][poison]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  dlq::KeyValueStorage storage_a(store);
+  dlq::KeyValueStorage storage_b(store);  // a second adapter and front end: a second worker
+  dlq::Options options;
+  options.poison_guard.park_after = 3;
+  dlq::DeadLetterQueue<decltype(storage_a)&> a(storage_a, options);
+  dlq::DeadLetterQueue<decltype(storage_b)&> b(storage_b, options);
+  if constexpr (dlq::detail::has_bump_count<decltype(storage_a)>::value) {
+    // Each worker dead-letters the job twice: four failures in all, so the fourth is parked
+    // (each worker on its own would have counted only two).
+    a.send_to_dlq("orders", R"({"job":9})", job_failure("job-9", 1, "e"));
+    b.send_to_dlq("orders", R"({"job":9})", job_failure("job-9", 2, "e"));
+    a.send_to_dlq("orders", R"({"job":9})", job_failure("job-9", 3, "e"));
+    CHECK_FALSE(a.get("orders", "job-9")->parked);
+    b.send_to_dlq("orders", R"({"job":9})", job_failure("job-9", 4, "e"));
+    const auto e = a.get("orders", "job-9");
+    REQUIRE(e);
+    CHECK(e->parked);
+    CHECK(e->dead_letter_count == 4);
+    CHECK(a.counters().parked + b.counters().parked == 1);
+    // Counted by payload fingerprint when there is no job id: the same across workers too.
+    for (int i = 0; i < 2; ++i) {
+      a.send_to_dlq("orders", "same bytes", "e");
+      b.send_to_dlq("orders", "same bytes", "e");
+    }
+    CHECK(a.counters().parked + b.counters().parked == 2);
+    const auto last = a.peek("orders", 0, 10).back();
+    CHECK(last.payload == "same bytes");
+    CHECK(last.dead_letter_count == 4);
+    CHECK(last.parked);
+  } else {
+    // A store without increment: each front end counts in its own process (the fallback).
+    for (int i = 0; i < 2; ++i) {
+      a.send_to_dlq("orders", "{}", job_failure("job-9", 1, "e"));
+      b.send_to_dlq("orders", "{}", job_failure("job-9", 1, "e"));
+    }
+    CHECK(a.get("orders", "job-9")->dead_letter_count == 2);
+    CHECK(a.counters().parked + b.counters().parked == 0);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("Overflow::reject is exact under 4 concurrent senders",
+                        "[kv][front-end][retention][threads]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::KeyValueStorage storage(fx.make());
+  if constexpr (dlq::detail::has_push_bounded<decltype(storage)>::value) {
+    dlq::Options options;
+    options.retention.max_length = 30;
+    options.retention.overflow = dlq::Overflow::reject;
+    dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+    constexpr int threads = 4;
+    constexpr int per_thread = 25;
+    std::atomic<int> stored{0};
+    std::atomic<int> refused{0};
+    std::atomic<int> other_errors{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        for (int i = 0; i < per_thread; ++i) {
+          try {
+            q.send_to_dlq("orders", "{}",
+                          job_failure("t" + std::to_string(t) + "-" + std::to_string(i), 1, "e"));
+            ++stored;
+          } catch (const dlq::queue_full_error&) {
+            ++refused;
+          } catch (...) {
+            ++other_errors;
+          }
+        }
+      });
+    }
+    for (auto& th : pool)
+      th.join();
+    CHECK(other_errors == 0);
+    CHECK(stored == 30);
+    CHECK(refused == threads * per_thread - 30);
+    CHECK(q.size("orders") == 30);
+    CHECK(q.counters().rejected == static_cast<std::uint64_t>(threads * per_thread - 30));
+    // A job already in the full queue may fail again: its record is replaced, not added.
+    const std::string kept = q.peek("orders", 0, 1).at(0).id;
+    CHECK_NOTHROW(q.send_to_dlq("orders", "{}", job_failure(kept, 2, "again")));
+    CHECK(q.size("orders") == 30);
+    CHECK(q.peek("orders", 29, 1).at(0).id == kept);
+  }
+}
+
+namespace {
+/// Counts count() calls; forwards every optional member the wrapped store has.
+struct CountCallsStore {
+  dlq::kv::MemoryStore inner;
+  std::shared_ptr<std::atomic<int>> counts = std::make_shared<std::atomic<int>>(0);
+  void save(const std::vector<dlq::kv::Write>& w) { inner.save(w); }
+  std::size_t save_and_count(const std::vector<dlq::kv::Write>& w) {
+    return inner.save_and_count(w);
+  }
+  std::optional<dlq::kv::Item> load(std::string_view c, std::string_view id) {
+    return inner.load(c, id);
+  }
+  std::vector<dlq::kv::Item> list(std::string_view c, const dlq::kv::Window& w) {
+    return inner.list(c, w);
+  }
+  std::size_t remove(const std::vector<dlq::kv::Removal>& r) { return inner.remove(r); }
+  std::size_t count(std::string_view c) {
+    ++*counts;
+    return inner.count(c);
+  }
+};
+}  // namespace
+
+TEST_CASE("evict_oldest takes the length from the push: no count() call per send",
+          "[kv][front-end][retention]") {
+  CountCallsStore store;
+  dlq::KeyValueStorage storage(store);
+  dlq::Options options;
+  options.retention.max_length = 3;
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+  for (int i = 0; i < 10; ++i)
+    q.send_to_dlq("orders", std::to_string(i), "e");
+  CHECK(*store.counts == 0);
+  CHECK(q.size("orders") == 3);
+  CHECK(q.counters().evicted == 7);
+  std::vector<std::string> left;
+  for (const auto& e : q.peek("orders", 0, 10))
+    left.push_back(e.payload);
+  CHECK(left == std::vector<std::string>{"7", "8", "9"});
 }

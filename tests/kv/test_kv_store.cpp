@@ -2,6 +2,8 @@
 // oldest-first windows, atomic batches, compare-and-delete, moves, counts.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -269,5 +271,160 @@ TEMPLATE_LIST_TEST_CASE("versions lists the same window as list, without values"
     after.after = store.load("c", "b")->version;
     CHECK(store.versions("c", after).size() == 2);
     CHECK(store.versions("none", Window{}).empty());
+  }
+}
+
+// --- optional members for the front end's policies: save_and_count, save_if_below,
+// increment (each test runs on the stores that have the member)
+
+TEMPLATE_LIST_TEST_CASE(
+    "save_and_count returns the last write's collection size; a replacement "
+    "is not growth",
+    "[kv][store][policies]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_save_and_count<typename TestType::store_type>::value) {
+    CHECK(store.save_and_count({Write{"c", "a", "1"}}) == 1);
+    CHECK(store.save_and_count({Write{"c", "b", "2"}}) == 2);
+    CHECK(store.save_and_count({Write{"c", "a", "1 again"}}) == 2);  // replaced
+    CHECK(store.save_and_count({Write{"c", "x", "3"}, Write{"other", "y", "4"}}) == 1);
+    CHECK(store.save_and_count({Write{"other", "z", "5"}, Write{"c", "w", "6"}}) == 4);
+    CHECK(store.save_and_count({}) == 0);
+    CHECK(ids(store, "c") == std::vector<std::string>{"b", "a", "x", "w"});
+    CHECK(store.remove({Removal{"c", "b", 0, {}}}) == 1);
+    CHECK(store.save_and_count({Write{"c", "v", "7"}}) == 4);
+    CHECK(store.remove({Removal{"c", "v", 0, "other"}}) == 1);  // a move: one less here
+    CHECK(store.save_and_count({Write{"c", "u", "8"}}) == 4);
+    CHECK(store.save_and_count({Write{"other", "q", "9"}}) == 4);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE(
+    "save_if_below admits while the collection is below the bound, always "
+    "admits a replacement, and writes nothing when full",
+    "[kv][store][policies]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_save_if_below<typename TestType::store_type>::value) {
+    CHECK(store.save_if_below(Write{"c", "a", "1"}, 2));
+    CHECK(store.save_if_below(Write{"c", "b", "2"}, 2));
+    const auto vb = store.load("c", "b")->version;
+    CHECK_FALSE(store.save_if_below(Write{"c", "c", "3"}, 2));  // full
+    CHECK_FALSE(store.load("c", "c"));
+    CHECK(store.save_if_below(Write{"c", "a", "1 again"}, 2));  // a replacement: admitted
+    CHECK(store.load("c", "a")->value == "1 again");
+    CHECK(store.load("c", "a")->version > vb);  // and moved to the end, as save does
+    CHECK(ids(store, "c") == std::vector<std::string>{"b", "a"});
+    CHECK(store.save_if_below(Write{"other", "a", "x"}, 1));      // bounds are per collection
+    CHECK_FALSE(store.save_if_below(Write{"new", "a", "x"}, 0));  // 0: nothing new
+    CHECK(store.remove({Removal{"c", "b", 0, {}}}) == 1);
+    CHECK(store.save_if_below(Write{"c", "c", "3"}, 2));  // room again
+    CHECK(count_of(store, "c") == 2);
+    CHECK(count_of(store, "new") == 0);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("save_if_below is exact under 4 concurrent threads",
+                        "[kv][store][policies][threads]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_save_if_below<typename TestType::store_type>::value) {
+    constexpr int threads = 4;
+    constexpr int per_thread = 40;
+    constexpr std::size_t bound = 37;
+    std::atomic<int> admitted{0};
+    std::atomic<int> refused{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        for (int i = 0; i < per_thread; ++i) {
+          const std::string id = std::to_string(t) + "-" + std::to_string(i);
+          if (store.save_if_below(Write{"c", id, id}, bound))
+            ++admitted;
+          else
+            ++refused;
+        }
+      });
+    }
+    for (auto& th : pool)
+      th.join();
+    CHECK(admitted == static_cast<int>(bound));
+    CHECK(refused == threads * per_thread - static_cast<int>(bound));
+    CHECK(count_of(store, "c") == bound);
+    if constexpr (dlq::kv::detail::has_count<typename TestType::store_type>::value)
+      CHECK(store.count("c") == bound);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("increment counts per (collection, key), apart from records",
+                        "[kv][store][policies]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_increment<typename TestType::store_type>::value) {
+    const std::chrono::seconds day(86400);
+    CHECK(store.increment("c", "job:1", day) == 1);
+    CHECK(store.increment("c", "job:1", day) == 2);
+    CHECK(store.increment("c", "job:2", day) == 1);
+    CHECK(store.increment("d", "job:1", day) == 1);
+    CHECK(store.increment("c", "job:1", day) == 3);
+    // Extreme lifetimes are clamped to [1 s, 100 years]: no overflow, no error.
+    CHECK(store.increment("c", "forever", std::chrono::seconds::max()) == 1);
+    CHECK(store.increment("c", "forever", std::chrono::seconds::max()) == 2);
+    CHECK(store.increment("c", "negative", std::chrono::seconds(-5)) == 1);
+    // Counters are not records: nothing to list, load or count, and purging leaves them.
+    CHECK(count_of(store, "c") == 0);
+    CHECK_FALSE(store.load("c", "job:1"));
+    store.save({Write{"c", "job:1", "a record"}});
+    if constexpr (dlq::kv::detail::has_remove_all<typename TestType::store_type>::value)
+      CHECK(store.remove_all("c") == 1);
+    CHECK(store.increment("c", "job:1", day) == 4);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("increment is atomic under 4 concurrent threads",
+                        "[kv][store][policies][threads]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_increment<typename TestType::store_type>::value) {
+    constexpr int threads = 4;
+    constexpr int per_thread = 50;
+    std::vector<std::vector<std::int64_t>> seen(threads);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        for (int i = 0; i < per_thread; ++i)
+          seen[t].push_back(store.increment("c", "job:x", std::chrono::seconds(3600)));
+      });
+    }
+    for (auto& th : pool)
+      th.join();
+    std::vector<std::int64_t> all;
+    for (const auto& s : seen) {
+      CHECK(std::is_sorted(s.begin(), s.end()));  // each thread sees its values grow
+      all.insert(all.end(), s.begin(), s.end());
+    }
+    std::sort(all.begin(), all.end());
+    std::vector<std::int64_t> expected(threads * per_thread);
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      expected[i] = static_cast<std::int64_t>(i + 1);
+    CHECK(all == expected);  // every value exactly once: no increment lost or doubled
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("a counter expires ttl after its last increment",
+                        "[kv][store][policies][expiry]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_increment<typename TestType::store_type>::value) {
+    const std::chrono::seconds ttl(1);
+    CHECK(store.increment("c", "short", ttl) == 1);
+    CHECK(store.increment("c", "short", ttl) == 2);
+    CHECK(store.increment("c", "long", std::chrono::seconds(3600)) == 1);
+    CHECK(store.increment("c", "zero", std::chrono::seconds(0)) == 1);  // counts as 1 s
+    CHECK(store.increment("c", "zero", std::chrono::seconds(0)) == 2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+    CHECK(store.increment("c", "short", ttl) == 1);  // expired: counting starts again
+    CHECK(store.increment("c", "zero", ttl) == 1);
+    CHECK(store.increment("c", "long", std::chrono::seconds(3600)) == 2);
   }
 }

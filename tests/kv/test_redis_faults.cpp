@@ -191,3 +191,64 @@ TEST_CASE("Redis killed with SIGKILL during replay and restarted from its AOF lo
   }
   CHECK(interrupted >= 3);  // the kills landed mid-replay
 }
+
+TEST_CASE("a bounded send to a frozen Redis store has an unknown outcome; the bound still holds",
+          "[kv][redis][faults][policies]") {
+  dlq::test::RedisProcess server;
+  dlq::KeyValueStorage storage(dlq::kv::RedisStore(impatient(server)));
+  dlq::Options options;
+  options.retention.max_length = 5;
+  options.retention.overflow = dlq::Overflow::reject;
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+  for (int i = 0; i < 4; ++i)
+    q.send_to_dlq("orders", "{}", "e", 1, "w" + std::to_string(i));
+
+  server.freeze();  // the bounded save below is sent; no answer comes
+  try {
+    q.send_to_dlq("orders", "{}", "e", 1, "frozen");
+    FAIL("a send succeeded against a frozen server");
+  } catch (const dlq::storage_error& e) {
+    CHECK(e.outcome_unknown());
+  }
+  server.thaw();
+  // Whether the frozen send landed or not, senders now fill the queue to exactly 5.
+  int stored = 0;
+  int refused = 0;
+  for (int i = 0; i < 5; ++i) {
+    try {
+      q.send_to_dlq("orders", "{}", "e", 1, "after");
+      ++stored;
+    } catch (const dlq::queue_full_error&) {
+      ++refused;
+    }
+  }
+  CHECK(q.size("orders") == 5);
+  CHECK(stored <= 1);
+  CHECK(stored + refused == 5);
+  CHECK(q.counters().timeout_errors + q.counters().connection_errors >= 1);
+}
+
+TEST_CASE("a poison count sent to a frozen Redis store has an unknown outcome; counting goes on",
+          "[kv][redis][faults][policies]") {
+  dlq::test::RedisProcess server;
+  dlq::KeyValueStorage storage(dlq::kv::RedisStore(impatient(server)));
+  dlq::Options options;
+  options.poison_guard.park_after = 3;
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+  dlq::Failure f;
+  f.error = "e";
+  f.job_id = "job-1";
+  q.send_to_dlq("orders", "{}", f);
+  q.send_to_dlq("orders", "{}", f);
+  server.freeze();
+  CHECK_THROWS_AS(q.send_to_dlq("orders", "{}", f), dlq::storage_error);  // nothing stored
+  server.thaw();
+  CHECK(q.get("orders", "job-1")->dead_letter_count == 2);
+  q.send_to_dlq("orders", "{}", f);
+  // The frozen increment may have run when the server woke: the count is 3 or 4, never less.
+  const auto count = q.get("orders", "job-1")->dead_letter_count;
+  CHECK(count >= 3);
+  CHECK(count <= 4);
+  q.send_to_dlq("orders", "{}", f);
+  CHECK(q.get("orders", "job-1")->parked);  // 4 or 5 > 3
+}

@@ -1,7 +1,8 @@
 // The SQLite store across processes: a writer killed with SIGKILL at random points loses no
 // acknowledged entry and leaves a sound file; two processes sending to one file at once lose
 // nothing and see no lock error; a replay killed between push and remove loses nothing and
-// the next replay pushes again (at-least-once).
+// the next replay pushes again (at-least-once); the poison guard and Overflow::reject count
+// and bound across processes; a version 1 file opened by two processes is migrated once.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -22,6 +24,7 @@
 #include "dlq/dlq.hpp"
 #include "dlq/kv/sinks.hpp"
 #include "kv_fixtures.hpp"
+#include "sqlite_v1_file.hpp"
 #include "support/catch.hpp"
 
 using dlq::ListKind;
@@ -395,4 +398,228 @@ TEST_CASE(
   for (int i = 0; i < 10; ++i)
     expected.push_back("{\"n\":" + std::to_string(i) + "}");
   CHECK(sink.contents() == expected);
+}
+
+// --- policies across processes: the poison guard's counts and Overflow::reject live in the
+// file, so every process sharing it counts and bounds together
+
+namespace {
+/// Forks `processes` children that start together and each run `child(index)`; returns what
+/// each one returned (or "ERROR <what>" if it threw), checking that each exited cleanly.
+std::vector<std::string> run_together(int processes, const std::function<std::string(int)>& child) {
+  Pipe go;
+  std::vector<pid_t> pids;
+  std::vector<int> outputs;
+  for (int p = 0; p < processes; ++p) {
+    Pipe out;
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      out.close_read();
+      go.close_write();
+      char c = 0;
+      if (::read(go.fd[0], &c, 1) != 1) ::_exit(4);
+      int code = 0;
+      try {
+        report(out.fd[1], child(p));
+      } catch (const std::exception& e) {
+        report(out.fd[1], std::string("ERROR ") + e.what());
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    out.close_write();
+    pids.push_back(pid);
+    outputs.push_back(::dup(out.fd[0]));
+  }
+  go.close_read();
+  const std::string start(static_cast<std::size_t>(processes), 'g');
+  REQUIRE(::write(go.fd[1], start.data(), start.size()) == static_cast<ssize_t>(start.size()));
+  go.close_write();
+  std::vector<std::string> results;
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    const int status = wait_bounded(pids[i], std::chrono::milliseconds(120000));
+    results.push_back(
+        read_all(outputs[i], std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+    ::close(outputs[i]);
+    INFO("child " << i << " reported: " << results.back());
+    CHECK(results.back().rfind("ERROR", 0) != 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  return results;
+}
+
+std::vector<long long> numbers(const std::string& text) {
+  std::vector<long long> out;
+  std::istringstream in(text);
+  for (long long v; in >> v;)
+    out.push_back(v);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("two processes incrementing one counter see every value exactly once",
+          "[kv][sqlite][processes][policies]") {
+  kvtest::TempDir dir;
+  const std::string path = dir.file("dlq.db");
+  { SqliteStore create(path); }
+  constexpr int per_process = 150;
+  const auto results = run_together(2, [&](int) {
+    SqliteOptions o;
+    o.synchronous = dlq::kv::SqliteSync::normal;  // the lock is what is tested, not the disk
+    SqliteStore store(path, o);
+    std::string text;
+    for (int i = 0; i < per_process; ++i)
+      text += std::to_string(
+                  store.increment("dlq:{orders}:dead", "job:x", std::chrono::seconds(3600))) +
+              " ";
+    return text;
+  });
+  std::vector<long long> all;
+  for (const std::string& r : results) {
+    const auto mine = numbers(r);
+    CHECK(mine.size() == per_process);
+    CHECK(std::is_sorted(mine.begin(), mine.end()));
+    all.insert(all.end(), mine.begin(), mine.end());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<long long> expected(2 * per_process);
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    expected[i] = static_cast<long long>(i + 1);
+  CHECK(all == expected);
+  CHECK(SqliteStore(path).increment("dlq:{orders}:dead", "job:x", std::chrono::seconds(3600)) ==
+        2 * per_process + 1);
+}
+
+TEST_CASE("two worker processes sharing a file reach the poison park limit together",
+          "[kv][sqlite][processes][policies][poison]") {
+  kvtest::TempDir dir;
+  const std::string path = dir.file("dlq.db");
+  { SqliteStore create(path); }
+  constexpr int per_process = 20;
+  constexpr int park_after = 10;
+  const auto results = run_together(2, [&](int p) {
+    SqliteOptions o;
+    o.synchronous = dlq::kv::SqliteSync::normal;
+    dlq::KeyValueStorage s(SqliteStore(path, o), dlq::kv::MemoryQueues{});
+    dlq::Options options;
+    options.poison_guard.park_after = park_after;
+    options.worker = "w" + std::to_string(p);
+    dlq::DeadLetterQueue<decltype(s)&> q(s, options);
+    for (int i = 0; i < per_process; ++i) {
+      dlq::Failure f;
+      f.error = "still broken";
+      f.job_id = "job-7";
+      q.send_to_dlq("orders", R"({"job":7})", f);
+    }
+    return std::to_string(q.counters().parked);
+  });
+  long long parked = 0;
+  for (const std::string& r : results)
+    for (long long v : numbers(r))
+      parked += v;
+  // 40 failures of one job across the two processes: failures 11..40 are parked. With
+  // per-process counts no process would have passed 20, and only 20 would be parked.
+  CHECK(parked == 2 * per_process - park_after);
+  dlq::KeyValueStorage s(SqliteStore(path), dlq::kv::MemoryQueues{});
+  dlq::DeadLetterQueue<decltype(s)&> q(s);
+  const auto e = q.get("orders", "job-7");
+  REQUIRE(e);
+  CHECK(e->dead_letter_count == 2 * per_process);
+  CHECK(e->parked);
+  CHECK(q.size("orders") == 1);
+}
+
+TEST_CASE("two processes sending into a rejecting queue never take it past max_length",
+          "[kv][sqlite][processes][policies][retention]") {
+  kvtest::TempDir dir;
+  const std::string path = dir.file("dlq.db");
+  { SqliteStore create(path); }
+  constexpr int per_process = 50;
+  constexpr std::size_t max_length = 60;
+  const auto results = run_together(2, [&](int p) {
+    SqliteOptions o;
+    o.synchronous = dlq::kv::SqliteSync::normal;
+    dlq::KeyValueStorage s(SqliteStore(path, o), dlq::kv::MemoryQueues{});
+    dlq::Options options;
+    options.retention.max_length = max_length;
+    options.retention.overflow = dlq::Overflow::reject;
+    dlq::DeadLetterQueue<decltype(s)&> q(s, options);
+    int stored = 0;
+    for (int i = 0; i < per_process; ++i) {
+      try {
+        q.send_to_dlq("orders", "{}", "e", 1, "p" + std::to_string(p));
+        ++stored;
+      } catch (const dlq::queue_full_error&) {
+      }
+    }
+    return std::to_string(stored) + " " + std::to_string(q.counters().rejected);
+  });
+  long long stored = 0, rejected = 0;
+  for (const std::string& r : results) {
+    const auto v = numbers(r);
+    REQUIRE(v.size() == 2);
+    stored += v[0];
+    rejected += v[1];
+  }
+  CHECK(stored == static_cast<long long>(max_length));
+  CHECK(rejected == 2 * per_process - static_cast<long long>(max_length));
+  CHECK(SqliteStore(path).count("dlq:{orders}:dead") == max_length);
+}
+
+TEST_CASE("two processes opening one version 1 file at once migrate it once",
+          "[kv][sqlite][processes][compat]") {
+  kvtest::TempDir dir;
+  const std::string path = dir.file("v1.db");
+  kvtest::write_sqlite_v1_file(path, 500);
+  const auto results = run_together(2, [&](int p) {
+    dlq::KeyValueStorage s(SqliteStore(path), dlq::kv::MemoryQueues{});
+    const std::string id = "new-" + std::to_string(p);
+    s.push(Record{"orders", id, id, "n"});
+    return std::string("ok");
+  });
+  for (const std::string& r : results)
+    CHECK(r == "ok");
+  SqliteStore store(path);
+  CHECK(store.count("dlq:{orders}:dead") == 2 + 500 + 2);
+  CHECK(store.list("dlq:{orders}:dead", dlq::kv::Window{}).size() == 2 + 500 + 2);
+  CHECK(store.count("dlq:{orders}:corrupt") == 1);
+  CHECK(store.integrity_check() == "ok");
+}
+
+TEST_CASE("a process killed with SIGKILL while it migrates a version 1 file leaves it whole",
+          "[kv][sqlite][durability][compat]") {
+  const unsigned seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  constexpr int extra = 20000;
+  for (int round = 0; round < 6; ++round) {
+    INFO("round " << round);
+    kvtest::TempDir dir;
+    const std::string path = dir.file("v1.db");
+    kvtest::write_sqlite_v1_file(path, extra);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      try {
+        SqliteStore store(path);  // migrates
+        ::_exit(0);
+      } catch (...) {
+        ::_exit(1);
+      }
+    }
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::uniform_int_distribution<int>(0, 20000)(rng)));
+    ::kill(pid, SIGKILL);
+    (void)wait_bounded(pid, std::chrono::milliseconds(30000));
+    // Wherever the kill landed — before, during or after the migration's transaction — the
+    // file opens (migrated now if it was not), whole and with exact counts.
+    SqliteStore store(path);
+    CHECK(store.integrity_check() == "ok");
+    CHECK(store.count("dlq:{orders}:dead") == 2 + extra);
+    CHECK(store.list("dlq:{orders}:dead", dlq::kv::Window{}).size() == 2 + extra);
+    CHECK(store.count("dlq:{orders}:corrupt") == 1);
+    CHECK(store.increment("dlq:{orders}:dead", "job:x", std::chrono::seconds(60)) == 1);
+  }
 }

@@ -11,9 +11,11 @@
 
 #include "dlq/kv/sinks.hpp"
 #include "kv_fixtures.hpp"
+#include "sqlite_v1_file.hpp"
 #include "support/catch.hpp"
 
 using Catch::Matchers::Contains;
+using dlq::Record;
 using dlq::kv::SqliteOptions;
 using dlq::kv::SqliteStore;
 using dlq::kv::Window;
@@ -86,26 +88,116 @@ TEST_CASE("the file is in WAL mode and carries dlq's application id and schema v
   CHECK(raw.text("PRAGMA user_version") == std::to_string(SqliteStore::schema_version));
 }
 
-TEST_CASE("a file written with schema version 1 opens and reads", "[kv][sqlite][compat]") {
-  // The version 1 layout frozen here, as dlq 0.1 wrote it; later versions must migrate it.
+TEST_CASE("a file written with schema version 1 is migrated to version 2 when opened",
+          "[kv][sqlite][compat]") {
   kvtest::TempDir dir;
   const std::string path = dir.file("v1.db");
+  kvtest::write_sqlite_v1_file(path);
   {
     Raw raw(path);
-    raw.exec("PRAGMA journal_mode=WAL");
-    raw.exec(
-        "CREATE TABLE dlq_records (version INTEGER PRIMARY KEY AUTOINCREMENT, collection TEXT "
-        "NOT NULL, id TEXT NOT NULL, value BLOB NOT NULL, UNIQUE (collection, id));"
-        "CREATE INDEX dlq_records_by_collection ON dlq_records (collection, version);"
-        "PRAGMA application_id = 1145852193; PRAGMA user_version = 1;"
-        "INSERT INTO dlq_records (collection, id, value) VALUES "
-        "('dlq:{orders}:dead', 'job-2', X'7B7D'), ('dlq:{orders}:dead', 'job-1', 'second'),"
-        "('dlq:queues', 'orders', '');");
+    CHECK(raw.text("PRAGMA user_version") == "1");
   }
   dlq::KeyValueStorage s(SqliteStore(path), dlq::kv::MemoryQueues{});
   CHECK(s.range("orders", dlq::ListKind::dead, 0, 100) == std::vector<std::string>{"{}", "second"});
   CHECK(s.find("orders", dlq::ListKind::dead, "job-1") == std::optional<std::string>("second"));
   CHECK(s.queues() == std::vector<std::string>{"orders"});
+  {
+    Raw raw(path);
+    CHECK(raw.text("PRAGMA user_version") == "2");
+    CHECK(raw.text("SELECT records FROM dlq_counts WHERE collection = 'dlq:{orders}:dead'") == "2");
+    CHECK(raw.text("SELECT records FROM dlq_counts WHERE collection = 'dlq:{orders}:corrupt'") ==
+          "1");
+    CHECK(raw.text("SELECT count(*) FROM dlq_counters") == "0");
+  }
+  // The migrated counts are the ones the new members use.
+  CHECK(s.size("orders", dlq::ListKind::dead) == 2);
+  CHECK(s.size("orders", dlq::ListKind::corrupt) == 1);
+  CHECK(s.push(Record{"orders", "job-4", "job-4", "third"}) == 3);
+  CHECK_FALSE(s.push_bounded(Record{"orders", "job-5", "job-5", "fourth"}, 3));
+  CHECK(s.bump_count("orders", "job:job-4", std::chrono::seconds(60)) == 1);
+  CHECK(s.bump_count("orders", "job:job-4", std::chrono::seconds(60)) == 2);
+  SqliteStore again(path);  // reopening a version 2 file changes nothing
+  CHECK(again.count("dlq:{orders}:dead") == 3);
+  CHECK(again.integrity_check() == "ok");
+  Raw raw(path);
+  CHECK(raw.text("PRAGMA user_version") == "2");
+}
+
+TEST_CASE("record counts stay exact through every kind of write, including raw SQL",
+          "[kv][sqlite][counts]") {
+  kvtest::TempDir dir;
+  const std::string path = dir.file("dlq.db");
+  SqliteStore store(path);
+  store.save({Write{"c", "a", "1"}, Write{"c", "b", "2"}, Write{"c", "a", "1 again"}});
+  CHECK(store.count("c") == 2);
+  store.save({Write{"c", "b", "2 again"}, Write{"d", "x", ""}});
+  CHECK(store.count("c") == 2);
+  CHECK(store.count("d") == 1);
+  const auto vb = store.load("c", "b")->version;
+  CHECK(store.remove({dlq::kv::Removal{"c", "a", 0, "d"},              // move: -1 here, +1 there
+                      dlq::kv::Removal{"c", "b", vb + 1, {}}}) == 1);  // stale: nothing
+  CHECK(store.count("c") == 1);
+  CHECK(store.count("d") == 2);
+  store.save({Write{"c", "x", "moved onto an existing id"}});
+  CHECK(store.remove({dlq::kv::Removal{"c", "x", 0, "d"}}) == 1);  // replaces d/x: no growth
+  CHECK(store.count("c") == 1);
+  CHECK(store.count("d") == 2);
+  {  // writes by hand, as an operator in the sqlite3 shell would
+    Raw raw(path);
+    raw.exec(
+        "INSERT OR REPLACE INTO dlq_records (collection, id, value) VALUES ('c', 'b', 'r'),"
+        " ('c', 'n', 'new'), ('c', 'm', 'new');"
+        "DELETE FROM dlq_records WHERE collection = 'd' AND id = 'x';"
+        "UPDATE dlq_records SET collection = 'e' WHERE collection = 'd';");
+  }
+  CHECK(store.count("c") == 3);
+  CHECK(store.count("d") == 0);
+  CHECK(store.count("e") == 1);
+  {  // dlq 0.1's own statements (schema version 1), as a not yet upgraded process runs them
+    Raw raw(path);
+    raw.exec(
+        "INSERT OR REPLACE INTO dlq_records (collection, id, value) VALUES ('c', 'm', 'again');"
+        "INSERT OR REPLACE INTO dlq_records (collection, id, value) SELECT 'e', id, value "
+        "FROM dlq_records WHERE collection = 'c' AND id = 'n' AND (0 = 0 OR version = 0);"
+        "DELETE FROM dlq_records WHERE collection = 'c' AND id = 'n' AND (0 = 0 OR version = 0);");
+  }
+  CHECK(store.count("c") == 2);
+  CHECK(store.count("e") == 2);
+  CHECK(store.remove_all("c") == 2);
+  CHECK(store.count("c") == 0);
+  for (const char* coll : {"c", "d", "e"})
+    CHECK(store.count(coll) == store.list(coll, Window{}).size());
+}
+
+TEST_CASE("increments delete expired counters, so the counters table stays bounded",
+          "[kv][sqlite][counts][expiry]") {
+  kvtest::TempDir dir;
+  const std::string path = dir.file("dlq.db");
+  SqliteOptions fast;  // no fsync per increment: the 40 below take far less than their ttl
+  fast.synchronous = dlq::kv::SqliteSync::normal;
+  SqliteStore store(path, fast);
+  for (int i = 0; i < 40; ++i)
+    CHECK(store.increment("c", "short-" + std::to_string(i), std::chrono::seconds(1)) == 1);
+  CHECK(store.increment("c", "long", std::chrono::hours(1)) == 1);
+  Raw raw(path);
+  CHECK(raw.text("SELECT count(*) FROM dlq_counters") == "41");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  CHECK(store.increment("c", "long", std::chrono::hours(1)) == 2);  // deletes 16 expired
+  CHECK(raw.text("SELECT count(*) FROM dlq_counters") == "25");
+  CHECK(store.increment("c", "other", std::chrono::hours(1)) == 1);  // +1, -16
+  CHECK(raw.text("SELECT count(*) FROM dlq_counters") == "10");
+  CHECK(store.increment("c", "long", std::chrono::hours(1)) == 3);
+  CHECK(raw.text("SELECT count(*) FROM dlq_counters") == "2");  // only the live ones
+  CHECK(raw.text("SELECT count(*) FROM dlq_counters WHERE key LIKE 'short-%'") == "0");
+}
+
+TEST_CASE("a version 2 file that lost a table is refused", "[kv][sqlite][bad-input]") {
+  kvtest::TempDir dir;
+  const std::string path = dir.file("dlq.db");
+  { SqliteStore store(path); }
+  { Raw(path).exec("DROP TABLE dlq_counters"); }
+  CHECK_THROWS_WITH(SqliteStore(path), Contains(path) && Contains("lacks the dlq_counts or "
+                                                                  "dlq_counters table"));
 }
 
 TEST_CASE("a file that is not a database is refused with a storage_error naming the path",
@@ -146,7 +238,7 @@ TEST_CASE("a file from a newer dlq is refused with both versions named",
   { Raw(path).exec("PRAGMA user_version = 7"); }
   CHECK_THROWS_AS(SqliteStore(path), dlq::storage_error);
   CHECK_THROWS_WITH(SqliteStore(path),
-                    Contains("newer dlq") && Contains("schema version 7") && Contains("up to 1"));
+                    Contains("newer dlq") && Contains("schema version 7") && Contains("up to 2"));
 }
 
 TEST_CASE("a damaged file gives a storage_error that says so", "[kv][sqlite][bad-input]") {

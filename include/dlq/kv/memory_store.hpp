@@ -8,6 +8,8 @@
 ///     dlq::KeyValueStorage storage(store);   // replays into a dlq::kv::MemoryQueues
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -21,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/detail/counter_map.hpp"
 #include "dlq/storage/key_value.hpp"
 
 namespace dlq {
@@ -38,18 +41,47 @@ class MemoryStore {
   /// version greater than every version given before, so a replaced record moves to the end.
   void save(const std::vector<Write>& writes) {
     std::lock_guard<std::mutex> lock(state_->mutex);
+    for (const Write& w : writes)
+      save_locked(collection_locked(w.collection), w);
+  }
+
+  /// As save, and returns how many records the collection of the last write holds after it
+  /// (0 when `writes` is empty).
+  std::size_t save_and_count(const std::vector<Write>& writes) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    collection* last = nullptr;
     for (const Write& w : writes) {
-      collection& c = collection_locked(w.collection);
-      const std::uint64_t version = ++state_->last_version;
-      auto it = c.by_id.find(w.id);
-      if (it != c.by_id.end()) {
-        c.by_version.erase(it->second);
-        it->second = version;
-      } else {
-        it = c.by_id.emplace(std::string(w.id), version).first;
-      }
-      c.by_version.emplace(version, entry{&it->first, std::string(w.value)});
+      last = &collection_locked(w.collection);
+      save_locked(*last, w);
     }
+    return last == nullptr ? 0 : last->by_id.size();
+  }
+
+  /// Saves `write` (as save) only if its collection holds fewer than `max_records` records or
+  /// already holds a record with its id, atomically. @returns false (nothing written) when
+  /// the collection is full.
+  bool save_if_below(const Write& write, std::size_t max_records) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    collection* c = find_locked(write.collection);
+    const std::size_t n = c == nullptr ? 0 : c->by_id.size();
+    if (n >= max_records && (c == nullptr || c->by_id.find(write.id) == c->by_id.end()))
+      return false;
+    save_locked(c != nullptr ? *c : collection_locked(write.collection), write);
+    return true;
+  }
+
+  /// Adds one to the counter (collection, key) and returns its new value; it expires `ttl`
+  /// (clamped to [1 s, 100 years]) after this increment. Counters are not records. At most 100 000
+  /// are kept: beyond that, expired ones and then those closest to expiry are dropped (see
+  /// dlq::detail::counter_map), so the bookkeeping stays bounded.
+  std::int64_t increment(std::string_view collection_name, std::string_view key,
+                         std::chrono::seconds ttl) {
+    std::string name;
+    name.reserve(collection_name.size() + 1 + key.size());
+    name.append(collection_name).push_back('\0');
+    name.append(key);
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->counters.bump(name, detail::counter_ttl(ttl));
   }
 
   /// The record `id` of `collection`, or std::nullopt.
@@ -159,6 +191,7 @@ class MemoryStore {
     mutable std::mutex mutex;
     std::uint64_t last_version = 0;
     std::map<std::string, collection, std::less<>> collections;
+    dlq::detail::counter_map counters;  // increment's counters
   };
 
   collection& collection_locked(std::string_view name) {
@@ -171,6 +204,23 @@ class MemoryStore {
   const collection* find_locked(std::string_view name) const {
     auto it = state_->collections.find(name);
     return it == state_->collections.end() ? nullptr : &it->second;
+  }
+
+  collection* find_locked(std::string_view name) {
+    auto it = state_->collections.find(name);
+    return it == state_->collections.end() ? nullptr : &it->second;
+  }
+
+  void save_locked(collection& c, const Write& w) {
+    const std::uint64_t version = ++state_->last_version;
+    auto it = c.by_id.find(w.id);
+    if (it != c.by_id.end()) {
+      c.by_version.erase(it->second);
+      it->second = version;
+    } else {
+      it = c.by_id.emplace(std::string(w.id), version).first;
+    }
+    c.by_version.emplace(version, entry{&it->first, std::string(w.value)});
   }
 
   std::shared_ptr<state> state_;

@@ -16,6 +16,8 @@
 ///                            score = version (listing reads it, never the keyspace)
 ///     <key_prefix>C:s        the collection's version counter (INCR), never reset
 ///
+///     <key_prefix>C:count:<key>  a counter of increment() (a string with a TTL)
+///
 /// Every operation is one round trip and atomic: save, load, list, remove are Lua scripts
 /// (EVALSHA; loaded again after NOSCRIPT), count is ZCARD, versions is ZRANGEBYSCORE. The
 /// list script reads the record keys of the ids it found in the index: they are derived from
@@ -26,6 +28,10 @@
 /// 1000 records (no script blocks the server for long) up to the newest version present
 /// when it started.
 ///
+/// save_and_count is the save script (it returns the last collection's ZCARD), save_if_below
+/// a script of its own (ZSCORE and ZCARD, then the save), increment a script doing INCR and
+/// EXPIRE.
+///
 /// Versions are integers kept as sorted-set scores (doubles): exact up to 2^53.
 ///
 /// Errors are the Redis layer's (dlq/redis/connection.hpp): a write whose answer was lost
@@ -35,6 +41,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -96,7 +103,37 @@ for j = 1, #ARGV / 2 do
   redis.call('SET', KEYS[3 * j - 2], ARGV[2 * j])
   redis.call('ZADD', KEYS[3 * j - 1], v, ARGV[2 * j - 1])
 end
-return #ARGV / 2
+return redis.call('ZCARD', KEYS[#KEYS - 1])
+)lua";
+
+// save_if_below: KEYS[1] record, KEYS[2] index, KEYS[3] counter; ARGV[1] id, ARGV[2] value,
+// ARGV[3] most records. Saves only when the index holds fewer records or already holds the
+// id. Returns the collection's record count after the save, or 0 (nothing saved) when full.
+inline constexpr std::string_view kv_save_if_below_script = R"lua(
+local want = {'string', 'zset', 'string'}
+for k = 1, 3 do
+  local t = redis.call('TYPE', KEYS[k])['ok']
+  if t ~= want[k] and t ~= 'none' then
+    return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t .. ', not a ' ..
+                             want[k] .. '; nothing was saved')
+  end
+end
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) and
+   redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then
+  return 0
+end
+local v = redis.call('INCR', KEYS[3])
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], v, ARGV[1])
+return redis.call('ZCARD', KEYS[2])
+)lua";
+
+// increment: KEYS[1] the counter; ARGV[1] ttl in seconds. INCR, then EXPIRE: the counter
+// expires ttl after its last increment. Returns the new value.
+inline constexpr std::string_view kv_increment_script = R"lua(
+local v = redis.call('INCR', KEYS[1])
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return v
 )lua";
 
 // load: KEYS[1] record, KEYS[2] index; ARGV[1] id. Returns {value, version} or nil.
@@ -265,13 +302,27 @@ class RedisStore {
   std::string counter_key(std::string_view collection) const {
     return shared_->options.key_prefix + std::string(collection) + ":s";
   }
+  /// The key of increment's counter (`collection`, `key`): `<key_prefix>C:count:<key>` (a
+  /// string with a TTL; the collection's hash tag, so the queue's slot).
+  std::string increment_key(std::string_view collection, std::string_view key) const {
+    std::string k = shared_->options.key_prefix;
+    k += collection;
+    k += ":count:";
+    k += key;
+    return k;
+  }
 
   /// Inserts or replaces each record, in order, in one atomic script; each gets the next
   /// version of its collection (a replaced record moves to the end).
   /// @throws the Redis layer's dlq::storage_error subclasses; dlq::reply_error WRONGTYPE
   ///         (nothing saved) when one of the keys holds another type.
-  void save(const std::vector<Write>& writes) {
-    if (writes.empty()) return;
+  void save(const std::vector<Write>& writes) { (void)save_and_count(writes); }
+
+  /// As save (the same script), and returns how many records the collection of the last
+  /// write holds after it (ZCARD inside the script; 0 when `writes` is empty).
+  /// @throws as save.
+  std::size_t save_and_count(const std::vector<Write>& writes) {
+    if (writes.empty()) return 0;
     auto lease = shared_->pool.acquire();
     const std::string label = "save script (" + std::to_string(writes.size()) + " records)";
     auto replies = shared_->save.run_pipeline(
@@ -293,7 +344,55 @@ class RedisStore {
           return cmds;
         },
         redis::Effect::write);
-    redis::integer(replies[0], *lease, label);
+    return static_cast<std::size_t>(redis::integer(replies[0], *lease, label));
+  }
+
+  /// Saves `write` (as save) only if its collection holds fewer than `max_records` records
+  /// or already holds a record with its id: one atomic script (ZSCORE, ZCARD, then the save).
+  /// @returns false (nothing written) when the collection is full.
+  /// @throws as save.
+  bool save_if_below(const Write& write, std::size_t max_records) {
+    auto lease = shared_->pool.acquire();
+    const std::string label = "bounded save script (" + std::string(write.collection) + ")";
+    auto replies = shared_->save_if_below.run_pipeline(
+        *lease, 0,
+        [&](const std::string& sha) {
+          redis::Command c("EVALSHA");
+          c.arg_copy(sha).arg(3);
+          c.arg_copy(record_key(write.collection, write.id))
+              .arg_copy(index_key(write.collection))
+              .arg_copy(counter_key(write.collection));
+          c.arg(write.id).arg(write.value).arg(max_records).label(label);
+          std::vector<redis::Command> cmds;
+          cmds.push_back(std::move(c));
+          return cmds;
+        },
+        redis::Effect::write);
+    return redis::integer(replies[0], *lease, label) > 0;
+  }
+
+  /// Adds one to the counter (collection, key) — the string key increment_key(collection,
+  /// key) — and returns its new value; the key expires `ttl` (clamped to [1 s, 100 years]) after
+  /// this increment (INCR + EXPIRE in one script), so Redis keeps the counters bounded.
+  /// @throws the Redis layer's dlq::storage_error subclasses; dlq::reply_error when the key
+  ///         holds something other than a counter.
+  std::int64_t increment(std::string_view collection, std::string_view key,
+                         std::chrono::seconds ttl) {
+    auto lease = shared_->pool.acquire();
+    const std::string k = increment_key(collection, key);
+    const std::string label = "increment script (" + k + ")";
+    const long long seconds = static_cast<long long>(detail::counter_ttl(ttl).count());
+    auto replies = shared_->increment.run_pipeline(
+        *lease, 0,
+        [&](const std::string& sha) {
+          redis::Command c("EVALSHA");
+          c.arg_copy(sha).arg(1).arg(std::string_view(k)).arg(seconds).label(label);
+          std::vector<redis::Command> cmds;
+          cmds.push_back(std::move(c));
+          return cmds;
+        },
+        redis::Effect::write);
+    return static_cast<std::int64_t>(redis::integer(replies[0], *lease, label));
   }
 
   /// The record `id` of `collection`, or std::nullopt. One script, read-only.
@@ -455,10 +554,12 @@ class RedisStore {
           load("kv load script", std::string(detail::kv_load_script)),
           list("kv list script", std::string(detail::kv_list_script)),
           remove("kv remove script", std::string(detail::kv_remove_script)),
-          purge("kv purge script", std::string(detail::kv_purge_script)) {}
+          purge("kv purge script", std::string(detail::kv_purge_script)),
+          save_if_below("kv bounded save script", std::string(detail::kv_save_if_below_script)),
+          increment("kv increment script", std::string(detail::kv_increment_script)) {}
     RedisStoreOptions options;
     redis::ConnectionPool pool;
-    redis::Script save, load, list, remove, purge;
+    redis::Script save, load, list, remove, purge, save_if_below, increment;
   };
   std::shared_ptr<shared> shared_;
 };

@@ -44,6 +44,35 @@
 ///     std::size_t remove_all(std::string_view collection);         // exact count removed
 ///     std::vector<std::uint64_t> versions(std::string_view collection,  // list without the
 ///                                         const dlq::kv::Window& window); // ids and values
+///     // Optional, for the front end's policies (see "Policies" below)
+///     std::size_t save_and_count(const std::vector<dlq::kv::Write>& writes);
+///     bool save_if_below(const dlq::kv::Write& write, std::size_t max_records);
+///     std::int64_t increment(std::string_view collection, std::string_view key,
+///                            std::chrono::seconds ttl);
+///
+/// Policies. KeyValueStorage offers the storage contract's optional members push (returning
+/// the new length), push_bounded and bump_count exactly when the store has the member they
+/// need; otherwise it does not declare them and dlq::DeadLetterQueue falls back (a size()
+/// call after each send for retention, size() then push for Overflow::reject — approximate
+/// under concurrent senders — and poison counts kept inside each process).
+///
+///   - `save_and_count(writes)`: as save, atomically, and returns how many records the
+///     collection of the *last* write holds after the save (0 when `writes` is empty).
+///     Backs `std::size_t KeyValueStorage::push`, which saves retention's size() call.
+///   - `save_if_below(write, max_records)`: atomically, saves `write` (insert or replace, as
+///     save) only if its collection then holds fewer than `max_records` records, or already
+///     holds a record with the write's id (a replacement never counts as growth). Returns
+///     false, having written nothing, when the collection is full. `max_records` 0 = nothing
+///     new is ever admitted (replacements still are). Backs push_bounded, so that
+///     Overflow::reject is exact under any number of concurrent senders and processes.
+///   - `increment(collection, key, ttl)`: atomically adds one to the counter named (collection,
+///     key) and returns its new value (1 for a counter that did not exist or had expired). The
+///     counter expires `ttl` after its last increment (clamped to between one second and 100
+///     years: kv::detail::counter_ttl). Counters are a namespace of their own: they are never
+///     records, never listed or counted, and purging a collection leaves them. The store must
+///     keep them bounded: expired counters are deleted (Redis: EXPIRE; SQLite: each increment
+///     deletes up to 16 expired counters; MemoryStore: a bounded map). Backs bump_count, so the
+///     poison-loop guard counts a job's failures across every process sharing the store.
 ///
 /// Every member must be safe to call from several threads at once. Ready-made stores:
 /// dlq::kv::MemoryStore (dlq/kv/memory_store.hpp; unit tests), dlq::kv::SqliteStore
@@ -68,6 +97,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -176,6 +206,37 @@ struct has_versions<
            decltype(std::declval<S&>().versions(std::string_view{}, std::declval<const Window&>())),
            std::vector<std::uint64_t>>>> : std::true_type {};
 
+/// The lifetime increment() gives a counter: `ttl` clamped to [1 s, 100 years], so that a
+/// store can add it to a clock in milliseconds or nanoseconds without overflow.
+inline std::chrono::seconds counter_ttl(std::chrono::seconds ttl) noexcept {
+  constexpr std::chrono::seconds longest(std::int64_t{100} * 365 * 24 * 3600);
+  return std::clamp(ttl, std::chrono::seconds(1), longest);
+}
+
+template <class S, class = void>
+struct has_save_and_count : std::false_type {};
+template <class S>
+struct has_save_and_count<
+    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().save_and_count(
+                                                  std::declval<const std::vector<Write>&>())),
+                                              std::size_t>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_save_if_below : std::false_type {};
+template <class S>
+struct has_save_if_below<
+    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().save_if_below(
+                                                  std::declval<const Write&>(), std::size_t{})),
+                                              bool>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_increment : std::false_type {};
+template <class S>
+struct has_increment<S, std::enable_if_t<std::is_convertible_v<
+                            decltype(std::declval<S&>().increment(
+                                std::string_view{}, std::string_view{}, std::chrono::seconds{})),
+                            std::int64_t>>> : std::true_type {};
+
 }  // namespace detail
 
 /// True when `S` (cv/ref-qualified or not) has every required member of the key-value store
@@ -247,6 +308,11 @@ struct KeyValueOptions {
 ///   see a payload twice if a replay dies in between, or if two processes replay the same
 ///   queue at once). The removal is one atomic store call for the whole step and applies to
 ///   a record only if its version is still the one read; a record replaced meanwhile stays.
+/// - Policies (dlq::Retention, dlq::PoisonGuard): push returns the dead list's new length,
+///   push_bounded is atomic in the store and bump_count keeps the poison guard's counts in
+///   the store — shared by every process using it — when the store has save_and_count,
+///   save_if_below and increment (MemoryStore, SqliteStore and RedisStore all do); see
+///   "Policies" at the top of this file for the fallbacks otherwise.
 ///
 /// Thread-safe when the store is (every shipped store is). Copies share the queue registry
 /// cache, the counters and the replay lock.
@@ -303,59 +369,72 @@ class KeyValueStorage {
     return c;
   }
 
+  /// What push returns: the dead list's new length (std::size_t) when the store has
+  /// save_and_count, else nothing (void), so that the front end reads the length itself.
+  using push_result =
+      std::conditional_t<kv::detail::has_save_and_count<Kv>::value, std::size_t, void>;
+
   /// Stores one envelope under (record.queue, record.id) — record.job_id when id is empty,
   /// and an id derived from the envelope's bytes ("raw-" + hash, as dlq::Entry derives it)
-  /// when both are empty — replacing the record a previous send of the same id left.
+  /// when both are empty — replacing the record a previous send of the same id left. One
+  /// atomic store call.
+  /// @returns when the store has save_and_count: the number of records in the queue's dead
+  ///          list right after the push (a replaced record does not add one); else nothing.
   /// @throws dlq::invalid_argument if the queue name is empty; what the store throws.
-  void push(const Record& record) { push_many(std::vector<Record>{record}); }
+  push_result push(const Record& record) {
+    if constexpr (kv::detail::has_save_and_count<Kv>::value) {
+      return write_records(std::vector<Record>{record}, [this](const std::vector<kv::Write>& w) {
+        return store_.save_and_count(w);
+      });
+    } else {
+      push_many(std::vector<Record>{record});
+    }
+  }
 
   /// Stores several envelopes in one atomic store call, in order (a later record with the
   /// same id replaces an earlier one). Nothing is stored if it throws.
   /// @throws dlq::invalid_argument if a record's queue name is empty; what the store throws.
   void push_many(const std::vector<Record>& records) {
     if (records.empty()) return;
-    std::vector<std::string> collections;
-    collections.reserve(records.size());
-    std::vector<std::string> derived;  // ids of records that came without one
-    std::vector<std::string_view> keys;
-    keys.reserve(records.size());
-    std::vector<std::string_view> new_queues;
-    for (const Record& r : records) {
-      if (r.queue.empty())
-        throw invalid_argument(detail::message("kv", "push", "a record has an empty queue name",
-                                               "give every entry its source queue's name"));
-      if (collections.empty() || r.queue != records[collections.size() - 1].queue)
-        collections.push_back(collection(r.queue, ListKind::dead));
-      else
-        collections.push_back(collections.back());
-      if (!known_queue(r.queue) &&
-          std::find(new_queues.begin(), new_queues.end(), r.queue) == new_queues.end())
-        new_queues.push_back(r.queue);
-    }
-    derived.reserve(records.size());
-    for (const Record& r : records) {
-      if (!r.id.empty()) {
-        keys.push_back(r.id);
-      } else if (!r.job_id.empty()) {
-        keys.push_back(r.job_id);
-      } else {
-        derived.push_back(detail::derived_id(r.envelope));  // reserved: views stay valid
-        keys.push_back(derived.back());
-      }
-    }
-    std::vector<kv::Write> writes;
-    writes.reserve(records.size() + new_queues.size());
-    const std::string registry = registry_collection();
-    for (std::string_view q : new_queues)
-      writes.push_back(kv::Write{registry, q, {}});
-    for (std::size_t i = 0; i < records.size(); ++i)
-      writes.push_back(kv::Write{collections[i], keys[i], records[i].envelope});
-    store_.save(writes);
-    if (!new_queues.empty()) {
+    write_records(records, [this](const std::vector<kv::Write>& w) {
+      store_.save(w);
+      return 0;
+    });
+  }
+
+  /// Stores one envelope (keyed as push does) only while the queue's dead list holds fewer
+  /// than `max_length` records, atomically in the store (kv store member save_if_below), so
+  /// that concurrent senders — threads or processes — never take the list past the bound.
+  /// Replacing the record of a job already in the list is not growth and is always admitted.
+  /// Declared only when the store has save_if_below. A queue this adapter has not written to
+  /// before is first entered in the queue registry (one more store call, once per queue).
+  /// @returns false, having stored nothing, when the list is full.
+  /// @throws dlq::invalid_argument if the queue name is empty; what the store throws.
+  template <class K = Kv, std::enable_if_t<kv::detail::has_save_if_below<K>::value, int> = 0>
+  bool push_bounded(const Record& record, std::size_t max_length) {
+    check_queue(record.queue, "push_bounded");
+    if (!known_queue(record.queue)) {
+      const std::string registry = registry_collection();
+      store_.save({kv::Write{registry, record.queue, {}}});
       std::lock_guard<std::mutex> lock(shared_->mutex);
-      for (std::string_view q : new_queues)
-        shared_->registered.emplace(q);
+      shared_->registered.emplace(record.queue);
     }
+    const std::string coll = collection(record.queue, ListKind::dead);
+    std::string derived;
+    return store_.save_if_below(kv::Write{coll, record_key(record, derived), record.envelope},
+                                max_length);
+  }
+
+  /// Adds one to the counter `key` of `queue` (the poison-loop guard's count of one job) and
+  /// returns its new value; the counter expires `ttl` after its last bump (clamped to
+  /// [1 s, 100 years]). The counter lives in the store (kv store member increment, under the
+  /// queue's dead collection name, in the store's counter namespace), so every adapter and process
+  /// sharing the store counts together. Declared only when the store has increment.
+  /// @throws dlq::invalid_argument if the queue name is empty; what the store throws.
+  template <class K = Kv, std::enable_if_t<kv::detail::has_increment<K>::value, int> = 0>
+  std::int64_t bump_count(std::string_view queue, std::string_view key, std::chrono::seconds ttl) {
+    check_queue(queue, "bump_count");
+    return store_.increment(collection(queue, ListKind::dead), key, ttl);
   }
 
   /// Number of records in `queue`'s list `kind`.
@@ -581,6 +660,57 @@ class KeyValueStorage {
   };
 
   std::string registry_collection() const { return prefix_ + "queues"; }
+
+  static void check_queue(std::string_view queue, const char* where) {
+    if (queue.empty())
+      throw invalid_argument(detail::message("kv", where, "a record has an empty queue name",
+                                             "give every entry its source queue's name"));
+  }
+
+  /// The key a record is stored under: its id, else its job id, else an id derived from its
+  /// bytes (kept in `derived`, which must outlive the returned view).
+  static std::string_view record_key(const Record& r, std::string& derived) {
+    if (!r.id.empty()) return r.id;
+    if (!r.job_id.empty()) return r.job_id;
+    derived = detail::derived_id(r.envelope);
+    return derived;
+  }
+
+  /// Saves `records` (and registry entries for queues this adapter has not seen yet, first)
+  /// with one call `save(writes)`; the record writes come last, in order. Returns what
+  /// `save` returns.
+  template <class Save>
+  auto write_records(const std::vector<Record>& records, Save&& save) {
+    std::vector<std::string> collections;
+    collections.reserve(records.size());
+    std::vector<std::string> derived(records.size());  // ids of records that came without one
+    std::vector<std::string_view> new_queues;
+    for (const Record& r : records) {
+      check_queue(r.queue, "push");
+      if (collections.empty() || r.queue != records[collections.size() - 1].queue)
+        collections.push_back(collection(r.queue, ListKind::dead));
+      else
+        collections.push_back(collections.back());
+      if (!known_queue(r.queue) &&
+          std::find(new_queues.begin(), new_queues.end(), r.queue) == new_queues.end())
+        new_queues.push_back(r.queue);
+    }
+    std::vector<kv::Write> writes;
+    writes.reserve(records.size() + new_queues.size());
+    const std::string registry = registry_collection();
+    for (std::string_view q : new_queues)
+      writes.push_back(kv::Write{registry, q, {}});
+    for (std::size_t i = 0; i < records.size(); ++i)
+      writes.push_back(
+          kv::Write{collections[i], record_key(records[i], derived[i]), records[i].envelope});
+    auto result = save(writes);
+    if (!new_queues.empty()) {
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      for (std::string_view q : new_queues)
+        shared_->registered.emplace(q);
+    }
+    return result;
+  }
 
   bool known_queue(std::string_view queue) {
     std::lock_guard<std::mutex> lock(shared_->mutex);

@@ -6,6 +6,10 @@
 //                 then DEL + ZREM per batch);
 //   SQLite store  vs bare SQLite on the same schema and PRAGMAs (the same INSERT per
 //                 transaction or per batch transaction, one SELECT, one DELETE transaction).
+//   policies      each store with its optional policy members (push returning the length,
+//                 bounded save, counter) against the front end's fallbacks without them
+//                 (size() after each push; size() then push; counts in the process), and
+//                 the poison guard against no guard.
 // Every figure is the median of --reps runs (fresh store each run; dlq and baseline runs
 // alternate); the SQLite rows name the `synchronous` setting.
 // Usage: bench_kv [--reps N] [--scale F] [--dir DIR] [--redis-url URL]
@@ -17,13 +21,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -373,7 +381,9 @@ void bench_redis(const std::string& url) {
 /// Bare SQLite with the store's schema and PRAGMAs: the floor the store is measured against.
 class bare_sqlite {
  public:
-  bare_sqlite(const std::string& path, bool full) {
+  /// `counted`: also the schema version 2 tables and the triggers that keep record counts
+  /// (what the store's schema adds to version 1), to measure what those triggers cost.
+  bare_sqlite(const std::string& path, bool full, bool counted = false) {
     sqlite3_open(path.c_str(), &db_);
     sqlite3_busy_timeout(db_, 60000);  // what a careful user of bare SQLite sets
     exec("PRAGMA journal_mode=WAL");
@@ -383,6 +393,7 @@ class bare_sqlite {
         "collection TEXT NOT NULL, id TEXT NOT NULL, value BLOB NOT NULL, UNIQUE (collection, "
         "id)); CREATE INDEX IF NOT EXISTS dlq_records_by_collection ON dlq_records "
         "(collection, version);");
+    if (counted) exec(dlq::kv::detail::sqlite_migration_v1_to_v2);
     sqlite3_prepare_v2(
         db_, "INSERT OR REPLACE INTO dlq_records (collection, id, value) VALUES (?1, ?2, ?3)", -1,
         &insert_, nullptr);
@@ -657,10 +668,146 @@ void bench_sqlite(bool full) {
     add({"sqlite", "replay_all (batches of 1000)", setting, "bare SELECT + DELETE, 1000 per tx", n,
          r.first, r.second});
   }
+  {  // what schema version 2's record-count triggers cost: bare SQL on both schemas
+    std::unique_ptr<bare_sqlite> counted;
+    const std::string counted_path = base_dir + "/bench-counted.db";
+    auto counted_fresh = [&] {
+      counted.reset();
+      remove_db(counted_path);
+      counted = std::make_unique<bare_sqlite>(counted_path, full, true);
+    };
+    auto insert_batches = [&](bare_sqlite& db) {
+      for (std::size_t i = 0; i < n; i += 100) {
+        db.exec("BEGIN IMMEDIATE");
+        for (std::size_t j = i; j < std::min(n, i + 100); ++j)
+          db.insert(ids[j], envelope);
+        db.exec("COMMIT");
+      }
+    };
+    auto counted_done = [&] {
+      counted.reset();
+      done();
+    };
+    auto r = compare(n, {counted_fresh, [&] { insert_batches(*counted); }, counted_done},
+                     {bare_fresh, [&] { insert_batches(*bare); }, done});
+    add({"sqlite", "bare INSERT 100/tx, count triggers", setting, "same, schema v1", n, r.first,
+         r.second});
+    dlq::kv::MemoryQueues mq;
+    r = compare(n,
+                {[&] {
+                   counted_fresh();
+                   insert_batches(*counted);
+                 },
+                 [&] { counted->drain(mq); },
+                 [&] {
+                   mq.clear();
+                   counted_done();
+                 }},
+                {bare_filled, [&] { bare->drain(mq); },
+                 [&] {
+                   mq.clear();
+                   done();
+                 }});
+    add({"sqlite", "bare drain 1000/tx, count triggers", setting, "same, schema v1", n, r.first,
+         r.second});
+    remove_db(counted_path);
+  }
   remove_db(path);
   remove_db(bare_path);
 }
 #endif
+
+// ---- policies: retention and the poison guard with the store's optional members ---------
+
+/// `Store` with only the required members and count/remove_all/versions: KeyValueStorage
+/// then has no push length, push_bounded or bump_count, and the front end falls back (a
+/// size() call after each push; size() then push for reject; counts in the process).
+template <class Store>
+struct required_only {
+  Store inner;
+  void save(const std::vector<dlq::kv::Write>& w) { inner.save(w); }
+  std::optional<dlq::kv::Item> load(std::string_view c, std::string_view id) {
+    return inner.load(c, id);
+  }
+  std::vector<dlq::kv::Item> list(std::string_view c, const dlq::kv::Window& w) {
+    return inner.list(c, w);
+  }
+  std::size_t remove(const std::vector<dlq::kv::Removal>& r) { return inner.remove(r); }
+  std::size_t count(std::string_view c) { return inner.count(c); }
+  std::size_t remove_all(std::string_view c) { return inner.remove_all(c); }
+  std::vector<std::uint64_t> versions(std::string_view c, const dlq::kv::Window& w) {
+    return inner.versions(c, w);
+  }
+};
+
+/// A timed case: send_to_dlq of every id (one job each) through a fresh store of type S.
+template <class S>
+timed send_case(std::function<S()> make_store, const dlq::Options& options,
+                const std::vector<std::string>& ids, const std::string& payload) {
+  using storage_t = dlq::KeyValueStorage<S>;
+  using queue_t = dlq::DeadLetterQueue<storage_t&>;
+  struct state {
+    std::unique_ptr<storage_t> storage;
+    std::unique_ptr<queue_t> queue;
+  };
+  auto st = std::make_shared<state>();
+  return timed{[st, make_store, options] {
+                 st->queue.reset();
+                 st->storage.reset();
+                 st->storage = std::make_unique<storage_t>(make_store());
+                 st->queue = std::make_unique<queue_t>(*st->storage, options);
+               },
+               [st, &ids, &payload] {
+                 dlq::Failure f;
+                 f.error = "payment timeout";
+                 f.attempt = 3;
+                 f.worker = "w-7";
+                 for (const auto& id : ids) {
+                   f.job_id = id;
+                   st->queue->send_to_dlq("orders", payload, f);
+                 }
+               },
+               [st] {
+                 st->queue.reset();
+                 st->storage.reset();
+               }};
+}
+
+/// Four rows per store: each policy with the store's member against the front end's
+/// fallback (or against no policy), same store, same process, alternating runs.
+template <class Store>
+void bench_policies(const std::string& store_name, const std::string& setting, std::size_t n,
+                    std::function<Store()> make) {
+  const auto ids = make_ids(n);
+  const std::string payload =
+      "{\"order_id\":12345,\"items\":[1,2,3],\"note\":\"" + std::string(150, 'x') + "\"}";
+  std::function<required_only<Store>()> make_plain = [make] {
+    return required_only<Store>{make()};
+  };
+  dlq::Options none;
+  dlq::Options keep;  // a limit never reached: the cost of knowing the length
+  keep.retention.max_length = 100000000;
+  dlq::Options reject = keep;
+  reject.retention.overflow = dlq::Overflow::reject;
+  dlq::Options poison;
+  poison.poison_guard.park_after = 5;
+
+  auto r =
+      compare(n, send_case(make, keep, ids, payload), send_case(make_plain, keep, ids, payload));
+  add({store_name, "send, max_length (push returns length)", setting, "same, size() after push", n,
+       r.first, r.second});
+  r = compare(n, send_case(make, reject, ids, payload),
+              send_case(make_plain, reject, ids, payload));
+  add({store_name, "send, reject (atomic bounded save)", setting, "size() then push (approx.)", n,
+       r.first, r.second});
+  r = compare(n, send_case(make, poison, ids, payload), send_case(make, none, ids, payload));
+  add({store_name, "send, poison guard (count in store)", setting, "send, guard off", n, r.first,
+       r.second});
+  r = compare(n, send_case(make, poison, ids, payload),
+              send_case(make_plain, poison, ids, payload));
+  add({store_name, "send, poison guard (count in store)", setting, "count in process", n, r.first,
+       r.second});
+}
 
 }  // namespace
 
@@ -685,18 +832,43 @@ int main(int argc, char** argv) {
               envelope.size(), base_dir.c_str());
   bench_memory();
 #if DLQ_BENCH_HAVE_REDIS
-  {
-    std::unique_ptr<dlq::test::RedisProcess> server;
-    if (redis_url.empty()) {
-      server = std::make_unique<dlq::test::RedisProcess>();
-      redis_url = server->url();
-    }
-    bench_redis(redis_url);
+  std::unique_ptr<dlq::test::RedisProcess> server;  // lives until the policy rows are done
+  if (redis_url.empty()) {
+    server = std::make_unique<dlq::test::RedisProcess>();
+    redis_url = server->url();
   }
+  bench_redis(redis_url);
 #endif
 #if DLQ_BENCH_HAVE_SQLITE
   bench_sqlite(true);
   bench_sqlite(false);
+#endif
+  std::printf("policies (each against the front end's fallback or no policy):\n");
+  bench_policies<dlq::kv::MemoryStore>("memory", "-", scaled(20000),
+                                       [] { return dlq::kv::MemoryStore{}; });
+#if DLQ_BENCH_HAVE_SQLITE
+  {
+    const std::string path = base_dir + "/bench-policies.db";
+    dlq::kv::SqliteOptions o;
+    o.synchronous = dlq::kv::SqliteSync::normal;
+    bench_policies<dlq::kv::SqliteStore>("sqlite", "synchronous=NORMAL", scaled(3000), [path, o] {
+      remove_db(path);
+      return dlq::kv::SqliteStore(path, o);
+    });
+    remove_db(path);
+  }
+#endif
+#if DLQ_BENCH_HAVE_REDIS
+  {
+    const auto options = dlq::redis::parse_url(redis_url);
+    auto flusher = std::make_shared<dlq::redis::Connection>(options);
+    bench_policies<dlq::kv::RedisStore>(
+        "redis", "redis-server, no persistence", scaled(3000), [options, flusher] {
+          dlq::redis::Command c("FLUSHALL");
+          dlq::redis::check(flusher->run(c, dlq::redis::Effect::write), *flusher, c.label());
+          return dlq::kv::RedisStore(options);
+        });
+  }
 #endif
   std::printf(
       "\n| store | operation | setting | dlq entries/s | baseline | baseline entries/s | "
