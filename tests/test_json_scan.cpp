@@ -67,6 +67,57 @@ TEST_CASE("deep nesting does not overflow the stack", "[json]") {
   CHECK_FALSE(json::is_exact_value(deep));
 }
 
+TEST_CASE("string bodies are judged the same at every position of the 8-byte fast path", "[json]") {
+  // skip_string_body skips plain ASCII eight bytes at a time; every byte that needs a closer
+  // look must stop it wherever it falls in a block, and blocks must never read past the end.
+  struct special {
+    std::string bytes;
+    bool valid;       // a string "aaa<bytes>aaa" (closed) is valid JSON
+    bool has_escape;  // and contains a backslash escape
+  };
+  const std::vector<special> cases = {{"\\n", true, true},
+                                      {"\\u00e9", true, true},
+                                      {"\\x", false, true},
+                                      {"\\u00g0", false, true},
+                                      {"\x1f", false, false},
+                                      {std::string(1, '\0'), false, false},
+                                      {"\x7f", true, false},
+                                      {"\xC3\xA9", true, false},
+                                      {"\xE2\x82\xAC", true, false},
+                                      {"\xF0\x9F\x98\x80", true, false},
+                                      {"\x80", false, false},
+                                      {"\xC3", false, false},
+                                      {"\xED\xA0\x80", false, false},
+                                      {"\xFF", false, false}};
+  for (std::size_t before = 0; before <= 17; ++before) {
+    for (std::size_t after = 0; after <= 9; ++after) {
+      for (const auto& c : cases) {
+        const std::string body = std::string(before, 'a') + c.bytes + std::string(after, 'b');
+        const std::string text = body + "\"";
+        INFO("before " << before << ", after " << after << ", special " << c.bytes.size()
+                       << " bytes starting 0x" << std::hex
+                       << static_cast<int>(static_cast<unsigned char>(c.bytes[0])));
+        bool esc = false;
+        const char* end = json::skip_string_body(text.data(), text.data() + text.size(), esc);
+        if (c.valid) {
+          CHECK(end == text.data() + text.size());
+          CHECK(esc == c.has_escape);
+        } else {
+          CHECK(end == nullptr);
+        }
+        // Unterminated: never valid, whatever the bytes.
+        bool esc2 = false;
+        CHECK(json::skip_string_body(body.data(), body.data() + body.size(), esc2) == nullptr);
+      }
+      // The closing quote itself at every position: the string ends right after it.
+      const std::string text = std::string(before, 'a') + "\"" + std::string(after, 'b');
+      bool esc = false;
+      CHECK(json::skip_string_body(text.data(), text.data() + text.size(), esc) ==
+            text.data() + before + 1);
+    }
+  }
+}
+
 TEST_CASE("scan_object reports each member with its exact value bytes", "[json]") {
   std::vector<std::pair<std::string, std::string>> fields;
   const bool ok =

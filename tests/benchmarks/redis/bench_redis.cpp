@@ -4,7 +4,7 @@
 //   bench_redis <url> [runs=5]
 //
 // Prints one line per measurement: `<name> <median entries/s>` (and `<name>_max_us` for the
-// longest replay script seen in SLOWLOG). Uses keys under "bench:" and deletes them.
+// longest replay or trim script seen in SLOWLOG). Uses keys under "bench:" and deletes them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -265,6 +265,52 @@ struct Bench {
     cmd({"SLOWLOG", "RESET"});
     return us;
   }
+  // An age trim (issue 6's retention) of n entries around 300 B payloads, all older than
+  // max_age: returns evictions/s and fills `us` with every trim script's duration (SLOWLOG,
+  // 0 µs threshold). The clock is the front end's injectable one: entries are written two
+  // days in the past, the trim runs "now" with a one-day max_age.
+  double trim_age(std::size_t n, std::vector<long long>& us) {
+    clear();
+    auto now = std::chrono::system_clock::now() - std::chrono::hours(48);
+    dlq::Options o;
+    o.clock = [&now] { return now; };
+    o.retention.max_age = std::chrono::hours(24);
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage, o);
+    std::vector<dlq::FailedJob> jobs;
+    dlq::Failure f;
+    f.error = "payment timeout";
+    for (std::size_t i = 0; i < n; ++i) {
+      jobs.push_back({"q", payload(i, 300), f});
+      if (jobs.size() == 1000) {
+        q.send_batch(jobs);
+        jobs.clear();
+      }
+    }
+    now += std::chrono::hours(48);
+    cmd({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+    cmd({"CONFIG", "SET", "slowlog-max-len", "100000"});
+    cmd({"SLOWLOG", "RESET"});
+    const auto t0 = Clock::now();
+    const auto report = q.trim("q");
+    const double rate = static_cast<double>(report.evicted_for_age) / seconds_since(t0);
+    if (report.evicted_for_age != n || q.size("q") != 0) {
+      std::fprintf(stderr, "trim evicted %zu of %zu\n", report.evicted_for_age, n);
+      std::exit(1);
+    }
+    dlq::redis::Command get("SLOWLOG");
+    get.arg("GET").arg(-1);
+    auto r = raw.run(get, dlq::redis::Effect::read);
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply& e = *r->element[i];
+      const redisReply& args = *e.element[3];
+      if (args.elements > 0 && dlq::redis::view(*args.element[0]) == "EVALSHA")
+        us.push_back(e.element[2]->integer);
+    }
+    cmd({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+    cmd({"SLOWLOG", "RESET"});
+    return rate;
+  }
+
   void replay_all_no_fill() {
     dlq::RedisListStorage::replay_cursor cursor;
     auto decide = [](std::string_view r, dlq::Decision& d) {
@@ -317,6 +363,14 @@ int main(int argc, char** argv) {
       std::printf("%s_p50_us %lld\n", name, us[us.size() / 2]);
       std::printf("%s_p99_us %lld\n", name, us[us.size() * 99 / 100]);
       std::printf("%s_max_us %lld\n", name, us.back());
+    }
+    {  // age trim of 100k entries: rate and every script's duration over all runs
+      std::vector<long long> us;
+      measure("dlq_trim_age_100k", [&] { return b.trim_age(100000, us); });
+      std::sort(us.begin(), us.end());
+      std::printf("dlq_trim_script_p50_us %lld\n", us[us.size() / 2]);
+      std::printf("dlq_trim_script_p99_us %lld\n", us[us.size() * 99 / 100]);
+      std::printf("dlq_trim_script_max_us %lld\n", us.back());
     }
     b.clear();
   } catch (const std::exception& e) {

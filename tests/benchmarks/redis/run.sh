@@ -46,12 +46,15 @@ lmove=$(val lmove_lua_100k); loop=$(val per_item_loop); slow=$(maxval replay_scr
 slow50=$(val replay_script_2k_p50_us); slow99=$(val replay_script_2k_p99_us)
 fslow=$(maxval dlq_replay_script_2k_max_us); fslow50=$(val dlq_replay_script_2k_p50_us)
 fslow99=$(val dlq_replay_script_2k_p99_us)
+trim=$(val dlq_trim_age_100k); tslow=$(maxval dlq_trim_script_max_us)
+tslow50=$(val dlq_trim_script_p50_us); tslow99=$(val dlq_trim_script_p99_us)
 flmove=$(val lmove_lua_envelopes_100k); fsingle=$(val dlq_send); fbatch=$(val dlq_send_batch_64); freplay=$(val dlq_replay_all_100k)
 
 awk -v flmove="$flmove" -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$freplay" -v seedpy="$seed_py" \
     -v single="$single" -v batch="$batch" -v replay="$replay" -v lmove="$lmove" -v loop="$loop" \
     -v p1="$rb_p1" -v p64="$rb_p64" -v slow="$slow" -v slow50="$slow50" -v slow99="$slow99" \
-    -v fslow="$fslow" -v fslow50="$fslow50" -v fslow99="$fslow99" 'BEGIN {
+    -v fslow="$fslow" -v fslow50="$fslow50" -v fslow99="$fslow99" \
+    -v trim="$trim" -v tslow="$tslow" -v tslow50="$tslow50" -v tslow99="$tslow99" 'BEGIN {
   printf "%-44s %12s\n", "measurement (300 B unless said)", "entries/s"
   printf "%-44s %12.0f\n", "redis-benchmark rpush -c 1 -P 1", p1
   printf "%-44s %12.0f\n", "redis-benchmark rpush -c 1 -P 64", p64
@@ -65,6 +68,7 @@ awk -v flmove="$flmove" -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$f
   printf "%-44s %12.0f\n", "DeadLetterQueue send_batch of 64", fbatch
   printf "%-44s %12.0f\n", "DeadLetterQueue replay_all, 100k entries", freplay
   printf "%-44s %12.0f\n", "LMOVE Lua loop over the same envelopes", flmove
+  printf "%-44s %12.0f\n", "DeadLetterQueue trim, max_age, 100k entries", trim
   printf "\n%-44s %8s %8s %s\n", "ratio", "measured", "target", ""
   r = single / p1;   printf "%-44s %8.2f %8s %s\n", "send / redis-benchmark -P 1", r, ">=0.9", (r >= 0.9 ? "ok" : "MISS")
   r = batch / p64;   printf "%-44s %8.2f %8s %s\n", "batch send / redis-benchmark -P 64", r, ">=0.7", (r >= 0.7 ? "ok" : "MISS")
@@ -83,4 +87,8 @@ awk -v flmove="$flmove" -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$f
   printf "%-44s %8d %8s %s\n", "replay_all script, 2 KB payloads, p50 (us)", fslow50, "", ""
   printf "%-44s %8d %8s %s\n", "replay_all script, 2 KB payloads, p99 (us)", fslow99, "<=5000", (fslow99 <= 5000 ? "ok" : "MISS")
   printf "%-44s %8d %8s %s\n", "replay_all script, 2 KB payloads, max (us)", fslow, "<=5000", (fslow <= 5000 ? "ok" : "MISS (noise? see p99)")
+  r = trim / flmove; printf "%-44s %8.2f %8s %s\n", "age trim of 100k / LMOVE Lua loop", r, "", ""
+  printf "%-44s %8d %8s %s\n", "age trim script, 100k entries, p50 (us)", tslow50, "", ""
+  printf "%-44s %8d %8s %s\n", "age trim script, 100k entries, p99 (us)", tslow99, "<=5000", (tslow99 <= 5000 ? "ok" : "MISS")
+  printf "%-44s %8d %8s %s\n", "age trim script, 100k entries, max (us)", tslow, "<=5000", (tslow <= 5000 ? "ok" : "MISS (noise? see p99)")
 }'
