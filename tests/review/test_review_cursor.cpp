@@ -1,0 +1,144 @@
+// dlq — review finding 1: a filtered replay must not skip entries when entries it kept in
+// place (at the head of the list) are removed by someone else during the run.
+//
+// A replay keeps non-matching (or parked) entries at the head and remembers how many it kept
+// (the cursor's offset). When another process removes one of those kept entries — remove(),
+// replay_ids(), a trim by max_length or max_age, another replayer — the list shifts left
+// under the cursor, and the next window started one item too far: the first entry after the
+// kept ones was never examined, was left in the dead-letter list, and the report said the
+// run was complete. Same whether the removal happens between two batches or inside one
+// (a conflict, after which the step was retried at the same stale offset).
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "dlq/dead_letter_queue.hpp"
+#include "dlq/kv/memory_store.hpp"
+#include "dlq/storage/key_value.hpp"
+#include "dlq/storage/memory.hpp"
+#include "support/catch.hpp"
+#ifdef DLQ_REVIEW_HAVE_REDIS
+#include "dlq/storage/redis_list.hpp"
+#include "redis/redis_test_util.hpp"
+#endif
+
+namespace {
+
+enum class Interference { remove, replay_ids, trim_length };
+
+const char* name_of(Interference how) {
+  switch (how) {
+    case Interference::remove:
+      return "remove(id)";
+    case Interference::replay_ids:
+      return "replay_ids by another replayer";
+    case Interference::trim_length:
+      return "trim() by max_length";
+  }
+  return "?";
+}
+
+// `q` replays; `other` (a second front end on the same data, as another process would be)
+// removes the one kept entry at the head, between batches (`inside` false) or while the
+// second batch is being decided (`inside` true: the step must conflict and be redone).
+// `other` must have Retention::max_length = 6 for Interference::trim_length.
+template <class Q, class Other>
+void kept_head_removed_during_replay(Q& q, Other& other, Interference how, bool inside) {
+  INFO(name_of(how) << (inside ? ", inside a batch" : ", between batches"));
+  const std::string queue = "orders";
+  const std::string kept = q.send_to_dlq(queue, R"({"k":0})", "boom", 1, "other-worker");
+  std::vector<std::string> wanted;
+  for (int i = 0; i < 6; ++i)
+    wanted.push_back(q.send_to_dlq(queue, "{\"m\":" + std::to_string(i) + "}", "boom", 1, "w"));
+  REQUIRE(q.size(queue) == 7);
+
+  bool done = false;
+  auto interfere = [&] {
+    if (done) return;
+    done = true;
+    switch (how) {
+      case Interference::remove:
+        REQUIRE(other.remove(queue, kept));
+        break;
+      case Interference::replay_ids:
+        REQUIRE(other.replay_ids(queue, {kept}).replayed == 1);
+        break;
+      case Interference::trim_length:
+        REQUIRE(other.trim(queue).evicted_for_length == 1);
+        break;
+    }
+  };
+  dlq::ReplayOptions o;
+  o.worker = "w";
+  o.record_ids = true;
+  std::size_t batch = 0;
+  if (inside) {
+    // Called while the second batch is decided (the first holds only the kept entry).
+    o.filter = [&](const dlq::Entry&) {
+      if (batch == 1) interfere();
+      return true;
+    };
+  }
+  o.on_progress = [&](const dlq::ReplayProgress&) {
+    ++batch;
+    if (!inside && batch == 1) interfere();
+  };
+  const dlq::ReplayReport r = q.replay(queue, o);
+  CHECK(done);
+  CHECK(r.replayed == 6);
+  CHECK(r.replayed_ids == wanted);
+  CHECK(q.size(queue) == 0);  // the kept entry went to `other`, every wanted one was replayed
+}
+
+// `inside_too` false: only between batches (KeyValueStorage runs one replay step at a time
+// per process, under a lock, so a filter cannot start another replay or trim inside one).
+template <class Q, class Other>
+void all_cases(Q& q, Other& other, Interference how, bool inside_too = true) {
+  for (bool inside : {false, true}) {
+    if (inside && !inside_too) continue;
+    kept_head_removed_during_replay(q, other, how, inside);
+    q.purge("orders");
+  }
+}
+
+dlq::Options trimming() {
+  dlq::Options o;
+  o.retention.max_length = 6;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("review 1: memory — a kept entry removed during a filtered replay skips nothing",
+          "[review][memory]") {
+  for (auto how : {Interference::remove, Interference::replay_ids, Interference::trim_length}) {
+    dlq::MemoryStorage storage;
+    dlq::DeadLetterQueue<dlq::MemoryStorage&> q(storage);
+    dlq::DeadLetterQueue<dlq::MemoryStorage&> other(storage, trimming());
+    all_cases(q, other, how);
+  }
+}
+
+TEST_CASE("review 1: key-value — a kept entry removed during a filtered replay skips nothing",
+          "[review][kv]") {
+  using S = dlq::KeyValueStorage<dlq::kv::MemoryStore>;
+  for (auto how : {Interference::remove, Interference::replay_ids, Interference::trim_length}) {
+    dlq::DeadLetterQueue<S> q;
+    dlq::DeadLetterQueue<S> other(q.storage(), trimming());  // copies share the data
+    all_cases(q, other, how, how == Interference::remove);
+  }
+}
+
+#ifdef DLQ_REVIEW_HAVE_REDIS
+TEST_CASE("review 1: Redis — a kept entry removed during a filtered replay skips nothing",
+          "[review][redis]") {
+  const std::string url = dlq::test::shared_redis_url();
+  for (auto how : {Interference::remove, Interference::replay_ids, Interference::trim_length}) {
+    const auto layout = dlq::test::unique_layout();
+    dlq::DeadLetterQueue<dlq::RedisListStorage> q(dlq::RedisListStorage(url, layout));
+    dlq::DeadLetterQueue<dlq::RedisListStorage> other(dlq::RedisListStorage(url, layout),
+                                                      trimming());
+    all_cases(q, other, how);
+  }
+}
+#endif
