@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "dlq/detail/counter_map.hpp"
+#include "dlq/detail/kept_prefix.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -35,9 +36,11 @@ namespace dlq {
 /// Thread-safe in-memory storage. Movable, not copyable.
 class MemoryStorage {
  public:
-  /// Replay position: the number of items a replay kept in place so far.
+  /// Replay position: the number of items a replay kept in place so far, and which ones
+  /// (so that the replay finds its place again when another client removes some of them).
   struct replay_cursor {
-    std::size_t offset = 0;
+    std::size_t offset = 0;      ///< items kept at the head of the list so far
+    detail::kept_prefix kept{};  ///< the kept items (hashes), in list order
   };
 
   MemoryStorage() : state_(std::make_unique<state>()) {}
@@ -149,6 +152,7 @@ class MemoryStorage {
       std::lock_guard<std::mutex> lock(state_->mutex);
       const lists* l = find_lists(queue);
       if (!l) return {};
+      find_place(l->dead, cursor);
       window = slice(l->dead, cursor.offset, max_items);
     }
     if (window.empty()) return {};
@@ -200,6 +204,8 @@ class MemoryStorage {
       const auto first = l->dead.begin() + static_cast<std::ptrdiff_t>(write);
       l->dead.erase(first, first + static_cast<std::ptrdiff_t>(window.size() - kept));
     }
+    for (std::size_t i = 0; i < window.size(); ++i)
+      if (plan[i].action == Action::keep) cursor.kept.add(window[i]);
     cursor.offset += kept;
     return {window.size(), false};
   }
@@ -268,6 +274,15 @@ class MemoryStorage {
     const auto first = list.begin() + static_cast<std::ptrdiff_t>(start);
     out.assign(first, first + static_cast<std::ptrdiff_t>(n));
     return out;
+  }
+  // The items before the cursor are the ones the replay kept, minus any another client
+  // removed since (remove(), a trim, another replayer): if the last kept item is no longer
+  // just before the cursor, move the cursor back to the first item not examined yet —
+  // else that item would be skipped.
+  static void find_place(const std::deque<std::string>& dead, replay_cursor& cursor) {
+    if (cursor.offset == 0 || cursor.kept.size() != cursor.offset) return;  // a hand-made cursor
+    if (dead.size() >= cursor.offset && cursor.kept.is_last(dead[cursor.offset - 1])) return;
+    cursor.offset = cursor.kept.realign(slice(dead, 0, cursor.offset));
   }
   lists* find_lists(std::string_view queue) {
     auto it = state_->queues.find(queue);

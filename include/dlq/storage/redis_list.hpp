@@ -160,6 +160,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/detail/kept_prefix.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/options.hpp"
@@ -338,11 +339,16 @@ class RedisListStorage {
  public:
   /// The replay position: the offset of the next window (= items kept so far at the head of
   /// the list) and the window prefetched by the previous step (pipelined behind its script).
+  /// When the replay kept items, every window is read from one item earlier — the last kept
+  /// one — to check that no kept item was removed by another client meanwhile; if one was,
+  /// the step finds its place again (one more read of the head) instead of skipping items.
   struct replay_cursor {
     std::size_t offset = 0;           ///< items of the dead list before the next window
     std::vector<std::string> window;  ///< items read ahead, valid only while `prefetched`
     std::size_t next = 0;             ///< first unconsumed item of `window`
     bool prefetched = false;          ///< `window` was read and may be used (it is verified)
+    bool anchor_pending = false;      ///< `window` starts with the last kept item, unchecked
+    detail::kept_prefix kept{};       ///< the items kept so far (hashes), in list order
   };
 
   /// Connects to `connection` (lazily: the first operation connects).
@@ -619,12 +625,22 @@ class RedisListStorage {
     auto lease = shared_->pool.acquire();
     redis::Connection& conn = *lease;
 
+    if (cursor.prefetched && cursor.anchor_pending) {
+      // Read ahead from the last kept item: skip it if it is still there, else kept items
+      // were removed since and the window is shifted: read afresh (below).
+      cursor.anchor_pending = false;
+      if (!cursor.window.empty() && cursor.kept.is_last(cursor.window.front())) {
+        cursor.next = 1;
+      } else {
+        cursor.prefetched = false;
+      }
+    }
     if (!cursor.prefetched || cursor.next >= cursor.window.size()) {
       // An empty prefetched window is read again: items may have arrived since.
-      redis::Command c("LRANGE");
-      c.arg(std::string_view(dead)).arg(cursor.offset).arg(cursor.offset + max - 1);
-      cursor.window = redis::strings(conn.run(c, redis::Effect::read), conn, c.label());
-      cursor.next = 0;
+      if (!read_window(conn, dead, cursor, max)) {
+        result.conflict = true;  // the head kept changing: the caller backs off and retries
+        return result;
+      }
     }
     cursor.prefetched = false;
     const std::size_t available = std::min(cursor.window.size() - cursor.next, max);
@@ -644,6 +660,7 @@ class RedisListStorage {
     std::vector<std::string> payloads;   // payloads that are not a span of their raw item
     std::vector<std::string> dest_keys;  // KEYS[4..]
     std::size_t kept = 0;
+    detail::kept_prefix step_kept;  // this step's kept items; the cursor's once it applied
     std::size_t bytes = 0;
     std::size_t examined = 0;
     bool budget_reached = false;
@@ -663,6 +680,7 @@ class RedisListStorage {
       }
       if (d.action == Action::keep) {
         ++kept;
+        step_kept.add(raw);
         continue;
       }
       Item it{static_cast<std::uint32_t>(i), 0, 0, 0, static_cast<std::uint32_t>(raw.size()), 0,
@@ -702,6 +720,7 @@ class RedisListStorage {
     result.examined = examined;
 
     if (items.empty()) {  // only keeps: nothing to write, the rest of the window stays usable
+      cursor.kept.append(step_kept);
       cursor.offset += kept;
       cursor.next += examined;
       cursor.prefetched = true;
@@ -717,6 +736,7 @@ class RedisListStorage {
     const std::size_t span = items.back().index + 1;
     const std::size_t window_offset = cursor.offset;
     const std::size_t next_offset = cursor.offset + kept;
+    const bool anchor_next = next_offset > 0 && cursor.kept.size() + kept == next_offset;
     const std::string corrupt = corrupt_.key(queue);
     const std::string label = "replay script on " + dead;
     const std::string ttl = std::to_string(options_.receipt_ttl.count());
@@ -762,8 +782,11 @@ class RedisListStorage {
       s.label(label);
       cmds.push_back(std::move(s));
       // The next window (`ahead` items), in the same round trip.
+      // From the last kept item, if any, to check at the next step that it is still there.
       redis::Command next("LRANGE");
-      next.arg(std::string_view(dead)).arg(next_offset).arg(next_offset + ahead - 1);
+      next.arg(std::string_view(dead))
+          .arg(anchor_next ? next_offset - 1 : next_offset)
+          .arg(next_offset + ahead - 1);
       cmds.push_back(std::move(next));
       return cmds;
     };
@@ -774,9 +797,10 @@ class RedisListStorage {
       replies = shared_->replay_script.run_pipeline(conn, 0, build, redis::Effect::write);
     } catch (const dlq::storage_error& e) {
       if (!e.outcome_unknown()) throw;
-      cursor = replay_cursor{window_offset, {}, 0, false};
+      restart_at(cursor, window_offset);
       if (resolve_lost_answer(conn, old_client, receipt, label, e)) {
         cursor.offset = next_offset;
+        cursor.kept.append(step_kept);
         return result;
       }
       result.conflict = true;
@@ -791,7 +815,7 @@ class RedisListStorage {
                          code == "BUSY" || code == "NOPERM" || code == "READONLY" ||
                          code == "MOVED" || code == "ASK" || code == "CROSSSLOT" ||
                          code == "NOAUTH" || code == "LOADING" || code == "MASTERDOWN";
-      cursor = replay_cursor{window_offset, {}, 0, false};
+      restart_at(cursor, window_offset);
       redis::detail::throw_reply_error(
           r, conn.endpoint(), label, !known,
           known ? std::string("nothing was moved") + (code == "WRONGTYPE"
@@ -803,18 +827,20 @@ class RedisListStorage {
                   "(a duplicate, never a loss); run recover() and check the destination");
     }
     if (r.type != REDIS_REPLY_INTEGER) {
-      cursor = replay_cursor{window_offset, {}, 0, false};
+      restart_at(cursor, window_offset);
       redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
     }
     if (r.integer == 0) {  // conflict: nothing applied; the prefetched window is useless
-      cursor = replay_cursor{window_offset, {}, 0, false};
+      restart_at(cursor, window_offset);
       result.conflict = true;
       return result;
     }
     cursor.offset = next_offset;
+    cursor.kept.append(step_kept);
     cursor.window = redis::strings(replies[1], conn, "LRANGE " + dead);
     cursor.next = 0;
     cursor.prefetched = true;
+    cursor.anchor_pending = anchor_next;
     return result;
   }
 
@@ -854,6 +880,45 @@ class RedisListStorage {
   }
 
  private:
+  // Forgets the read-ahead window and starts the next step at `offset` (the kept items stay).
+  static void restart_at(replay_cursor& cursor, std::size_t offset) {
+    cursor.offset = offset;
+    cursor.window.clear();
+    cursor.next = 0;
+    cursor.prefetched = false;
+    cursor.anchor_pending = false;
+  }
+
+  // Reads up to `max` items at the cursor. When the replay kept items (the cursor's offset
+  // is their count), the read starts one earlier, at the last kept item: if that is not
+  // there, another client removed kept items (remove(), a trim, another replayer), the
+  // offset points past items not examined yet, and the head is read to find the place
+  // again. False when the head kept changing over three tries (the caller reports a
+  // conflict and retries after backing off).
+  static bool read_window(redis::Connection& conn, const std::string& dead, replay_cursor& cursor,
+                          std::size_t max) {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      const bool anchored = cursor.offset > 0 && cursor.kept.size() == cursor.offset;
+      redis::Command c("LRANGE");
+      c.arg(std::string_view(dead))
+          .arg(anchored ? cursor.offset - 1 : cursor.offset)
+          .arg(cursor.offset + max - 1);
+      cursor.window = redis::strings(conn.run(c, redis::Effect::read), conn, c.label());
+      cursor.next = 0;
+      if (!anchored) return true;
+      if (!cursor.window.empty() && cursor.kept.is_last(cursor.window.front())) {
+        cursor.next = 1;
+        return true;
+      }
+      redis::Command head("LRANGE");
+      head.arg(std::string_view(dead)).arg(0).arg(cursor.offset - 1);
+      cursor.offset = cursor.kept.realign(
+          redis::strings(conn.run(head, redis::Effect::read), conn, head.label()));
+    }
+    cursor.window.clear();
+    return false;
+  }
+
   static void check_queue(std::string_view queue, const char* where) {
     if (queue.empty()) {
       throw dlq::invalid_argument(
