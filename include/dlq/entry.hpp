@@ -33,6 +33,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -65,6 +66,40 @@ struct Failure {
   nlohmann::json context;    ///< optional JSON object of free-form fields; null = none
 };
 
+namespace detail {
+
+/// Deepest nesting of arrays and objects that Entry turns into nlohmann::json values.
+/// nlohmann's dump() recurses once per level, so a value nested 100 000 deep (a hostile job
+/// payload, a crafted entry) would overflow the stack of whoever prints it; deeper parts are
+/// kept as raw text instead (see Entry). 256 is far beyond real payloads and fits small
+/// thread stacks, sanitizers included.
+inline constexpr std::size_t max_json_depth = 256;
+
+/// True when the JSON text `text` nests arrays/objects deeper than `limit` (strings are
+/// skipped; the text need not be valid). Iterative.
+inline bool nests_deeper_than(std::string_view text, std::size_t limit) noexcept {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace detail
+
 /// One stored dead-letter entry, as read back.
 ///
 /// An entry that cannot be read (not JSON, not an object, no payload, undecodable payload)
@@ -80,9 +115,11 @@ struct Entry {
   std::string dead_lettered_at;  ///< the timestamp exactly as stored
   /// dead_lettered_at parsed; nullopt when absent or unparseable.
   std::optional<std::chrono::system_clock::time_point> dead_lettered_time;
-  std::string error_type;              ///< "" when absent
-  std::string job_id;                  ///< "" when absent
-  nlohmann::json context;              ///< null when absent
+  std::string error_type;  ///< "" when absent
+  std::string job_id;      ///< "" when absent
+  /// null when absent; a JSON string of the stored text when it does not parse or nests
+  /// deeper than 256 levels (detail::max_json_depth).
+  nlohmann::json context;
   std::int64_t dead_letter_count = 0;  ///< times this job was dead-lettered (0 = not tracked)
   bool parked = false;                 ///< parked by the poison-loop guard
   std::string payload;                 ///< the payload bytes, exactly as given to send_to_dlq
@@ -94,17 +131,24 @@ struct Entry {
   bool ok() const noexcept { return problem.empty(); }
 
   /// The payload parsed as JSON (a JSON payload), or a JSON string (a base64 payload: the
-  /// base64 text). Returns a discarded value when the payload does not parse.
+  /// base64 text). Returns a discarded value when the payload does not parse or nests
+  /// deeper than 256 levels (detail::max_json_depth: printing it would overflow the stack).
   nlohmann::json payload_json() const {
-    if (payload_encoding == PayloadEncoding::json)
+    if (payload_encoding == PayloadEncoding::json) {
+      if (detail::nests_deeper_than(payload, detail::max_json_depth))
+        return nlohmann::json(nlohmann::json::value_t::discarded);
       return nlohmann::json::parse(payload, nullptr, false);
+    }
     return detail::base64::encode(payload);
   }
 
   /// All stored fields as one JSON object, in stored order, with "id" added when it was
-  /// derived. A corrupt entry gives {"id", "problem", "raw" (text) or "raw_base64"}.
+  /// derived. A corrupt entry gives {"id", "problem", "raw" (text) or "raw_base64"}; a
+  /// readable one nested deeper than 256 levels (detail::max_json_depth, which would
+  /// overflow the stack of dump()) gives {"id", "note", "raw" or "raw_base64"}.
   nlohmann::ordered_json to_json() const {
-    if (ok()) {
+    const bool too_deep = ok() && detail::nests_deeper_than(raw, detail::max_json_depth);
+    if (ok() && !too_deep) {
       auto j = nlohmann::ordered_json::parse(raw, nullptr, false);
       if (j.is_object()) {
         if (!j.contains("id")) j["id"] = id;
@@ -113,7 +157,11 @@ struct Entry {
     }
     nlohmann::ordered_json j;
     j["id"] = id;
-    j["problem"] = problem.empty() ? "unreadable" : problem;
+    if (too_deep)
+      j["note"] = "nested deeper than " + std::to_string(detail::max_json_depth) +
+                  " levels: shown as raw text (the entry is readable and replayable)";
+    else
+      j["problem"] = problem.empty() ? "unreadable" : problem;
     if (detail::json::is_valid_utf8(raw)) {
       j["raw"] = raw;
       return j;
@@ -356,8 +404,12 @@ inline Entry parse_entry(std::string raw) {
   e.error_type = detail::string_field(v.error_type);
   e.job_id = detail::string_field(v.job_id);
   if (!v.context.empty()) {
-    e.context = nlohmann::json::parse(v.context, nullptr, false);
-    if (e.context.is_discarded()) e.context = std::string(v.context);
+    if (detail::nests_deeper_than(v.context, detail::max_json_depth)) {
+      e.context = std::string(v.context);
+    } else {
+      e.context = nlohmann::json::parse(v.context, nullptr, false);
+      if (e.context.is_discarded()) e.context = std::string(v.context);
+    }
   }
   e.dead_letter_count = detail::int_field(v.dead_letter_count);
   e.parked = v.parked == "true";
