@@ -101,6 +101,47 @@ void all_cases(Q& q, Other& other, Interference how, bool inside_too = true) {
   }
 }
 
+// A long kept prefix (1485 entries, more than one 1000-item read of the head), two of which
+// are removed right after the replay examined the last of them: the replay finds its place
+// again. `q` has replay_batch_items = 100 (batches 1, 4, 16, 64, then 100: one ends at 1485).
+template <class Q, class Other>
+void long_kept_prefix(Q& q, Other& other) {
+  const std::string queue = "orders";
+  std::vector<dlq::FailedJob> jobs;
+  for (int i = 0; i < 1485; ++i) {
+    dlq::FailedJob j{queue, "{\"k\":" + std::to_string(i) + "}", {}};
+    j.failure.error = "boom";
+    j.failure.worker = "other-worker";
+    jobs.push_back(std::move(j));
+  }
+  const std::vector<std::string> kept = q.send_batch(jobs);
+  std::vector<std::string> wanted;
+  for (int i = 0; i < 10; ++i)
+    wanted.push_back(q.send_to_dlq(queue, "{\"m\":" + std::to_string(i) + "}", "boom", 1, "w"));
+  dlq::ReplayOptions o;
+  o.worker = "w";
+  o.record_ids = true;
+  bool done = false;
+  o.on_progress = [&](const dlq::ReplayProgress& p) {
+    if (!done && p.examined == 1485) {
+      done = true;
+      REQUIRE(other.remove(queue, kept.front()));
+      REQUIRE(other.remove(queue, kept[1200]));
+    }
+  };
+  const dlq::ReplayReport r = q.replay(queue, o);
+  CHECK(done);
+  CHECK(r.replayed_ids == wanted);
+  CHECK(q.size(queue) == 1483);
+  q.purge(queue);
+}
+
+dlq::Options batches_of_100() {
+  dlq::Options o;
+  o.replay_batch_items = 100;
+  return o;
+}
+
 dlq::Options trimming() {
   dlq::Options o;
   o.retention.max_length = 6;
@@ -117,6 +158,10 @@ TEST_CASE("review 1: memory — a kept entry removed during a filtered replay sk
     dlq::DeadLetterQueue<dlq::MemoryStorage&> other(storage, trimming());
     all_cases(q, other, how);
   }
+  dlq::MemoryStorage storage;
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> q(storage, batches_of_100());
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> other(storage);
+  long_kept_prefix(q, other);
 }
 
 TEST_CASE("review 1: key-value — a kept entry removed during a filtered replay skips nothing",
@@ -127,6 +172,9 @@ TEST_CASE("review 1: key-value — a kept entry removed during a filtered replay
     dlq::DeadLetterQueue<S> other(q.storage(), trimming());  // copies share the data
     all_cases(q, other, how, how == Interference::remove);
   }
+  dlq::DeadLetterQueue<S> q(S(), batches_of_100());
+  dlq::DeadLetterQueue<S> other(q.storage());
+  long_kept_prefix(q, other);
 }
 
 #ifdef DLQ_REVIEW_HAVE_REDIS
@@ -140,5 +188,10 @@ TEST_CASE("review 1: Redis — a kept entry removed during a filtered replay ski
                                                       trimming());
     all_cases(q, other, how);
   }
+  const auto layout = dlq::test::unique_layout();
+  dlq::DeadLetterQueue<dlq::RedisListStorage> q(dlq::RedisListStorage(url, layout),
+                                                batches_of_100());
+  dlq::DeadLetterQueue<dlq::RedisListStorage> other(dlq::RedisListStorage(url, layout));
+  long_kept_prefix(q, other);
 }
 #endif

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "dlq/detail/id.hpp"
@@ -39,27 +38,38 @@ class kept_prefix {
     return !hashes_.empty() && hashes_.back() == fnv1a64(item);
   }
 
-  /// Given the list's current first items (at least as many as were kept, or the whole list
-  /// when shorter), forgets the kept items that are gone and returns how many are left —
-  /// the offset of the first item the replay has not examined. The items before the cursor
-  /// are a subsequence of the kept ones, so a greedy in-order match finds them.
-  std::size_t realign(const std::vector<std::string>& head) {
-    std::vector<std::uint64_t> still;
-    std::size_t k = 0;
-    for (const std::string& item : head) {
-      const std::uint64_t h = fnv1a64(item);
-      while (k < hashes_.size() && hashes_[k] != h)
-        ++k;
-      if (k == hashes_.size()) break;  // not a kept item: the first one not examined
-      still.push_back(h);
-      ++k;
-    }
-    hashes_ = std::move(still);
+  /// Finding the place again after kept items were removed: call begin_realign(), then
+  /// feed() the list's items from its head, in order, until it returns false (the item is not
+  /// a kept one: the first not examined) or the list ends; then finish_realign() forgets the
+  /// kept items that are gone and returns how many are left — the offset of the first item
+  /// not examined. The items before the cursor are a subsequence of the kept ones (others only
+  /// ever remove them), so a greedy in-order match finds them.
+  void begin_realign() {
+    matched_ = 0;
+    still_.clear();
+  }
+  /// The next item from the head; false when it is not a kept item (stop feeding).
+  bool feed(std::string_view item) {
+    const std::uint64_t h = fnv1a64(item);
+    while (matched_ < hashes_.size() && hashes_[matched_] != h)
+      ++matched_;
+    if (matched_ == hashes_.size()) return false;
+    still_.push_back(h);
+    ++matched_;
+    return true;
+  }
+  /// Ends the realign; returns the number of kept items still at the head.
+  std::size_t finish_realign() {
+    hashes_.swap(still_);
+    still_.clear();
+    still_.shrink_to_fit();
     return hashes_.size();
   }
 
  private:
   std::vector<std::uint64_t> hashes_;
+  std::vector<std::uint64_t> still_;  // during a realign
+  std::size_t matched_ = 0;           // during a realign
 };
 
 }  // namespace dlq::detail

@@ -282,7 +282,10 @@ class MemoryStorage {
   static void find_place(const std::deque<std::string>& dead, replay_cursor& cursor) {
     if (cursor.offset == 0 || cursor.kept.size() != cursor.offset) return;  // a hand-made cursor
     if (dead.size() >= cursor.offset && cursor.kept.is_last(dead[cursor.offset - 1])) return;
-    cursor.offset = cursor.kept.realign(slice(dead, 0, cursor.offset));
+    cursor.kept.begin_realign();
+    for (std::size_t i = 0; i < cursor.offset && i < dead.size(); ++i)
+      if (!cursor.kept.feed(dead[i])) break;
+    cursor.offset = cursor.kept.finish_realign();
   }
   lists* find_lists(std::string_view queue) {
     auto it = state_->queues.find(queue);

@@ -910,10 +910,22 @@ class RedisListStorage {
         cursor.next = 1;
         return true;
       }
-      redis::Command head("LRANGE");
-      head.arg(std::string_view(dead)).arg(0).arg(cursor.offset - 1);
-      cursor.offset = cursor.kept.realign(
-          redis::strings(conn.run(head, redis::Effect::read), conn, head.label()));
+      // Read the head in chunks (the kept prefix may be long) up to the first item that
+      // was not kept; the kept items left are now before it.
+      constexpr std::size_t chunk = 1000;
+      cursor.kept.begin_realign();
+      bool more = true;
+      for (std::size_t start = 0; more && start < cursor.offset; start += chunk) {
+        redis::Command head("LRANGE");
+        head.arg(std::string_view(dead)).arg(start).arg(std::min(start + chunk, cursor.offset) - 1);
+        const auto items = redis::strings(conn.run(head, redis::Effect::read), conn, head.label());
+        for (const std::string& item : items) {
+          more = cursor.kept.feed(item);
+          if (!more) break;
+        }
+        if (items.size() < std::min(chunk, cursor.offset - start)) more = false;  // list ended
+      }
+      cursor.offset = cursor.kept.finish_realign();
     }
     cursor.window.clear();
     return false;
