@@ -8,8 +8,13 @@
 // kept ones was never examined, was left in the dead-letter list, and the report said the
 // run was complete. Same whether the removal happens between two batches or inside one
 // (a conflict, after which the step was retried at the same stale offset).
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlq/dead_letter_queue.hpp"
@@ -136,6 +141,81 @@ void long_kept_prefix(Q& q, Other& other) {
   q.purge(queue);
 }
 
+// Real concurrency: one thread replays the "w" entries (every other entry) in batches of 10
+// while another removes "other" entries by id, oldest and newest alike, and replays some of
+// them by id. Every "w" entry must be replayed exactly once by the filtered run, none left.
+// `payloads_out` returns what reached the source queue.
+template <class Q, class Other, class Drain>
+void concurrent_removals(Q& q, Other& other, Drain drain, int pairs) {
+  const std::string queue = "orders";
+  std::vector<dlq::FailedJob> jobs;
+  for (int i = 0; i < pairs; ++i) {
+    for (const char* worker : {"other-worker", "w"}) {
+      dlq::FailedJob j{queue, "{\"" + std::string(worker) + "\":" + std::to_string(i) + "}", {}};
+      j.failure.error = "boom";
+      j.failure.worker = worker;
+      jobs.push_back(std::move(j));
+    }
+  }
+  const std::vector<std::string> ids = q.send_batch(jobs);
+  std::vector<std::string> others;
+  for (std::size_t i = 0; i < ids.size(); i += 2)
+    others.push_back(ids[i]);
+  std::mt19937 rng(12345);
+  std::shuffle(others.begin(), others.end(), rng);
+  others.resize(others.size() / 2);
+
+  std::atomic<bool> started{false};
+  std::size_t taken_by_other = 0;
+  std::thread remover([&] {
+    while (!started.load())
+      std::this_thread::yield();
+    for (std::size_t i = 0; i < others.size(); ++i) {
+      if (i % 3 == 0) {
+        taken_by_other += other.replay_ids(queue, {others[i]}).replayed;
+      } else {
+        taken_by_other += other.remove(queue, others[i]) ? 1 : 0;
+      }
+    }
+  });
+  dlq::ReplayOptions o;
+  o.worker = "w";
+  o.on_progress = [&](const dlq::ReplayProgress&) { started = true; };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  dlq::ReplayReport r;
+  try {
+    r = q.replay(queue, o);
+  } catch (...) {
+    started = true;
+    remover.join();
+    throw;
+  }
+  started = true;
+  remover.join();
+  CHECK(std::chrono::steady_clock::now() < deadline);
+  CHECK(taken_by_other == others.size());
+  CHECK(r.replayed == static_cast<std::size_t>(pairs));
+  CHECK(q.size(queue) == static_cast<std::size_t>(pairs) - others.size());
+  // Every "w" payload reached the source queue exactly once.
+  std::map<std::string, int> seen;
+  for (const auto& p : drain())
+    ++seen[p];
+  int w_payloads = 0;
+  for (const auto& [payload, n] : seen) {
+    INFO(payload);
+    CHECK(n == 1);
+    if (payload.rfind("{\"w\"", 0) == 0) ++w_payloads;
+  }
+  CHECK(w_payloads == pairs);
+  q.purge(queue);
+}
+
+dlq::Options batches_of_10() {
+  dlq::Options o;
+  o.replay_batch_items = 10;
+  return o;
+}
+
 dlq::Options batches_of_100() {
   dlq::Options o;
   o.replay_batch_items = 100;
@@ -162,6 +242,20 @@ TEST_CASE("review 1: memory — a kept entry removed during a filtered replay sk
   dlq::DeadLetterQueue<dlq::MemoryStorage&> q(storage, batches_of_100());
   dlq::DeadLetterQueue<dlq::MemoryStorage&> other(storage);
   long_kept_prefix(q, other);
+  while (storage.source_pop("orders")) {
+  }
+  for (int round = 0; round < 5; ++round) {
+    dlq::DeadLetterQueue<dlq::MemoryStorage&> slow(storage, batches_of_10());
+    concurrent_removals(
+        slow, other,
+        [&] {
+          std::vector<std::string> out;
+          while (auto p = storage.source_pop("orders"))
+            out.push_back(*p);
+          return out;
+        },
+        2000);
+  }
 }
 
 TEST_CASE("review 1: key-value — a kept entry removed during a filtered replay skips nothing",
@@ -193,5 +287,17 @@ TEST_CASE("review 1: Redis — a kept entry removed during a filtered replay ski
                                                 batches_of_100());
   dlq::DeadLetterQueue<dlq::RedisListStorage> other(dlq::RedisListStorage(url, layout));
   long_kept_prefix(q, other);
+  dlq::test::RawClient raw(url);
+  for (int round = 0; round < 3; ++round) {
+    raw.cmd({"DEL", q.storage().source_key("orders")});
+    dlq::DeadLetterQueue<dlq::RedisListStorage> slow(dlq::RedisListStorage(url, layout),
+                                                     batches_of_10());
+    concurrent_removals(
+        slow, other,
+        [&] {
+          return raw.strings({"LRANGE", q.storage().source_key("orders"), "0", "-1"});
+        },
+        1000);
+  }
 }
 #endif
