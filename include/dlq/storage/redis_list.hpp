@@ -25,7 +25,11 @@
 ///
 /// Replay algorithm: compare-and-move (decided by measurement — numbers below).
 ///  1. The window is read with a plain `LRANGE dead off off+n-1` (the previous step pipelined
-///     it behind its script, so a running replay costs one round trip per batch).
+///     it behind its script, so a running replay costs one round trip per batch). When the
+///     replay kept items at the head (filters, parked entries), the read starts at off-1 —
+///     the last kept item: if another client removed kept items meanwhile (remove, a trim,
+///     another replayer), that item is not there, and the step reads the head to find its
+///     place again instead of skipping the items the shift moved before `off`.
 ///  2. The client calls the decider per item and cuts out payloads. No JSON is ever decoded
 ///     in Lua (cjson mangles big numbers, `[]`, `/` and key order).
 ///  3. One script gets the offset and, per decided item, its index, its action and payload,
