@@ -1021,16 +1021,44 @@ class DeadLetterQueue {
                            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
                                   (c >= 'A' && c <= 'Z') || c == '-' || c == '_' || c == '.';
                          });
-      for (std::size_t start = 0;; start += page) {
-        auto raws = storage_.range(queue, kind, start, page);
-        for (auto& raw : raws) {
+      // Pages are read by offset while other clients may remove entries (a replay, a trim):
+      // each page after the first is read from the last item of the page before, and if that
+      // item is not there the list moved left under the scan — the scan finds that item
+      // again (a page back) and goes on after it, so no entry slides past unseen. If it was
+      // removed itself, the scan starts over (at most 3 times; then "not found").
+      std::size_t start = 0;
+      std::optional<std::string> last;  // the last item of the previous page
+      int restarts = 0;
+      for (;;) {
+        const bool anchored = last.has_value();
+        auto raws =
+            storage_.range(queue, kind, anchored ? start - 1 : start, anchored ? page + 1 : page);
+        if (anchored && (raws.empty() || raws.front() != *last)) {
+          const std::size_t back = start - 1 > page ? start - 1 - page : 0;
+          const auto before = storage_.range(queue, kind, back, start - back);
+          const auto it = std::find(before.rbegin(), before.rend(), *last);
+          if (it != before.rend()) {
+            start = back + static_cast<std::size_t>(before.rend() - it);  // just after it
+          } else if (++restarts <= 3) {
+            start = 0;
+            last.reset();
+          } else {
+            return std::nullopt;
+          }
+          continue;
+        }
+        const std::size_t first = anchored ? 1 : 0;
+        for (std::size_t i = first; i < raws.size(); ++i) {
+          std::string& raw = raws[i];
           if (plain && raw.find(id) == std::string::npos) continue;  // cheap pre-check
           detail::envelope_view view;
           const std::string found = detail::view_envelope(raw, view) ? detail::entry_id(view, raw)
                                                                      : detail::derived_id(raw);
           if (found == id) return std::move(raw);
         }
-        if (raws.size() < page) return std::nullopt;
+        if (raws.size() - first < page) return std::nullopt;
+        last = std::move(raws.back());
+        start += page;
       }
     }
   }

@@ -46,33 +46,28 @@ struct Interleaved {
 TEST_CASE("review 3: get and remove find an entry while entries before it are removed",
           "[review][memory]") {
   for (std::size_t removed_per_page : {1u, 5u, 511u, 700u}) {
-    INFO(removed_per_page << " entries removed before the scan's position per page read");
-    dlq::MemoryStorage storage;
-    dlq::DeadLetterQueue<Interleaved> q(Interleaved{&storage, {}});
-    dlq::DeadLetterQueue<dlq::MemoryStorage&> other(storage);  // "another client"
-    std::vector<dlq::FailedJob> jobs(3000, dlq::FailedJob{"orders", "{}", {}});
-    const std::vector<std::string> ids = q.send_batch(jobs);
-
     for (const bool use_remove : {false, true}) {
       // The entry right after the first page, and one further down.
       for (const std::size_t target : {std::size_t{512}, std::size_t{1700}}) {
-        INFO((use_remove ? "remove " : "get ") << "entry " << target);
-        std::size_t next_victim = 0;  // the oldest entries go first, as a replay would take them
+        INFO(removed_per_page << " entries removed before the scan's position per page read; "
+                              << (use_remove ? "remove " : "get ") << "entry " << target);
+        dlq::MemoryStorage storage;
+        dlq::DeadLetterQueue<Interleaved> q(Interleaved{&storage, {}});
+        dlq::DeadLetterQueue<dlq::MemoryStorage&> other(storage);  // "another client"
+        std::vector<dlq::FailedJob> jobs(3000, dlq::FailedJob{"orders", "{}", {}});
+        const std::vector<std::string> ids = q.send_batch(jobs);
+        std::size_t next_victim = 0;  // the oldest entries go first, as a replay takes them
         q.storage().before_range = [&](std::size_t start) {
           if (start == 0) return;  // the first page is read before anything changes
-          for (std::size_t i = 0; i < removed_per_page && next_victim < target; ++i) {
-            while (next_victim < target && !other.remove("orders", ids[next_victim]))
-              ++next_victim;
-            ++next_victim;
-          }
+          for (std::size_t i = 0; i < removed_per_page && next_victim < target; ++i)
+            REQUIRE(other.remove("orders", ids[next_victim++]));
         };
         if (use_remove) {
           CHECK(q.remove("orders", ids[target]));
+          CHECK(q.size("orders") == 3000 - next_victim - 1);
         } else {
-          const auto e = q.get("orders", ids[target]);
-          CHECK(e.has_value());
+          CHECK(q.get("orders", ids[target]).has_value());
         }
-        q.storage().before_range = nullptr;
       }
     }
   }
