@@ -161,6 +161,7 @@
 #include <vector>
 
 #include "dlq/errors.hpp"
+#include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/options.hpp"
 #include "dlq/redis/pool.hpp"
@@ -223,6 +224,20 @@ struct KeyPattern {
     k += queue;
     k += suffix;
     return k;
+  }
+  /// The key's Redis Cluster hash tag: "*" when it is the queue name (the first `{` ends
+  /// the prefix and the suffix starts with `}`), the fixed tag when the prefix holds one
+  /// (`{dlq}:*`: every queue in one slot), nullopt when the key has no tag.
+  std::optional<std::string> cluster_tag() const {
+    const auto open = prefix.find('{');
+    if (open == std::string::npos) return std::nullopt;
+    if (open + 1 == prefix.size()) {
+      if (!suffix.empty() && suffix.front() == '}') return std::string("*");
+      return std::nullopt;
+    }
+    const auto close = prefix.find('}', open + 1);
+    if (close == std::string::npos || close == open + 1) return std::nullopt;
+    return prefix.substr(open + 1, close - open - 1);
   }
   /// The SCAN MATCH glob: fixed parts escaped, `*` for the queue.
   std::string glob() const { return escape(prefix) + "*" + escape(suffix); }
@@ -360,6 +375,21 @@ class RedisListStorage {
           "redis", "RedisListOptions", "dead_key, source_key and corrupt_key must differ",
           "give each list its own pattern"));
     }
+    {  // Redis Cluster needs a queue's keys in one slot: one hash tag for all three patterns.
+      const auto d = dead_.cluster_tag();
+      const auto s = source_.cluster_tag();
+      const auto c = corrupt_.cluster_tag();
+      if (!d || !s || !c) {
+        untagged_ = "key pattern '" +
+                    (!d   ? options_.dead_key
+                     : !s ? options_.source_key
+                          : options_.corrupt_key) +
+                    "' does not put the queue in a hash tag";
+      } else if (*d != *s || *d != *c) {
+        untagged_ = "key patterns '" + options_.dead_key + "', '" + options_.source_key +
+                    "' and '" + options_.corrupt_key + "' do not share one hash tag";
+      }
+    }
     if (options_.max_batch_items == 0) options_.max_batch_items = 1000;
     options_.max_batch_items = std::min<std::size_t>(options_.max_batch_items, 4000);
     if (options_.max_batch_bytes == 0) options_.max_batch_bytes = std::size_t{512} << 10;
@@ -385,8 +415,17 @@ class RedisListStorage {
 
   /// The options in force (after defaults were applied).
   const RedisListOptions& options() const noexcept { return options_; }
-  /// The connection pool (for tools and tests that need raw commands).
-  redis::ConnectionPool& pool() noexcept { return shared_->pool; }
+  /// The connection pool of the URL's server (for tools and tests that need raw commands).
+  /// In Redis Cluster mode it reaches that one node only; use router() for the others.
+  redis::ConnectionPool& pool() noexcept { return shared_->router.seed(); }
+  /// The router that sends each queue's commands to the node owning its hash slot (see
+  /// dlq/redis/cluster.hpp).
+  redis::Router& router() noexcept { return shared_->router; }
+  /// Whether the server is a Redis Cluster (asks it on the first call; see the file comment).
+  /// Calling it once after construction validates the key layout early.
+  /// @throws dlq::invalid_argument in cluster mode when a key pattern does not put the queue
+  ///         in a hash tag; the dlq::storage_error subclasses when the server is unreachable.
+  bool cluster_mode() { return routed().clustered(); }
 
   /// The Redis key of a queue's dead or corrupt list.
   std::string key(std::string_view queue, ListKind kind) const {
@@ -402,11 +441,11 @@ class RedisListStorage {
   std::size_t push(const Record& record) {
     check_queue(record.queue, "push");
     const std::string k = dead_.key(record.queue);
-    redis::Command c("RPUSH");
-    c.arg(std::string_view(k)).arg(record.envelope);
-    auto lease = shared_->pool.acquire();
-    redis::Reply r = lease->run(c, redis::Effect::write);
-    return static_cast<std::size_t>(redis::integer(r, *lease, c.label()));
+    Lease lease;
+    auto replies = routed().run(lease, k, redis::Effect::write, [&](const std::string&) {
+      return one(std::move(redis::Command("RPUSH").arg(std::string_view(k)).arg(record.envelope)));
+    });
+    return static_cast<std::size_t>(redis::integer(replies[0], **lease, "RPUSH " + k));
   }
 
   /// Appends an envelope only while the dead list has fewer than `max_length` items,
@@ -417,19 +456,17 @@ class RedisListStorage {
     check_queue(record.queue, "push_bounded");
     const std::string k = dead_.key(record.queue);
     const std::string label = "bounded push script on " + k;
-    auto lease = shared_->pool.acquire();
-    auto replies = shared_->bounded_push_script.run_pipeline(
-        *lease, 0,
+    Lease lease;
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
         [&](const std::string& sha) {
-          std::vector<redis::Command> cmds;
           redis::Command c("EVALSHA");
           c.arg_copy(sha).arg(1).arg(std::string_view(k)).arg(max_length).arg(record.envelope);
           c.label(label);
-          cmds.push_back(std::move(c));
-          return cmds;
+          return one(std::move(c));
         },
-        redis::Effect::write);
-    return redis::integer(replies[0], *lease, label) > 0;
+        &shared_->bounded_push_script);
+    return redis::integer(replies[0], **lease, label) > 0;
   }
 
   /// Adds one to the counter `key` of `queue` (the poison-loop guard's) and returns its new
@@ -441,27 +478,31 @@ class RedisListStorage {
     std::string k = dead_.key(queue);
     k += ":count:";
     k += key;
-    std::vector<redis::Command> cmds;
-    cmds.emplace_back("MULTI");
-    cmds.push_back(std::move(redis::Command("INCR").arg(std::string_view(k))));
-    cmds.push_back(
-        std::move(redis::Command("EXPIRE")
-                      .arg(std::string_view(k))
-                      .arg(std::max<long long>(1, static_cast<long long>(ttl.count())))));
-    cmds.emplace_back("EXEC");
-    auto lease = shared_->pool.acquire();
-    auto replies = lease->run(cmds, redis::Effect::write);
+    const long long seconds = std::max<long long>(1, static_cast<long long>(ttl.count()));
+    Lease lease;
+    // A redirected INCR (index 1) makes EXEC discard the transaction: nothing ran.
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
+        [&](const std::string&) {
+          std::vector<redis::Command> cmds;
+          cmds.emplace_back("MULTI");
+          cmds.push_back(std::move(redis::Command("INCR").arg(std::string_view(k))));
+          cmds.push_back(std::move(redis::Command("EXPIRE").arg(std::string_view(k)).arg(seconds)));
+          cmds.emplace_back("EXEC");
+          return cmds;
+        },
+        nullptr, 1);
     const std::string label = "INCR " + k;
     for (std::size_t i = 0; i + 1 < replies.size(); ++i)
-      redis::check(replies[i], *lease, label);
-    const redisReply& exec = redis::check(replies.back(), *lease, label);
+      redis::check(replies[i], **lease, label);
+    const redisReply& exec = redis::check(replies.back(), **lease, label);
     if (exec.type != REDIS_REPLY_ARRAY || exec.elements != 2 ||
         exec.element[0]->type != REDIS_REPLY_INTEGER) {
       if (exec.type == REDIS_REPLY_ARRAY && exec.elements > 0 &&
           exec.element[0]->type == REDIS_REPLY_ERROR) {
-        redis::detail::throw_reply_error(*exec.element[0], lease->endpoint(), label);
+        redis::detail::throw_reply_error(*exec.element[0], (*lease)->endpoint(), label);
       }
-      redis::detail::throw_unexpected_reply(exec, lease->endpoint(), label);
+      redis::detail::throw_unexpected_reply(exec, (*lease)->endpoint(), label);
     }
     return exec.element[0]->integer;
   }
@@ -474,7 +515,7 @@ class RedisListStorage {
     for (const Record& r : records)
       check_queue(r.queue, "push_many");
     std::vector<std::string> keys;
-    std::vector<redis::Command> cmds;
+    std::vector<std::pair<std::size_t, std::size_t>> runs;  // [first, last) of each RPUSH
     keys.reserve(records.size());
     for (std::size_t i = 0; i < records.size();) {
       std::size_t j = i;
@@ -482,28 +523,23 @@ class RedisListStorage {
         ++j;
       }
       keys.push_back(dead_.key(records[i].queue));
+      runs.emplace_back(i, j);
       i = j;
     }
     // keys must not reallocate once views into them exist: built first, used second.
-    cmds.reserve(keys.size());
-    std::size_t i = 0;
-    for (const std::string& k : keys) {
+    std::vector<std::string> endpoints;
+    auto replies = run_spread(keys, redis::Effect::write, endpoints, [&](std::size_t n) {
       redis::Command c("RPUSH");
-      std::size_t j = i;
-      while (j < records.size() && records[j].queue == records[i].queue && j - i < 4096)
-        ++j;
-      c.reserve(2 + j - i);
-      c.arg(std::string_view(k));
-      for (; i < j; ++i)
+      c.reserve(2 + runs[n].second - runs[n].first);
+      c.arg(std::string_view(keys[n]));
+      for (std::size_t i = runs[n].first; i < runs[n].second; ++i)
         c.arg(records[i].envelope);
-      cmds.push_back(std::move(c));
-    }
-    auto lease = shared_->pool.acquire();
-    auto replies = lease->run(cmds, redis::Effect::write);
+      return c;
+    });
     for (std::size_t n = 0; n < replies.size(); ++n) {
-      redis::integer(replies[n], *lease,
-                     cmds[n].label() + " (command " + std::to_string(n + 1) + " of " +
-                         std::to_string(cmds.size()) + " of a batch)");
+      integer_reply(replies[n], endpoints[n],
+                    "RPUSH " + keys[n] + " (command " + std::to_string(n + 1) + " of " +
+                        std::to_string(keys.size()) + " of a batch)");
     }
   }
 
@@ -511,11 +547,11 @@ class RedisListStorage {
   std::size_t size(std::string_view queue, ListKind kind) {
     check_queue(queue, "size");
     const std::string k = key(queue, kind);
-    redis::Command c("LLEN");
-    c.arg(std::string_view(k));
-    auto lease = shared_->pool.acquire();
-    return static_cast<std::size_t>(
-        redis::integer(lease->run(c, redis::Effect::read), *lease, c.label()));
+    Lease lease;
+    auto replies = routed().run(lease, k, redis::Effect::read, [&](const std::string&) {
+      return one(std::move(redis::Command("LLEN").arg(std::string_view(k))));
+    });
+    return static_cast<std::size_t>(redis::integer(replies[0], **lease, "LLEN " + k));
   }
 
   /// Up to `count` items from position `start` (0 = oldest): one LRANGE.
@@ -526,10 +562,11 @@ class RedisListStorage {
     if (count == 0 || start >= max) return {};
     const std::size_t last = count - 1 > max - start ? max : start + (count - 1);
     const std::string k = key(queue, kind);
-    redis::Command c("LRANGE");
-    c.arg(std::string_view(k)).arg(start).arg(last);
-    auto lease = shared_->pool.acquire();
-    return redis::strings(lease->run(c, redis::Effect::read), *lease, c.label());
+    Lease lease;
+    auto replies = routed().run(lease, k, redis::Effect::read, [&](const std::string&) {
+      return one(std::move(redis::Command("LRANGE").arg(std::string_view(k)).arg(start).arg(last)));
+    });
+    return redis::strings(replies[0], **lease, "LRANGE " + k);
   }
 
   /// Removes the first item equal to `raw` (`id` is not needed here): one LREM.
@@ -538,10 +575,11 @@ class RedisListStorage {
               std::string_view raw) {
     check_queue(queue, "remove");
     const std::string k = key(queue, kind);
-    redis::Command c("LREM");
-    c.arg(std::string_view(k)).arg(1).arg(raw);
-    auto lease = shared_->pool.acquire();
-    return redis::integer(lease->run(c, redis::Effect::write), *lease, c.label()) > 0;
+    Lease lease;
+    auto replies = routed().run(lease, k, redis::Effect::write, [&](const std::string&) {
+      return one(std::move(redis::Command("LREM").arg(std::string_view(k)).arg(1).arg(raw)));
+    });
+    return redis::integer(replies[0], **lease, "LREM " + k) > 0;
   }
 
   /// Deletes a queue's dead or corrupt list in one atomic step.
@@ -549,31 +587,32 @@ class RedisListStorage {
   std::size_t purge(std::string_view queue, ListKind kind) {
     check_queue(queue, "purge");
     const std::string k = key(queue, kind);
-    auto lease = shared_->pool.acquire();
-    auto replies = shared_->purge_script.run_pipeline(
-        *lease, 0,
+    Lease lease;
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
         [&](const std::string& sha) {
-          std::vector<redis::Command> cmds;
           redis::Command c("EVALSHA");
           c.arg_copy(sha).arg(1).arg(std::string_view(k)).label("purge script on " + k);
-          cmds.push_back(std::move(c));
-          return cmds;
+          return one(std::move(c));
         },
-        redis::Effect::write);
-    return static_cast<std::size_t>(redis::integer(replies[0], *lease, "purge script on " + k));
+        &shared_->purge_script);
+    return static_cast<std::size_t>(redis::integer(replies[0], **lease, "purge script on " + k));
   }
 
-  /// Queues that have a dead or a corrupt list, sorted: SCAN MATCH <pattern> TYPE list.
+  /// Queues that have a dead or a corrupt list, sorted: SCAN MATCH <pattern> TYPE list (in
+  /// Redis Cluster mode on every master, merged).
   std::vector<std::string> queues() {
     std::set<std::string> found;
-    auto lease = shared_->pool.acquire();
-    scan(*lease, corrupt_, [&](std::string_view k) {
-      if (auto q = corrupt_.queue_of(k)) found.insert(std::move(*q));
-    });
-    scan(*lease, dead_, [&](std::string_view k) {
-      if (corrupt_.queue_of(k)) return;  // ambiguous keys are corrupt lists
-      if (auto q = dead_.queue_of(k)) found.insert(std::move(*q));
-    });
+    for (redis::ConnectionPool* node : routed().masters()) {
+      auto lease = node->acquire();
+      scan(*lease, corrupt_, [&](std::string_view k) {
+        if (auto q = corrupt_.queue_of(k)) found.insert(std::move(*q));
+      });
+      scan(*lease, dead_, [&](std::string_view k) {
+        if (corrupt_.queue_of(k)) return;  // ambiguous keys are corrupt lists
+        if (auto q = dead_.queue_of(k)) found.insert(std::move(*q));
+      });
+    }
     return {found.begin(), found.end()};
   }
 
@@ -586,19 +625,17 @@ class RedisListStorage {
       check_queue(q, "sizes");
       keys.push_back(dead_.key(q));
     }
-    std::vector<redis::Command> cmds;
-    cmds.reserve(keys.size());
-    for (const auto& k : keys) {
+    std::vector<std::string> endpoints;
+    auto replies = run_spread(keys, redis::Effect::read, endpoints, [&](std::size_t i) {
       redis::Command c("LLEN");
-      c.arg(std::string_view(k));
-      cmds.push_back(std::move(c));
-    }
-    auto lease = shared_->pool.acquire();
-    auto replies = lease->run(cmds, redis::Effect::read);
+      c.arg(std::string_view(keys[i]));
+      return c;
+    });
     std::vector<std::size_t> out;
     out.reserve(replies.size());
     for (std::size_t i = 0; i < replies.size(); ++i) {
-      out.push_back(static_cast<std::size_t>(redis::integer(replies[i], *lease, cmds[i].label())));
+      out.push_back(
+          static_cast<std::size_t>(integer_reply(replies[i], endpoints[i], "LLEN " + keys[i])));
     }
     return out;
   }
@@ -616,14 +653,26 @@ class RedisListStorage {
     if (max_items == 0) return result;
     const std::size_t max = std::min(max_items, options_.max_batch_items);
     const std::string dead = dead_.key(queue);
-    auto lease = shared_->pool.acquire();
-    redis::Connection& conn = *lease;
+    redis::Router& router = routed();
+    const bool cluster = router.clustered();
+    const std::uint16_t slot = redis::key_slot(dead);
+    if (cluster && redis::hashed_part(dead).size() == dead.size()) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", "RedisListStorage::replay_step",
+          "queue name '" + std::string(queue) + "' gives key '" + dead +
+              "' an empty hash tag, so its lists would be in different Redis Cluster slots",
+          "in Redis Cluster a queue name must not start with '}'"));
+    }
+    Lease lease;
 
     if (!cursor.prefetched || cursor.next >= cursor.window.size()) {
       // An empty prefetched window is read again: items may have arrived since.
-      redis::Command c("LRANGE");
-      c.arg(std::string_view(dead)).arg(cursor.offset).arg(cursor.offset + max - 1);
-      cursor.window = redis::strings(conn.run(c, redis::Effect::read), conn, c.label());
+      const std::size_t from = cursor.offset;
+      auto replies = router.run(lease, dead, redis::Effect::read, [&](const std::string&) {
+        return one(std::move(
+            redis::Command("LRANGE").arg(std::string_view(dead)).arg(from).arg(from + max - 1)));
+      });
+      cursor.window = redis::strings(replies[0], **lease, "LRANGE " + dead);
       cursor.next = 0;
     }
     cursor.prefetched = false;
@@ -683,7 +732,20 @@ class RedisListStorage {
         std::size_t at = 0;
         while (at < dest_keys.size() && dest_keys[at] != dk)
           ++at;
-        if (at == dest_keys.size()) dest_keys.push_back(dk);
+        if (at == dest_keys.size()) {
+          if (cluster && redis::key_slot(dk) != slot) {
+            throw dlq::invalid_argument(dlq::detail::message(
+                "redis", "RedisListStorage::replay_step",
+                "replay from queue '" + std::string(queue) + "' to queue '" +
+                    std::string(d.destination) + "': in Redis Cluster '" + dk + "' (slot " +
+                    std::to_string(redis::key_slot(dk)) + ") and '" + dead + "' (slot " +
+                    std::to_string(slot) +
+                    ") are on different hash slots, and a replay moves entries atomically "
+                    "within one slot only; nothing was moved",
+                "replay to the entries' own queue, then move them on from there"));
+          }
+          dest_keys.push_back(dk);
+        }
         it.key_index = static_cast<std::uint32_t>(at + 4);
         if (inside(d.payload, raw)) {  // a span of the raw item: no bytes sent
           it.first = static_cast<std::uint32_t>(d.payload.data() - raw.data()) + 1;
@@ -768,20 +830,22 @@ class RedisListStorage {
       return cmds;
     };
 
-    const long long old_client = conn.client_id();
+    long long old_client = 0;
     std::vector<redis::Reply> replies;
     try {
-      replies = shared_->replay_script.run_pipeline(conn, 0, build, redis::Effect::write);
+      replies = router.run(lease, dead, redis::Effect::write, build, &shared_->replay_script, 0,
+                           &old_client);
     } catch (const dlq::storage_error& e) {
-      if (!e.outcome_unknown()) throw;
+      if (!e.outcome_unknown() || !lease) throw;
       cursor = replay_cursor{window_offset, {}, 0, false};
-      if (resolve_lost_answer(conn, old_client, receipt, label, e)) {
+      if (resolve_lost_answer(**lease, old_client, receipt, label, e, cluster)) {
         cursor.offset = next_offset;
         return result;
       }
       result.conflict = true;
       return result;
     }
+    redis::Connection& conn = **lease;
     const redisReply& r = *replies[0];
     if (r.type == REDIS_REPLY_ERROR) {
       const std::string code = redis::detail::reply_code(redis::view(r));
@@ -812,8 +876,12 @@ class RedisListStorage {
       return result;
     }
     cursor.offset = next_offset;
-    cursor.window = redis::strings(replies[1], conn, "LRANGE " + dead);
     cursor.next = 0;
+    if (redis::detail::is_redirect(*replies[1])) {  // the slot moved right after the script
+      cursor.window.clear();
+      return result;
+    }
+    cursor.window = redis::strings(replies[1], conn, "LRANGE " + dead);
     cursor.prefetched = true;
     return result;
   }
@@ -825,13 +893,16 @@ class RedisListStorage {
   std::size_t recover(std::string_view queue) {
     check_queue(queue, "recover");
     const std::string k = dead_.key(queue);
-    auto lease = shared_->pool.acquire();
+    redis::Router& router = routed();
+    Lease lease;
     std::set<std::string> tombstones;
     constexpr std::size_t chunk = 1000;
     for (std::size_t start = 0;; start += chunk) {
-      redis::Command c("LRANGE");
-      c.arg(std::string_view(k)).arg(start).arg(start + chunk - 1);
-      const auto items = redis::strings(lease->run(c, redis::Effect::read), *lease, c.label());
+      auto replies = router.run(lease, k, redis::Effect::read, [&](const std::string&) {
+        return one(std::move(
+            redis::Command("LRANGE").arg(std::string_view(k)).arg(start).arg(start + chunk - 1)));
+      });
+      const auto items = redis::strings(replies[0], **lease, "LRANGE " + k);
       for (const auto& it : items) {
         if (it.compare(0, detail::tombstone_prefix.size(), detail::tombstone_prefix) == 0) {
           tombstones.insert(it);
@@ -841,19 +912,92 @@ class RedisListStorage {
     }
     std::size_t removed = 0;
     for (const auto& t : tombstones) {
-      redis::Command c("LREM");
-      c.arg(std::string_view(k))
-          .arg(0)
-          .arg(std::string_view(t))
-          .label("LREM " + k + " <tombstone>");
       // Removing a tombstone is idempotent, so a lost answer is harmless: treat it as read.
+      auto replies = router.run(lease, k, redis::Effect::read, [&](const std::string&) {
+        return one(std::move(
+            redis::Command("LREM").arg(std::string_view(k)).arg(0).arg(std::string_view(t))));
+      });
       removed += static_cast<std::size_t>(
-          redis::integer(lease->run(c, redis::Effect::read), *lease, c.label()));
+          redis::integer(replies[0], **lease, "LREM " + k + " <tombstone>"));
     }
     return removed;
   }
 
  private:
+  using Lease = std::optional<redis::ConnectionPool::Lease>;
+
+  static std::vector<redis::Command> one(redis::Command c) {
+    std::vector<redis::Command> v;
+    v.push_back(std::move(c));
+    return v;
+  }
+
+  static long long integer_reply(const redis::Reply& r, const std::string& endpoint,
+                                 const std::string& doing) {
+    if (r->type == REDIS_REPLY_ERROR) redis::detail::throw_reply_error(*r, endpoint, doing);
+    if (r->type != REDIS_REPLY_INTEGER) redis::detail::throw_unexpected_reply(*r, endpoint, doing);
+    return r->integer;
+  }
+
+  // The router, once the key layout is known to suit the server: in Redis Cluster mode
+  // every pattern must put the queue in a hash tag (one queue = one slot = one node).
+  redis::Router& routed() {
+    redis::Router& r = shared_->router;
+    if (!untagged_.empty() && r.clustered()) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", "RedisListOptions",
+          "the server at " + r.seed().endpoint() + " is a Redis Cluster node, and " + untagged_ +
+              ": a queue's lists would be in different hash slots",
+          "in Redis Cluster every key pattern must put the queue in a hash tag, e.g. dlq:{*}, "
+          "queue:{*} and dlq:{*}:corrupt (the default layout), or all share one fixed tag "
+          "({dlq}:*: every queue on one node); the Python seed's layout dlq:* / queue:* works "
+          "with a single Redis server only"));
+    }
+    return r;
+  }
+
+  // One command per key (make(i) builds command i), pipelined: one pipeline in plain mode;
+  // in cluster mode one per master, and a command answered with a redirection (it did not
+  // run) is sent again on its own through the router. endpoints[i] = the node that answered.
+  template <class Make>
+  std::vector<redis::Reply> run_spread(const std::vector<std::string>& keys, redis::Effect effect,
+                                       std::vector<std::string>& endpoints, Make make) {
+    redis::Router& router = routed();
+    std::vector<redis::Reply> out(keys.size());
+    endpoints.assign(keys.size(), std::string());
+    std::vector<std::pair<redis::ConnectionPool*, std::vector<std::size_t>>> groups;
+    const bool cluster = router.clustered();
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      redis::ConnectionPool* p = cluster ? &router.pool_for(keys[i]) : &router.seed();
+      auto g =
+          std::find_if(groups.begin(), groups.end(), [p](const auto& e) { return e.first == p; });
+      if (g == groups.end()) g = groups.insert(groups.end(), {p, {}});
+      g->second.push_back(i);
+    }
+    for (auto& [pool, indexes] : groups) {
+      std::vector<redis::Command> cmds;
+      cmds.reserve(indexes.size());
+      for (const std::size_t i : indexes)
+        cmds.push_back(make(i));
+      auto lease = pool->acquire();
+      auto replies = lease->run(cmds, effect);
+      for (std::size_t n = 0; n < indexes.size(); ++n) {
+        out[indexes[n]] = std::move(replies[n]);
+        endpoints[indexes[n]] = lease->endpoint();
+      }
+    }
+    if (!cluster) return out;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (!redis::detail::is_redirect(*out[i])) continue;
+      Lease lease;
+      auto again =
+          router.run(lease, keys[i], effect, [&](const std::string&) { return one(make(i)); });
+      out[i] = std::move(again[0]);
+      endpoints[i] = (*lease)->endpoint();
+    }
+    return out;
+  }
+
   static void check_queue(std::string_view queue, const char* where) {
     if (queue.empty()) {
       throw dlq::invalid_argument(
@@ -903,7 +1047,7 @@ class RedisListStorage {
   // Throws (outcome unknown, nothing lost) when the server cannot be asked.
   bool resolve_lost_answer(redis::Connection& conn, long long old_client,
                            const std::string& receipt, const std::string& label,
-                           const dlq::storage_error& original) {
+                           const dlq::storage_error& original, bool cluster) {
     try {
       std::vector<redis::Command> cmds;
       if (old_client != 0) {
@@ -911,6 +1055,9 @@ class RedisListStorage {
         kill.arg("KILL").arg("ID").arg(old_client).label("CLIENT KILL ID");
         cmds.push_back(std::move(kill));
       }
+      // In a cluster this node may be importing the slot (the script ran after ASK): ASKING
+      // lets GET read the receipt there, and does nothing on the slot's owner.
+      if (cluster) cmds.emplace_back("ASKING");
       redis::Command get("GET");
       get.arg(std::string_view(receipt));
       cmds.push_back(std::move(get));
@@ -938,12 +1085,12 @@ class RedisListStorage {
   // DeadLetterQueue, for example). A moved-from storage must not be used.
   struct Shared {
     Shared(redis::ConnectionOptions connection, redis::PoolOptions pool_options)
-        : pool(std::move(connection), pool_options),
+        : router(std::move(connection), pool_options),
           replay_script("replay script", std::string(detail::replay_script_source)),
           purge_script("purge script", std::string(detail::purge_script_source)),
           bounded_push_script("bounded push script",
                               std::string(detail::bounded_push_script_source)) {}
-    redis::ConnectionPool pool;
+    redis::Router router;
     redis::Script replay_script;
     redis::Script purge_script;
     redis::Script bounded_push_script;
@@ -955,6 +1102,7 @@ class RedisListStorage {
   detail::KeyPattern dead_;
   detail::KeyPattern source_;
   detail::KeyPattern corrupt_;
+  std::string untagged_;  // why the layout cannot be used on a Redis Cluster; empty = it can
   std::unique_ptr<Shared> shared_;
 };
 
