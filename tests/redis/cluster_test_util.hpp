@@ -55,7 +55,10 @@ inline std::vector<int> cluster_ports() {
 /// Raw access to the cluster: one connection per node; keyed commands follow MOVED.
 class RawCluster {
  public:
+  /// The test cluster of the `redis_cluster` fixture.
   RawCluster() : ports_(cluster_ports()) {}
+  /// The cluster of these masters.
+  explicit RawCluster(std::vector<int> ports) : ports_(std::move(ports)) {}
 
   /// The connection to the node on `port`.
   RawClient& node(int port) {

@@ -208,9 +208,26 @@ class Router {
   /// A connection to the master of `key`'s slot (the seed server in plain mode).
   ConnectionPool::Lease acquire(std::string_view key) { return pool_for(key).acquire(); }
 
-  /// Every master's pool (cluster mode), or the seed's alone (plain mode).
+  /// Every master's pool (cluster mode; the slot map is read again first, from the seed or
+  /// — when it does not answer — from a master already known), or the seed's alone (plain
+  /// mode).
+  /// @throws the errors of clustered().
   std::vector<ConnectionPool*> masters() {
     if (!clustered()) return {&seed_};
+    std::vector<ConnectionPool*> sources = known_masters();
+    sources.insert(sources.begin(), &seed_);
+    for (ConnectionPool* p : sources) {
+      try {
+        refresh(*p);
+        break;
+      } catch (const dlq::storage_error&) {  // try the next one; else use the map as it is
+      }
+    }
+    return known_masters();
+  }
+
+ private:
+  std::vector<ConnectionPool*> known_masters() {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<ConnectionPool*> out;
     for (const int n : slots_) {
@@ -221,6 +238,7 @@ class Router {
     return out;
   }
 
+ public:
   /// Runs the pipeline `build(sha)` for one slot (the slot of `key`) and follows
   /// redirections (see the file comment). `lease` holds the connection to use first; it is
   /// replaced by a lease of the node each redirection names, and on return (or on a thrown
