@@ -60,15 +60,13 @@ inline constexpr std::size_t cluster_slot_count = 16384;
 /// CRC16-XMODEM (polynomial 0x1021, initial value 0), the checksum Redis Cluster hashes keys
 /// with.
 inline std::uint16_t crc16(std::string_view bytes) noexcept {
-  std::uint16_t crc = 0;
+  unsigned crc = 0;
   for (const char ch : bytes) {
-    crc = static_cast<std::uint16_t>(crc ^ (static_cast<unsigned char>(ch) << 8));
-    for (int i = 0; i < 8; ++i) {
-      crc = (crc & 0x8000U) != 0 ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021U)
-                                 : static_cast<std::uint16_t>(crc << 1);
-    }
+    crc ^= static_cast<unsigned>(static_cast<unsigned char>(ch)) << 8U;
+    for (int i = 0; i < 8; ++i)
+      crc = (crc & 0x8000U) != 0 ? ((crc << 1U) ^ 0x1021U) & 0xFFFFU : (crc << 1U) & 0xFFFFU;
   }
-  return crc;
+  return static_cast<std::uint16_t>(crc);
 }
 
 /// The part of a key Redis Cluster hashes: the text between the first `{` and the first `}`
@@ -285,8 +283,8 @@ class Router {
         case detail::Redirect::moved: {
           if (++moved > max_moved)
             fail("still redirected after " + std::to_string(max_moved) + " MOVED answers");
+          lease.reset();  // before on_moved reads the map: never hold two leases at once
           ConnectionPool& to = on_moved(rd);
-          lease.reset();
           lease.emplace(to.acquire());
           asking = false;
           break;

@@ -17,11 +17,41 @@
 /// key matches both the dead and the corrupt pattern (`dlq:a:corrupt` with the seed layout),
 /// it is taken as a corrupt list.
 ///
+/// Redis Cluster (ElastiCache / MemoryStore cluster mode, redis-cli --cluster): no new URL
+/// syntax — give the URL of any master. On first use the storage asks that node `CLUSTER
+/// SLOTS` (one round trip, once); a plain server answers "cluster support disabled" and
+/// everything then works exactly as without cluster support (one atomic load per operation
+/// more). On a cluster it keeps the slot -> master map (CRC16 of each key's hash tag, 16384
+/// slots) and one connection pool per master (the URL's options — user, password,
+/// timeouts, RedisListOptions::pool — with that master's address). Every operation is on one
+/// queue, so on one slot and one master: it is sent there, and redirections are followed
+/// (dlq/redis/cluster.hpp): MOVED updates the map and re-sends (at most 5 times), ASK re-sends
+/// once to the importing master with ASKING, TRYAGAIN (a script during a slot migration) and
+/// CLUSTERDOWN back off 10 -> 200 ms, at most 10 times (~1.5 s); past the bounds a
+/// dlq::reply_error (code MOVED / TRYAGAIN / CLUSTERDOWN) names the slot — those answers mean
+/// nothing ran. A request whose answer was lost is never re-sent: the receipt logic below
+/// works per master. push_many and sizes send one pipeline per master (a command that
+/// meets a redirection is re-sent alone); queues() SCANs every master and merges.
+/// In cluster mode:
+/// - every key pattern must put the queue in a hash tag (the default layout), or all three
+///   must share one fixed tag (`{dlq}:*`, `{dlq}:queue:*`, `{dlq}:*:corrupt`: every queue on
+///   one master). The Python seed's layout (`dlq:*`) is refused on first use with
+///   dlq::invalid_argument; cluster_mode() runs that check on demand;
+/// - replay moves entries within one slot only: a destination queue (ReplayOptions::to_queue)
+///   on another slot is refused with dlq::invalid_argument before anything moves (with one
+///   fixed tag every queue shares the slot, so replaying between queues works);
+/// - a queue name starting with `}` empties the hash tag and cannot be replayed;
+/// - not supported: reads from replicas (every command goes to the slot's master), failover
+///   beyond what MOVED/CLUSTERDOWN answers show (a dead master gives connection errors for
+///   its slots until the cluster promotes a replica), and database numbers other than 0.
+///   queues() during a slot migration may miss a queue whose keys move between the SCANs.
+///
 /// Costs. push = one RPUSH, one round trip (push_bounded: one short script; bump_count:
 /// INCR + EXPIRE in one MULTI/EXEC). push_many = one pipelined round trip (one RPUSH
 /// per run of consecutive records of the same queue). size/range/remove = one command.
 /// purge = one script (LLEN + UNLINK, atomic, exact count). sizes = one pipelined round
-/// trip. queues = SCAN MATCH … TYPE list (never KEYS). replay_step = one round trip per batch.
+/// trip (in a cluster one per master involved, like push_many). queues = SCAN MATCH … TYPE
+/// list (never KEYS; in a cluster on every master). replay_step = one round trip per batch.
 ///
 /// Replay algorithm: compare-and-move (decided by measurement — numbers below).
 ///  1. The window is read with a plain `LRANGE dead off off+n-1` (the previous step pipelined
@@ -360,9 +390,11 @@ class RedisListStorage {
     bool prefetched = false;          ///< `window` was read and may be used (it is verified)
   };
 
-  /// Connects to `connection` (lazily: the first operation connects).
+  /// Connects to `connection` (lazily: the first operation connects, and finds out whether
+  /// the server is a Redis Cluster — see the file comment).
   /// @throws dlq::invalid_argument when a key pattern does not have exactly one `*` or two
-  ///         patterns are equal.
+  ///         patterns are equal. (A layout a cluster cannot hold is reported by the first
+  ///         operation, or by cluster_mode(), once the server is known.)
   explicit RedisListStorage(redis::ConnectionOptions connection, RedisListOptions options = {})
       : options_(std::move(options)),
         dead_(detail::KeyPattern::parse(options_.dead_key, "dead_key")),
@@ -508,7 +540,8 @@ class RedisListStorage {
   }
 
   /// Appends many envelopes in one pipelined round trip (one RPUSH per run of consecutive
-  /// records of the same queue; each RPUSH is atomic, the batch as a whole is not).
+  /// records of the same queue; each RPUSH is atomic, the batch as a whole is not). In a
+  /// cluster: one pipeline per master, the runs of a redirected RPUSH re-sent alone.
   /// @throws as push(); on an error reply the records of the other commands were stored.
   void push_many(const std::vector<Record>& records) {
     if (records.empty()) return;
@@ -616,7 +649,8 @@ class RedisListStorage {
     return {found.begin(), found.end()};
   }
 
-  /// Dead-list lengths of `queues`, in order: one pipelined round trip of LLENs.
+  /// Dead-list lengths of `queues`, in order: one pipelined round trip of LLENs (in a
+  /// cluster one per master).
   std::vector<std::size_t> sizes(const std::vector<std::string>& queues) {
     if (queues.empty()) return {};
     std::vector<std::string> keys;
@@ -645,7 +679,8 @@ class RedisListStorage {
   /// the decisions atomically with one script — or reports a conflict having changed nothing.
   /// @throws dlq::storage_error subclasses; after a lost answer that could not be resolved,
   ///         outcome_unknown() == true (nothing was lost: the batch moved completely or not
-  ///         at all).
+  ///         at all); dlq::invalid_argument in a Redis Cluster when a destination is on
+  ///         another hash slot or the queue name empties the hash tag (nothing moved).
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
                          Decider decide) {
     check_queue(queue, "replay_step");
