@@ -13,10 +13,24 @@ dir=${2:?usage: redis_cluster.sh start|stop DIR}
 server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
 cli=${DLQ_REDIS_CLI:-$(command -v redis-cli || true)}
 
+# A free port P <= 55535 whose cluster bus port P+10000 is free too (Redis needs both).
 free_port() {
-  /usr/bin/python3 - <<'PY' 2>/dev/null || shuf -i 20000-60000 -n 1
-import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
+  /usr/bin/python3 - <<'PY' 2>/dev/null || shuf -i 20000-55000 -n 1
+import random, socket
+for _ in range(200):
+    p = random.randint(20000, 55000)
+    ok = True
+    for q in (p, p + 10000):
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", q))
+        except OSError:
+            ok = False
+        finally:
+            s.close()
+    if ok:
+        print(p)
+        break
 PY
 }
 
