@@ -149,16 +149,7 @@ struct Bench {
   double dlq_replay_all(std::size_t n) {
     clear();
     dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
-    std::vector<dlq::FailedJob> jobs;
-    dlq::Failure f;
-    f.error = "payment timeout";
-    for (std::size_t i = 0; i < n; ++i) {
-      jobs.push_back({"q", payload(i, 300), f});
-      if (jobs.size() == 1000) {
-        q.send_batch(jobs);
-        jobs.clear();
-      }
-    }
+    send_envelopes(q, n, 300);
     const auto t0 = Clock::now();
     const auto report = q.replay_all("q");
     const double rate = static_cast<double>(report.replayed) / seconds_since(t0);
@@ -173,16 +164,7 @@ struct Bench {
   double lmove_lua_envelopes(std::size_t n) {
     clear();
     dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
-    std::vector<dlq::FailedJob> jobs;
-    dlq::Failure f;
-    f.error = "payment timeout";
-    for (std::size_t i = 0; i < n; ++i) {
-      jobs.push_back({"q", payload(i, 300), f});
-      if (jobs.size() == 1000) {
-        q.send_batch(jobs);
-        jobs.clear();
-      }
-    }
+    send_envelopes(q, n, 300);
     return lmove_filled();
   }
 
@@ -226,6 +208,42 @@ struct Bench {
     return static_cast<double>(r->integer) / s;
   }
 
+  // n jobs with `size`-byte payloads to queue "q" through the front end, 1000 per batch.
+  static void send_envelopes(dlq::DeadLetterQueue<dlq::RedisListStorage&>& q, std::size_t n,
+                             std::size_t size) {
+    std::vector<dlq::FailedJob> jobs;
+    dlq::Failure f;
+    f.error = "payment timeout";
+    for (std::size_t i = 0; i < n; ++i) {
+      jobs.push_back({"q", payload(i, size), f});
+      if (jobs.size() == 1000 || i + 1 == n) {
+        q.send_batch(jobs);
+        jobs.clear();
+      }
+    }
+  }
+  // SLOWLOG records every command from now on (0 µs threshold).
+  void slowlog_start() {
+    cmd({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+    cmd({"CONFIG", "SET", "slowlog-max-len", "100000"});
+    cmd({"SLOWLOG", "RESET"});
+  }
+  // Appends the duration (µs) of every script (EVALSHA) SLOWLOG recorded, then restores the
+  // default threshold.
+  void slowlog_scripts(std::vector<long long>& us) {
+    dlq::redis::Command get("SLOWLOG");
+    get.arg("GET").arg(-1);
+    auto r = raw.run(get, dlq::redis::Effect::read);
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply& e = *r->element[i];
+      const redisReply& args = *e.element[3];
+      if (args.elements > 0 && dlq::redis::view(*args.element[0]) == "EVALSHA")
+        us.push_back(e.element[2]->integer);
+    }
+    cmd({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+    cmd({"SLOWLOG", "RESET"});
+  }
+
   // Durations (µs) of every replay script while replaying n entries of `size` bytes, from
   // SLOWLOG with a 0 µs threshold: storage-level items (no identity: full comparison) or,
   // with `front_end`, DeadLetterQueue envelopes around `size`-byte payloads (verified by id).
@@ -233,36 +251,18 @@ struct Bench {
     clear();
     dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
     if (front_end) {
-      std::vector<dlq::FailedJob> jobs;
-      dlq::Failure f;
-      f.error = "payment timeout";
-      for (std::size_t i = 0; i < n; ++i)
-        jobs.push_back({"q", payload(i, size), f});
-      q.send_batch(jobs);
+      send_envelopes(q, n, size);
     } else {
       fill(n, size);
     }
-    cmd({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
-    cmd({"CONFIG", "SET", "slowlog-max-len", "100000"});
-    cmd({"SLOWLOG", "RESET"});
+    slowlog_start();
     if (front_end) {
       q.replay_all("q");
     } else {
       replay_all_no_fill();
     }
-    dlq::redis::Command get("SLOWLOG");
-    get.arg("GET").arg(-1);
-    auto r = raw.run(get, dlq::redis::Effect::read);
     std::vector<long long> us;
-    for (std::size_t i = 0; i < r->elements; ++i) {
-      const redisReply& e = *r->element[i];
-      const redisReply& args = *e.element[3];
-      if (args.elements > 0 && dlq::redis::view(*args.element[0]) == "EVALSHA") {
-        us.push_back(e.element[2]->integer);
-      }
-    }
-    cmd({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
-    cmd({"SLOWLOG", "RESET"});
+    slowlog_scripts(us);
     return us;
   }
   // An age trim (issue 6's retention) of n entries around 300 B payloads, all older than
@@ -276,20 +276,9 @@ struct Bench {
     o.clock = [&now] { return now; };
     o.retention.max_age = std::chrono::hours(24);
     dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage, o);
-    std::vector<dlq::FailedJob> jobs;
-    dlq::Failure f;
-    f.error = "payment timeout";
-    for (std::size_t i = 0; i < n; ++i) {
-      jobs.push_back({"q", payload(i, 300), f});
-      if (jobs.size() == 1000) {
-        q.send_batch(jobs);
-        jobs.clear();
-      }
-    }
+    send_envelopes(q, n, 300);
     now += std::chrono::hours(48);
-    cmd({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
-    cmd({"CONFIG", "SET", "slowlog-max-len", "100000"});
-    cmd({"SLOWLOG", "RESET"});
+    slowlog_start();
     const auto t0 = Clock::now();
     const auto report = q.trim("q");
     const double rate = static_cast<double>(report.evicted_for_age) / seconds_since(t0);
@@ -297,17 +286,7 @@ struct Bench {
       std::fprintf(stderr, "trim evicted %zu of %zu\n", report.evicted_for_age, n);
       std::exit(1);
     }
-    dlq::redis::Command get("SLOWLOG");
-    get.arg("GET").arg(-1);
-    auto r = raw.run(get, dlq::redis::Effect::read);
-    for (std::size_t i = 0; i < r->elements; ++i) {
-      const redisReply& e = *r->element[i];
-      const redisReply& args = *e.element[3];
-      if (args.elements > 0 && dlq::redis::view(*args.element[0]) == "EVALSHA")
-        us.push_back(e.element[2]->integer);
-    }
-    cmd({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
-    cmd({"SLOWLOG", "RESET"});
+    slowlog_scripts(us);
     return rate;
   }
 
