@@ -448,7 +448,9 @@ class RedisListStorage {
   /// The options in force (after defaults were applied).
   const RedisListOptions& options() const noexcept { return options_; }
   /// The connection pool of the URL's server (for tools and tests that need raw commands).
-  /// In Redis Cluster mode it reaches that one node only; use router() for the others.
+  /// In Redis Cluster mode it reaches that one node only: for raw commands on a queue's keys
+  /// use `router().acquire(key)`, a connection to the master that owns the key's slot (the
+  /// URL's server in plain mode; raw commands are not redirected).
   redis::ConnectionPool& pool() noexcept { return shared_->router.seed(); }
   /// The router that sends each queue's commands to the node owning its hash slot (see
   /// dlq/redis/cluster.hpp).
