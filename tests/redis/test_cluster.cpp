@@ -305,6 +305,20 @@ TEST_CASE("layouts a cluster cannot hold get a typed error before anything is wr
   RedisListStorage mixed_storage(test::cluster_url(), mixed);
   CHECK_THROWS_AS(mixed_storage.cluster_mode(), dlq::invalid_argument);
 
+  // A tag that holds more than the queue is fine when all three patterns share it; not
+  // when they differ.
+  RedisListOptions salted;
+  salted.dead_key = prefix + "dlq:{*.eu}";
+  salted.source_key = prefix + "queue:{*.eu}";
+  salted.corrupt_key = prefix + "dlq:{*.eu}:corrupt";
+  RedisListStorage salted_storage(test::cluster_url(), salted);
+  CHECK(salted_storage.cluster_mode());
+  CHECK(salted_storage.push(Record{"orders", "", "", "x"}) == 1);
+  CHECK(raw.list(prefix + "dlq:{orders.eu}") == std::vector<std::string>{"x"});
+  salted.source_key = prefix + "queue:{*}";
+  RedisListStorage unsalted_source(test::cluster_url(), salted);
+  CHECK_THROWS_AS(unsalted_source.cluster_mode(), dlq::invalid_argument);
+
   // A queue name that empties the hash tag cannot be replayed atomically.
   RedisListStorage tagged(test::cluster_url(), test::unique_layout(prefix));
   RedisListStorage::replay_cursor cursor;

@@ -33,10 +33,11 @@
 /// works per master. push_many and sizes send one pipeline per master (a command that
 /// meets a redirection is re-sent alone); queues() SCANs every master and merges.
 /// In cluster mode:
-/// - every key pattern must put the queue in a hash tag (the default layout), or all three
-///   must share one fixed tag (`{dlq}:*`, `{dlq}:queue:*`, `{dlq}:*:corrupt`: every queue on
-///   one master). The Python seed's layout (`dlq:*`) is refused on first use with
-///   dlq::invalid_argument; cluster_mode() runs that check on demand;
+/// - the three key patterns must have the same hash tag: one that holds the queue (the
+///   default layout; also e.g. `dlq:{*.eu}`, `queue:{*.eu}`, `dlq:{*.eu}:corrupt`), or one
+///   fixed tag (`{dlq}:*`, `{dlq}:queue:*`, `{dlq}:*:corrupt`: every queue on one master). The
+///   Python seed's layout (`dlq:*`) is refused on first use with dlq::invalid_argument;
+///   cluster_mode() runs that check on demand;
 /// - replay moves entries within one slot only: a destination queue (ReplayOptions::to_queue)
 ///   on another slot is refused with dlq::invalid_argument before anything moves (with one
 ///   fixed tag every queue shares the slot, so replaying between queues works);
@@ -255,19 +256,20 @@ struct KeyPattern {
     k += suffix;
     return k;
   }
-  /// The key's Redis Cluster hash tag: "*" when it is the queue name (the first `{` ends
-  /// the prefix and the suffix starts with `}`), the fixed tag when the prefix holds one
-  /// (`{dlq}:*`: every queue in one slot), nullopt when the key has no tag.
+  /// The key's Redis Cluster hash tag as a pattern: with `*` for the queue when the tag
+  /// holds it ("*" for `dlq:{*}`, "*.eu" for `dlq:{*.eu}`), the fixed tag when the prefix
+  /// holds a whole one (`{dlq}:*`: every queue in one slot), nullopt when the key has no tag.
   std::optional<std::string> cluster_tag() const {
     const auto open = prefix.find('{');
     if (open == std::string::npos) return std::nullopt;
-    if (open + 1 == prefix.size()) {
-      if (!suffix.empty() && suffix.front() == '}') return std::string("*");
-      return std::nullopt;
-    }
     const auto close = prefix.find('}', open + 1);
-    if (close == std::string::npos || close == open + 1) return std::nullopt;
-    return prefix.substr(open + 1, close - open - 1);
+    if (close != std::string::npos) {  // a fixed tag; "{}" is none (the whole key is hashed)
+      if (close == open + 1) return std::nullopt;
+      return prefix.substr(open + 1, close - open - 1);
+    }
+    const auto end = suffix.find('}');
+    if (end == std::string::npos) return std::nullopt;
+    return prefix.substr(open + 1) + "*" + suffix.substr(0, end);
   }
   /// The SCAN MATCH glob: fixed parts escaped, `*` for the queue.
   std::string glob() const { return escape(prefix) + "*" + escape(suffix); }
@@ -416,7 +418,7 @@ class RedisListStorage {
                     (!d   ? options_.dead_key
                      : !s ? options_.source_key
                           : options_.corrupt_key) +
-                    "' does not put the queue in a hash tag";
+                    "' has no hash tag";
       } else if (*d != *s || *d != *c) {
         untagged_ = "key patterns '" + options_.dead_key + "', '" + options_.source_key +
                     "' and '" + options_.corrupt_key + "' do not share one hash tag";
