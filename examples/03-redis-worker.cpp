@@ -62,9 +62,10 @@ int main(int argc, char** argv) {
     const auto report = dlq.replay_all("example-orders");
     std::printf("replayed %zu of %zu in %zu batches; %zu left\n", report.replayed, report.examined,
                 report.batches, dlq.size("example-orders"));
-    // The pool also serves raw commands: here, tidy up the example's job queue.
+    // Raw commands go to the node that owns the key (Redis Cluster or not): here, tidy up the
+    // example's job queue.
     const std::string jobs = dlq.storage().source_key("example-orders");
-    auto conn = dlq.storage().pool().acquire();
+    auto conn = dlq.storage().router().acquire(jobs);  // the node of the key's slot
     conn->run(dlq::redis::Command("DEL").arg(jobs), dlq::redis::Effect::write);
     return report.replayed == 40 ? 0 : 1;
   } catch (const dlq::timeout_error& e) {

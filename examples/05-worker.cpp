@@ -191,7 +191,7 @@ struct RedisJobs {
         processing(source + ":processing:" + worker) {}
 
   dlq::redis::Reply run(const dlq::redis::Command& c, dlq::redis::Effect e) {
-    auto conn = storage.pool().acquire();
+    auto conn = storage.router().acquire(source);  // the master of the queue's hash slot
     return conn->run(c, e);
   }
   void push(const std::string& payload) {
@@ -208,7 +208,7 @@ struct RedisJobs {
     for (std::size_t i = 0; i < n; ++i)
       moves.push_back(std::move(
           dlq::redis::Command("LMOVE").arg(source).arg(processing).arg("LEFT").arg("RIGHT")));
-    auto conn = storage.pool().acquire();
+    auto conn = storage.router().acquire(source);  // the master of the queue's hash slot
     for (auto& r : conn->run(moves, dlq::redis::Effect::write))
       if (r->type == REDIS_REPLY_STRING) out.push_back(Job{std::string(r->str, r->len)});
     return out;
@@ -218,7 +218,7 @@ struct RedisJobs {
     for (const auto& j : done)
       removes.push_back(
           std::move(dlq::redis::Command("LREM").arg(processing).arg(1).arg(j.payload)));
-    auto conn = storage.pool().acquire();
+    auto conn = storage.router().acquire(source);  // the master of the queue's hash slot
     conn->run(removes, dlq::redis::Effect::write);
   }
 };

@@ -69,7 +69,7 @@ inline std::unique_ptr<Store> open_redis(const StoreSettings& s) {
       "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)));
   dlq::RedisListStorage& storage = store->dlq().storage();
   store->set_waiting([&storage](std::string_view queue) -> std::optional<std::size_t> {
-    auto conn = storage.pool().acquire();
+    auto conn = storage.router().acquire(storage.source_key(queue));
     const auto reply = conn->run(dlq::redis::Command("LLEN").arg(storage.source_key(queue)),
                                  dlq::redis::Effect::read);
     if (reply->type != REDIS_REPLY_INTEGER) return std::nullopt;  // e.g. not a list

@@ -11,8 +11,8 @@
 ///         ├── dlq::connection_error   could not connect, or the connection dropped
 ///         ├── dlq::timeout_error      no answer within the configured timeout
 ///         ├── dlq::protocol_error     the peer sent something that is not its protocol
-///         ├── dlq::reply_error        the server refused the command (code(): NOSCRIPT, WRONGTYPE,
-///         …) └── dlq::conflict_error     concurrent changes kept an operation from finishing
+///         ├── dlq::reply_error        the server refused a command (code(): WRONGTYPE, …)
+///         └── dlq::conflict_error     concurrent changes kept an operation from finishing
 ///
 /// Every message has the form `[dlq.<component>] <where>: <what failed>; <what to do>`.
 /// A storage_error raised after a write was sent says so with outcome_unknown(): the write may

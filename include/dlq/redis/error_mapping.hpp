@@ -152,8 +152,10 @@ inline std::string reply_code(std::string_view text) {
     } else if (code == "NOAUTH" || code == "WRONGPASS") {
       h = "check the user and password in the URL or ConnectionOptions";
     } else if (code == "MOVED" || code == "ASK" || code == "CROSSSLOT") {
-      h = "Redis Cluster routing is not supported; keep a queue's keys in one hash slot and "
-          "connect to the node that owns it";
+      h = "the server is a Redis Cluster node: RedisListStorage routes by slot and follows "
+          "redirections (it detects the cluster with CLUSTER SLOTS, which must be allowed); "
+          "keep each request's keys in one hash slot, and connect other clients to the node "
+          "that owns it";
     } else if (code == "OOM") {
       h = "the server reached maxmemory; free memory or raise maxmemory";
     } else if (code == "BUSY") {

@@ -17,11 +17,42 @@
 /// key matches both the dead and the corrupt pattern (`dlq:a:corrupt` with the seed layout),
 /// it is taken as a corrupt list.
 ///
+/// Redis Cluster (ElastiCache / MemoryStore cluster mode, redis-cli --cluster): no new URL
+/// syntax — give the URL of any master. On first use the storage asks that node `CLUSTER
+/// SLOTS` (one round trip, once); a plain server answers "cluster support disabled" and
+/// everything then works exactly as without cluster support (one atomic load per operation
+/// more). On a cluster it keeps the slot -> master map (CRC16 of each key's hash tag, 16384
+/// slots) and one connection pool per master (the URL's options — user, password,
+/// timeouts, RedisListOptions::pool — with that master's address). Every operation is on one
+/// queue, so on one slot and one master: it is sent there, and redirections are followed
+/// (dlq/redis/cluster.hpp): MOVED updates the map and re-sends (at most 5 times), ASK re-sends
+/// once to the importing master with ASKING, TRYAGAIN (a script during a slot migration) and
+/// CLUSTERDOWN back off 10 -> 200 ms, at most 10 times (~1.5 s); past the bounds a
+/// dlq::reply_error (code MOVED / TRYAGAIN / CLUSTERDOWN) names the slot — those answers mean
+/// nothing ran. A request whose answer was lost is never re-sent: the receipt logic below
+/// works per master. push_many and sizes send one pipeline per master (a command that
+/// meets a redirection is re-sent alone); queues() SCANs every master and merges.
+/// In cluster mode:
+/// - the three key patterns must have the same hash tag: one that holds the queue (the
+///   default layout; also e.g. `dlq:{*.eu}`, `queue:{*.eu}`, `dlq:{*.eu}:corrupt`), or one
+///   fixed tag (`{dlq}:*`, `{dlq}:queue:*`, `{dlq}:*:corrupt`: every queue on one master). The
+///   Python seed's layout (`dlq:*`) is refused on first use with dlq::invalid_argument;
+///   cluster_mode() runs that check on demand;
+/// - replay moves entries within one slot only: a destination queue (ReplayOptions::to_queue)
+///   on another slot is refused with dlq::invalid_argument before anything moves (with one
+///   fixed tag every queue shares the slot, so replaying between queues works);
+/// - a queue name starting with `}` empties the hash tag and cannot be replayed;
+/// - not supported: reads from replicas (every command goes to the slot's master), failover
+///   beyond what MOVED/CLUSTERDOWN answers show (a dead master gives connection errors for
+///   its slots until the cluster promotes a replica), and database numbers other than 0.
+///   queues() during a slot migration may miss a queue whose keys move between the SCANs.
+///
 /// Costs. push = one RPUSH, one round trip (push_bounded: one short script; bump_count:
 /// INCR + EXPIRE in one MULTI/EXEC). push_many = one pipelined round trip (one RPUSH
 /// per run of consecutive records of the same queue). size/range/remove = one command.
 /// purge = one script (LLEN + UNLINK, atomic, exact count). sizes = one pipelined round
-/// trip. queues = SCAN MATCH … TYPE list (never KEYS). replay_step = one round trip per batch.
+/// trip (in a cluster one per master involved, like push_many). queues = SCAN MATCH … TYPE
+/// list (never KEYS; in a cluster on every master). replay_step = one round trip per batch.
 ///
 /// Replay algorithm: compare-and-move (decided by measurement — numbers below).
 ///  1. The window is read with a plain `LRANGE dead off off+n-1` (the previous step pipelined
@@ -166,6 +197,7 @@
 
 #include "dlq/detail/kept_prefix.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/options.hpp"
 #include "dlq/redis/pool.hpp"
@@ -228,6 +260,21 @@ struct KeyPattern {
     k += queue;
     k += suffix;
     return k;
+  }
+  /// The key's Redis Cluster hash tag as a pattern: with `*` for the queue when the tag
+  /// holds it ("*" for `dlq:{*}`, "*.eu" for `dlq:{*.eu}`), the fixed tag when the prefix
+  /// holds a whole one (`{dlq}:*`: every queue in one slot), nullopt when the key has no tag.
+  std::optional<std::string> cluster_tag() const {
+    const auto open = prefix.find('{');
+    if (open == std::string::npos) return std::nullopt;
+    const auto close = prefix.find('}', open + 1);
+    if (close != std::string::npos) {  // a fixed tag; "{}" is none (the whole key is hashed)
+      if (close == open + 1) return std::nullopt;
+      return prefix.substr(open + 1, close - open - 1);
+    }
+    const auto end = suffix.find('}');
+    if (end == std::string::npos) return std::nullopt;
+    return prefix.substr(open + 1) + "*" + suffix.substr(0, end);
   }
   /// The SCAN MATCH glob: fixed parts escaped, `*` for the queue.
   std::string glob() const { return escape(prefix) + "*" + escape(suffix); }
@@ -355,9 +402,11 @@ class RedisListStorage {
     detail::kept_prefix kept{};       ///< the items kept so far (hashes), in list order
   };
 
-  /// Connects to `connection` (lazily: the first operation connects).
+  /// Connects to `connection` (lazily: the first operation connects, and finds out whether
+  /// the server is a Redis Cluster — see the file comment).
   /// @throws dlq::invalid_argument when a key pattern does not have exactly one `*` or two
-  ///         patterns are equal.
+  ///         patterns are equal. (A layout a cluster cannot hold is reported by the first
+  ///         operation, or by cluster_mode(), once the server is known.)
   explicit RedisListStorage(redis::ConnectionOptions connection, RedisListOptions options = {})
       : options_(std::move(options)),
         dead_(detail::KeyPattern::parse(options_.dead_key, "dead_key")),
@@ -369,6 +418,21 @@ class RedisListStorage {
       throw dlq::invalid_argument(dlq::detail::message(
           "redis", "RedisListOptions", "dead_key, source_key and corrupt_key must differ",
           "give each list its own pattern"));
+    }
+    {  // Redis Cluster needs a queue's keys in one slot: one hash tag for all three patterns.
+      const auto d = dead_.cluster_tag();
+      const auto s = source_.cluster_tag();
+      const auto c = corrupt_.cluster_tag();
+      if (!d || !s || !c) {
+        untagged_ = "key pattern '" +
+                    (!d   ? options_.dead_key
+                     : !s ? options_.source_key
+                          : options_.corrupt_key) +
+                    "' has no hash tag";
+      } else if (*d != *s || *d != *c) {
+        untagged_ = "key patterns '" + options_.dead_key + "', '" + options_.source_key +
+                    "' and '" + options_.corrupt_key + "' do not share one hash tag";
+      }
     }
     if (options_.max_batch_items == 0) options_.max_batch_items = 1000;
     options_.max_batch_items = std::min<std::size_t>(options_.max_batch_items, 4000);
@@ -395,8 +459,19 @@ class RedisListStorage {
 
   /// The options in force (after defaults were applied).
   const RedisListOptions& options() const noexcept { return options_; }
-  /// The connection pool (for tools and tests that need raw commands).
-  redis::ConnectionPool& pool() noexcept { return shared_->pool; }
+  /// The connection pool of the URL's server (for tools and tests that need raw commands).
+  /// In Redis Cluster mode it reaches that one node only: for raw commands on a queue's keys
+  /// use `router().acquire(key)`, a connection to the master that owns the key's slot (the
+  /// URL's server in plain mode; raw commands are not redirected).
+  redis::ConnectionPool& pool() noexcept { return shared_->router.seed(); }
+  /// The router that sends each queue's commands to the node owning its hash slot (see
+  /// dlq/redis/cluster.hpp).
+  redis::Router& router() noexcept { return shared_->router; }
+  /// Whether the server is a Redis Cluster (asks it on the first call; see the file comment).
+  /// Calling it once after construction validates the key layout early.
+  /// @throws dlq::invalid_argument in cluster mode when a key pattern does not put the queue
+  ///         in a hash tag; the dlq::storage_error subclasses when the server is unreachable.
+  bool cluster_mode() { return routed().clustered(); }
 
   /// The Redis key of a queue's dead or corrupt list.
   std::string key(std::string_view queue, ListKind kind) const {
@@ -412,11 +487,11 @@ class RedisListStorage {
   std::size_t push(const Record& record) {
     check_queue(record.queue, "push");
     const std::string k = dead_.key(record.queue);
-    redis::Command c("RPUSH");
-    c.arg(std::string_view(k)).arg(record.envelope);
-    auto lease = shared_->pool.acquire();
-    redis::Reply r = lease->run(c, redis::Effect::write);
-    return static_cast<std::size_t>(redis::integer(r, *lease, c.label()));
+    Lease lease;
+    auto replies = routed().run(lease, k, redis::Effect::write, [&](const std::string&) {
+      return one(std::move(redis::Command("RPUSH").arg(std::string_view(k)).arg(record.envelope)));
+    });
+    return static_cast<std::size_t>(redis::integer(replies[0], **lease, "RPUSH " + k));
   }
 
   /// Appends an envelope only while the dead list has fewer than `max_length` items,
@@ -427,19 +502,17 @@ class RedisListStorage {
     check_queue(record.queue, "push_bounded");
     const std::string k = dead_.key(record.queue);
     const std::string label = "bounded push script on " + k;
-    auto lease = shared_->pool.acquire();
-    auto replies = shared_->bounded_push_script.run_pipeline(
-        *lease, 0,
+    Lease lease;
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
         [&](const std::string& sha) {
-          std::vector<redis::Command> cmds;
           redis::Command c("EVALSHA");
           c.arg_copy(sha).arg(1).arg(std::string_view(k)).arg(max_length).arg(record.envelope);
           c.label(label);
-          cmds.push_back(std::move(c));
-          return cmds;
+          return one(std::move(c));
         },
-        redis::Effect::write);
-    return redis::integer(replies[0], *lease, label) > 0;
+        &shared_->bounded_push_script);
+    return redis::integer(replies[0], **lease, label) > 0;
   }
 
   /// Adds one to the counter `key` of `queue` (the poison-loop guard's) and returns its new
@@ -451,40 +524,45 @@ class RedisListStorage {
     std::string k = dead_.key(queue);
     k += ":count:";
     k += key;
-    std::vector<redis::Command> cmds;
-    cmds.emplace_back("MULTI");
-    cmds.push_back(std::move(redis::Command("INCR").arg(std::string_view(k))));
-    cmds.push_back(
-        std::move(redis::Command("EXPIRE")
-                      .arg(std::string_view(k))
-                      .arg(std::max<long long>(1, static_cast<long long>(ttl.count())))));
-    cmds.emplace_back("EXEC");
-    auto lease = shared_->pool.acquire();
-    auto replies = lease->run(cmds, redis::Effect::write);
+    const long long seconds = std::max<long long>(1, static_cast<long long>(ttl.count()));
+    Lease lease;
+    // A redirected INCR (index 1) makes EXEC discard the transaction: nothing ran.
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
+        [&](const std::string&) {
+          std::vector<redis::Command> cmds;
+          cmds.emplace_back("MULTI");
+          cmds.push_back(std::move(redis::Command("INCR").arg(std::string_view(k))));
+          cmds.push_back(std::move(redis::Command("EXPIRE").arg(std::string_view(k)).arg(seconds)));
+          cmds.emplace_back("EXEC");
+          return cmds;
+        },
+        nullptr, 1);
     const std::string label = "INCR " + k;
     for (std::size_t i = 0; i + 1 < replies.size(); ++i)
-      redis::check(replies[i], *lease, label);
-    const redisReply& exec = redis::check(replies.back(), *lease, label);
+      redis::check(replies[i], **lease, label);
+    const redisReply& exec = redis::check(replies.back(), **lease, label);
     if (exec.type != REDIS_REPLY_ARRAY || exec.elements != 2 ||
         exec.element[0]->type != REDIS_REPLY_INTEGER) {
       if (exec.type == REDIS_REPLY_ARRAY && exec.elements > 0 &&
           exec.element[0]->type == REDIS_REPLY_ERROR) {
-        redis::detail::throw_reply_error(*exec.element[0], lease->endpoint(), label);
+        redis::detail::throw_reply_error(*exec.element[0], (*lease)->endpoint(), label);
       }
-      redis::detail::throw_unexpected_reply(exec, lease->endpoint(), label);
+      redis::detail::throw_unexpected_reply(exec, (*lease)->endpoint(), label);
     }
     return exec.element[0]->integer;
   }
 
   /// Appends many envelopes in one pipelined round trip (one RPUSH per run of consecutive
-  /// records of the same queue; each RPUSH is atomic, the batch as a whole is not).
+  /// records of the same queue; each RPUSH is atomic, the batch as a whole is not). In a
+  /// cluster: one pipeline per master, the runs of a redirected RPUSH re-sent alone.
   /// @throws as push(); on an error reply the records of the other commands were stored.
   void push_many(const std::vector<Record>& records) {
     if (records.empty()) return;
     for (const Record& r : records)
       check_queue(r.queue, "push_many");
     std::vector<std::string> keys;
-    std::vector<redis::Command> cmds;
+    std::vector<std::pair<std::size_t, std::size_t>> runs;  // [first, last) of each RPUSH
     keys.reserve(records.size());
     for (std::size_t i = 0; i < records.size();) {
       std::size_t j = i;
@@ -492,28 +570,23 @@ class RedisListStorage {
         ++j;
       }
       keys.push_back(dead_.key(records[i].queue));
+      runs.emplace_back(i, j);
       i = j;
     }
     // keys must not reallocate once views into them exist: built first, used second.
-    cmds.reserve(keys.size());
-    std::size_t i = 0;
-    for (const std::string& k : keys) {
+    std::vector<std::string> endpoints;
+    auto replies = run_spread(keys, redis::Effect::write, endpoints, [&](std::size_t n) {
       redis::Command c("RPUSH");
-      std::size_t j = i;
-      while (j < records.size() && records[j].queue == records[i].queue && j - i < 4096)
-        ++j;
-      c.reserve(2 + j - i);
-      c.arg(std::string_view(k));
-      for (; i < j; ++i)
+      c.reserve(2 + runs[n].second - runs[n].first);
+      c.arg(std::string_view(keys[n]));
+      for (std::size_t i = runs[n].first; i < runs[n].second; ++i)
         c.arg(records[i].envelope);
-      cmds.push_back(std::move(c));
-    }
-    auto lease = shared_->pool.acquire();
-    auto replies = lease->run(cmds, redis::Effect::write);
+      return c;
+    });
     for (std::size_t n = 0; n < replies.size(); ++n) {
-      redis::integer(replies[n], *lease,
-                     cmds[n].label() + " (command " + std::to_string(n + 1) + " of " +
-                         std::to_string(cmds.size()) + " of a batch)");
+      integer_reply(replies[n], endpoints[n],
+                    "RPUSH " + keys[n] + " (command " + std::to_string(n + 1) + " of " +
+                        std::to_string(keys.size()) + " of a batch)");
     }
   }
 
@@ -521,11 +594,11 @@ class RedisListStorage {
   std::size_t size(std::string_view queue, ListKind kind) {
     check_queue(queue, "size");
     const std::string k = key(queue, kind);
-    redis::Command c("LLEN");
-    c.arg(std::string_view(k));
-    auto lease = shared_->pool.acquire();
-    return static_cast<std::size_t>(
-        redis::integer(lease->run(c, redis::Effect::read), *lease, c.label()));
+    Lease lease;
+    auto replies = routed().run(lease, k, redis::Effect::read, [&](const std::string&) {
+      return one(std::move(redis::Command("LLEN").arg(std::string_view(k))));
+    });
+    return static_cast<std::size_t>(redis::integer(replies[0], **lease, "LLEN " + k));
   }
 
   /// Up to `count` items from position `start` (0 = oldest): one LRANGE.
@@ -536,10 +609,11 @@ class RedisListStorage {
     if (count == 0 || start >= max) return {};
     const std::size_t last = count - 1 > max - start ? max : start + (count - 1);
     const std::string k = key(queue, kind);
-    redis::Command c("LRANGE");
-    c.arg(std::string_view(k)).arg(start).arg(last);
-    auto lease = shared_->pool.acquire();
-    return redis::strings(lease->run(c, redis::Effect::read), *lease, c.label());
+    Lease lease;
+    auto replies = routed().run(lease, k, redis::Effect::read, [&](const std::string&) {
+      return one(std::move(redis::Command("LRANGE").arg(std::string_view(k)).arg(start).arg(last)));
+    });
+    return redis::strings(replies[0], **lease, "LRANGE " + k);
   }
 
   /// Removes the first item equal to `raw` (`id` is not needed here): one LREM.
@@ -548,10 +622,11 @@ class RedisListStorage {
               std::string_view raw) {
     check_queue(queue, "remove");
     const std::string k = key(queue, kind);
-    redis::Command c("LREM");
-    c.arg(std::string_view(k)).arg(1).arg(raw);
-    auto lease = shared_->pool.acquire();
-    return redis::integer(lease->run(c, redis::Effect::write), *lease, c.label()) > 0;
+    Lease lease;
+    auto replies = routed().run(lease, k, redis::Effect::write, [&](const std::string&) {
+      return one(std::move(redis::Command("LREM").arg(std::string_view(k)).arg(1).arg(raw)));
+    });
+    return redis::integer(replies[0], **lease, "LREM " + k) > 0;
   }
 
   /// Deletes a queue's dead or corrupt list in one atomic step.
@@ -559,35 +634,37 @@ class RedisListStorage {
   std::size_t purge(std::string_view queue, ListKind kind) {
     check_queue(queue, "purge");
     const std::string k = key(queue, kind);
-    auto lease = shared_->pool.acquire();
-    auto replies = shared_->purge_script.run_pipeline(
-        *lease, 0,
+    Lease lease;
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
         [&](const std::string& sha) {
-          std::vector<redis::Command> cmds;
           redis::Command c("EVALSHA");
           c.arg_copy(sha).arg(1).arg(std::string_view(k)).label("purge script on " + k);
-          cmds.push_back(std::move(c));
-          return cmds;
+          return one(std::move(c));
         },
-        redis::Effect::write);
-    return static_cast<std::size_t>(redis::integer(replies[0], *lease, "purge script on " + k));
+        &shared_->purge_script);
+    return static_cast<std::size_t>(redis::integer(replies[0], **lease, "purge script on " + k));
   }
 
-  /// Queues that have a dead or a corrupt list, sorted: SCAN MATCH <pattern> TYPE list.
+  /// Queues that have a dead or a corrupt list, sorted: SCAN MATCH <pattern> TYPE list (in
+  /// Redis Cluster mode on every master, merged).
   std::vector<std::string> queues() {
     std::set<std::string> found;
-    auto lease = shared_->pool.acquire();
-    scan(*lease, corrupt_, [&](std::string_view k) {
-      if (auto q = corrupt_.queue_of(k)) found.insert(std::move(*q));
-    });
-    scan(*lease, dead_, [&](std::string_view k) {
-      if (corrupt_.queue_of(k)) return;  // ambiguous keys are corrupt lists
-      if (auto q = dead_.queue_of(k)) found.insert(std::move(*q));
-    });
+    for (redis::ConnectionPool* node : routed().masters()) {
+      auto lease = node->acquire();
+      scan(*lease, corrupt_, [&](std::string_view k) {
+        if (auto q = corrupt_.queue_of(k)) found.insert(std::move(*q));
+      });
+      scan(*lease, dead_, [&](std::string_view k) {
+        if (corrupt_.queue_of(k)) return;  // ambiguous keys are corrupt lists
+        if (auto q = dead_.queue_of(k)) found.insert(std::move(*q));
+      });
+    }
     return {found.begin(), found.end()};
   }
 
-  /// Dead-list lengths of `queues`, in order: one pipelined round trip of LLENs.
+  /// Dead-list lengths of `queues`, in order: one pipelined round trip of LLENs (in a
+  /// cluster one per master).
   std::vector<std::size_t> sizes(const std::vector<std::string>& queues) {
     if (queues.empty()) return {};
     std::vector<std::string> keys;
@@ -596,19 +673,17 @@ class RedisListStorage {
       check_queue(q, "sizes");
       keys.push_back(dead_.key(q));
     }
-    std::vector<redis::Command> cmds;
-    cmds.reserve(keys.size());
-    for (const auto& k : keys) {
+    std::vector<std::string> endpoints;
+    auto replies = run_spread(keys, redis::Effect::read, endpoints, [&](std::size_t i) {
       redis::Command c("LLEN");
-      c.arg(std::string_view(k));
-      cmds.push_back(std::move(c));
-    }
-    auto lease = shared_->pool.acquire();
-    auto replies = lease->run(cmds, redis::Effect::read);
+      c.arg(std::string_view(keys[i]));
+      return c;
+    });
     std::vector<std::size_t> out;
     out.reserve(replies.size());
     for (std::size_t i = 0; i < replies.size(); ++i) {
-      out.push_back(static_cast<std::size_t>(redis::integer(replies[i], *lease, cmds[i].label())));
+      out.push_back(
+          static_cast<std::size_t>(integer_reply(replies[i], endpoints[i], "LLEN " + keys[i])));
     }
     return out;
   }
@@ -618,7 +693,8 @@ class RedisListStorage {
   /// the decisions atomically with one script — or reports a conflict having changed nothing.
   /// @throws dlq::storage_error subclasses; after a lost answer that could not be resolved,
   ///         outcome_unknown() == true (nothing was lost: the batch moved completely or not
-  ///         at all).
+  ///         at all); dlq::invalid_argument in a Redis Cluster when a destination is on
+  ///         another hash slot or the queue name empties the hash tag (nothing moved).
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
                          Decider decide) {
     check_queue(queue, "replay_step");
@@ -626,8 +702,17 @@ class RedisListStorage {
     if (max_items == 0) return result;
     const std::size_t max = std::min(max_items, options_.max_batch_items);
     const std::string dead = dead_.key(queue);
-    auto lease = shared_->pool.acquire();
-    redis::Connection& conn = *lease;
+    redis::Router& router = routed();
+    const bool cluster = router.clustered();
+    const std::uint16_t slot = redis::key_slot(dead);
+    if (cluster && redis::hashed_part(dead).size() == dead.size()) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", "RedisListStorage::replay_step",
+          "queue name '" + std::string(queue) + "' gives key '" + dead +
+              "' an empty hash tag, so its lists would be in different Redis Cluster slots",
+          "in Redis Cluster a queue name must not start with '}'"));
+    }
+    Lease lease;
 
     if (cursor.prefetched && cursor.anchor_pending) {
       // Read ahead from the last kept item: skip it if it is still there, else kept items
@@ -641,7 +726,7 @@ class RedisListStorage {
     }
     if (!cursor.prefetched || cursor.next >= cursor.window.size()) {
       // An empty prefetched window is read again: items may have arrived since.
-      if (!read_window(conn, dead, cursor, max)) {
+      if (!read_window(router, lease, dead, cursor, max)) {
         result.conflict = true;  // the head kept changing: the caller backs off and retries
         return result;
       }
@@ -705,7 +790,20 @@ class RedisListStorage {
         std::size_t at = 0;
         while (at < dest_keys.size() && dest_keys[at] != dk)
           ++at;
-        if (at == dest_keys.size()) dest_keys.push_back(dk);
+        if (at == dest_keys.size()) {
+          if (cluster && redis::key_slot(dk) != slot) {
+            throw dlq::invalid_argument(dlq::detail::message(
+                "redis", "RedisListStorage::replay_step",
+                "replay from queue '" + std::string(queue) + "' to queue '" +
+                    std::string(d.destination) + "': in Redis Cluster '" + dk + "' (slot " +
+                    std::to_string(redis::key_slot(dk)) + ") and '" + dead + "' (slot " +
+                    std::to_string(slot) +
+                    ") are on different hash slots, and a replay moves entries atomically "
+                    "within one slot only; nothing was moved",
+                "replay to the entries' own queue, then move them on from there"));
+          }
+          dest_keys.push_back(dk);
+        }
         it.key_index = static_cast<std::uint32_t>(at + 4);
         if (inside(d.payload, raw)) {  // a span of the raw item: no bytes sent
           it.first = static_cast<std::uint32_t>(d.payload.data() - raw.data()) + 1;
@@ -795,14 +893,15 @@ class RedisListStorage {
       return cmds;
     };
 
-    const long long old_client = conn.client_id();
+    long long old_client = 0;
     std::vector<redis::Reply> replies;
     try {
-      replies = shared_->replay_script.run_pipeline(conn, 0, build, redis::Effect::write);
+      replies = router.run(lease, dead, redis::Effect::write, build, &shared_->replay_script, 0,
+                           &old_client);
     } catch (const dlq::storage_error& e) {
-      if (!e.outcome_unknown()) throw;
+      if (!e.outcome_unknown() || !lease) throw;
       restart_at(cursor, window_offset);
-      if (resolve_lost_answer(conn, old_client, receipt, label, e)) {
+      if (resolve_lost_answer(**lease, old_client, receipt, label, e, cluster)) {
         cursor.offset = next_offset;
         cursor.kept.append(step_kept);
         return result;
@@ -810,6 +909,7 @@ class RedisListStorage {
       result.conflict = true;
       return result;
     }
+    redis::Connection& conn = **lease;
     const redisReply& r = *replies[0];
     if (r.type == REDIS_REPLY_ERROR) {
       const std::string code = redis::detail::reply_code(redis::view(r));
@@ -841,8 +941,13 @@ class RedisListStorage {
     }
     cursor.offset = next_offset;
     cursor.kept.append(step_kept);
-    cursor.window = redis::strings(replies[1], conn, "LRANGE " + dead);
     cursor.next = 0;
+    if (redis::detail::is_redirect(*replies[1])) {  // the slot moved right after the script
+      cursor.window.clear();
+      cursor.anchor_pending = false;
+      return result;
+    }
+    cursor.window = redis::strings(replies[1], conn, "LRANGE " + dead);
     cursor.prefetched = true;
     cursor.anchor_pending = anchor_next;
     return result;
@@ -855,13 +960,16 @@ class RedisListStorage {
   std::size_t recover(std::string_view queue) {
     check_queue(queue, "recover");
     const std::string k = dead_.key(queue);
-    auto lease = shared_->pool.acquire();
+    redis::Router& router = routed();
+    Lease lease;
     std::set<std::string> tombstones;
     constexpr std::size_t chunk = 1000;
     for (std::size_t start = 0;; start += chunk) {
-      redis::Command c("LRANGE");
-      c.arg(std::string_view(k)).arg(start).arg(start + chunk - 1);
-      const auto items = redis::strings(lease->run(c, redis::Effect::read), *lease, c.label());
+      auto replies = router.run(lease, k, redis::Effect::read, [&](const std::string&) {
+        return one(std::move(
+            redis::Command("LRANGE").arg(std::string_view(k)).arg(start).arg(start + chunk - 1)));
+      });
+      const auto items = redis::strings(replies[0], **lease, "LRANGE " + k);
       for (const auto& it : items) {
         if (it.compare(0, detail::tombstone_prefix.size(), detail::tombstone_prefix) == 0) {
           tombstones.insert(it);
@@ -871,19 +979,92 @@ class RedisListStorage {
     }
     std::size_t removed = 0;
     for (const auto& t : tombstones) {
-      redis::Command c("LREM");
-      c.arg(std::string_view(k))
-          .arg(0)
-          .arg(std::string_view(t))
-          .label("LREM " + k + " <tombstone>");
       // Removing a tombstone is idempotent, so a lost answer is harmless: treat it as read.
+      auto replies = router.run(lease, k, redis::Effect::read, [&](const std::string&) {
+        return one(std::move(
+            redis::Command("LREM").arg(std::string_view(k)).arg(0).arg(std::string_view(t))));
+      });
       removed += static_cast<std::size_t>(
-          redis::integer(lease->run(c, redis::Effect::read), *lease, c.label()));
+          redis::integer(replies[0], **lease, "LREM " + k + " <tombstone>"));
     }
     return removed;
   }
 
  private:
+  using Lease = std::optional<redis::ConnectionPool::Lease>;
+
+  static std::vector<redis::Command> one(redis::Command c) {
+    std::vector<redis::Command> v;
+    v.push_back(std::move(c));
+    return v;
+  }
+
+  static long long integer_reply(const redis::Reply& r, const std::string& endpoint,
+                                 const std::string& doing) {
+    if (r->type == REDIS_REPLY_ERROR) redis::detail::throw_reply_error(*r, endpoint, doing);
+    if (r->type != REDIS_REPLY_INTEGER) redis::detail::throw_unexpected_reply(*r, endpoint, doing);
+    return r->integer;
+  }
+
+  // The router, once the key layout is known to suit the server: in Redis Cluster mode
+  // every pattern must put the queue in a hash tag (one queue = one slot = one node).
+  redis::Router& routed() {
+    redis::Router& r = shared_->router;
+    if (!untagged_.empty() && r.clustered()) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", "RedisListOptions",
+          "the server at " + r.seed().endpoint() + " is a Redis Cluster node, and " + untagged_ +
+              ": a queue's lists would be in different hash slots",
+          "in Redis Cluster every key pattern must put the queue in a hash tag, e.g. dlq:{*}, "
+          "queue:{*} and dlq:{*}:corrupt (the default layout), or all share one fixed tag "
+          "({dlq}:*: every queue on one node); the Python seed's layout dlq:* / queue:* works "
+          "with a single Redis server only"));
+    }
+    return r;
+  }
+
+  // One command per key (make(i) builds command i), pipelined: one pipeline in plain mode;
+  // in cluster mode one per master, and a command answered with a redirection (it did not
+  // run) is sent again on its own through the router. endpoints[i] = the node that answered.
+  template <class Make>
+  std::vector<redis::Reply> run_spread(const std::vector<std::string>& keys, redis::Effect effect,
+                                       std::vector<std::string>& endpoints, Make make) {
+    redis::Router& router = routed();
+    std::vector<redis::Reply> out(keys.size());
+    endpoints.assign(keys.size(), std::string());
+    std::vector<std::pair<redis::ConnectionPool*, std::vector<std::size_t>>> groups;
+    const bool cluster = router.clustered();
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      redis::ConnectionPool* p = cluster ? &router.pool_for(keys[i]) : &router.seed();
+      auto g =
+          std::find_if(groups.begin(), groups.end(), [p](const auto& e) { return e.first == p; });
+      if (g == groups.end()) g = groups.insert(groups.end(), {p, {}});
+      g->second.push_back(i);
+    }
+    for (auto& [pool, indexes] : groups) {
+      std::vector<redis::Command> cmds;
+      cmds.reserve(indexes.size());
+      for (const std::size_t i : indexes)
+        cmds.push_back(make(i));
+      auto lease = pool->acquire();
+      auto replies = lease->run(cmds, effect);
+      for (std::size_t n = 0; n < indexes.size(); ++n) {
+        out[indexes[n]] = std::move(replies[n]);
+        endpoints[indexes[n]] = lease->endpoint();
+      }
+    }
+    if (!cluster) return out;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (!redis::detail::is_redirect(*out[i])) continue;
+      Lease lease;
+      auto again =
+          router.run(lease, keys[i], effect, [&](const std::string&) { return one(make(i)); });
+      out[i] = std::move(again[0]);
+      endpoints[i] = (*lease)->endpoint();
+    }
+    return out;
+  }
+
   // Forgets the read-ahead window and starts the next step at `offset` (the kept items stay).
   static void restart_at(replay_cursor& cursor, std::size_t offset) {
     cursor.offset = offset;
@@ -899,15 +1080,18 @@ class RedisListStorage {
   // offset points past items not examined yet, and the head is read to find the place
   // again. False when the head kept changing over three tries (the caller reports a
   // conflict and retries after backing off).
-  static bool read_window(redis::Connection& conn, const std::string& dead, replay_cursor& cursor,
-                          std::size_t max) {
+  bool read_window(redis::Router& router, Lease& lease, const std::string& dead,
+                   replay_cursor& cursor, std::size_t max) {
+    auto lrange = [&](std::size_t from, std::size_t to) {
+      auto replies = router.run(lease, dead, redis::Effect::read, [&](const std::string&) {
+        return one(
+            std::move(redis::Command("LRANGE").arg(std::string_view(dead)).arg(from).arg(to)));
+      });
+      return redis::strings(replies[0], **lease, "LRANGE " + dead);
+    };
     for (int attempt = 0; attempt < 3; ++attempt) {
       const bool anchored = cursor.offset > 0 && cursor.kept.size() == cursor.offset;
-      redis::Command c("LRANGE");
-      c.arg(std::string_view(dead))
-          .arg(anchored ? cursor.offset - 1 : cursor.offset)
-          .arg(cursor.offset + max - 1);
-      cursor.window = redis::strings(conn.run(c, redis::Effect::read), conn, c.label());
+      cursor.window = lrange(anchored ? cursor.offset - 1 : cursor.offset, cursor.offset + max - 1);
       cursor.next = 0;
       if (!anchored) return true;
       if (!cursor.window.empty() && cursor.kept.is_last(cursor.window.front())) {
@@ -920,9 +1104,7 @@ class RedisListStorage {
       cursor.kept.begin_realign();
       bool more = true;
       for (std::size_t start = 0; more && start < cursor.offset; start += chunk) {
-        redis::Command head("LRANGE");
-        head.arg(std::string_view(dead)).arg(start).arg(std::min(start + chunk, cursor.offset) - 1);
-        const auto items = redis::strings(conn.run(head, redis::Effect::read), conn, head.label());
+        const auto items = lrange(start, std::min(start + chunk, cursor.offset) - 1);
         for (const std::string& item : items) {
           more = cursor.kept.feed(item);
           if (!more) break;
@@ -984,7 +1166,7 @@ class RedisListStorage {
   // Throws (outcome unknown, nothing lost) when the server cannot be asked.
   bool resolve_lost_answer(redis::Connection& conn, long long old_client,
                            const std::string& receipt, const std::string& label,
-                           const dlq::storage_error& original) {
+                           const dlq::storage_error& original, bool cluster) {
     try {
       std::vector<redis::Command> cmds;
       if (old_client != 0) {
@@ -992,6 +1174,9 @@ class RedisListStorage {
         kill.arg("KILL").arg("ID").arg(old_client).label("CLIENT KILL ID");
         cmds.push_back(std::move(kill));
       }
+      // In a cluster this node may be importing the slot (the script ran after ASK): ASKING
+      // lets GET read the receipt there, and does nothing on the slot's owner.
+      if (cluster) cmds.emplace_back("ASKING");
       redis::Command get("GET");
       get.arg(std::string_view(receipt));
       cmds.push_back(std::move(get));
@@ -1019,12 +1204,12 @@ class RedisListStorage {
   // DeadLetterQueue, for example). A moved-from storage must not be used.
   struct Shared {
     Shared(redis::ConnectionOptions connection, redis::PoolOptions pool_options)
-        : pool(std::move(connection), pool_options),
+        : router(std::move(connection), pool_options),
           replay_script("replay script", std::string(detail::replay_script_source)),
           purge_script("purge script", std::string(detail::purge_script_source)),
           bounded_push_script("bounded push script",
                               std::string(detail::bounded_push_script_source)) {}
-    redis::ConnectionPool pool;
+    redis::Router router;
     redis::Script replay_script;
     redis::Script purge_script;
     redis::Script bounded_push_script;
@@ -1036,6 +1221,7 @@ class RedisListStorage {
   detail::KeyPattern dead_;
   detail::KeyPattern source_;
   detail::KeyPattern corrupt_;
+  std::string untagged_;  // why the layout cannot be used on a Redis Cluster; empty = it can
   std::unique_ptr<Shared> shared_;
 };
 

@@ -1,0 +1,157 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// Helpers for the Redis Cluster tests: the test cluster's URL and ports (ctest fixture
+// `redis_cluster`, tests/support/redis_cluster.sh), and a raw client that follows MOVED by
+// itself (independent of dlq::redis::Router) for setting up and checking data, and for
+// migrating slots between masters.
+#pragma once
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dlq/redis/connection.hpp"
+#include "redis/redis_test_util.hpp"
+
+namespace dlq::test {
+
+/// Path of a file of the test cluster's directory, from DLQ_TEST_REDIS_CLUSTER_URL_FILE.
+/// Throws — failing the test — when the fixture did not run: cluster tests never skip.
+inline std::string cluster_file(const std::string& name) {
+  const char* file = std::getenv("DLQ_TEST_REDIS_CLUSTER_URL_FILE");
+  if (file == nullptr || *file == '\0') {
+    throw std::runtime_error(
+        "DLQ_TEST_REDIS_CLUSTER_URL_FILE is not set: run this test through ctest (fixture "
+        "`redis_cluster` starts a 3-master cluster with tests/support/redis_cluster.sh)");
+  }
+  std::string path(file);
+  return path.substr(0, path.rfind('/') + 1) + name;
+}
+
+/// redis://127.0.0.1:<port of the first master>.
+inline std::string cluster_url() {
+  std::ifstream in(cluster_file("url"));
+  std::string url;
+  if (!(in >> url) || url.empty()) {
+    throw std::runtime_error("cannot read " + cluster_file("url") +
+                             ": did the redis_cluster_start fixture fail?");
+  }
+  return url;
+}
+
+/// The ports of the three masters.
+inline std::vector<int> cluster_ports() {
+  std::ifstream in(cluster_file("ports"));
+  std::vector<int> ports;
+  for (int p = 0; in >> p;)
+    ports.push_back(p);
+  if (ports.size() != 3) throw std::runtime_error("cannot read " + cluster_file("ports"));
+  return ports;
+}
+
+/// Raw access to the cluster: one connection per node; keyed commands follow MOVED.
+class RawCluster {
+ public:
+  /// The test cluster of the `redis_cluster` fixture.
+  RawCluster() : ports_(cluster_ports()) {}
+  /// The cluster of these masters.
+  explicit RawCluster(std::vector<int> ports) : ports_(std::move(ports)) {}
+
+  /// The connection to the node on `port`.
+  RawClient& node(int port) {
+    auto it = nodes_.find(port);
+    if (it == nodes_.end()) {
+      it = nodes_
+               .emplace(port,
+                        std::make_unique<RawClient>("redis://127.0.0.1:" + std::to_string(port)))
+               .first;
+    }
+    return *it->second;
+  }
+  const std::vector<int>& ports() const { return ports_; }
+
+  /// The port of the master that owns `key` (asked with MOVED, not computed).
+  int owner(const std::string& key) {
+    int port = ports_[0];
+    for (int hop = 0; hop < 5; ++hop) {
+      redis::Reply r = node(port).cmd({"TYPE", key});
+      if (r->type != REDIS_REPLY_ERROR) return port;
+      const std::string text(r->str, r->len);
+      if (text.rfind("MOVED ", 0) != 0) throw std::runtime_error("TYPE " + key + ": " + text);
+      port = std::stoi(text.substr(text.rfind(':') + 1));
+    }
+    throw std::runtime_error("owner(" + key + "): too many MOVED");
+  }
+  /// Every item of a list, from its owner.
+  std::vector<std::string> list(const std::string& key) { return node(owner(key)).list(key); }
+  /// RPUSHes to the owner.
+  void rpush(const std::string& key, const std::vector<std::string>& items) {
+    node(owner(key)).rpush(key, items);
+  }
+  /// CLUSTER KEYSLOT, asked from the server.
+  int keyslot(const std::string& key) {
+    return static_cast<int>(node(ports_[0]).integer({"CLUSTER", "KEYSLOT", key}));
+  }
+  /// The node id of the master on `port`.
+  std::string id(int port) {
+    redis::Reply r = node(port).cmd({"CLUSTER", "MYID"});
+    return std::string(r->str, r->len);
+  }
+  /// Expects +OK.
+  void ok(int port, const std::vector<std::string>& args) {
+    redis::Reply r = node(port).cmd(args);
+    if (r->type == REDIS_REPLY_ERROR) {
+      throw std::runtime_error(args[0] + " " + args[1] + " on " + std::to_string(port) + ": " +
+                               std::string(r->str, r->len));
+    }
+  }
+
+  /// Starts moving `slot` from the master on `from` to the one on `to` (IMPORTING on the
+  /// target, MIGRATING on the source).
+  void begin_migration(int slot, int from, int to) {
+    ok(to, {"CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", id(from)});
+    ok(from, {"CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", id(to)});
+  }
+  /// MIGRATEs every key of `slot` still on `from` to `to`; returns how many moved.
+  std::size_t move_keys(int slot, int from, int to) {
+    std::size_t moved = 0;
+    for (int round = 0; round < 1000; ++round) {
+      auto keys = node(from).strings({"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "100"});
+      if (keys.empty()) return moved;
+      std::vector<std::string> args = {"MIGRATE", "127.0.0.1", std::to_string(to), "", "0",
+                                       "5000",    "KEYS"};
+      args.insert(args.end(), keys.begin(), keys.end());
+      ok(from, args);
+      moved += keys.size();
+    }
+    throw std::runtime_error("move_keys: too many rounds");
+  }
+  /// Ends the migration: the slot belongs to `to` on every master.
+  void end_migration(int slot, int to) {
+    const std::string target = id(to);
+    ok(to, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", target});
+    for (int p : ports_) {
+      if (p != to) ok(p, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", target});
+    }
+  }
+  /// Abandons a migration: both sides stable again (keys already moved stay moved).
+  void cancel_migration(int slot, int from, int to) {
+    ok(to, {"CLUSTER", "SETSLOT", std::to_string(slot), "STABLE"});
+    ok(from, {"CLUSTER", "SETSLOT", std::to_string(slot), "STABLE"});
+  }
+  /// Moves `slot` with all its keys from `from` to `to`.
+  void migrate(int slot, int from, int to) {
+    begin_migration(slot, from, to);
+    move_keys(slot, from, to);
+    end_migration(slot, to);
+  }
+
+ private:
+  std::vector<int> ports_;
+  std::map<int, std::unique_ptr<RawClient>> nodes_;
+};
+
+}  // namespace dlq::test

@@ -1,0 +1,207 @@
+// Faults on a private 3-master Redis Cluster started by this test (tests/support/
+// redis_cluster.sh in a temporary directory): a lost replay-script answer on a master other
+// than the URL's is resolved by that master's receipt; a paused master makes the script time
+// out and the step finds it not applied; a killed master gives typed errors for its queues
+// while the other masters keep working. Every entry is counted afterwards.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlq/storage/redis_list.hpp"
+#include "redis/cluster_test_util.hpp"
+#include "support/catch.hpp"
+
+using namespace dlq;
+using std::chrono::milliseconds;
+
+namespace {
+
+// A cluster of three masters for this test alone; stopped (and its directory removed) by the
+// destructor.
+class PrivateCluster {
+ public:
+  PrivateCluster() {
+    char tmpl[] = "/tmp/dlq-cluster-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("PrivateCluster: mkdtemp failed");
+    dir_ = tmpl;
+    const std::string cmd = std::string("'") + DLQ_CLUSTER_SCRIPT + "' start '" + dir_ + "/c'";
+    if (std::system(cmd.c_str()) != 0) {
+      stop();
+      throw std::runtime_error("PrivateCluster: " + cmd + " failed");
+    }
+    std::ifstream in(dir_ + "/c/ports");
+    for (int p = 0; in >> p;)
+      ports_.push_back(p);
+    if (ports_.size() != 3) throw std::runtime_error("PrivateCluster: no ports file");
+  }
+  PrivateCluster(const PrivateCluster&) = delete;
+  PrivateCluster& operator=(const PrivateCluster&) = delete;
+  ~PrivateCluster() { stop(); }
+
+  const std::vector<int>& ports() const { return ports_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(ports_.at(0)); }
+  pid_t pid(int port) const {
+    std::ifstream in(dir_ + "/c/pid-" + std::to_string(port));
+    pid_t p = -1;
+    in >> p;
+    if (p <= 0) throw std::runtime_error("PrivateCluster: no pid for port " + std::to_string(port));
+    return p;
+  }
+  void freeze(int port) const { ::kill(pid(port), SIGSTOP); }
+  void thaw(int port) const { ::kill(pid(port), SIGCONT); }
+  void kill9(int port) const { ::kill(pid(port), SIGKILL); }
+
+ private:
+  void stop() {
+    const std::string cmd = std::string("'") + DLQ_CLUSTER_SCRIPT + "' stop '" + dir_ + "/c'";
+    if (std::system(cmd.c_str()) != 0) {  // best effort; nothing else to do in a destructor
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::string dir_;
+  std::vector<int> ports_;
+};
+
+redis::ConnectionOptions fast(const std::string& url) {
+  auto o = redis::parse_url(url);
+  o.command_timeout = milliseconds(200);
+  o.connect_timeout = milliseconds(1000);
+  o.reconnect_attempts = 1;
+  o.reconnect_backoff = milliseconds(10);
+  return o;
+}
+
+const auto pass_through = [](std::string_view raw, Decision& d) {
+  d.action = Action::replay;
+  d.payload = raw;
+};
+
+std::vector<std::string> numbered(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back("item-" + std::to_string(i));
+  return out;
+}
+
+std::string queue_on(test::RawCluster& raw, const RedisListStorage& s, int port,
+                     const std::string& stem = "f") {
+  for (int i = 0; i < 10000; ++i) {
+    const std::string q = stem + std::to_string(i);
+    if (raw.owner(s.key(q, ListKind::dead)) == port) return q;
+  }
+  throw std::runtime_error("no queue name found for port " + std::to_string(port));
+}
+
+// Loads the slot map, a connection to `port` and the replay script there (one item replayed
+// on a queue of that master).
+void warm_up(test::RawCluster& raw, RedisListStorage& s, int port) {
+  const std::string q = queue_on(raw, s, port, "warm");
+  s.push(Record{q, "", "", "w"});
+  RedisListStorage::replay_cursor c;
+  REQUIRE(s.replay_step(q, c, 10, pass_through).examined == 1);
+}
+
+// Every item is in exactly one of the dead list and the source list, once.
+void check_exactly_once(test::RawCluster& raw, const RedisListStorage& s, const std::string& q,
+                        const std::vector<std::string>& items) {
+  const auto dead = raw.list(s.key(q, ListKind::dead));
+  const auto src = raw.list(s.source_key(q));
+  std::multiset<std::string> all(dead.begin(), dead.end());
+  all.insert(src.begin(), src.end());
+  CHECK(all.size() == items.size());
+  for (const auto& it : items)
+    CHECK(all.count(it) == 1);
+}
+
+}  // namespace
+
+TEST_CASE("cluster faults: lost answers, paused and killed masters", "[redis][cluster][faults]") {
+  PrivateCluster cluster;
+  test::RawCluster raw(cluster.ports());
+  const int owner = cluster.ports()[1];  // not the URL's node
+
+  SECTION("a lost script answer on another master is resolved by its receipt") {
+    for (int round = 0; round < 3; ++round) {
+      RedisListStorage s(fast(cluster.url()), test::unique_layout());
+      const std::string q = queue_on(raw, s, owner);
+      const auto items = numbered(300);
+      raw.rpush(s.key(q, ListKind::dead), items);
+      warm_up(raw, s, owner);
+      RedisListStorage::replay_cursor c;
+      int decided = 0;
+      std::thread waker;
+      auto freeze_at_end = [&](std::string_view r, Decision& d) {
+        if (++decided == 300) {
+          cluster.freeze(owner);
+          waker = std::thread([&] {
+            std::this_thread::sleep_for(milliseconds(round == 0 ? 100 : 260));
+            cluster.thaw(owner);
+          });
+        }
+        pass_through(r, d);
+      };
+      StepResult r;
+      bool threw = false;
+      try {
+        r = s.replay_step(q, c, 300, freeze_at_end);
+      } catch (const storage_error& e) {
+        threw = true;
+        INFO(e.what());
+        CHECK(e.outcome_unknown());
+      }
+      if (waker.joinable()) waker.join();
+      const auto dead = raw.list(s.key(q, ListKind::dead)).size();
+      if (!threw && !r.conflict) CHECK(dead == 0);
+      if (!threw && r.conflict) CHECK(dead == 300);
+      check_exactly_once(raw, s, q, items);
+    }
+  }
+
+  SECTION("CLIENT PAUSE WRITE on the owning master: the step finds the script not applied") {
+    RedisListStorage s(fast(cluster.url()), test::unique_layout());
+    const std::string q = queue_on(raw, s, owner);
+    const auto items = numbered(50);
+    raw.rpush(s.key(q, ListKind::dead), items);
+    warm_up(raw, s, owner);
+    RedisListStorage::replay_cursor c;
+    raw.node(owner).cmd({"CLIENT", "PAUSE", "1000", "WRITE"});
+    auto r = s.replay_step(q, c, 100, pass_through);
+    CHECK(r.conflict);  // not applied, and its old connection was killed: it never will be
+    raw.node(owner).cmd({"CLIENT", "UNPAUSE"});
+    std::this_thread::sleep_for(milliseconds(100));
+    CHECK(raw.list(s.key(q, ListKind::dead)) == items);
+    CHECK(raw.list(s.source_key(q)).empty());
+    r = s.replay_step(q, c, 100, pass_through);
+    CHECK(r.examined == 50);
+    check_exactly_once(raw, s, q, items);
+  }
+
+  SECTION("a killed master: typed errors for its queues, the other masters keep working") {
+    RedisListStorage s(fast(cluster.url()), test::unique_layout());
+    const int victim = cluster.ports()[2];
+    const std::string lost = queue_on(raw, s, victim);
+    const std::string kept = queue_on(raw, s, cluster.ports()[1]);
+    s.push(Record{lost, "", "", "a"});
+    s.push(Record{kept, "", "", "b"});
+    cluster.kill9(victim);
+    try {
+      s.push(Record{lost, "", "", "c"});
+      FAIL("expected connection_error");
+    } catch (const connection_error& e) {
+      CHECK(std::string(e.what()).find(std::to_string(victim)) != std::string::npos);
+    }
+    CHECK(s.push(Record{kept, "", "", "d"}) == 2);
+    CHECK(raw.list(s.key(kept, ListKind::dead)) == std::vector<std::string>{"b", "d"});
+  }
+}
