@@ -142,7 +142,9 @@ struct ReplayOptions {
   /// Only entries dead-lettered at least this long ago (by Options::clock); nullopt = no
   /// condition. Entries without a readable timestamp do not match.
   std::optional<std::chrono::system_clock::duration> older_than;
-  /// Only entries for which this returns true; empty = no condition.
+  /// Only entries for which this returns true; empty = no condition. It runs while the
+  /// storage decides a batch: it must not call this queue's operations (on the key-value
+  /// backend, whose replay holds a lock, that would deadlock); decide from the Entry alone.
   std::function<bool(const Entry&)> filter;
   /// Decide and report, but move nothing.
   bool dry_run = false;
