@@ -202,15 +202,13 @@ TEST_CASE("a writer killed with SIGKILL at random points loses no acknowledged e
   CHECK(kills_mid_stream >= 15);  // at least the rounds that waited for a first write
 }
 
-TEST_CASE("two processes sending to one new file at once lose nothing and see no lock error",
-          "[kv][sqlite][processes]") {
-  kvtest::TempDir dir;
-  const std::string path = dir.file("dlq.db");  // does not exist yet: both race to create it
-  constexpr int processes = 2;
-  constexpr int per_process = 300;
+namespace {
+/// Forks `processes` children that start together and each run `child(index)`; returns what
+/// each one returned (or "ERROR <what>" if it threw), checking that each exited cleanly.
+std::vector<std::string> run_together(int processes, const std::function<std::string(int)>& child) {
   Pipe go;
   std::vector<pid_t> pids;
-  std::vector<int> reports;
+  std::vector<int> outputs;
   for (int p = 0; p < processes; ++p) {
     Pipe out;
     const pid_t pid = ::fork();
@@ -219,39 +217,64 @@ TEST_CASE("two processes sending to one new file at once lose nothing and see no
       out.close_read();
       go.close_write();
       char c = 0;
-      if (::read(go.fd[0], &c, 1) != 1) ::_exit(4);  // start together
+      if (::read(go.fd[0], &c, 1) != 1) ::_exit(4);
       int code = 0;
       try {
-        dlq::KeyValueStorage s(SqliteStore(path), dlq::kv::MemoryQueues{});
-        for (int i = 0; i < per_process; ++i) {
-          const std::string id = "p" + std::to_string(p) + "-" + std::to_string(i);
-          s.push(Record{"orders", id, id, "{\"n\":" + std::to_string(i) + "}"});
-          if (i % 50 == 0) (void)s.range("orders", ListKind::dead, 0, 10);
-        }
-        report(out.fd[1], "done\n");
+        report(out.fd[1], child(p));
       } catch (const std::exception& e) {
-        report(out.fd[1], std::string("ERROR ") + e.what() + "\n");
+        report(out.fd[1], std::string("ERROR ") + e.what());
         code = 1;
       }
       ::_exit(code);
     }
     out.close_write();
     pids.push_back(pid);
-    reports.push_back(::dup(out.fd[0]));
+    outputs.push_back(::dup(out.fd[0]));
   }
   go.close_read();
-  REQUIRE(::write(go.fd[1], "gg", processes) == processes);
+  const std::string start(static_cast<std::size_t>(processes), 'g');
+  REQUIRE(::write(go.fd[1], start.data(), start.size()) == static_cast<ssize_t>(start.size()));
   go.close_write();
+  std::vector<std::string> results;
   for (std::size_t i = 0; i < pids.size(); ++i) {
     const int status = wait_bounded(pids[i], std::chrono::milliseconds(120000));
-    const std::string text =
-        read_all(reports[i], std::chrono::steady_clock::now() + std::chrono::seconds(5));
-    ::close(reports[i]);
-    INFO("child " << i << " reported: " << text);
-    CHECK(text == "done\n");
+    results.push_back(
+        read_all(outputs[i], std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+    ::close(outputs[i]);
+    INFO("child " << i << " reported: " << results.back());
+    CHECK(results.back().rfind("ERROR", 0) != 0);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
   }
+  return results;
+}
+
+std::vector<long long> numbers(const std::string& text) {
+  std::vector<long long> out;
+  std::istringstream in(text);
+  for (long long v; in >> v;)
+    out.push_back(v);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("two processes sending to one new file at once lose nothing and see no lock error",
+          "[kv][sqlite][processes]") {
+  kvtest::TempDir dir;
+  const std::string path = dir.file("dlq.db");  // does not exist yet: both race to create it
+  constexpr int processes = 2;
+  constexpr int per_process = 300;
+  const auto results = run_together(processes, [&](int p) {
+    dlq::KeyValueStorage s(SqliteStore(path), dlq::kv::MemoryQueues{});
+    for (int i = 0; i < per_process; ++i) {
+      const std::string id = "p" + std::to_string(p) + "-" + std::to_string(i);
+      s.push(Record{"orders", id, id, "{\"n\":" + std::to_string(i) + "}"});
+      if (i % 50 == 0) (void)s.range("orders", ListKind::dead, 0, 10);
+    }
+    return std::string("done");
+  });
+  for (const auto& r : results)
+    CHECK(r == "done");
   SqliteStore store(path);
   dlq::KeyValueStorage s(store, dlq::kv::MemoryQueues{});
   CHECK(s.size("orders", ListKind::dead) == processes * per_process);
@@ -402,62 +425,6 @@ TEST_CASE(
 
 // --- policies across processes: the poison guard's counts and Overflow::reject live in the
 // file, so every process sharing it counts and bounds together
-
-namespace {
-/// Forks `processes` children that start together and each run `child(index)`; returns what
-/// each one returned (or "ERROR <what>" if it threw), checking that each exited cleanly.
-std::vector<std::string> run_together(int processes, const std::function<std::string(int)>& child) {
-  Pipe go;
-  std::vector<pid_t> pids;
-  std::vector<int> outputs;
-  for (int p = 0; p < processes; ++p) {
-    Pipe out;
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      out.close_read();
-      go.close_write();
-      char c = 0;
-      if (::read(go.fd[0], &c, 1) != 1) ::_exit(4);
-      int code = 0;
-      try {
-        report(out.fd[1], child(p));
-      } catch (const std::exception& e) {
-        report(out.fd[1], std::string("ERROR ") + e.what());
-        code = 1;
-      }
-      ::_exit(code);
-    }
-    out.close_write();
-    pids.push_back(pid);
-    outputs.push_back(::dup(out.fd[0]));
-  }
-  go.close_read();
-  const std::string start(static_cast<std::size_t>(processes), 'g');
-  REQUIRE(::write(go.fd[1], start.data(), start.size()) == static_cast<ssize_t>(start.size()));
-  go.close_write();
-  std::vector<std::string> results;
-  for (std::size_t i = 0; i < pids.size(); ++i) {
-    const int status = wait_bounded(pids[i], std::chrono::milliseconds(120000));
-    results.push_back(
-        read_all(outputs[i], std::chrono::steady_clock::now() + std::chrono::seconds(5)));
-    ::close(outputs[i]);
-    INFO("child " << i << " reported: " << results.back());
-    CHECK(results.back().rfind("ERROR", 0) != 0);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
-  }
-  return results;
-}
-
-std::vector<long long> numbers(const std::string& text) {
-  std::vector<long long> out;
-  std::istringstream in(text);
-  for (long long v; in >> v;)
-    out.push_back(v);
-  return out;
-}
-}  // namespace
 
 TEST_CASE("two processes incrementing one counter see every value exactly once",
           "[kv][sqlite][processes][policies]") {
