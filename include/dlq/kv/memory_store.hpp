@@ -100,11 +100,9 @@ class MemoryStore {
     std::vector<Item> out;
     const collection* c = find_locked(collection_name);
     if (c == nullptr) return out;
-    auto it = c->by_version.upper_bound(window.after);
-    for (std::size_t skip = window.offset; skip > 0 && it != c->by_version.end(); --skip)
-      ++it;
-    for (; it != c->by_version.end() && (window.limit == 0 || out.size() < window.limit); ++it)
-      out.push_back(Item{*it->second.id, it->second.value, it->first});
+    each_in_window(*c, window, [&out](std::uint64_t version, const entry& e) {
+      out.push_back(Item{*e.id, e.value, version});
+    });
     return out;
   }
 
@@ -116,11 +114,8 @@ class MemoryStore {
     std::vector<std::uint64_t> out;
     const collection* c = find_locked(collection_name);
     if (c == nullptr) return out;
-    auto it = c->by_version.upper_bound(window.after);
-    for (std::size_t skip = window.offset; skip > 0 && it != c->by_version.end(); --skip)
-      ++it;
-    for (; it != c->by_version.end() && (window.limit == 0 || out.size() < window.limit); ++it)
-      out.push_back(it->first);
+    each_in_window(*c, window,
+                   [&out](std::uint64_t version, const entry&) { out.push_back(version); });
     return out;
   }
 
@@ -144,16 +139,7 @@ class MemoryStore {
       c.by_version.erase(vit);
       c.by_id.erase(it);
       if (!r.move_to.empty()) {
-        collection& target = collection_locked(r.move_to);
-        const std::uint64_t version = ++state_->last_version;
-        auto tit = target.by_id.find(r.id);
-        if (tit != target.by_id.end()) {
-          target.by_version.erase(tit->second);
-          tit->second = version;
-        } else {
-          tit = target.by_id.emplace(std::string(r.id), version).first;
-        }
-        target.by_version.emplace(version, entry{&tit->first, std::move(value)});
+        save_locked(collection_locked(r.move_to), r.id, std::move(value));
       }
       if (c.by_id.empty()) state_->collections.erase(cit);
       ++applied;
@@ -206,21 +192,35 @@ class MemoryStore {
     return it == state_->collections.end() ? nullptr : &it->second;
   }
 
+  // Calls f(version, entry) for each record of `c` in `window`, oldest first.
+  template <class F>
+  static void each_in_window(const collection& c, const Window& window, F&& f) {
+    auto it = c.by_version.upper_bound(window.after);
+    for (std::size_t skip = window.offset; skip > 0 && it != c.by_version.end(); --skip)
+      ++it;
+    for (std::size_t n = 0; it != c.by_version.end() && (window.limit == 0 || n < window.limit);
+         ++it, ++n)
+      f(it->first, it->second);
+  }
+
   collection* find_locked(std::string_view name) {
     auto it = state_->collections.find(name);
     return it == state_->collections.end() ? nullptr : &it->second;
   }
 
-  void save_locked(collection& c, const Write& w) {
+  void save_locked(collection& c, const Write& w) { save_locked(c, w.id, std::string(w.value)); }
+
+  // Stores `value` as record `id` of `c` under a new version (replacing the record if any).
+  void save_locked(collection& c, std::string_view id, std::string value) {
     const std::uint64_t version = ++state_->last_version;
-    auto it = c.by_id.find(w.id);
+    auto it = c.by_id.find(id);
     if (it != c.by_id.end()) {
       c.by_version.erase(it->second);
       it->second = version;
     } else {
-      it = c.by_id.emplace(std::string(w.id), version).first;
+      it = c.by_id.emplace(std::string(id), version).first;
     }
-    c.by_version.emplace(version, entry{&it->first, std::string(w.value)});
+    c.by_version.emplace(version, entry{&it->first, std::move(value)});
   }
 
   std::shared_ptr<state> state_;

@@ -51,6 +51,18 @@
 
 namespace {
 
+/// Lists every dead letter of "orders" through the adapter, in pages of 100.
+template <class Storage>
+void list_in_pages(Storage& s) {
+  dlq::kv::Window w;
+  w.limit = 100;
+  for (;;) {
+    auto page = s.items("orders", dlq::ListKind::dead, w);
+    if (page.empty()) break;
+    w.after = page.back().version;
+  }
+}
+
 using clock_type = std::chrono::steady_clock;
 
 int reps = 5;
@@ -173,18 +185,7 @@ void bench_memory() {
   add({"memory", "send (push, 1 per call)", "-", "std::map insert under a lock", n, r.first,
        r.second});
 
-  r = compare(n,
-              {filled,
-               [&] {
-                 dlq::kv::Window w;
-                 w.limit = 100;
-                 for (;;) {
-                   auto page = s->items("orders", dlq::ListKind::dead, w);
-                   if (page.empty()) break;
-                   w.after = page.back().version;
-                 }
-               },
-               done},
+  r = compare(n, {filled, [&] { list_in_pages(*s); }, done},
               {bare_filled,
                [&] {
                  std::vector<std::string> page;
@@ -306,18 +307,7 @@ void bench_redis(const std::string& url) {
     s.reset();
   };
   {  // list in pages of 100
-    auto r = compare(n,
-                     {filled,
-                      [&] {
-                        dlq::kv::Window w;
-                        w.limit = 100;
-                        for (;;) {
-                          auto page = s->items("orders", dlq::ListKind::dead, w);
-                          if (page.empty()) break;
-                          w.after = page.back().version;
-                        }
-                      },
-                      done},
+    auto r = compare(n, {filled, [&] { list_in_pages(*s); }, done},
                      {bare_filled,
                       [&] {
                         std::string after = "0";
@@ -641,18 +631,7 @@ void bench_sqlite(bool full) {
     bare->exec("COMMIT");
   };
   {  // list in pages of 100
-    auto r = compare(n,
-                     {filled,
-                      [&] {
-                        dlq::kv::Window w;
-                        w.limit = 100;
-                        for (;;) {
-                          auto page = s->items("orders", dlq::ListKind::dead, w);
-                          if (page.empty()) break;
-                          w.after = page.back().version;
-                        }
-                      },
-                      done},
+    auto r = compare(n, {filled, [&] { list_in_pages(*s); }, done},
                      {bare_filled, [&] { bare->select_pages(100); }, done});
     add({"sqlite", "list, pages of 100 (adapter)", setting, "bare SELECT, pages of 100", n, r.first,
          r.second});
