@@ -625,14 +625,8 @@ class DeadLetterQueue {
         if (!view.job_id.empty()) return {};
       }
       const std::string_view v = view.id;
-      if (v.size() != 38 || v.front() != '"' || v.back() != '"') return {};
-      for (std::size_t i = 1; i + 1 < v.size(); ++i) {
-        const char c = v[i];
-        const bool dash = i == 9 || i == 14 || i == 19 || i == 24;
-        const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-        if (dash ? c != '-' : !hex) return {};
-      }
-      return v;
+      const bool quoted = v.size() == 38 && v.front() == '"' && v.back() == '"';
+      return quoted && detail::is_canonical_uuid(v.substr(1, 36)) ? v : std::string_view{};
     }
 
     bool matches(const detail::envelope_view& view, std::string_view raw) {

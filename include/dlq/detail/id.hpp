@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -41,6 +42,18 @@ inline std::uint64_t fnv1a64(std::string_view bytes) noexcept {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+/// True when `text` is a UUID in canonical form (8-4-4-4-12 hex digits), as ids dlq writes.
+inline bool is_canonical_uuid(std::string_view text) noexcept {
+  if (text.size() != 36) return false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    if (dash ? c != '-' : !hex) return false;
+  }
+  return true;
 }
 
 /// The id of an entry stored without one: derived from its exact bytes.
