@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "dlq/dlq.hpp"
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 
 namespace {
 std::string redis_url(int argc, char** argv) {

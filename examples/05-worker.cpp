@@ -27,10 +27,10 @@
 #if DLQ_EXAMPLE_WITH_SQLITE
 #include <dlq/sqlite/job_queue.hpp>
 #include <dlq/sqlite/sqlite_store.hpp>
-#include <dlq/storage/key_value.hpp>
+#include <dlq/kv/storage.hpp>
 #endif
 #if DLQ_EXAMPLE_WITH_REDIS
-#include <dlq/storage/redis_list.hpp>
+#include <dlq/redis/list_storage.hpp>
 #endif
 
 namespace {

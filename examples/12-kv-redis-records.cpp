@@ -10,7 +10,7 @@
 #include <string>
 
 #include "dlq/dlq.hpp"
-#include "dlq/kv/redis_store.hpp"
+#include "dlq/redis/kv_store.hpp"
 
 namespace {
 std::string redis_url(int argc, char** argv) {

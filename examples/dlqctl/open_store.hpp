@@ -22,14 +22,14 @@
 #include "store.hpp"
 
 #if DLQCTL_WITH_REDIS
-#include <dlq/storage/redis_list.hpp>
+#include <dlq/redis/list_storage.hpp>
 #endif
 #if DLQCTL_WITH_SQLITE
 #include <sys/stat.h>
 
 #include <dlq/sqlite/job_queue.hpp>
 #include <dlq/sqlite/sqlite_store.hpp>
-#include <dlq/storage/key_value.hpp>
+#include <dlq/kv/storage.hpp>
 #endif
 
 namespace dlqctl {

@@ -2,7 +2,7 @@
 /// @file dlq.hpp
 /// Umbrella header for the core: the front end, the wire format, the storage contract and
 /// the in-memory backend. Backends with dependencies are included on their own:
-/// dlq/storage/redis_list.hpp (dlq::redis), dlq/sqlite/… (dlq::sqlite).
+/// dlq/redis.hpp (dlq::redis), dlq/sqlite.hpp (dlq::sqlite).
 #pragma once
 
 #include "dlq/dead_letter_queue.hpp"

@@ -22,7 +22,7 @@
 #include "dlq/dead_letter_queue.hpp"
 #include "dlq/kv/memory_store.hpp"
 #include "dlq/sqlite/sqlite_store.hpp"
-#include "dlq/storage/key_value.hpp"
+#include "dlq/kv/storage.hpp"
 #include "support/catch.hpp"
 
 namespace {

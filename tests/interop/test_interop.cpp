@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "dlq/dlq.hpp"
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "dlq/kv/memory_store.hpp"
 #include "dlq/kv/sinks.hpp"
-#include "dlq/storage/key_value.hpp"
+#include "dlq/kv/storage.hpp"
 #include "kv_fixtures.hpp"
 #if DLQ_TEST_HAVE_SQLITE
 #include "dlq/sqlite/sqlite_store.hpp"

@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "dlq/kv/memory_store.hpp"
-#include "dlq/storage/key_value.hpp"
+#include "dlq/kv/storage.hpp"
 #if DLQ_TEST_HAVE_SQLITE
 #include "dlq/sqlite/sqlite_store.hpp"
 #endif
 #if DLQ_TEST_HAVE_REDIS
-#include "dlq/kv/redis_store.hpp"
+#include "dlq/redis/kv_store.hpp"
 #include "redis/redis_test_util.hpp"
 #endif
 

@@ -1,4 +1,4 @@
-// The key-value store contract (dlq/storage/key_value.hpp), run over every store: versions,
+// The key-value store contract (dlq/kv/storage.hpp), run over every store: versions,
 // oldest-first windows, atomic batches, compare-and-delete, moves, counts.
 #include <algorithm>
 #include <atomic>

@@ -11,7 +11,7 @@
 
 #include "dlq/dlq.hpp"
 #include "dlq/kv/memory_store.hpp"
-#include "dlq/kv/redis_store.hpp"
+#include "dlq/redis/kv_store.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"

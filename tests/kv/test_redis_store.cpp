@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "dlq/dlq.hpp"
-#include "dlq/kv/redis_store.hpp"
+#include "dlq/redis/kv_store.hpp"
 #include "kv_fixtures.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"

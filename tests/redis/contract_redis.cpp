@@ -4,7 +4,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 
 struct RedisFixture {

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 #include "redis/cluster_test_util.hpp"
 
 namespace {

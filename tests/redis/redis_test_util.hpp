@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "dlq/redis/connection.hpp"
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 
 namespace dlq::test {
 

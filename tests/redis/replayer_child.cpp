@@ -7,7 +7,7 @@
 #include <string>
 
 #include "dlq/dead_letter_queue.hpp"
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 5) {

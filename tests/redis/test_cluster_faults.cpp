@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 #include "redis/cluster_test_util.hpp"
 #include "support/catch.hpp"
 

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "dlq/dead_letter_queue.hpp"
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"

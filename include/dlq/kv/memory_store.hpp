@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "dlq/detail/counter_map.hpp"
-#include "dlq/storage/key_value.hpp"
+#include "dlq/kv/storage.hpp"
 
 namespace dlq {
 namespace kv {
 
-/// In-memory key-value store (see the contract in dlq/storage/key_value.hpp). Nothing
+/// In-memory key-value store (see the contract in dlq/kv/storage.hpp). Nothing
 /// survives the process. A handle: copies share the same data. Thread-safe: every call takes
 /// one lock, so each batch is atomic.
 class MemoryStore {

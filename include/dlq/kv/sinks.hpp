@@ -3,7 +3,7 @@
 /// Replay destinations ("sinks") for dlq::KeyValueStorage: the message type, the sink
 /// detection trait, an in-memory set of queues (dlq::kv::MemoryQueues) and a type-erased
 /// sink (dlq::kv::AnySink). A sink onto Redis lists, dlq::kv::RedisListSink, is in
-/// dlq/kv/redis_store.hpp (it needs hiredis).
+/// dlq/redis/kv_store.hpp (it needs hiredis).
 ///
 /// A sink receives the payloads replay moves out of a key-value store. Accepted shapes, in
 /// order of preference (the first two get one call per replay step):

@@ -26,7 +26,7 @@
 ///   where it died), and release() puts them back in the ready list for anyone.
 /// - A job is at every instant in exactly one place: ready, held by one consumer, or acked.
 ///
-/// Layout in the store (see dlq/storage/key_value.hpp for collections and versions): the
+/// Layout in the store (see dlq/kv/storage.hpp for collections and versions): the
 /// ready jobs of queue Q are the collection `<prefix>{Q}:ready`, those held by consumer C
 /// `<prefix>{Q}:held:C`; a job's id is a fresh time-ordered id, its value the payload bytes,
 /// oldest first by version. Every member is thread-safe when the store is (SqliteStore is,
@@ -45,7 +45,7 @@
 #include "dlq/errors.hpp"
 #include "dlq/kv/sinks.hpp"
 #include "dlq/sqlite/sqlite_store.hpp"
-#include "dlq/storage/key_value.hpp"
+#include "dlq/kv/storage.hpp"
 
 namespace dlq {
 namespace kv {

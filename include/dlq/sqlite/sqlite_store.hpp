@@ -88,7 +88,7 @@
 #include <vector>
 
 #include "dlq/errors.hpp"
-#include "dlq/storage/key_value.hpp"
+#include "dlq/kv/storage.hpp"
 
 namespace dlq {
 namespace kv {
@@ -732,7 +732,7 @@ class sqlite_database {
 }  // namespace detail
 
 /// A durable key-value store in one SQLite file (see the contract in
-/// dlq/storage/key_value.hpp and the durability notes at the top of this file). A handle:
+/// dlq/kv/storage.hpp and the durability notes at the top of this file). A handle:
 /// copies share the same connection pool. Thread-safe; several processes may open one file.
 class SqliteStore {
  public:

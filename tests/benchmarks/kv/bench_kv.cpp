@@ -38,9 +38,9 @@
 #include "dlq/dlq.hpp"
 #include "dlq/kv/memory_store.hpp"
 #include "dlq/kv/sinks.hpp"
-#include "dlq/storage/key_value.hpp"
+#include "dlq/kv/storage.hpp"
 #if DLQ_BENCH_HAVE_REDIS
-#include "dlq/kv/redis_store.hpp"
+#include "dlq/redis/kv_store.hpp"
 #include "support/redis_process.hpp"
 #endif
 #if DLQ_BENCH_HAVE_SQLITE

@@ -16,7 +16,7 @@
 
 #include "dlq/dlq.hpp"
 #include "dlq/redis/connection.hpp"
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Compile-fail check: a key-value store without remove() is rejected by KeyValueStorage, and
 // the compiler's message names the missing member. With -DDLQ_POSITIVE_CONTROL the store is
 // complete and the file compiles (so the failure is caused by the missing member alone).
-#include <dlq/storage/key_value.hpp>
+#include <dlq/kv/storage.hpp>
 
 struct IncompleteStore {
   void save(const std::vector<dlq::kv::Write>&) {}

@@ -1,4 +1,4 @@
-// dlq — review finding 2: stored bytes nested very deeply (a job payload of 100 000 nested
+// dlq — stored bytes nested very deeply (a job payload of 100 000 nested
 // arrays — the kind of hostile input that makes a worker give up — or a crafted context)
 // crashed whoever printed the entry: Entry::to_json() and Entry::context parsed them into
 // nlohmann::json values whose dump() recurses once per level and overflows the stack
@@ -17,8 +17,8 @@ std::string nested(std::size_t depth) {
 
 }  // namespace
 
-TEST_CASE("review 2: a deeply nested stored entry can be printed, inspected and replayed",
-          "[review][memory]") {
+TEST_CASE("a deeply nested stored entry can be printed, inspected and replayed",
+          "[memory]") {
   dlq::DeadLetterQueue<dlq::MemoryStorage> q;
   const std::string deep = nested(100000);
   // A worker dead-letters the hostile job as it is (its payload is valid JSON).
@@ -45,8 +45,8 @@ TEST_CASE("review 2: a deeply nested stored entry can be printed, inspected and 
   CHECK(q.storage().source_pop("orders") == "1");
 }
 
-TEST_CASE("review 2: entries nested to an ordinary depth still print as JSON objects",
-          "[review][memory]") {
+TEST_CASE("entries nested to an ordinary depth still print as JSON objects",
+          "[memory]") {
   dlq::DeadLetterQueue<dlq::MemoryStorage> q;
   dlq::Failure f;
   f.error = "boom";

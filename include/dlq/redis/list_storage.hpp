@@ -1,5 +1,5 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
-/// @file storage/redis_list.hpp
+/// @file redis/list_storage.hpp
 /// dlq::RedisListStorage: dead letters in Redis lists, readable and writable by the Python
 /// seed service (`dlq:orders` / `queue:orders` lists of JSON envelopes). CMake: dlq::redis.
 ///

@@ -1,6 +1,6 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
-/// @file kv/redis_store.hpp
-/// dlq::kv::RedisStore — a key-value store (see dlq/storage/key_value.hpp) on Redis, and
+/// @file redis/kv_store.hpp
+/// dlq::kv::RedisStore — a key-value store (see dlq/kv/storage.hpp) on Redis, and
 /// dlq::kv::RedisListSink — a replay destination that pushes payloads onto Redis lists.
 /// CMake: dlq::redis (hiredis).
 ///
@@ -58,7 +58,7 @@
 #include "dlq/redis/options.hpp"
 #include "dlq/redis/pool.hpp"
 #include "dlq/redis/script.hpp"
-#include "dlq/storage/key_value.hpp"
+#include "dlq/kv/storage.hpp"
 
 namespace dlq {
 namespace kv {

@@ -1,5 +1,5 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
-/// @file storage/key_value.hpp
+/// @file kv/storage.hpp
 /// dlq::KeyValueStorage — the storage adapter over a key-value store: one record per entry,
 /// keyed by queue and entry id (the Rust seed's `dlq:{task_id}` records made first-class).
 ///
@@ -77,7 +77,7 @@
 /// Every member must be safe to call from several threads at once. Ready-made stores:
 /// dlq::kv::MemoryStore (dlq/kv/memory_store.hpp; unit tests), dlq::kv::SqliteStore
 /// (dlq/sqlite/sqlite_store.hpp; durable, one file, target dlq::sqlite) and
-/// dlq::kv::RedisStore (dlq/kv/redis_store.hpp; target dlq::redis).
+/// dlq::kv::RedisStore (dlq/redis/kv_store.hpp; target dlq::redis).
 ///
 /// Sinks — where replay pushes payloads. The sink is the adapter's second template parameter
 /// and a constructor argument (class template argument deduction picks its type from the
@@ -92,7 +92,7 @@
 /// under the adapter's replay lock, so it is never called concurrently by one adapter. A
 /// sink that throws aborts the step before anything is removed. The default sink is
 /// dlq::kv::MemoryQueues (dlq/kv/sinks.hpp), an in-memory set of queues for tests;
-/// dlq::kv::RedisListSink (dlq/kv/redis_store.hpp) pushes onto Redis lists.
+/// dlq::kv::RedisListSink (dlq/redis/kv_store.hpp) pushes onto Redis lists.
 #pragma once
 
 #include <algorithm>
@@ -240,7 +240,7 @@ struct has_increment<S, std::enable_if_t<std::is_convertible_v<
 }  // namespace detail
 
 /// True when `S` (cv/ref-qualified or not) has every required member of the key-value store
-/// contract described in dlq/storage/key_value.hpp.
+/// contract described in dlq/kv/storage.hpp.
 template <class S>
 inline constexpr bool is_store_v = [] {
   using T = std::remove_cv_t<std::remove_reference_t<S>>;
@@ -265,18 +265,18 @@ template <class S>
 struct check_store {
   static_assert(has_save<S>::value,
                 "dlq: key-value store is missing `void save(const std::vector<dlq::kv::Write>&)` "
-                "(see dlq/storage/key_value.hpp)");
+                "(see dlq/kv/storage.hpp)");
   static_assert(has_load<S>::value,
                 "dlq: key-value store is missing `std::optional<dlq::kv::Item> "
                 "load(std::string_view collection, std::string_view id)` "
-                "(see dlq/storage/key_value.hpp)");
+                "(see dlq/kv/storage.hpp)");
   static_assert(has_list<S>::value,
                 "dlq: key-value store is missing `std::vector<dlq::kv::Item> "
                 "list(std::string_view collection, const dlq::kv::Window&)` "
-                "(see dlq/storage/key_value.hpp)");
+                "(see dlq/kv/storage.hpp)");
   static_assert(has_remove<S>::value,
                 "dlq: key-value store is missing `std::size_t remove(const "
-                "std::vector<dlq::kv::Removal>&)` (see dlq/storage/key_value.hpp)");
+                "std::vector<dlq::kv::Removal>&)` (see dlq/kv/storage.hpp)");
   static constexpr bool value = true;
 };
 
@@ -325,7 +325,7 @@ class KeyValueStorage {
       "`operator()(const std::vector<dlq::kv::Message>&)`, "
       "`push(std::string_view queue, std::string_view payload)` or "
       "`operator()(std::string_view queue, std::string_view payload)` "
-      "(see dlq/storage/key_value.hpp)");
+      "(see dlq/kv/storage.hpp)");
 
  public:
   /// A caller-supplied job id is the entry id; sending the same job again replaces its record.

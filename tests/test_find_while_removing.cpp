@@ -1,4 +1,4 @@
-// dlq — review finding 3: get(id) and remove(id) page through the list by offset (512 items
+// dlq — get(id) and remove(id) page through the list by offset (512 items
 // a page) on storages without find() (MemoryStorage, RedisListStorage). When another client
 // removes entries before the scan's position between two page reads — a replay running, a
 // trim, another remove — the list moves left under the scan and the entries that slid across
@@ -43,8 +43,8 @@ struct Interleaved {
 
 }  // namespace
 
-TEST_CASE("review 3: get and remove find an entry while entries before it are removed",
-          "[review][memory]") {
+TEST_CASE("get and remove find an entry while entries before it are removed",
+          "[memory]") {
   for (std::size_t removed_per_page : {1u, 5u, 511u, 700u}) {
     for (const bool use_remove : {false, true}) {
       // The entry right after the first page, and one further down.

@@ -1,4 +1,4 @@
-// dlq — review: a lost script answer in the middle of a filtered replay (kept items at the
+// dlq — a lost script answer in the middle of a filtered replay (kept items at the
 // head), with the receipt alive and with the receipt already expired when the step asks for
 // it. Against a private redis-server this test freezes (SIGSTOP) right after the script is
 // sent. The run, continued after the fault, must leave every kept item in place, in order,
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "dlq/storage/redis_list.hpp"
+#include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
@@ -18,8 +18,8 @@ using dlq::test::RawClient;
 using dlq::test::RedisProcess;
 using std::chrono::milliseconds;
 
-TEST_CASE("review: a lost answer in a filtered replay; receipt alive or expired",
-          "[review][redis][faults]") {
+TEST_CASE("a lost answer in a filtered replay; receipt alive or expired",
+          "[redis][faults]") {
   for (int round = 0; round < 4; ++round) {
     INFO("round " << round);
     RedisProcess server;

@@ -1,15 +1,15 @@
-// dlq — review: hostile stored items on every backend. These passed when written (no
-// finding); they stay as regression tests of what the review checked.
+// dlq — hostile stored items on every backend (empty, NUL bytes, non-string id, truncated,
+// twins, not an object): exact counts, nothing lost.
 #include <string>
 #include <vector>
 
 #include "dlq/dead_letter_queue.hpp"
 #include "dlq/kv/memory_store.hpp"
-#include "dlq/storage/key_value.hpp"
+#include "dlq/kv/storage.hpp"
 #include "dlq/storage/memory.hpp"
 #include "support/catch.hpp"
-#ifdef DLQ_REVIEW_HAVE_REDIS
-#include "dlq/storage/redis_list.hpp"
+#ifdef DLQ_TEST_HAVE_REDIS
+#include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 #endif
 
@@ -59,7 +59,7 @@ void hostile_items(Q& q) {
 
 }  // namespace
 
-TEST_CASE("review: hostile items — memory", "[review][memory]") {
+TEST_CASE("hostile items — memory", "[memory]") {
   dlq::DeadLetterQueue<dlq::MemoryStorage> q;
   hostile_items(q);
   std::vector<std::string> got;
@@ -68,8 +68,8 @@ TEST_CASE("review: hostile items — memory", "[review][memory]") {
   CHECK(got == std::vector<std::string>{"1", "[1,2]", "7", "[1,2]"});
 }
 
-#ifdef DLQ_REVIEW_HAVE_REDIS
-TEST_CASE("review: hostile items — Redis", "[review][redis]") {
+#ifdef DLQ_TEST_HAVE_REDIS
+TEST_CASE("hostile items — Redis", "[redis]") {
   const std::string url = dlq::test::shared_redis_url();
   dlq::DeadLetterQueue<dlq::RedisListStorage> q(
       dlq::RedisListStorage(url, dlq::test::unique_layout()));

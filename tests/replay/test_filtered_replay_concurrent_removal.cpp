@@ -1,4 +1,4 @@
-// dlq — review finding 1: a filtered replay must not skip entries when entries it kept in
+// dlq — a filtered replay must not skip entries when entries it kept in
 // place (at the head of the list) are removed by someone else during the run.
 //
 // A replay keeps non-matching (or parked) entries at the head and remembers how many it kept
@@ -19,11 +19,11 @@
 
 #include "dlq/dead_letter_queue.hpp"
 #include "dlq/kv/memory_store.hpp"
-#include "dlq/storage/key_value.hpp"
+#include "dlq/kv/storage.hpp"
 #include "dlq/storage/memory.hpp"
 #include "support/catch.hpp"
-#ifdef DLQ_REVIEW_HAVE_REDIS
-#include "dlq/storage/redis_list.hpp"
+#ifdef DLQ_TEST_HAVE_REDIS
+#include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 #endif
 
@@ -230,8 +230,8 @@ dlq::Options trimming() {
 
 }  // namespace
 
-TEST_CASE("review 1: memory — a kept entry removed during a filtered replay skips nothing",
-          "[review][memory]") {
+TEST_CASE("memory — a kept entry removed during a filtered replay skips nothing",
+          "[memory]") {
   for (auto how : {Interference::remove, Interference::replay_ids, Interference::trim_length}) {
     dlq::MemoryStorage storage;
     dlq::DeadLetterQueue<dlq::MemoryStorage&> q(storage);
@@ -258,8 +258,8 @@ TEST_CASE("review 1: memory — a kept entry removed during a filtered replay sk
   }
 }
 
-TEST_CASE("review 1: key-value — a kept entry removed during a filtered replay skips nothing",
-          "[review][kv]") {
+TEST_CASE("key-value — a kept entry removed during a filtered replay skips nothing",
+          "[kv]") {
   using S = dlq::KeyValueStorage<dlq::kv::MemoryStore>;
   for (auto how : {Interference::remove, Interference::replay_ids, Interference::trim_length}) {
     dlq::DeadLetterQueue<S> q;
@@ -271,9 +271,9 @@ TEST_CASE("review 1: key-value — a kept entry removed during a filtered replay
   long_kept_prefix(q, other);
 }
 
-#ifdef DLQ_REVIEW_HAVE_REDIS
-TEST_CASE("review 1: Redis — a kept entry removed during a filtered replay skips nothing",
-          "[review][redis]") {
+#ifdef DLQ_TEST_HAVE_REDIS
+TEST_CASE("Redis — a kept entry removed during a filtered replay skips nothing",
+          "[redis]") {
   const std::string url = dlq::test::shared_redis_url();
   for (auto how : {Interference::remove, Interference::replay_ids, Interference::trim_length}) {
     const auto layout = dlq::test::unique_layout();
