@@ -267,7 +267,7 @@ TEST_CASE("a stale prefetched window is detected by the byte comparison", "[redi
   RedisListStorage::replay_cursor cursor;
   auto r = f.storage.replay_step("orders", cursor, 2, pass_through);  // prefetches e2, e3
   CHECK(r.examined == 2);
-  REQUIRE(cursor.prefetched);
+  REQUIRE(cursor.has_read_ahead());
   f.raw.cmd({"LSET", f.dead("orders"), "0", "replaced"});  // e2 -> replaced
   r = f.storage.replay_step("orders", cursor, 2, pass_through);
   CHECK(r.conflict);
