@@ -313,6 +313,23 @@ TEST_CASE("recover removes stray tombstones and nothing else", "[redis][list][re
   CHECK(f.storage.recover("empty-queue") == 0);
 }
 
+TEST_CASE("recover sets aside items that only look like tombstones", "[redis][list][recover]") {
+  // A tombstone is recover()'s to delete only when the step that wrote it marked its receipt
+  // (before its LSETs). Anything else that starts with the tombstone bytes is someone else's
+  // item: set aside to the corrupt list, never deleted.
+  Fixture f;
+  const std::string foreign("\0dlq:tombstone:not-ours", 23);
+  const std::string forged = std::string(detail::tombstone_prefix) + std::string(32, 'a');
+  f.raw.rpush(f.dead("orders"), {"a", foreign, "b", forged, "c", foreign});
+  CHECK(f.storage.recover("orders") == 0);
+  CHECK(f.raw.list(f.dead("orders")) == std::vector<std::string>{"a", "b", "c"});
+  auto aside = f.raw.list(f.corrupt("orders"));
+  std::sort(aside.begin(), aside.end());
+  CHECK(aside == std::vector<std::string>{forged, foreign, foreign});
+  CHECK(f.storage.recover("orders") == 0);
+  CHECK(f.raw.list(f.corrupt("orders")).size() == 3);
+}
+
 TEST_CASE("a key of the wrong type is a WRONGTYPE reply_error and nothing moves",
           "[redis][list][faults]") {
   Fixture f;
