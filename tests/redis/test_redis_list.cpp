@@ -303,12 +303,18 @@ TEST_CASE("a batch stops at the byte budget", "[redis][list][replay]") {
   CHECK(raw.list(s.source_key("q")).back() == own);
 }
 
-TEST_CASE("recover removes stray tombstones and nothing else", "[redis][list][replay]") {
+TEST_CASE("recover removes the tombstones of a step that stopped before its LREM",
+          "[redis][list][recover]") {
+  // What such a step leaves: its payloads pushed, its receipt marked, its tombstones in place.
   Fixture f;
-  const std::string tomb = std::string(detail::tombstone_prefix) + "deadbeef";
+  const std::string step = "0123456789abcdef0123456789abcdef";
+  const std::string tomb = std::string(detail::tombstone_prefix) + step;
+  f.raw.cmd({"SET", f.dead("orders") + ":receipt:" + step,
+             std::string(redis::scripts::replay_tombstones_mark), "PX", "60000"});
   f.raw.rpush(f.dead("orders"), {"a", tomb, "b", tomb, "c"});
   CHECK(f.storage.recover("orders") == 2);
   CHECK(f.raw.list(f.dead("orders")) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(f.raw.list(f.corrupt("orders")).empty());
   CHECK(f.storage.recover("orders") == 0);
   CHECK(f.storage.recover("empty-queue") == 0);
 }

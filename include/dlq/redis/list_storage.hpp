@@ -73,6 +73,7 @@
 #include "dlq/redis/script.hpp"
 #include "dlq/redis/scripts/list_purge.hpp"
 #include "dlq/redis/scripts/list_push_bounded.hpp"
+#include "dlq/redis/scripts/recover_tombstone.hpp"
 #include "dlq/redis/scripts/replay_step.hpp"
 #include "dlq/storage.hpp"
 
@@ -545,16 +546,23 @@ class RedisListStorage {
     return result;
   }
 
-  /// Repairs what an interrupted replay can leave behind: removes stray tombstones (written
-  /// only by a replay script that failed between its LSETs and its LREM — its payloads were
-  /// pushed already). Reads the dead list in chunks of 1000.
-  /// @return the number of tombstones removed.
+  /// Repairs what an interrupted replay can leave behind: stray tombstones, written only by
+  /// a replay script that failed between its LSETs and its LREM (its payloads were pushed
+  /// already). A tombstone is removed only when it names a step whose receipt carries the
+  /// mark that step wrote before its first tombstone (the receipt lives
+  /// RedisListOptions::receipt_ttl); any other item that starts with the tombstone bytes is
+  /// someone else's and is moved to the corrupt list, never deleted. Reads the dead list in
+  /// chunks of 1000, then one atomic script per distinct suspect item.
+  /// @return the number of tombstones removed (items set aside are not counted).
+  /// @throws the dlq::storage_error subclasses; dlq::reply_error WRONGTYPE when the corrupt
+  ///         list holds another type (nothing moved).
   std::size_t recover(std::string_view queue) {
     check_queue(queue, "recover");
     const std::string k = dead_.key(queue);
+    const std::string corrupt = corrupt_.key(queue);
     redis::Router& router = routed();
     Lease lease;
-    std::set<std::string> tombstones;
+    std::set<std::string> suspects;
     constexpr std::size_t chunk = 1000;
     for (std::size_t start = 0;; start += chunk) {
       auto replies = router.run(lease, k, redis::Effect::read, [&](const std::string&) {
@@ -564,20 +572,35 @@ class RedisListStorage {
       const auto items = redis::strings(replies[0], **lease, "LRANGE " + k);
       for (const auto& it : items) {
         if (it.compare(0, detail::tombstone_prefix.size(), detail::tombstone_prefix) == 0) {
-          tombstones.insert(it);
+          suspects.insert(it);
         }
       }
       if (items.size() < chunk) break;
     }
+    const std::string label = "recover script on " + k;
     std::size_t removed = 0;
-    for (const auto& t : tombstones) {
-      // Removing a tombstone is idempotent, so a lost answer is harmless: treat it as read.
-      auto replies = router.run(lease, k, redis::Effect::read, [&](const std::string&) {
-        return one(std::move(
-            redis::Command("LREM").arg(std::string_view(k)).arg(0).arg(std::string_view(t))));
-      });
-      removed += static_cast<std::size_t>(
-          redis::integer(replies[0], **lease, "LREM " + k + " <tombstone>"));
+    for (const auto& item : suspects) {
+      const std::string step = step_of_tombstone(item);
+      const std::string receipt = k + ":receipt:" + (step.empty() ? "-" : step);
+      // The script's effect is the same when it runs twice (what it moved is gone from the
+      // dead list), so a lost answer is harmless: a read, retried once after a lost connection.
+      auto replies = router.run(
+          lease, k, redis::Effect::read,
+          [&](const std::string& sha) {
+            redis::Command c("EVALSHA");
+            c.arg_copy(sha).arg(3).arg(std::string_view(k)).arg(std::string_view(corrupt));
+            c.arg(std::string_view(receipt)).arg(std::string_view(item));
+            c.arg(step.empty() ? "0" : "1").arg(redis::scripts::replay_tombstones_mark);
+            c.label(label);
+            return one(std::move(c));
+          },
+          &shared_->recover_script);
+      const redisReply& r = redis::check(replies[0], **lease, label);
+      if (r.type != REDIS_REPLY_ARRAY || r.elements != 2 ||
+          r.element[0]->type != REDIS_REPLY_INTEGER) {
+        redis::detail::throw_unexpected_reply(r, (*lease)->endpoint(), label);
+      }
+      removed += static_cast<std::size_t>(r.element[0]->integer);
     }
     return removed;
   }
@@ -928,6 +951,17 @@ class RedisListStorage {
     }
   }
 
+  // The step id a tombstone names (32 lowercase hex digits after the prefix, as
+  // next_step_id() makes them), or "" when `item` does not have that shape.
+  static std::string step_of_tombstone(std::string_view item) {
+    if (item.size() != detail::tombstone_prefix.size() + 32) return {};
+    const std::string_view step = item.substr(detail::tombstone_prefix.size());
+    for (const char c : step) {
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return {};
+    }
+    return std::string(step);
+  }
+
   std::string next_step_id() {
     static constexpr char hex[] = "0123456789abcdef";
     const std::uint64_t a = shared_->step_base;
@@ -1011,11 +1045,13 @@ class RedisListStorage {
           replay_script("replay script", std::string(redis::scripts::replay_step)),
           purge_script("purge script", std::string(redis::scripts::list_purge)),
           bounded_push_script("bounded push script",
-                              std::string(redis::scripts::list_push_bounded)) {}
+                              std::string(redis::scripts::list_push_bounded)),
+          recover_script("recover script", std::string(redis::scripts::recover_tombstone)) {}
     redis::Router router;
     redis::Script replay_script;
     redis::Script purge_script;
     redis::Script bounded_push_script;
+    redis::Script recover_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};
   };

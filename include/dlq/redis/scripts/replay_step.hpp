@@ -23,6 +23,10 @@ inline constexpr std::uint32_t replay_discard = 1;
 /// KEYS index of the first destination list.
 inline constexpr std::uint32_t replay_first_destination = 4;
 
+/// What the replay script writes to its receipt (KEYS[3]) right before its first tombstone:
+/// the mark recover() checks to prove that a tombstone is a replay step's own.
+inline constexpr std::string_view replay_tombstones_mark = "tombstones";
+
 /// One decided item, as the script reads it from the plan (ARGV[6]).
 struct ReplayItem {
   std::uint32_t index = 0;           ///< position in the window (0 = the item at the offset)
@@ -72,13 +76,15 @@ struct ReplayCall {
 ///   ARGV[7..6+m]   per decided item its identity bytes, or without one its whole raw bytes
 ///   ARGV[7+m..]    the explicit payloads (those that are not a span of their raw item)
 ///
-/// Output: 1 = applied (and the receipt set); 0 = an item is not the decided one any more:
-/// nothing was changed.
+/// Output: 1 = applied (and the receipt set to '1'); 0 = an item is not the decided one any
+/// more: nothing was changed.
 /// Errors: WRONGTYPE (a list it writes holds another type; checked before any write: nothing
 /// was changed).
-/// Order of writes: pushes (destinations, corrupt list), then the removal (LTRIM, or LSETs
-/// and one LREM), then the receipt. Redis does not roll back a script that fails midway, so
-/// a failure can leave a copy in both places (a duplicate), never a loss.
+/// Order of writes: pushes (destinations, corrupt list), then the removal (LTRIM; or the
+/// receipt set to replay_tombstones_mark, the LSETs and one LREM), then the receipt set to
+/// '1'. Redis does not roll back a script that fails midway, so a failure can leave a copy
+/// in both places (a duplicate), never a loss; tombstones it leaves behind are provably its
+/// own (the marked receipt) for recover().
 inline constexpr std::string_view replay_step = R"lua(
 local off = tonumber(ARGV[1])
 local win = redis.call('LRANGE', KEYS[1], off, off + tonumber(ARGV[2]) - 1)
@@ -127,6 +133,7 @@ end
 if ARGV[4] == '1' then
   redis.call('LTRIM', KEYS[1], m, -1)
 else
+  redis.call('SET', KEYS[3], 'tombstones', 'PX', ARGV[5])
   for j = 1, m do
     redis.call('LSET', KEYS[1], off + idx[j], ARGV[3])
   end
