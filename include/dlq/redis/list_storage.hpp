@@ -10,10 +10,10 @@
 /// Keys. Every key is a pattern with `*` standing for the queue name (RedisListOptions). The
 /// default layout puts all keys of a queue in one hash slot through the tag `{queue}`: dead
 /// list `dlq:{orders}`, source list `queue:{orders}`, corrupt list `dlq:{orders}:corrupt`,
-/// and the short-lived replay receipts `dlq:{orders}:receipt:<step>`. The Python seed's
-/// layout is `dlq:*`, `queue:*`, `dlq:*:corrupt` (single server only). The patterns double
-/// as SCAN MATCH patterns for queues(); a key that matches both the dead and the corrupt
-/// pattern (`dlq:a:corrupt` in the seed's layout) is taken as a corrupt list.
+/// and, while a replay runs, its last step's receipt `dlq:{orders}:receipt:<step>`. The
+/// Python seed's layout is `dlq:*`, `queue:*`, `dlq:*:corrupt` (single server only). The
+/// patterns double as SCAN MATCH patterns for queues(); a key that matches both the dead and
+/// the corrupt pattern (`dlq:a:corrupt` in the seed's layout) is taken as a corrupt list.
 ///
 /// Redis Cluster is detected on first use (one `CLUSTER SLOTS`; a plain server works exactly
 /// as without cluster support). Each operation concerns one queue, so one slot: it is sent to
@@ -100,7 +100,10 @@ struct RedisListOptions {
   /// budget is reached (it always decides at least one). Bounds how long a script blocks the
   /// server (docs/benchmarks.md has the script durations). Default 512 KiB; 0 = 512 KiB.
   std::size_t max_batch_bytes = std::size_t{512} << 10;
-  /// How long a replay receipt key lives. Default 10 minutes; 0 = 10 minutes.
+  /// How long a replay receipt key lives at most. A receipt is deleted as soon as its step's
+  /// answer has been read (with the next step's round trip, or when the replay's cursor is
+  /// destroyed); it lives this long only when the replayer died, the server became
+  /// unreachable, or the step's script failed midway. Default 10 minutes; 0 = 10 minutes.
   std::chrono::milliseconds receipt_ttl{600000};
   /// Connection pool: how many connections all threads share, how long to wait for one.
   redis::PoolOptions pool;
@@ -117,11 +120,55 @@ inline constexpr std::string_view tombstone_prefix{"\0dlq:tombstone:", 15};
 /// Dead-letter storage in Redis lists (see the file comment). Thread-safe: all members may
 /// be called from many threads at once; they share a connection pool.
 class RedisListStorage {
+  struct Shared;  // what threads share; defined below
+
+  // The receipts of a replay's applied steps whose answers were read: no longer needed, to
+  // be deleted with the next step's round trip — or by drop() when the replay ends (the
+  // cursor goes away). Move-only; drop() never throws (a receipt it cannot delete expires
+  // after RedisListOptions::receipt_ttl).
+  class receipt_jar {
+   public:
+    receipt_jar() = default;
+    receipt_jar(receipt_jar&& other) noexcept
+        : keys_(std::move(other.keys_)), owner_(std::move(other.owner_)) {
+      other.keys_.clear();
+    }
+    receipt_jar& operator=(receipt_jar&& other) noexcept {
+      if (this != &other) {
+        drop();
+        keys_ = std::move(other.keys_);
+        other.keys_.clear();
+        owner_ = std::move(other.owner_);
+      }
+      return *this;
+    }
+    receipt_jar(const receipt_jar&) = delete;
+    receipt_jar& operator=(const receipt_jar&) = delete;
+    ~receipt_jar() { drop(); }
+
+    const std::vector<std::string>& keys() const noexcept { return keys_; }
+    void add(std::string key, const std::shared_ptr<Shared>& owner) {
+      keys_.push_back(std::move(key));
+      owner_ = owner;
+    }
+    // The keys were deleted (or will expire): forget them.
+    void forget() noexcept { keys_.clear(); }
+    // Deletes the keys now: one DEL (all share the queue's hash tag), errors ignored.
+    void drop() noexcept;
+
+   private:
+    std::vector<std::string> keys_;
+    std::weak_ptr<Shared> owner_;
+  };
+
  public:
   /// Where a replay is: how many items it kept at the head of the dead list (the offset of
   /// its next window), which ones (to find its place again when another client removes some
   /// of them), and the next window when the previous step read it ahead. Default-constructed
-  /// = at the head, nothing read. Only RedisListStorage::replay_step changes it.
+  /// = at the head, nothing read. Only RedisListStorage::replay_step changes it. Move-only:
+  /// it also holds the receipt of the last applied step, which it deletes when it is
+  /// destroyed (one round trip; if that fails the receipt expires after
+  /// RedisListOptions::receipt_ttl).
   class replay_cursor {
    public:
     /// Items of the dead list before the next window: the items this replay kept.
@@ -215,6 +262,7 @@ class RedisListStorage {
     std::size_t next_ = 0;  // first undecided item of window_ (state ready)
     state state_ = state::unread;
     detail::kept_prefix kept_{};
+    receipt_jar receipts_;  // applied steps' receipts, answers read: delete them
   };
 
   /// Connects to `connection` (lazily: the first operation connects, and finds out whether
@@ -227,7 +275,7 @@ class RedisListStorage {
         dead_(redis::KeyPattern::parse(options_.dead_key, "RedisListOptions::dead_key")),
         source_(redis::KeyPattern::parse(options_.source_key, "RedisListOptions::source_key")),
         corrupt_(redis::KeyPattern::parse(options_.corrupt_key, "RedisListOptions::corrupt_key")),
-        shared_(std::make_unique<Shared>(std::move(connection), options_.pool)) {
+        shared_(std::make_shared<Shared>(std::move(connection), options_.pool)) {
     if (options_.dead_key == options_.corrupt_key || options_.dead_key == options_.source_key ||
         options_.corrupt_key == options_.source_key) {
       throw dlq::invalid_argument(dlq::detail::message(
@@ -533,10 +581,17 @@ class RedisListStorage {
     Applied applied;
     try {
       applied = apply(target, lease, cursor, plan, max);
+    } catch (const dlq::storage_error& e) {
+      cursor.restart_at(from);
+      // The server is out of reach: leave the receipts to expire rather than wait for it
+      // again when the cursor goes away.
+      if (dynamic_cast<const dlq::reply_error*>(&e) == nullptr) cursor.receipts_.forget();
+      throw;
     } catch (...) {
       cursor.restart_at(from);
       throw;
     }
+    if (!applied.receipt.empty()) cursor.receipts_.add(std::move(applied.receipt), shared_);
     if (!applied.done) {  // conflict: nothing applied; a read-ahead would be stale
       cursor.restart_at(from);
       result.conflict = true;
@@ -701,11 +756,13 @@ class RedisListStorage {
     bool budget_reached = false;            // max_batch_bytes ended the step
   };
 
-  // What applying a plan did: applied or not (a conflict), and the next window when it was
-  // read in the same round trip.
+  // What applying a plan did: applied or not (a conflict), the next window when it was
+  // read in the same round trip, and the receipt to delete later (the step applied, or its
+  // answer was lost and resolved).
   struct Applied {
     bool done = false;
     std::optional<std::vector<std::string>> read_ahead;
+    std::string receipt;
   };
 
   StepTarget step_target(std::string_view queue) {
@@ -820,10 +877,12 @@ class RedisListStorage {
     return static_cast<std::uint32_t>(at) + redis::scripts::replay_first_destination;
   }
 
-  // Sends the plan as one replay script, with the read of the next window behind it in the
-  // same round trip, and says what happened. A lost answer is resolved by the receipt.
+  // Sends the plan as one replay script, with the read of the next window and the deletion
+  // of the receipts of earlier steps behind it in the same round trip, and says what
+  // happened. A lost answer is resolved by the receipt. Changes only the cursor's receipts
+  // (forgotten once the round trip's answers were read: they were deleted).
   // @throws as replay_step (the caller restarts the cursor).
-  Applied apply(const StepTarget& target, Lease& lease, const replay_cursor& cursor,
+  Applied apply(const StepTarget& target, Lease& lease, replay_cursor& cursor,
                 const ReplayPlan& plan, std::size_t max) {
     const std::size_t from = cursor.offset();
     const std::size_t to = from + plan.kept.size();  // the next window's offset
@@ -858,6 +917,13 @@ class RedisListStorage {
       redis::Command next("LRANGE");
       next.arg(std::string_view(target.dead)).arg(anchored ? to - 1 : to).arg(to + ahead - 1);
       cmds.push_back(std::move(next));
+      // Earlier steps' receipts: their answers were read, nobody needs them any more.
+      if (!cursor.receipts_.keys().empty()) {
+        redis::Command del("DEL");
+        for (const auto& k : cursor.receipts_.keys())
+          del.arg(std::string_view(k));
+        cmds.push_back(std::move(del));
+      }
       return cmds;
     };
 
@@ -870,8 +936,10 @@ class RedisListStorage {
       if (!e.outcome_unknown() || !lease) throw;
       Applied a;
       a.done = resolve_lost_answer(**lease, old_client, receipt, label, e, target.cluster);
+      a.receipt = receipt;  // read now; absent when not applied (deleting it costs nothing)
       return a;
     }
+    cursor.receipts_.forget();  // the DEL's answer was read with the others
     redis::Connection& conn = **lease;
     const redisReply& r = *replies[0];
     if (r.type == REDIS_REPLY_ERROR) throw_script_error(r, conn, label);
@@ -880,6 +948,7 @@ class RedisListStorage {
     }
     Applied a;
     a.done = r.integer != 0;
+    if (a.done) a.receipt = receipt;
     // A redirected read-ahead: the slot moved right after the script; read afresh.
     if (a.done && !redis::detail::is_redirect(*replies[1])) {
       a.read_ahead = redis::strings(replies[1], conn, "LRANGE " + target.dead);
@@ -1061,7 +1130,24 @@ class RedisListStorage {
   redis::KeyPattern source_;
   redis::KeyPattern corrupt_;
   std::string untagged_;  // why the layout cannot be used on a Redis Cluster; empty = it can
-  std::unique_ptr<Shared> shared_;
+  std::shared_ptr<Shared> shared_;  // shared with cursors' receipt jars (weakly)
 };
+
+inline void RedisListStorage::receipt_jar::drop() noexcept {
+  if (keys_.empty()) return;
+  if (const std::shared_ptr<Shared> owner = owner_.lock()) {
+    try {
+      Lease lease;
+      owner->router.run(lease, keys_.front(), redis::Effect::read, [&](const std::string&) {
+        redis::Command del("DEL");
+        for (const auto& k : keys_)
+          del.arg(std::string_view(k));
+        return one(std::move(del));
+      });
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the receipts expire by themselves
+    }
+  }
+  keys_.clear();
+}
 
 }  // namespace dlq
