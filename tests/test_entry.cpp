@@ -219,3 +219,36 @@ TEST_CASE("a JSON payload with surrounding whitespace is embedded and replayed b
   const auto seed = dlq::parse_entry(R"({"original_payload": {"a": 1}, "queue": "q"})");
   CHECK(seed.payload == R"({"a": 1})");
 }
+TEST_CASE("json_only refuses a payload that is not JSON with invalid_argument", "[entry]") {
+  dlq::Failure f;
+  f.error = "e";
+  auto write = [&](std::string_view payload) {
+    dlq::detail::envelope_input in;
+    in.queue = "orders";
+    in.payload = payload;
+    in.failure = &f;
+    in.worker = "w";
+    in.id = "id-1";
+    in.json_only = true;
+    std::string out;
+    dlq::detail::write_envelope(out, in);
+    return out;
+  };
+  CHECK_NOTHROW(write("{\"a\":1}\n"));
+  CHECK_NOTHROW(write("[1]"));
+  CHECK_THROWS_AS(write(std::string("\x00\x01", 2)), dlq::invalid_argument);
+  CHECK_THROWS_AS(write("plain text"), dlq::invalid_argument);
+  CHECK_THROWS_AS(write(""), dlq::invalid_argument);
+  try {
+    write("plain text");
+  } catch (const dlq::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("[dlq.") == 0);
+    CHECK(std::string(e.what()).find("json_only") != std::string::npos);
+  }
+}
+
+TEST_CASE("check_payload refuses only under json_only, before anything is written", "[entry]") {
+  CHECK_NOTHROW(dlq::detail::check_payload("q", "not json", false));
+  CHECK_NOTHROW(dlq::detail::check_payload("q", " {\"a\":1}\n", true));
+  CHECK_THROWS_AS(dlq::detail::check_payload("q", "not json", true), dlq::invalid_argument);
+}

@@ -441,3 +441,24 @@ TEMPLATE_LIST_TEST_CASE(
   CHECK(disagreements == 0);
   CHECK(storage.superseded() == 0);
 }
+
+// Issue 15 item 5: on keys shared with the Python service, a payload that is not JSON is
+// refused instead of stored as base64 (which the Python side would replay as a string).
+TEMPLATE_LIST_TEST_CASE("Payloads::json_only refuses non-JSON payloads and stores nothing",
+                        "[kv][front-end][bad-input]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::KeyValueStorage storage(fx.make());
+  dlq::Options options;
+  options.payloads = dlq::Payloads::json_only;
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+  CHECK_THROWS_AS(q.send_to_dlq("orders", "plain text", "e"), dlq::invalid_argument);
+  std::vector<dlq::FailedJob> batch(2);
+  batch[0].queue = batch[1].queue = "orders";
+  batch[0].payload = R"({"ok":1})";
+  batch[1].payload = std::string("\x00\x01", 2);
+  CHECK_THROWS_AS(q.send_batch(batch), dlq::invalid_argument);
+  CHECK(q.size("orders") == 0);                 // nothing of the batch was stored
+  q.send_to_dlq("orders", "{\"a\":1}\n", "e");  // JSON with a trailing newline is JSON
+  CHECK(q.replay_all("orders").replayed == 1);
+  CHECK(storage.sink().contents("orders") == std::vector<std::string>{"{\"a\":1}\n"});
+}
