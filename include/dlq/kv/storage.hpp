@@ -98,6 +98,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -108,6 +109,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -460,48 +462,34 @@ class KeyValueStorage {
   /// any bytes). When no record under `id` has those bytes (an entry whose id was derived
   /// from its bytes, e.g. a corrupt one), removes the oldest record equal to `raw` instead.
   /// The removal is a compare-and-delete on the version read, so a record replaced meanwhile
-  /// is kept. @returns true if a record was removed.
+  /// is kept. A record that a replay step of this adapter (or a copy) is pushing right now
+  /// is not removed under it: remove waits until the step is done and then decides — false
+  /// when the step replayed the record, as it usually does. Called from inside the sink, on
+  /// the thread running that step, it cannot wait and returns false for such a record (the
+  /// replay wins). @returns true if a record was removed.
   bool remove(std::string_view queue, ListKind kind, std::string_view id, std::string_view raw) {
     const std::string coll = collection(queue, kind);
-    if (!id.empty()) {
-      if (std::optional<kv::Item> item = store_.load(coll, id)) {
-        if (raw.empty() || item->value == raw)
-          return store_.remove({kv::Removal{coll, id, item->version, {}}}) == 1;
-        return false;  // the record under this id holds other bytes: replaced, keep it
-      }
-    }
-    if (raw.empty()) return false;
-    kv::Window window;
-    window.limit = page_size;
+    std::unique_lock<std::mutex> lock(shared_->flight_mutex);
     for (;;) {
-      std::vector<kv::Item> page = store_.list(coll, window);
-      for (const kv::Item& item : page)
-        if (item.value == raw)
-          return store_.remove({kv::Removal{coll, item.id, item.version, {}}}) == 1;
-      if (page.size() < window.limit) return false;
-      window.after = page.back().version;
+      const removal r = remove_locked(coll, id, raw);
+      if (r != removal::held) return r == removal::removed;
+      if (shared_->replaying == std::this_thread::get_id()) return false;
+      shared_->flight_done.wait(lock);
     }
   }
 
   /// Removes every record of `queue`'s list `kind`. @returns exactly how many were removed.
+  /// Records that a replay step of this adapter (or a copy) is pushing right now are not
+  /// counted as removed under it: purge waits until the step is done (called from inside the
+  /// sink, it leaves those records to the step instead).
   std::size_t purge(std::string_view queue, ListKind kind) {
     const std::string coll = collection(queue, kind);
-    if constexpr (kv::detail::has_remove_all<Kv>::value) {
-      return store_.remove_all(coll);
-    } else {
-      std::size_t removed = 0;
-      kv::Window window;
-      window.limit = page_size;
-      for (;;) {
-        std::vector<kv::Item> page = store_.list(coll, window);
-        if (page.empty()) return removed;
-        std::vector<kv::Removal> removals;
-        removals.reserve(page.size());
-        for (const kv::Item& item : page)
-          removals.push_back(kv::Removal{coll, item.id, item.version, {}});
-        removed += store_.remove(removals);
-        window.after = page.back().version;
-      }
+    std::unique_lock<std::mutex> lock(shared_->flight_mutex);
+    for (;;) {
+      // Under the flight lock: no step can start pushing records of `coll` meanwhile.
+      if (!holds_any_locked(coll)) return remove_all(coll, false);
+      if (shared_->replaying == std::this_thread::get_id()) return remove_all(coll, true);
+      shared_->flight_done.wait(lock);
     }
   }
 
@@ -589,6 +577,9 @@ class KeyValueStorage {
         removals.push_back(kv::Removal{dead, item.id, item.version, {}});
       }
     }
+    // The records this step will remove are held from here until it returns: remove(id) and
+    // purge wait for it instead of deleting a record whose payload is being pushed.
+    const flight held(*shared_, dead, removals);
     if (!removals.empty()) {
       // 1. Still there, unchanged? One read of the same window (removals only shrink it,
       //    new and replaced records land after it, so every surviving record is in it).
@@ -632,7 +623,113 @@ class KeyValueStorage {
     std::set<std::string, std::less<>> registered;
     std::mutex replay_mutex;  // one replay step at a time: no duplicate pushes within a process
     std::atomic<std::size_t> superseded{0};
+    // The records the running replay step is pushing and removing (flight_key), and its
+    // thread: remove and purge wait for the step rather than delete such a record.
+    std::mutex flight_mutex;  // guards in_flight and replaying; held by remove and purge
+    std::condition_variable flight_done;  // notified when a step lets its records go
+    std::set<std::string, std::less<>> in_flight;
+    std::thread::id replaying;
   };
+
+  static std::string flight_key(std::string_view coll, std::string_view id) {
+    std::string k;
+    k.reserve(coll.size() + 1 + id.size());
+    k.append(coll).push_back('\0');
+    k.append(id);
+    return k;
+  }
+
+  /// Holds a replay step's records (see shared::in_flight) for the step's lifetime.
+  class flight {
+   public:
+    flight(shared& sh, const std::string& coll, const std::vector<kv::Removal>& removals)
+        : sh_(sh) {
+      if (removals.empty()) return;
+      std::lock_guard<std::mutex> lock(sh_.flight_mutex);
+      for (const kv::Removal& r : removals)
+        sh_.in_flight.insert(flight_key(coll, r.id));
+      sh_.replaying = std::this_thread::get_id();
+      active_ = true;
+    }
+    flight(const flight&) = delete;
+    flight& operator=(const flight&) = delete;
+    ~flight() {
+      if (!active_) return;
+      {
+        std::lock_guard<std::mutex> lock(sh_.flight_mutex);
+        sh_.in_flight.clear();  // one step at a time (replay_mutex): all of them are ours
+        sh_.replaying = std::thread::id();
+      }
+      sh_.flight_done.notify_all();
+    }
+
+   private:
+    shared& sh_;
+    bool active_ = false;
+  };
+
+  bool held_locked(std::string_view coll, std::string_view id) const {
+    return !shared_->in_flight.empty() &&
+           shared_->in_flight.find(flight_key(coll, id)) != shared_->in_flight.end();
+  }
+
+  bool holds_any_locked(std::string_view coll) const {
+    const std::string prefix = flight_key(coll, {});
+    auto it = shared_->in_flight.lower_bound(prefix);
+    return it != shared_->in_flight.end() && it->compare(0, prefix.size(), prefix) == 0;
+  }
+
+  enum class removal { removed, not_removed, held };
+
+  /// remove's work, under the flight lock: `held` when the record to remove is in flight.
+  removal remove_locked(const std::string& coll, std::string_view id, std::string_view raw) {
+    if (!id.empty()) {
+      if (std::optional<kv::Item> item = store_.load(coll, id)) {
+        if (!raw.empty() && item->value != raw)
+          return removal::not_removed;  // the record under this id holds other bytes: replaced
+        if (held_locked(coll, id)) return removal::held;
+        return store_.remove({kv::Removal{coll, id, item->version, {}}}) == 1
+                   ? removal::removed
+                   : removal::not_removed;
+      }
+    }
+    if (raw.empty()) return removal::not_removed;
+    kv::Window window;
+    window.limit = page_size;
+    for (;;) {
+      std::vector<kv::Item> page = store_.list(coll, window);
+      for (const kv::Item& item : page) {
+        if (item.value != raw) continue;
+        if (held_locked(coll, item.id)) return removal::held;
+        return store_.remove({kv::Removal{coll, item.id, item.version, {}}}) == 1
+                   ? removal::removed
+                   : removal::not_removed;
+      }
+      if (page.size() < window.limit) return removal::not_removed;
+      window.after = page.back().version;
+    }
+  }
+
+  /// purge's work, under the flight lock; `skip_held`: leave the records in flight.
+  std::size_t remove_all(const std::string& coll, bool skip_held) {
+    if constexpr (kv::detail::has_remove_all<Kv>::value) {
+      if (!skip_held) return store_.remove_all(coll);
+    }
+    std::size_t removed = 0;
+    kv::Window window;
+    window.limit = page_size;
+    for (;;) {
+      std::vector<kv::Item> page = store_.list(coll, window);
+      if (page.empty()) return removed;
+      std::vector<kv::Removal> removals;
+      removals.reserve(page.size());
+      for (const kv::Item& item : page)
+        if (!skip_held || !held_locked(coll, item.id))
+          removals.push_back(kv::Removal{coll, item.id, item.version, {}});
+      if (!removals.empty()) removed += store_.remove(removals);
+      window.after = page.back().version;
+    }
+  }
 
   std::string registry_collection() const { return prefix_ + "queues"; }
 
