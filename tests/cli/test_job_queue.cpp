@@ -372,3 +372,34 @@ TEST_CASE(
   CHECK(s.size("orders", dlq::ListKind::dead) == 0);
   CHECK(s.superseded() == 0);
 }
+
+TEST_CASE("job queue: replay is exactly-once only when the job queue is in the same store",
+          "[jobs][sqlite][replay]") {
+  TempDir dir;
+  dlq::kv::SqliteStore store(dir.file("jobs.db"));
+  dlq::kv::SqliteStore same_file(dir.file("jobs.db"));  // opened separately: same database
+  dlq::kv::SqliteStore other(dir.file("other.db"));
+  using Storage = dlq::KeyValueStorage<dlq::kv::SqliteStore, dlq::kv::JobQueue<>>;
+  CHECK(Storage(store, dlq::kv::JobQueue<>(store)).exactly_once());
+  CHECK(Storage(store, dlq::kv::JobQueue<>(same_file)).exactly_once());
+  CHECK_FALSE(Storage(store, dlq::kv::JobQueue<>(other)).exactly_once());
+  CHECK_FALSE(dlq::KeyValueStorage(store).exactly_once());  // MemoryQueues: another place
+
+  dlq::kv::MemoryStore memory;
+  dlq::kv::JobQueue<dlq::kv::MemoryStore> memory_jobs(memory);
+  dlq::KeyValueStorage in_memory(memory, memory_jobs);
+  CHECK(in_memory.exactly_once());
+  CHECK_FALSE(dlq::KeyValueStorage(dlq::kv::MemoryStore{}, memory_jobs).exactly_once());
+
+  // Set-aside and discarded records go through the same transaction (no payload to push).
+  Storage s(store, dlq::kv::JobQueue<>(store));
+  s.push_many({dlq::Record{"orders", "a", "a", "bad"}, dlq::Record{"orders", "b", "b", "old"}});
+  decltype(s)::replay_cursor cursor;
+  const auto r = s.replay_step("orders", cursor, 10, [](std::string_view raw, dlq::Decision& d) {
+    d.action = raw == "bad" ? dlq::Action::set_aside : dlq::Action::discard;
+  });
+  CHECK(r.examined == 2);
+  CHECK_FALSE(r.conflict);
+  CHECK(s.size("orders", dlq::ListKind::dead) == 0);
+  CHECK(s.range("orders", dlq::ListKind::corrupt, 0, 10) == std::vector<std::string>{"bad"});
+}

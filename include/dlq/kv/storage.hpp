@@ -114,6 +114,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/detail/function_ref.hpp"
 #include "dlq/detail/id.hpp"
 #include "dlq/detail/meta/detected.hpp"
 #include "dlq/errors.hpp"
@@ -271,6 +272,49 @@ struct KeyValueOptions {
   std::string prefix = "dlq:";
 };
 
+namespace kv {
+namespace detail {
+
+template <class S, class = void>
+struct has_remove_and_save : std::false_type {};
+template <class S>
+struct has_remove_and_save<
+    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().remove_and_save(
+                                                  std::declval<const std::vector<Removal>&>(),
+                                                  std::declval<const std::vector<Write>&>())),
+                                              bool>>> : std::true_type {};
+
+template <class S, class = void>
+struct has_shares_data_with : std::false_type {};
+template <class S>
+struct has_shares_data_with<
+    S, std::enable_if_t<std::is_convertible_v<
+           decltype(std::declval<const S&>().shares_data_with(std::declval<const S&>())), bool>>>
+    : std::true_type {};
+
+/// What a sink that writes into a key-value store hands the adapter: the writes of one push.
+using writes_callback = ::dlq::detail::function_ref<void(const std::vector<Write>&)>;
+
+template <class Sink, class Kv, class = void>
+struct is_store_sink : std::false_type {};
+template <class Sink, class Kv>
+struct is_store_sink<
+    Sink, Kv,
+    std::enable_if_t<
+        std::is_same_v<decltype(std::declval<Sink&>().store()), Kv&> &&
+        std::is_void_v<decltype(std::declval<Sink&>().writes_for(
+            std::declval<const std::vector<Message>&>(), std::declval<writes_callback>()))>>>
+    : std::true_type {};
+
+/// True when replay into `Sink` can be one store transaction: the sink writes into a store of
+/// type `Kv` (store() and writes_for) and `Kv` has remove_and_save and shares_data_with.
+template <class Kv, class Sink>
+inline constexpr bool joint_capable_v = is_store_sink<sink_target_t<Sink>, Kv>::value&&
+    has_remove_and_save<Kv>::value&& has_shares_data_with<Kv>::value;
+
+}  // namespace detail
+}  // namespace kv
+
 /// Storage adapter (see dlq/storage.hpp) over a key-value store `Kv` (see the contract at the
 /// top of this file), replaying into a sink `Sink`.
 ///
@@ -328,7 +372,17 @@ class KeyValueStorage {
       throw invalid_argument(detail::message("kv", "KeyValueOptions::prefix", "is empty",
                                              "use a non-empty prefix such as \"dlq:\""));
     prefix_ = std::move(options.prefix);
+    if constexpr (kv::detail::joint_capable_v<Kv, Sink>) {
+      kv::detail::sink_target_t<Sink>& target = sink_;
+      joint_ = store_.shares_data_with(target.store());
+    }
   }
+
+  /// True when replay is exactly-once: the sink writes into the same store as the dead
+  /// letters (a dlq::kv::JobQueue over the same SqliteStore or MemoryStore), so each replay
+  /// step pushes the payloads and removes the records in one store transaction
+  /// (remove_and_save). False: push first, then remove (at-least-once).
+  bool exactly_once() const noexcept { return joint_; }
 
   /// The store (a handle to the same data the adapter uses).
   Kv& store() noexcept { return store_; }
@@ -528,6 +582,11 @@ class KeyValueStorage {
   ///     between 1 and 3 keeps its new record (a new failure), counted in superseded().
   /// At-least-once: if the sink throws, nothing is removed and the exception propagates; if
   /// the process dies between 2 and 3, the records stay and a later replay pushes them again.
+  ///
+  /// Exactly-once when the sink writes into this store (exactly_once()): 1-3 are one store
+  /// transaction (remove_and_save) — the jobs are saved and the records removed together,
+  /// or, when a record was removed or replaced since it was read, nothing is written and the
+  /// step returns `conflict`.
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
                          Decider decide) {
     std::lock_guard<std::mutex> replay_lock(shared_->replay_mutex);
@@ -576,6 +635,11 @@ class KeyValueStorage {
       } else if (decision.action == Action::discard) {
         removals.push_back(kv::Removal{dead, item.id, item.version, {}});
       }
+    }
+    if (joint_) {
+      if (!joint_step(payloads, destinations, removals)) return StepResult{0, true};
+      cursor.after = items.back().version;
+      return StepResult{items.size(), false};
     }
     // The records this step will remove are held from here until it returns: remove(id) and
     // purge wait for it instead of deleting a record whose payload is being pushed.
@@ -630,6 +694,37 @@ class KeyValueStorage {
     std::set<std::string, std::less<>> in_flight;
     std::thread::id replaying;
   };
+
+  /// Steps 1-3 of replay_step in one store transaction (the sink writes into this store).
+  /// False when a record changed since it was read: nothing was written.
+  bool joint_step(const std::vector<std::pair<std::size_t, std::string_view>>& payloads,
+                  const std::vector<std::string>& destinations,
+                  const std::vector<kv::Removal>& removals) {
+    if constexpr (kv::detail::joint_capable_v<Kv, Sink>) {
+      if (removals.empty()) return true;
+      std::vector<kv::Message> messages;
+      messages.reserve(payloads.size());
+      for (const auto& p : payloads)
+        messages.push_back(kv::Message{destinations[p.first], p.second});
+      if (messages.empty()) return store_.remove_and_save(removals, {});
+      std::optional<bool> applied;
+      auto apply = [&](const std::vector<kv::Write>& writes) {
+        applied = store_.remove_and_save(removals, writes);
+      };
+      kv::detail::sink_target_t<Sink>& target = sink_;
+      target.writes_for(messages, apply);
+      if (!applied)
+        throw invalid_argument(detail::message(
+            "kv", "replay_step", "the sink's writes_for did not hand over its writes",
+            "writes_for must call its callback once with the writes of the messages"));
+      return *applied;
+    } else {
+      (void)payloads;
+      (void)destinations;
+      (void)removals;
+      return false;  // never called: joint_ is false
+    }
+  }
 
   static std::string flight_key(std::string_view coll, std::string_view id) {
     std::string k;
@@ -812,6 +907,7 @@ class KeyValueStorage {
   Sink sink_;
   std::shared_ptr<shared> shared_;
   std::string prefix_;
+  bool joint_ = false;  // replay is one store transaction (see exactly_once)
 };
 
 }  // namespace dlq
