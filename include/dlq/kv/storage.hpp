@@ -1,7 +1,7 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file kv/storage.hpp
 /// dlq::KeyValueStorage — the storage adapter over a key-value store: one record per entry,
-/// keyed by queue and entry id (the Rust seed's `dlq:{task_id}` records made first-class).
+/// keyed by queue and entry id (the shape of the Rust seed's `dlq:{task_id}` records).
 ///
 /// What it gives you:
 ///   - A caller-supplied job id is the entry id (keyed_by_job_id), so dead-lettering the same
@@ -11,17 +11,23 @@
 ///   - Entries without any id (bytes written by another program) are keyed by the id
 ///     dlq::Entry derives from their bytes ("raw-…"), so every record can be addressed.
 ///   - Replay into a destination of your choice (a "sink": any callable, or an object with
-///     push/push_many; see "Sinks" below) — push first, then remove, because the destination
-///     is outside the store and no transaction spans both. **At-least-once**: a replay that
-///     dies between the push and the remove leaves the records in place and the next replay
-///     pushes them again, so the destination can see a payload twice — the price of never
-///     losing one. Two processes replaying the same queue at once can also both push an
-///     entry (one process serialises its own replays). Before pushing, a step re-reads its
-///     window: a record removed or replaced since it was read makes the step a `conflict`
-///     (nothing pushed, nothing removed; the front end decides again). The removal is a
-///     compare-and-delete on the record's version, in one atomic store call: if the job was
-///     dead-lettered again while its payload was being pushed, the new record is kept (a new
-///     failure) and counted in superseded().
+///     push/push_many; see "Sinks" below).
+///       * **Exactly-once** when the sink writes into the same store (a dlq::kv::JobQueue on
+///         the same SqliteStore file or MemoryStore; exactly_once() says so): each step saves
+///         the jobs and removes the records in one store transaction (remove_and_save).
+///       * **At-least-once** otherwise — push first, then remove, because no transaction
+///         spans the store and the destination: a replay that dies between the push and the
+///         remove leaves the records in place and the next replay pushes them again, so the
+///         destination can see a payload twice — the price of never losing one. Two
+///         processes replaying the same queue at once can also both push an entry (one
+///         process serialises its own replays). Before pushing, a step re-reads its window:
+///         a record removed or replaced since it was read makes the step a `conflict`
+///         (nothing pushed, nothing removed; the front end decides again). The removal is a
+///         compare-and-delete on the record's version, in one atomic store call: if the job
+///         was dead-lettered again while its payload was being pushed, the new record is
+///         kept (a new failure) and counted in superseded(). remove(id) and purge of the
+///         same adapter (or a copy) wait for a step pushing the record instead of deleting
+///         it under the step; another process's remove is not coordinated with the push.
 ///
 /// The key-value store contract (checked by dlq::kv::is_store_v / the dlq::kv::store concept,
 /// and by static_asserts that name the missing member when KeyValueStorage is instantiated).
@@ -49,6 +55,10 @@
 ///     bool save_if_below(const dlq::kv::Write& write, std::size_t max_records);
 ///     std::int64_t increment(std::string_view collection, std::string_view key,
 ///                            std::chrono::seconds ttl);
+///     // Optional, for exactly-once replay into a sink that writes into the same store
+///     bool remove_and_save(const std::vector<dlq::kv::Removal>& removals,
+///                          const std::vector<dlq::kv::Write>& writes);
+///     bool shares_data_with(const Store& other) const;
 ///
 /// Policies. KeyValueStorage offers the storage contract's optional members push (returning
 /// the new length), push_bounded and bump_count exactly when the store has the member they
@@ -73,6 +83,13 @@
 ///     keep them bounded: expired counters are deleted (Redis: EXPIRE; SQLite: each increment
 ///     deletes up to 16 expired counters; MemoryStore: a bounded map). Backs bump_count, so the
 ///     poison-loop guard counts a job's failures across every process sharing the store.
+///   - `remove_and_save(removals, writes)`: atomically, if every removal's record exists with
+///     its version (any when 0), applies all the removals and then saves `writes` (as save);
+///     otherwise writes nothing and returns false. `shares_data_with(other)`: true when
+///     `other` reaches the same data (a copy, or the same file). When the sink has
+///     `Store& store()` and `void writes_for(const std::vector<dlq::kv::Message>&,
+///     callback)` (dlq::kv::JobQueue) on a store that shares this store's data, replay steps
+///     run through remove_and_save: exactly-once.
 ///
 /// Every member must be safe to call from several threads at once. Ready-made stores:
 /// dlq::kv::MemoryStore (dlq/kv/memory_store.hpp; unit tests), dlq::kv::SqliteStore
@@ -327,7 +344,8 @@ inline constexpr bool joint_capable_v = is_store_sink<sink_target_t<Sink>, Kv>::
 ///   end, as a new failure). Records without a job id carry the fresh id the front end made.
 /// - replay_step pushes first, then removes (at-least-once, never lost; the destination may
 ///   see a payload twice if a replay dies in between, or if two processes replay the same
-///   queue at once). The removal is one atomic store call for the whole step and applies to
+///   queue at once) — unless the sink writes into this store (exactly_once(): one store
+///   transaction per step). The removal is one atomic store call for the whole step and applies to
 ///   a record only if its version is still the one read; a record replaced meanwhile stays.
 /// - Policies (dlq::Retention, dlq::PoisonGuard): push returns the dead list's new length,
 ///   push_bounded is atomic in the store and bump_count keeps the poison guard's counts in

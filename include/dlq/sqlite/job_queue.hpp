@@ -25,6 +25,10 @@
 ///   next take() by the same consumer name returns them first (a restarted worker picks up
 ///   where it died), and release() puts them back in the ready list for anyone.
 /// - A job is at every instant in exactly one place: ready, held by one consumer, or acked.
+/// - Replay of dead letters kept in the same store into this queue is exactly-once: each
+///   replay step saves the jobs and removes the dead letters in one transaction (writes_for,
+///   SqliteStore::remove_and_save), so a replayer killed at any point neither loses nor
+///   doubles a job. Into a JobQueue on another file it is at-least-once.
 ///
 /// Layout in the store (see dlq/kv/storage.hpp for collections and versions): the
 /// ready jobs of queue Q are the collection `<prefix>{Q}:ready`, those held by consumer C

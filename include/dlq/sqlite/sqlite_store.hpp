@@ -11,8 +11,7 @@
 ///   commit returns, so every write that returned is on disk and survives a process crash
 ///   *and* a power loss or OS crash. SqliteSync::normal (synchronous=NORMAL) fsyncs only at
 ///   checkpoints: a write that returned survives a process crash (SIGKILL) but the last
-///   transactions may roll back after a power loss; it is several times faster (see
-///   tests/benchmarks/kv). Dead letters are the jobs nobody else has any more, hence FULL.
+///   transactions may roll back after a power loss; it is faster (figures: docs/kv.md).
 /// - Safe for several threads (each call leases its own connection from a small pool) and
 ///   several processes on one host (SQLite file locks; not on network file systems, where
 ///   WAL is unsafe). Reads run in parallel with writes (WAL). Writes are `BEGIN IMMEDIATE`
@@ -50,19 +49,15 @@
 ///       PRIMARY KEY (collection, key));
 ///     CREATE INDEX dlq_counters_by_expiry ON dlq_counters (expires_at);
 ///
-/// (see detail::sqlite_migration_v1_to_v2 for the triggers). Triggers, rather than count
-/// updates issued by the store's own statements, keep the counts exact whoever writes:
-/// a process of an older dlq that still has the file open while a newer one migrates it (a
-/// rolling upgrade), or an operator in the sqlite3 shell — as long as the connection leaves
-/// PRAGMA recursive_triggers off (SQLite's default). A drifted count would make retention
-/// evict too many entries or admit too many.
+/// (see detail::sqlite_migration_v1_to_v2 for the triggers). The counts are kept by triggers,
+/// so they stay exact whoever writes the file (an older dlq during a rolling upgrade, the
+/// sqlite3 shell) as long as the connection leaves PRAGMA recursive_triggers off (SQLite's
+/// default). Why, and what they cost: docs/kv.md.
 ///
 /// Costs: count() reads one row; save_if_below (Overflow::reject) is one transaction that
 /// reads the count, then saves; save_and_count adds that read to a save; increment (the
 /// poison guard) is one transaction of its own — with the guard on, a send commits twice.
-/// The count triggers add about 1.2-1.5 µs of CPU per record inserted or deleted (measured
-/// here: ~28% on 100-record insert transactions and 1000-record delete transactions with
-/// synchronous=NORMAL; invisible beside the fsync of a one-record transaction).
+/// remove_and_save (a replay step into a JobQueue in the same file) is one transaction.
 #pragma once
 
 #include <sqlite3.h>
