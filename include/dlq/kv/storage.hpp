@@ -292,36 +292,37 @@ struct KeyValueOptions {
 namespace kv {
 namespace detail {
 
-template <class S, class = void>
-struct has_remove_and_save : std::false_type {};
+// The optional members for exactly-once replay (see "remove_and_save" at the top).
+namespace ops {
 template <class S>
-struct has_remove_and_save<
-    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().remove_and_save(
-                                                  std::declval<const std::vector<Removal>&>(),
-                                                  std::declval<const std::vector<Write>&>())),
-                                              bool>>> : std::true_type {};
+using remove_and_save = decltype(std::declval<S&>().remove_and_save(
+    std::declval<const std::vector<Removal>&>(), std::declval<const std::vector<Write>&>()));
+template <class S>
+using shares_data_with =
+    decltype(std::declval<const S&>().shares_data_with(std::declval<const S&>()));
+}  // namespace ops
 
-template <class S, class = void>
-struct has_shares_data_with : std::false_type {};
 template <class S>
-struct has_shares_data_with<
-    S, std::enable_if_t<std::is_convertible_v<
-           decltype(std::declval<const S&>().shares_data_with(std::declval<const S&>())), bool>>>
-    : std::true_type {};
+using has_remove_and_save = meta::is_detected_convertible<bool, ops::remove_and_save, S>;
+template <class S>
+using has_shares_data_with = meta::is_detected_convertible<bool, ops::shares_data_with, S>;
 
 /// What a sink that writes into a key-value store hands the adapter: the writes of one push.
 using writes_callback = ::dlq::detail::function_ref<void(const std::vector<Write>&)>;
 
-template <class Sink, class Kv, class = void>
-struct is_store_sink : std::false_type {};
+namespace ops {
+template <class Sink>
+using sink_store = decltype(std::declval<Sink&>().store());
+template <class Sink>
+using writes_for = decltype(std::declval<Sink&>().writes_for(
+    std::declval<const std::vector<Message>&>(), std::declval<writes_callback>()));
+}  // namespace ops
+
+/// True when `Sink` writes into a store of type `Kv`: `Kv& store()` and `writes_for`.
 template <class Sink, class Kv>
-struct is_store_sink<
-    Sink, Kv,
-    std::enable_if_t<
-        std::is_same_v<decltype(std::declval<Sink&>().store()), Kv&> &&
-        std::is_void_v<decltype(std::declval<Sink&>().writes_for(
-            std::declval<const std::vector<Message>&>(), std::declval<writes_callback>()))>>>
-    : std::true_type {};
+using is_store_sink =
+    std::bool_constant<std::is_same_v<meta::detected_t<ops::sink_store, Sink>, Kv&> &&
+                       meta::is_detected<ops::writes_for, Sink>::value>;
 
 /// True when replay into `Sink` can be one store transaction: the sink writes into a store of
 /// type `Kv` (store() and writes_for) and `Kv` has remove_and_save and shares_data_with.
