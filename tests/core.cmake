@@ -6,6 +6,8 @@ dlq_add_test(test_core SOURCES
   LABELS core)
 dlq_add_test(test_memory SOURCES test_memory.cpp LABELS "core;memory")
 dlq_add_test(test_contract_memory SOURCES contract/contract_memory.cpp LABELS "core;memory;contract")
+dlq_add_test(test_source_queue_memory SOURCES contract/source_queue_memory.cpp
+             LABELS "core;memory;contract;source")
 
 include(headers/headers.cmake)
 include(compile_fail/compile_fail.cmake)
