@@ -23,13 +23,14 @@
 
 #if DLQCTL_WITH_REDIS
 #include <dlq/redis/list_storage.hpp>
+#include <dlq/redis/source_queue.hpp>
 #endif
 #if DLQCTL_WITH_SQLITE
 #include <sys/stat.h>
 
+#include <dlq/kv/storage.hpp>
 #include <dlq/sqlite/job_queue.hpp>
 #include <dlq/sqlite/sqlite_store.hpp>
-#include <dlq/kv/storage.hpp>
 #endif
 
 namespace dlqctl {
@@ -67,13 +68,13 @@ inline std::unique_ptr<Store> open_redis(const StoreSettings& s) {
   o.pool.wait_timeout = s.timeout;
   auto store = std::make_unique<DlqStore<dlq::RedisListStorage>>(
       "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)));
-  dlq::RedisListStorage& storage = store->dlq().storage();
-  store->set_waiting([&storage](std::string_view queue) -> std::optional<std::size_t> {
-    auto conn = storage.router().acquire(storage.source_key(queue));
-    const auto reply = conn->run(dlq::redis::Command("LLEN").arg(storage.source_key(queue)),
-                                 dlq::redis::Effect::read);
-    if (reply->type != REDIS_REPLY_INTEGER) return std::nullopt;  // e.g. not a list
-    return static_cast<std::size_t>(reply->integer);
+  dlq::RedisSourceQueue jobs(store->dlq().storage());
+  store->set_waiting([jobs](std::string_view queue) mutable -> std::optional<std::size_t> {
+    try {
+      return jobs.size(queue);
+    } catch (const dlq::reply_error&) {  // e.g. the key is not a list
+      return std::nullopt;
+    }
   });
   return store;
 }
