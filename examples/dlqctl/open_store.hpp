@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <dlq/errors.hpp>
 
@@ -68,6 +69,36 @@ inline std::unique_ptr<Store> open_redis(const StoreSettings& s) {
   o.pool.wait_timeout = s.timeout;
   auto store = std::make_unique<DlqStore<dlq::RedisListStorage>>(
       "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)));
+  dlq::RedisListStorage* storage = &store->dlq().storage();  // owned by the store
+  store->set_destination(
+      [storage](std::string_view queue) { return "the Redis list " + storage->source_key(queue); });
+  // Dead letters under the other known layout: the Python service's dlq:* / queue:* when
+  // the default dlq:{*} is configured (or none), and the reverse.
+  const std::string dead_pattern = storage->options().dead_key;
+  if (dead_pattern == "dlq:{*}" || dead_pattern == "dlq:*") {
+    const bool seed = dead_pattern == "dlq:{*}";  // configured: default; look at the seed's
+    store->set_other_layout([c, seed]() -> std::optional<Store::OtherLayout> {
+      dlq::RedisListOptions layout;
+      if (seed) {
+        layout.dead_key = "dlq:*";
+        layout.source_key = "queue:*";
+        layout.corrupt_key = "dlq:*:corrupt";
+      }
+      layout.pool.size = 1;
+      try {
+        dlq::RedisListStorage other(c, layout);
+        std::vector<std::string> found = other.queues();
+        if (found.empty()) return std::nullopt;
+        return Store::OtherLayout{seed ? "the Python service's layout dlq:* / queue:*"
+                                       : "dlq's default layout dlq:{*} / queue:{*}",
+                                  seed ? "--dlq-key 'dlq:*' --queue-key 'queue:*'"
+                                       : "--dlq-key 'dlq:{*}' --queue-key 'queue:{*}'",
+                                  std::move(found)};
+      } catch (const dlq::error&) {  // e.g. the seed layout on a Redis Cluster: no hint
+        return std::nullopt;
+      }
+    });
+  }
   dlq::RedisSourceQueue jobs(store->dlq().storage());
   store->set_waiting([jobs](std::string_view queue) mutable -> std::optional<std::size_t> {
     try {
@@ -105,6 +136,11 @@ inline std::unique_ptr<Store> open_sqlite(const StoreSettings& s) {
   auto store = std::make_unique<DlqStore<storage_t>>("sqlite " + path, storage_t(sqlite, jobs));
   store->set_waiting([jobs](std::string_view queue) mutable -> std::optional<std::size_t> {
     return jobs.size(queue);
+  });
+  store->set_destination([jobs, path](std::string_view queue) {
+    return "the job queue " + jobs.ready_collection(queue) + " in " + path +
+           " (dlq::kv::JobQueue: workers read it with JobQueue::take; an application that "
+           "reads its own queue replays from its own code with its own sink, see the README)";
   });
   return store;
 }

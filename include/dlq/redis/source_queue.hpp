@@ -66,7 +66,7 @@ inline constexpr std::string_view source_settle_script = R"lua(
 if ARGV[1] == '1' then
   local t = redis.call('TYPE', KEYS[2]).ok
   if t ~= 'list' and t ~= 'none' then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is a ' .. t .. ', not a list: nothing was moved')
+    return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is a ' .. t .. ', not a list; nothing was moved')
   end
 end
 local n = 0
