@@ -62,6 +62,16 @@ TEST_CASE("redis source queue: in-flight keys share the queue's hash tag; consum
   CHECK(jobs.consumers("orders").empty());
 }
 
+TEST_CASE("redis source queue: one take moves at most 1000 jobs", "[source][redis]") {
+  RedisSource f;
+  auto& jobs = f.jobs();
+  for (int i = 0; i < 1200; ++i)
+    jobs.push("orders", std::to_string(i));
+  CHECK(jobs.take("orders", "w1", 5000).size() == 1000);
+  CHECK(jobs.size("orders") == 200);
+  CHECK(jobs.recover("orders", "w1") == 1000);
+}
+
 #if !DLQ_SOURCE_CLUSTER
 TEST_CASE("redis source queue: nack onto a key of another type moves nothing", "[source][redis]") {
   RedisSource f;

@@ -140,12 +140,13 @@ class RedisSourceQueue {
                    });
   }
 
-  /// Reliable take (see dlq/source_queue.hpp): one script. `max` 0 = 1.
+  /// Reliable take (see dlq/source_queue.hpp): one script. `max` 0 = 1; values above 1000
+  /// are lowered to 1000 (the script blocks the server while it runs).
   /// @throws as push(); a timeout leaves any moved jobs in `consumer`'s in-flight list.
   std::vector<SourceJob> take(std::string_view queue, std::string_view consumer,
                               std::size_t max = 1) {
     check(queue, consumer, "take");
-    if (max == 0) max = 1;
+    max = std::min<std::size_t>(std::max<std::size_t>(max, 1), 1000);
     const std::string k = key(queue), held = in_flight_key(queue, consumer),
                       set = consumers_key(queue);
     std::vector<std::string> payloads = run_script(
