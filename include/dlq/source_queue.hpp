@@ -26,6 +26,7 @@
 ///                                             goes back to the queue's tail
 ///     Q.size(queue) -> size_t                 jobs waiting
 ///     Q.in_flight(queue, consumer) -> size_t  jobs `consumer` holds
+///     Q.consumers(queue) -> vector<string>    consumers holding jobs (memory and Redis only)
 ///
 /// Delivery guarantee: **at-least-once**. A job is at every instant in exactly one place —
 /// the queue, one consumer's in-flight list, or gone (acked) — and every move between them
@@ -131,6 +132,10 @@ class MemorySourceQueue {
   /// Jobs `consumer` holds from `queue`.
   std::size_t in_flight(std::string_view queue, std::string_view consumer) {
     return storage_->source_in_flight(queue, consumer);
+  }
+  /// The consumers that hold jobs from `queue` (to recover() those that are gone), sorted.
+  std::vector<std::string> consumers(std::string_view queue) {
+    return storage_->source_consumers(queue);
   }
 
  private:

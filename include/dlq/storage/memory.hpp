@@ -288,6 +288,16 @@ class MemoryStorage {
     return n;
   }
 
+  /// The consumers that hold jobs from a source queue, sorted.
+  std::vector<std::string> source_consumers(std::string_view queue) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<std::string> out;
+    if (const lists* l = find_lists(queue))
+      for (const auto& [name, held] : l->in_flight)
+        if (!held.empty()) out.push_back(name);
+    return out;
+  }
+
   /// Number of jobs `consumer` holds from a source queue (taken, not acked).
   std::size_t source_in_flight(std::string_view queue, std::string_view consumer) {
     std::lock_guard<std::mutex> lock(state_->mutex);
