@@ -209,7 +209,9 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     httplib::Server server;
-    server.set_payload_max_length(options.max_body_bytes + 1024);
+    // Bodies beyond this are cut off by the server itself; up to it the console reads an
+    // oversize body to its end and answers 413 in JSON.
+    server.set_payload_max_length(64 * options.max_body_bytes);
     server.set_keep_alive_max_count(100);
     server.set_error_handler([](const httplib::Request& q, httplib::Response& r) {
       if (!r.body.empty()) return;

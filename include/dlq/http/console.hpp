@@ -434,15 +434,15 @@ class Console {
         if (type.compare(0, 16, "application/json") != 0)
           throw bad("unsupported_media_type", q.path, "the body must be JSON",
                     "send Content-Type: application/json and a JSON object", 415);
-        const std::string length = q.get_header_value("Content-Length");
-        if (!length.empty() && (length.size() > 18 || std::stoull(length) > opts_.max_body_bytes))
-          throw too_large(q, r);
+        // An oversize body is read to its end and dropped (up to the server's own
+        // payload_max_length), so that the client gets the 413 answer, not a reset.
         std::string text;
         bool over = false;
         reader([&](const char* data, std::size_t n) {
-          if (text.size() + n > opts_.max_body_bytes) {
+          if (over || text.size() + n > opts_.max_body_bytes) {
             over = true;
-            return false;
+            text.clear();
+            return true;
           }
           text.append(data, n);
           return true;
@@ -457,8 +457,7 @@ class Console {
     });
   }
 
-  http_error too_large(const httplib::Request& q, httplib::Response& r) const {
-    r.set_header("Connection", "close");
+  http_error too_large(const httplib::Request& q, httplib::Response&) const {
     return bad("body_too_large", q.path,
                "the body is larger than " + std::to_string(opts_.max_body_bytes) + " bytes",
                "send fewer ids per request", 413);

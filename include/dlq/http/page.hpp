@@ -65,13 +65,13 @@ inline const char* page_html() {
       </div>
       <div id="dead-pane">
         <form id="filters" class="filters" autocomplete="off">
-          <input id="f-error" placeholder="Error contains…" class="grow">
+          <input id="f-error" placeholder="Error contains…">
           <input id="f-error-type" placeholder="Error type">
           <input id="f-worker" placeholder="Worker">
           <input id="f-job-id" placeholder="Job id">
           <input id="f-payload" placeholder="Payload contains…">
-          <input id="f-min-age" placeholder="Older than (15m)" class="narrow">
-          <input id="f-max-age" placeholder="Newer than (2d)" class="narrow">
+          <input id="f-min-age" placeholder="Older than, e.g. 15m">
+          <input id="f-max-age" placeholder="Newer than, e.g. 2d">
           <button id="apply-filter" class="btn" type="submit">Filter</button>
           <button id="clear-filter" class="btn btn-ghost" type="button">Clear</button>
         </form>
@@ -203,8 +203,9 @@ h1{font-size:22px;margin:0}
 .tabs{display:flex;gap:4px;border-bottom:1px solid var(--line);margin-bottom:14px}
 .tab{background:none;border:0;padding:9px 14px;font:inherit;color:var(--muted);cursor:pointer;border-bottom:2px solid transparent;margin-bottom:-1px}
 .tab.active{color:var(--brand-d);border-bottom-color:var(--brand);font-weight:600}
-.filters{display:flex;flex-wrap:wrap;gap:8px;margin-bottom:12px}
-.filters input{flex:1 1 120px;min-width:110px}.filters .grow{flex:2 1 200px}.filters .narrow{flex:0 1 130px}
+.filters{display:grid;grid-template-columns:minmax(0,2fr) repeat(3,minmax(0,1fr)) minmax(0,1.5fr) repeat(2,minmax(0,1fr)) auto auto;gap:8px;margin-bottom:12px}
+.filters input{min-width:0;width:100%}
+@media (max-width:1100px){.filters{grid-template-columns:repeat(4,minmax(0,1fr))}}
 input{font:inherit;padding:7px 10px;border:1px solid #d1d5db;border-radius:7px;background:#fff;color:var(--ink)}
 input:focus{outline:2px solid #c7d2fe;border-color:var(--brand)}
 .btn{font:inherit;font-weight:600;padding:7px 14px;border-radius:7px;border:1px solid #d1d5db;background:#fff;color:var(--ink);cursor:pointer;white-space:nowrap}
@@ -219,7 +220,7 @@ input:focus{outline:2px solid #c7d2fe;border-color:var(--brand)}
 .table th{font-size:12px;text-align:left;color:var(--muted);font-weight:600;background:#f9fafb;padding:9px 12px;border-bottom:1px solid var(--line)}
 .table td{padding:9px 12px;border-bottom:1px solid #f1f2f4;vertical-align:top;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .table tbody tr{cursor:pointer}.table tbody tr:hover{background:#fafafa}.table tbody tr.selected{background:var(--sel)}
-.table .num{text-align:right}.col-check{width:38px}
+.table .num{text-align:right}.col-check{width:40px}.table td.col-check{text-overflow:clip}
 #entries th:nth-child(2){width:130px}#entries th:nth-child(3){width:30%}#entries th:nth-child(4){width:110px}#entries th:nth-child(5){width:75px}#entries th:nth-child(6){width:120px}
 .err-type{display:inline-block;font-size:11px;font-weight:700;color:#92400e;background:#fef3c7;border-radius:4px;padding:0 5px;margin-right:6px}
 .err-msg{color:#991b1b}.corrupt-tag{font-size:11px;font-weight:700;color:#fff;background:var(--danger);border-radius:4px;padding:0 5px;margin-right:6px}

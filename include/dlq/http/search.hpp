@@ -4,12 +4,14 @@
 ///
 /// A scan never loads a whole list: each call reads windows of at most `window` entries
 /// with peek and examines at most `max_examined` entries, then hands back a continuation
-/// token (dlq::http::Cursor) that encodes the position reached and the id of the last entry
-/// examined. The next call finds that id again within the `lookback` entries before the
-/// position, so entries replayed or removed from the head in between (the list moves left)
-/// neither hide nor repeat entries. When the last id is gone and more than `lookback` entries
-/// before it went too, the scan goes on `lookback` entries earlier: it may show an entry
-/// twice (the page drops ids it already has), never skip one within the lookback.
+/// token (dlq::http::Cursor) that encodes the position reached, the id of the last entry
+/// examined and its dead_lettered_at. The next call finds that id again within the
+/// `lookback` entries before the position, so entries removed before it in between (the list
+/// moves left) neither hide nor repeat entries. When the id is not there (it was replayed or
+/// deleted too, e.g. a replay took the head), the scan goes on at the first entry not older
+/// than it, found by binary search over the list (about log2(length) reads of one entry):
+/// exact for a list in dead-letter order, which appends keep; entries written out of time
+/// order (clock skew between writers) may then be shown twice or, near the cut, passed over.
 #pragma once
 
 #include <chrono>
@@ -81,14 +83,17 @@ struct EntryFilter {
   }
 };
 
-/// Where a scan stopped: the position of the next entry and the id of the last one examined.
+/// Where a scan stopped: the position of the next entry and the last one examined.
 struct Cursor {
   std::size_t position = 0;  ///< index (from the head) of the next entry to examine
   std::string last_id;       ///< id of the entry examined last ("" at the start)
+  /// dead_lettered_at of that entry in microseconds since the epoch; 0 = unknown.
+  std::int64_t last_time_us = 0;
 
-  /// The token form: base64 of "<position>:<last id>" (opaque to clients).
+  /// The token form: base64 of "<position>:<time>:<last id>" (opaque to clients).
   std::string encode() const {
-    return dlq::detail::base64::encode(std::to_string(position) + ":" + last_id);
+    return dlq::detail::base64::encode(std::to_string(position) + ":" +
+                                       std::to_string(last_time_us) + ":" + last_id);
   }
 
   /// Parses a token made by encode().
@@ -101,14 +106,19 @@ struct Cursor {
           "pass the `next` value of the previous page unchanged, or drop it to start over"));
     };
     if (token.size() > 1024 || !dlq::detail::base64::decode(token, text)) throw bad();
-    const auto colon = text.find(':');
-    if (colon == std::string::npos || colon == 0 || colon > 19) throw bad();
     Cursor c;
-    for (std::size_t i = 0; i < colon; ++i) {
-      if (text[i] < '0' || text[i] > '9') throw bad();
-      c.position = c.position * 10 + static_cast<std::size_t>(text[i] - '0');
-    }
-    c.last_id = text.substr(colon + 1);
+    std::size_t i = 0;
+    const auto number = [&](auto& out) {
+      const std::size_t begin = i;
+      out = 0;
+      while (i < text.size() && text[i] >= '0' && text[i] <= '9' && i - begin < 18)
+        out = out * 10 + (text[i++] - '0');
+      if (i == begin || i >= text.size() || text[i] != ':') throw bad();
+      ++i;
+    };
+    number(c.position);
+    number(c.last_time_us);
+    c.last_id = text.substr(i);
     if (c.position == 0 && !c.last_id.empty()) throw bad();
     return c;
   }
@@ -130,6 +140,38 @@ struct SearchPage {
   std::optional<Cursor> next;  ///< where to continue; nullopt = the end of the list
 };
 
+namespace detail {
+
+inline std::int64_t micros(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+/// The position of the first entry not older than the cursor's last entry, by binary search
+/// over [0, cursor.position) with one-entry reads; entries without a time count as older.
+/// The cursor's position when its time is unknown.
+template <class Peek>
+std::size_t first_not_older(Peek& peek, std::string_view queue, const Cursor& c) {
+  if (c.last_time_us == 0) return c.position;
+  std::size_t lo = 0, hi = c.position;
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    const std::vector<Entry> one = peek(queue, mid, 1);
+    if (one.empty()) {
+      hi = mid;
+      continue;
+    }
+    const auto& e = one.front();
+    if (e.dead_lettered_time && micros(*e.dead_lettered_time) >= c.last_time_us) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+}  // namespace detail
+
 /// Scans `queue` from `from` (nullopt = the head) for entries matching `filter`, within
 /// `limits`, through `peek(queue, start, count)`. See the file comment for the guarantees.
 /// @throws whatever `peek` throws.
@@ -143,16 +185,19 @@ SearchPage scan(Peek&& peek, std::string_view queue, const EntryFilter& filter,
     const std::size_t back = std::min(from->position, limits.lookback);
     const std::size_t s = from->position - back;
     const std::vector<Entry> before = peek(queue, s, back);
-    pos = s;  // not found: go on `lookback` earlier (never skip within it)
+    bool found = false;
     for (std::size_t k = before.size(); k-- > 0;) {
       if (before[k].id == from->last_id) {
         pos = s + k + 1;
+        found = true;
         break;
       }
     }
+    if (!found) pos = detail::first_not_older(peek, queue, *from);
   }
   page.start = pos;
   std::string last_id = from ? from->last_id : std::string();
+  std::int64_t last_time = from ? from->last_time_us : 0;
   const std::size_t want = std::max<std::size_t>(1, limits.limit);
   bool at_end = false;
   while (page.entries.size() < want && page.examined < limits.max_examined) {
@@ -165,6 +210,7 @@ SearchPage scan(Peek&& peek, std::string_view queue, const EntryFilter& filter,
       ++page.examined;
       ++pos;
       last_id = e.id;
+      last_time = e.dead_lettered_time ? detail::micros(*e.dead_lettered_time) : 0;
       if (filter.matches(e, now)) {
         page.entries.push_back(std::move(e));
         if (page.entries.size() == want) break;
@@ -175,7 +221,7 @@ SearchPage scan(Peek&& peek, std::string_view queue, const EntryFilter& filter,
       break;
     }
   }
-  if (!at_end) page.next = Cursor{pos, last_id};
+  if (!at_end) page.next = Cursor{pos, last_id, last_time};
   return page;
 }
 
