@@ -86,10 +86,10 @@ def main():
     older = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=42)
     timeouts = [f'{{"order": {i},  "note": "caf\\u00e9 {i}", "items": [1, 2.50, 3e2]}}' for i in range(30)]
     entries = []
-    for i in range(50):
-        if i % 5 < 3 and len([e for e in entries if "timeout" in e]) < 30:
-            entries.append(raw_envelope(web, timeouts[len([e for e in entries if "timeout" in e])], "payment gateway timeout after 30s",
-                                        worker=f"billing-{i % 3}", error_type="TimeoutError", when=older))
+    for i in range(45):  # 30 timeouts and 15 declines, interleaved
+        if i % 3 < 2:
+            entries.append(raw_envelope(web, timeouts[len(entries) - i // 3], "payment gateway timeout after 30s",
+                                        worker=f"billing-{i % 4}", error_type="TimeoutError", when=older))
         else:
             entries.append(raw_envelope(web, f'{{"order":{1000 + i}}}', "card declined by issuer", worker="billing-0",
                                         error_type="CardError", when=older))
@@ -109,8 +109,8 @@ def main():
         d.get(base)
         wait(d, lambda: d.find_elements(By.CSS_SELECTOR, f'.queue-item[data-queue="{web}"]'), "queue list shows the queue")
         d.find_element(By.CSS_SELECTOR, f'.queue-item[data-queue="{web}"]').click()
-        wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 51, "51 rows shown")
-        check(d.find_element(By.ID, "stat-dead").text == "51", "stat card: depth", d.find_element(By.ID, "stat-dead").text)
+        wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 46, "46 rows shown")
+        check(d.find_element(By.ID, "stat-dead").text == "46", "stat card: depth", d.find_element(By.ID, "stat-dead").text)
 
         # XSS: shown as text, never run
         body_text = d.find_element(By.ID, "entries").text
@@ -120,7 +120,7 @@ def main():
         xss_row = d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")[-1]
         xss_row.click()
         wait(d, lambda: d.find_element(By.ID, "drawer").is_displayed(), "drawer opens")
-        check(d.find_element(By.ID, "drawer-payload").text == json.dumps(json.dumps(xss)) or xss in d.find_element(By.ID, "drawer-payload").text,
+        check(d.find_element(By.ID, "drawer-payload").text == json.dumps(xss),
               "drawer: the payload as text", d.find_element(By.ID, "drawer-payload").text)
         time.sleep(0.3)
         check(d.execute_script("return window.__dlq_xss === undefined;"), "the would-be script never ran")
@@ -144,10 +144,10 @@ def main():
         check([g.decode() for g in got] == timeouts, "payloads byte-exact in the source list (python3-redis)")
         cli = redis_cli(url, "LRANGE", source_key(web), "0", "-1").decode()
         check(cli.count("\\u00e9") == 30 and '"{\\"order\\": 0,  \\"note\\": ' in cli, "payloads byte-exact (redis-cli)", cli[:200])
-        check(r.llen(dead_key(web)) == 21, "the others stay dead")
+        check(r.llen(dead_key(web)) == 16, "the others stay dead")
         d.find_element(By.ID, "op-close").click()
         d.find_element(By.ID, "clear-filter").click()
-        wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 21, "21 rows after the replay")
+        wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 16, "16 rows after the replay")
         d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")[2].click()
         wait(d, lambda: d.find_element(By.ID, "drawer").is_displayed(), "drawer for the screenshot")
         d.find_element(By.ID, "drawer-close").click()
@@ -184,7 +184,7 @@ def main():
         d.get(srv.url)
         wait(d, lambda: d.find_element(By.ID, "readonly-badge").is_displayed(), "read-only badge shown")
         d.find_element(By.CSS_SELECTOR, f'.queue-item[data-queue="{web}"]').click()
-        wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 21, "read-only: rows shown")
+        wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 16, "read-only: rows shown")
         for b in ("btn-replay-selected", "btn-delete-selected", "btn-replay-filter", "btn-purge", "btn-recover"):
             check(not d.find_element(By.ID, b).is_displayed(), f"read-only: {b} hidden")
         before = r.llen(dead_key(web))
