@@ -223,4 +223,13 @@ TEST_CASE("token and read-only are enforced on the server") {
   CHECK(w->status == 403);
   CHECK(error_code(w) == "read_only");
   CHECK(s.queue.size("orders") == 1);
+  // a refused POST leaves a kept-alive connection usable (its body was dropped)
+  httplib::Client kept("127.0.0.1", s.port);
+  kept.set_keep_alive(true);
+  CHECK(kept.Post("/api/replay", std::string(100000, ' '), "application/json")->status == 401);
+  CHECK(kept.Post("/api/replay", auth, "x=1", "text/plain")->status == 403);
+  auto after = kept.Get("/api/queues", auth);
+  REQUIRE(after);
+  CHECK(after->status == 200);
+  CHECK(body_of(after)["read_only"] == true);
 }

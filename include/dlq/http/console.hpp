@@ -429,6 +429,7 @@ class Console {
   void post(httplib::Server& s, const std::string& path, F f) {
     s.Post(opts_.prefix + path, [this, f](const httplib::Request& q, httplib::Response& r,
                                           const httplib::ContentReader& reader) {
+      bool consumed = false;
       handle(q, r, true, true, [&] {
         const std::string type = q.get_header_value("Content-Type");
         if (type.compare(0, 16, "application/json") != 0)
@@ -438,6 +439,7 @@ class Console {
         // payload_max_length), so that the client gets the 413 answer, not a reset.
         std::string text;
         bool over = false;
+        consumed = true;
         reader([&](const char* data, std::size_t n) {
           if (over || text.size() + n > opts_.max_body_bytes) {
             over = true;
@@ -454,6 +456,8 @@ class Console {
                     "send a JSON object such as {\"queue\":\"orders\"}");
         f(body, r);
       });
+      // Refused before reading (401, 403, 415): drop the body so the connection stays in step.
+      if (!consumed) reader([](const char*, std::size_t) { return true; });
     });
   }
 
