@@ -11,7 +11,8 @@
   - --read-only: the badge shows, the buttons are hidden, a forged POST gets 403;
   - --token-file: without the token the API answers 401 and the page asks for it; with it the
     queues load;
-  - a screenshot of the page is saved (--screenshot PATH).
+  - screenshots of the page are saved (--screenshot PATH, and PATH with -overview and
+    -replay before the extension).
 
     test_console_browser.py --dlqctl PATH --screenshot PATH     (ctest: fixture `redis`)
 """
@@ -108,6 +109,10 @@ def main():
         base = srv.url
         d.get(base)
         wait(d, lambda: d.find_elements(By.CSS_SELECTOR, f'.queue-item[data-queue="{web}"]'), "queue list shows the queue")
+        wait(d, lambda: d.find_elements(By.CSS_SELECTOR, f'#overview tr[data-queue="{paced}"]'), "overview lists the queues")
+        row = d.find_element(By.CSS_SELECTOR, f'#overview tr[data-queue="{paced}"]').text
+        check("2,000" in row and "console-paced" in row, "overview: depth per queue", row)
+        d.save_screenshot(os.path.splitext(args.screenshot)[0] + "-overview.png")
         d.find_element(By.CSS_SELECTOR, f'.queue-item[data-queue="{web}"]').click()
         wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 46, "46 rows shown")
         check(d.find_element(By.ID, "stat-dead").text == "46", "stat card: depth", d.find_element(By.ID, "stat-dead").text)

@@ -26,7 +26,7 @@ inline const char* page_html() {
 </head>
 <body>
 <header class="topbar">
-  <div class="brand"><span class="logo">dlq</span><span class="brand-sub">dead-letter console</span></div>
+  <div class="brand" id="home" title="Overview"><span class="logo">dlq</span><span class="brand-sub">dead-letter console</span></div>
   <div class="top-right">
     <span id="readonly-badge" class="badge badge-ro" hidden>read-only</span>
     <span id="version" class="muted"></span>
@@ -41,10 +41,16 @@ inline const char* page_html() {
     <div id="queues-empty" class="muted side-empty" hidden>No dead letters anywhere.</div>
   </nav>
   <main class="main">
-    <div id="welcome" class="welcome">
-      <h1>Dead-letter queues</h1>
-      <p class="muted">Pick a queue on the left to inspect, replay or delete its dead letters.</p>
-    </div>
+    <section id="welcome">
+      <div class="queue-head"><h1>Overview</h1><span id="overview-total" class="muted"></span></div>
+      <div class="table-wrap">
+        <table id="overview" class="table">
+          <thead><tr><th>Queue</th><th class="num">Dead letters</th><th class="num">Corrupt</th><th class="num">Waiting in source</th><th class="num">Oldest dead letter</th></tr></thead>
+          <tbody></tbody>
+        </table>
+        <div id="overview-empty" class="empty" hidden>No dead letters anywhere. Nice.</div>
+      </div>
+    </section>
     <section id="queue-view" hidden>
       <div class="queue-head">
         <h1 id="queue-title"></h1>
@@ -70,8 +76,8 @@ inline const char* page_html() {
           <input id="f-worker" placeholder="Worker">
           <input id="f-job-id" placeholder="Job id">
           <input id="f-payload" placeholder="Payload contains…">
-          <input id="f-min-age" placeholder="Older than, e.g. 15m">
-          <input id="f-max-age" placeholder="Newer than, e.g. 2d">
+          <input id="f-min-age" placeholder="Min age (15m)">
+          <input id="f-max-age" placeholder="Max age (2d)">
           <button id="apply-filter" class="btn" type="submit">Filter</button>
           <button id="clear-filter" class="btn btn-ghost" type="button">Clear</button>
         </form>
@@ -176,7 +182,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",A
 .mono,.code,td.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace;font-size:12.5px}
 .muted{color:var(--muted)}.small{font-size:12px}
 .topbar{height:52px;display:flex;align-items:center;justify-content:space-between;padding:0 20px;background:#111827;color:#e5e7eb}
-.brand{display:flex;align-items:baseline;gap:10px}.logo{font-weight:800;font-size:18px;color:#fff;letter-spacing:.5px;background:var(--brand);padding:2px 8px;border-radius:6px}
+.brand{display:flex;align-items:baseline;gap:10px;cursor:pointer}.logo{font-weight:800;font-size:18px;color:#fff;letter-spacing:.5px;background:var(--brand);padding:2px 8px;border-radius:6px}
 .brand-sub{color:#9ca3af}.top-right{display:flex;align-items:center;gap:14px}.top-right .muted{color:#9ca3af}
 .auto{color:#d1d5db;font-size:13px;display:flex;gap:6px;align-items:center}
 .layout{display:flex;height:calc(100% - 52px)}
@@ -192,7 +198,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",A
 .pill{display:inline-block;min-width:22px;padding:1px 7px;border-radius:999px;background:#eef2ff;color:var(--brand-d);font-size:12px;font-weight:600;text-align:center}
 .pill.red{background:#fee2e2;color:#b91c1c}.pill:empty{display:none}
 .main{flex:1;overflow:auto;padding:22px 28px}
-.welcome{margin-top:60px;text-align:center}
+.bad-num{color:var(--danger);font-weight:600}
 h1{font-size:22px;margin:0}
 .queue-head{display:flex;align-items:center;justify-content:space-between;margin-bottom:16px}
 .queue-actions{display:flex;gap:8px}
@@ -341,6 +347,18 @@ inline const char* page_js() {
       ul.appendChild(li);
     }
     $('queues-empty').hidden = d.queues.length > 0;
+    const ob = $('overview').tBodies[0]; ob.replaceChildren();
+    let total = 0;
+    for (const qs of d.queues) {
+      total += qs.dead;
+      ob.appendChild(el('tr', { 'data-queue': qs.name, onclick: () => selectQueue(qs.name) },
+        el('td', { class: 'q-name', text: qs.name, title: qs.name }), el('td', { class: 'num', text: fmt(qs.dead) }),
+        el('td', { class: 'num' + (qs.corrupt ? ' bad-num' : ''), text: fmt(qs.corrupt) }),
+        el('td', { class: 'num', text: qs.waiting === null ? 'n/a' : fmt(qs.waiting) }),
+        el('td', { class: 'num', text: age(qs.oldest_age_seconds) })));
+    }
+    $('overview-empty').hidden = d.queues.length > 0;
+    $('overview-total').textContent = fmt(total) + ' dead letters in ' + d.queues.length + ' queue' + (d.queues.length === 1 ? '' : 's');
     if (S.queue) showStats(d.queues.find((x) => x.name === S.queue));
   }
   function showStats(s) {
@@ -517,6 +535,7 @@ inline const char* page_js() {
 
   document.addEventListener('DOMContentLoaded', () => {
     $('refresh').addEventListener('click', refresh);
+    $('home').addEventListener('click', () => { S.queue = null; $('queue-view').hidden = true; $('welcome').hidden = false; $('drawer').hidden = true; loadQueues().catch(() => {}); });
     $('tab-dead').addEventListener('click', () => setTab('dead'));
     $('tab-corrupt').addEventListener('click', () => setTab('corrupt'));
     $('filters').addEventListener('submit', (ev) => { ev.preventDefault(); S.filter = readFilter(); reloadEntries(); });
