@@ -233,3 +233,37 @@ TEST_CASE("token and read-only are enforced on the server") {
   CHECK(after->status == 200);
   CHECK(body_of(after)["read_only"] == true);
 }
+
+TEST_CASE("mounted under a prefix; a replay by ids names every id it moved") {
+  dlq::http::ConsoleOptions o;
+  o.prefix = "/ops/dlq/";
+  Served s(o);
+  const auto a = s.queue.send_to_dlq("orders", "{\"a\":1}", "x", 1, "w");
+  s.queue.send_to_dlq("orders", "{\"b\":2}", "x", 1, "w");
+  auto c = s.client();
+  auto page = c.Get("/ops/dlq/");
+  REQUIRE(page);
+  CHECK(page->status == 200);
+  CHECK(page->get_header_value("Content-Security-Policy").find("script-src 'self'") !=
+        std::string::npos);
+  auto bare = c.Get("/ops/dlq");
+  REQUIRE(bare);
+  CHECK(bare->status == 302);
+  CHECK(bare->get_header_value("Location") == "/ops/dlq/");
+  CHECK(c.Get("/api/queues")->status == 404);  // nothing outside the prefix
+  auto op =
+      body_of(post(c, "/ops/dlq/api/replay",
+                   {{"queue", "orders"}, {"ids", {a, "0190c000-0000-7000-8000-000000000000"}}}));
+  const std::string path = "/ops/dlq/api/operation?id=" + op["id"].get<std::string>();
+  auto done = body_of(c.Get(path.c_str()));
+  for (int i = 0; i < 2000 && done["state"] == "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    done = body_of(c.Get(path.c_str()));
+  }
+  CHECK(done["report"]["replayed_ids"] == json::array({a}));
+  CHECK(done["report"]["skipped"][0]["reason"] == "not_found");
+  CHECK(s.queue.storage().source_pop("orders") == std::optional<std::string>("{\"a\":1}"));
+  dlq::http::ConsoleOptions bad;
+  bad.prefix = "/a(b)";
+  CHECK_THROWS_AS(dlq::http::Console(s.backend, bad), dlq::invalid_argument);
+}

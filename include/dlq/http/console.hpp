@@ -86,8 +86,9 @@ struct ConsoleOptions {
   /// Largest payload shown in full by /api/entry (bytes); longer ones are cut and say so.
   /// Default 256 KiB.
   std::size_t max_payload_view = std::size_t{256} << 10;
-  /// Where the console logs mutations and unexpected errors (one line each, no secrets).
-  /// Empty (the default) = nowhere.
+  /// Where the console logs mutations and unexpected errors (one line each, URL passwords
+  /// masked). Called from the server's threads and the replay threads, possibly at once; an
+  /// exception it throws is swallowed. Empty (the default) = nowhere.
   std::function<void(LogLevel, std::string_view)> log;
 };
 
@@ -740,11 +741,16 @@ class Console {
                                                          : "not_found";
       skipped.push_back({{"id", s.id}, {"reason", why}, {"detail", s.detail}});
     }
-    return {{"examined", rep.examined},           {"replayed", rep.replayed},
-            {"set_aside", rep.set_aside},         {"batches", rep.batches},
-            {"conflicts", rep.conflicts},         {"dry_run", rep.dry_run},
-            {"cancelled", rep.cancelled},         {"skipped", skipped},
-            {"skipped_total", rep.skipped.size()}};
+    nlohmann::json moved = nlohmann::json::array();
+    for (const auto& id : rep.replayed_ids)
+      moved.push_back(id);
+    nlohmann::json out = {{"examined", rep.examined},           {"replayed", rep.replayed},
+                          {"set_aside", rep.set_aside},         {"batches", rep.batches},
+                          {"conflicts", rep.conflicts},         {"dry_run", rep.dry_run},
+                          {"cancelled", rep.cancelled},         {"skipped", skipped},
+                          {"skipped_total", rep.skipped.size()}};
+    out["replayed_ids"] = moved;
+    return out;
   }
 
   static std::string iso(std::chrono::system_clock::time_point t) {
@@ -866,6 +872,7 @@ class Console {
     EntryFilter filter;
     if (has_ids) {
       ro.ids = ids_field(body);
+      ro.record_ids = true;  // at most max_ids: the report names every id it moved
       op->mode = "ids";
       op->requested = ro.ids.size();
     } else if (has_filter) {
