@@ -129,7 +129,7 @@ TEST_CASE("a filtered scan examines at most max_examined entries per call and re
   dlq::http::QueueBackend<dlq::MemoryStorage> b(q);
   dlq::http::ScanLimits lim;
   lim.max_examined = 700;
-  dlq::http::EntryFilter f;
+  dlq::http::EntryQuery f;
   f.error = "RARE";
   std::optional<dlq::http::Cursor> at;
   std::vector<std::string> found;

@@ -103,7 +103,7 @@ class ConsoleBackend {
 
   /// One page of entries matching `filter`, continuing at `from` (nullopt = the head),
   /// within `limits`. Default: dlq::http::scan over peek (see dlq/http/search.hpp).
-  virtual SearchPage search(std::string_view queue, const EntryFilter& filter,
+  virtual SearchPage search(std::string_view queue, const EntryQuery& filter,
                             const std::optional<Cursor>& from, const ScanLimits& limits) {
     return scan([this](std::string_view q, std::size_t s, std::size_t n) { return peek(q, s, n); },
                 queue, filter, from, limits, std::chrono::system_clock::now());

@@ -564,8 +564,8 @@ class Console {
     return std::chrono::seconds(n * unit);
   }
 
-  static EntryFilter filter_from_query(const httplib::Request& q) {
-    EntryFilter f;
+  static EntryQuery filter_from_query(const httplib::Request& q) {
+    EntryQuery f;
     auto param = [&](const char* n) {
       return q.has_param(n) ? q.get_param_value(n) : std::string();
     };
@@ -579,8 +579,8 @@ class Console {
     return f;
   }
 
-  static EntryFilter filter_from_json(const nlohmann::json& body) {
-    EntryFilter f;
+  static EntryQuery filter_from_json(const nlohmann::json& body) {
+    EntryQuery f;
     const auto it = body.find("filter");
     if (it == body.end()) return f;
     if (!it->is_object())
@@ -798,7 +798,7 @@ class Console {
 
   void entries(const httplib::Request& q, httplib::Response& r) {
     const std::string queue = queue_param(q);
-    const EntryFilter filter = filter_from_query(q);
+    const EntryQuery filter = filter_from_query(q);
     ScanLimits limits;
     limits.limit = std::max<std::size_t>(1, size_param(q, "limit", 50, opts_.max_page));
     limits.max_examined = opts_.max_examined;
@@ -869,7 +869,7 @@ class Console {
       throw bad("bad_request", "replay", "say what to replay: exactly one of ids, filter or all",
                 "send {\"queue\":\"q\",\"ids\":[…]} or {\"filter\":{…}} or {\"all\":true}");
     ReplayOptions ro;
-    EntryFilter filter;
+    EntryQuery filter;
     if (has_ids) {
       ro.ids = ids_field(body);
       ro.record_ids = true;  // at most max_ids: the report names every id it moved

@@ -29,10 +29,11 @@
 namespace dlq {
 namespace http {
 
-/// Which entries a console page or a replay/delete by filter is about. Empty fields are no
+/// Which entries a console page or a replay by filter is about (the console's conditions;
+/// a replay receives them as a dlq::EntryFilter predicate). Empty fields are no
 /// condition; an empty filter matches every entry, corrupt ones included. Any condition
 /// excludes unreadable (corrupt) entries.
-struct EntryFilter {
+struct EntryQuery {
   std::string error;       ///< error message contains this text (ASCII case-insensitive)
   std::string error_type;  ///< error_type equals this
   std::string worker;      ///< worker equals this
@@ -176,7 +177,7 @@ std::size_t first_not_older(Peek& peek, std::string_view queue, const Cursor& c)
 /// `limits`, through `peek(queue, start, count)`. See the file comment for the guarantees.
 /// @throws whatever `peek` throws.
 template <class Peek>
-SearchPage scan(Peek&& peek, std::string_view queue, const EntryFilter& filter,
+SearchPage scan(Peek&& peek, std::string_view queue, const EntryQuery& filter,
                 const std::optional<Cursor>& from, const ScanLimits& limits,
                 std::chrono::system_clock::time_point now) {
   SearchPage page;
