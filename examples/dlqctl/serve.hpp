@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <dlq/http.hpp>
@@ -189,7 +190,13 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     store.pool_size = 4 + 2 * max_operations;  // page requests and replays at once
     const serve_detail::Listen where = serve_detail::parse_listen(listen);
     dlq::http::ConsoleOptions options;
-    if (!token_file.empty()) options.token = serve_detail::read_token(token_file);
+    if (!token_file.empty()) {
+      options.token = serve_detail::read_token(token_file);
+      struct stat st {};
+      if (::stat(token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+        log(dlq::LogLevel::warning,
+            "[dlq.http] --token-file " + token_file + " can be read by other users; chmod 600 it");
+    }
     dlq::http::check_listen(where.host, options.token);
     options.read_only = read_only;
     options.prefix = prefix;

@@ -262,6 +262,7 @@ def main():
         tok = os.path.join(d, "token")
         with open(tok, "w") as f:
             f.write("s3cret-token-0123456789abcdef\n")
+        os.chmod(tok, 0o644)  # readable by others: serve warns
         pw_url = url.replace("redis://", "redis://:hunter2hunter2@")
         r.config_set("requirepass", "hunter2hunter2")
         try:
@@ -288,6 +289,7 @@ def main():
                 srv.stop()
                 log = srv.stderr()
             check("hunter2" not in log, "no password in the log", log[-300:])
+            check("can be read by other users; chmod 600 it" in log, "warns about a readable token file", log[-300:])
             # the store refuses: the error names the store, never its password
             r.config_set("requirepass", "other-password-xyz")
             srv2 = None
