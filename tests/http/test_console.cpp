@@ -267,3 +267,36 @@ TEST_CASE("mounted under a prefix; a replay by ids names every id it moved") {
   bad.prefix = "/a(b)";
   CHECK_THROWS_AS(dlq::http::Console(s.backend, bad), dlq::invalid_argument);
 }
+
+TEST_CASE("discard deletes exactly the entries matching the query; dry run and cancel") {
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  for (int i = 0; i < 3000; ++i)
+    q.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}", i % 7 == 0 ? "gone" : "kept", 1,
+                  "w");
+  dlq::http::QueueBackend<dlq::MemoryStorage> b(q);
+  dlq::http::EntryQuery query;
+  query.error = "gone";
+  auto dry = b.discard("orders", query, true, nullptr, {});
+  CHECK(dry.matched == 429);
+  CHECK(dry.deleted == 0);
+  CHECK(q.size("orders") == 3000);
+  std::atomic<bool> cancel{false};
+  std::size_t calls = 0;
+  auto done =
+      b.discard("orders", query, false, &cancel, [&](const dlq::http::DiscardReport&) { ++calls; });
+  CHECK(done.deleted == 429);
+  CHECK(calls >= 1);
+  CHECK(q.size("orders") == 3000 - 429);
+  std::size_t expect = 0;  // the rest, in order, none of the matches
+  for (const auto& e : q.peek("orders", 0, 3000)) {
+    while (expect % 7 == 0)
+      ++expect;
+    CHECK(e.payload == "{\"n\":" + std::to_string(expect) + "}");
+    ++expect;
+  }
+  cancel = true;
+  query.error = "kept";
+  CHECK(b.discard("orders", query, false, &cancel, {}).cancelled);
+  CHECK(q.size("orders") == 3000 - 429);
+  CHECK_THROWS_AS(b.discard("orders", {}, false, nullptr, {}), dlq::invalid_argument);
+}

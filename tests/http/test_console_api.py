@@ -166,6 +166,22 @@ def main():
         status, body, _ = call(base, "api/recover", {"queue": q})
         check(status == 200 and body["fixed"] == 0, "recover (Redis lists: nothing to fix)", f"{status} {body}")
 
+        # --- delete by filter (a background operation; dry run counts) ----------------------
+        r.delete(dead_key(q))
+        r.rpush(dead_key(q), *[envelope(q, {"k": i}, "disc-a" if i % 3 == 0 else "keep", worker="w5") for i in range(30)])
+        status, op, _ = call(base, "api/discard", {"queue": q, "filter": {"error": "DISC-A"}, "dry_run": True})
+        op = wait_operation(base, op["id"])
+        check(op["kind"] == "delete" and op["report"]["matched"] == 10 and op["report"]["deleted"] == 0 and r.llen(dead_key(q)) == 30,
+              "discard dry run counts, deletes nothing", f"{op}")
+        status, op, _ = call(base, "api/discard", {"queue": q, "filter": {"error": "disc-a"}})
+        op = wait_operation(base, op["id"])
+        left = [json.loads(x)["original_payload"]["k"] for x in r.lrange(dead_key(q), 0, -1)]
+        check(op["state"] == "done" and op["report"]["deleted"] == 10 and left == [i for i in range(30) if i % 3],
+              "discard by filter deletes exactly the matches, the rest in order", f"{op} {left}")
+        expect_error(call(base, "api/discard", {"queue": q, "filter": {}}), 400, "bad_request", "discard without a condition")
+        r.delete(dead_key(q))
+        r.rpush(dead_key(q), envelope(q, {"x": 1}, "again"))
+
         # --- metrics ------------------------------------------------------------------------
         status, body, hdrs = call(base, "metrics")
         text = body.decode() if isinstance(body, bytes) else str(body)
@@ -253,6 +269,13 @@ def main():
         status, body, _ = call(base, f"api/entries?queue={big_q}&limit=10&cursor={urllib_quote(cursor)}")
         check([json.loads(e["preview"])["n"] for e in body["entries"]] == list(range(600, 610)),
               "paging resumes at the right entry after the head moved", f"{[e['preview'] for e in body['entries']]}")
+        # delete by filter over the big queue: the 99 'timeout' entries left (n = 7 was among
+        # the 600 replayed), among 99 400
+        status, op, _ = call(base, "api/discard", {"queue": big_q, "filter": {"error": "timeout"}})
+        op = wait_operation(base, op["id"], timeout=600)
+        left = r.lrange(dead_key(big_q), 0, -1)
+        check(op["state"] == "done" and op["report"]["deleted"] == 99 and len(left) == n - 600 - 99
+              and not any(b'"timeout"' in x for x in left), "100k: discard by filter deletes the 99 matches", f"{op}")
         print(f"    100k: first page {first * 1000:.1f} ms, all {pages} pages of 500 in {all_pages:.2f} s")
     finally:
         srv.stop()
@@ -281,6 +304,8 @@ def main():
                              403, "read_only", "read-only: replay refused on the server")
                 expect_error(call(base, "api/purge", {"queue": big_q, "confirm": big_q}, token="s3cret-token-0123456789abcdef"),
                              403, "read_only", "read-only: purge refused")
+                expect_error(call(base, "api/discard", {"queue": big_q, "filter": {"worker": "w1"}}, token="s3cret-token-0123456789abcdef"),
+                             403, "read_only", "read-only: discard refused")
                 expect_error(call(base, "api/replay", {"queue": big_q, "all": True}), 401, "unauthorized", "read-only without token: 401 first")
                 check(r.llen(dead_key(big_q)) == before, "read-only moved nothing")
                 status, body, _ = call(base, "api/queues", headers={"Host": "attacker.example"}, token="s3cret-token-0123456789abcdef")

@@ -6,6 +6,7 @@
     are byte-exact in the source list (read back with redis-cli);
   - a paced replay of everything cancelled from the page: dead + source == total, and the
     source list holds exactly what the report says moved;
+  - delete everything matching a filter (the dialog says how many; only those go);
   - an XSS payload (in the payload, the error and the worker) shows as text, and the flag
     its script would set stays unset;
   - --read-only: the badge shows, the buttons are hidden, a forged POST gets 403;
@@ -180,6 +181,25 @@ def main():
         check(0 < moved < 2000 and src == moved and dead + src == 2000, "cancel: report == what moved, nothing lost",
               f"(report {moved}, source {src}, dead {dead})")
         check([json.loads(x)["n"] for x in r.lrange(source_key(paced), 0, -1)] == list(range(src)), "cancel: the oldest moved, in order")
+        d.find_element(By.ID, "op-close").click()
+
+        # delete everything matching a filter: a dry run counts first, the dialog says how many
+        emails = "console-emails"
+        r.rpush(dead_key(emails), raw_envelope(emails, '{"mail":"keep"}', "quota exceeded", worker="mailer"))
+        d.find_element(By.CSS_SELECTOR, f'.queue-item[data-queue="{emails}"]').click()
+        wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 8, "emails shown")
+        d.find_element(By.ID, "f-error").send_keys("smtp 550")
+        d.find_element(By.ID, "apply-filter").click()
+        wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 7, "7 smtp errors")
+        d.find_element(By.ID, "btn-delete-filter").click()
+        wait(d, lambda: d.find_element(By.ID, "modal").is_displayed(), "delete confirmation")
+        check("Delete the 7 entries" in d.find_element(By.ID, "modal-text").text, "delete confirmation says 7",
+              d.find_element(By.ID, "modal-text").text)
+        d.find_element(By.ID, "confirm-ok").click()
+        wait(d, lambda: d.find_element(By.ID, "op-state").text.lower() == "done", "delete finishes")
+        check([json.loads(x)["original_payload"] for x in r.lrange(dead_key(emails), 0, -1)] == [{"mail": "keep"}],
+              "only the matching entries deleted")
+        d.find_element(By.ID, "op-close").click()
     finally:
         srv.stop()
 

@@ -8,15 +8,17 @@
 /// moves entries only through replay/remove/purge/recover, so every promise of the library
 /// (an entry is in exactly one place, whatever is killed when) holds for the console too.
 ///
-/// The members with a default body (stats, search, metrics_text) are the seams where richer
-/// library calls plug in: override them, or change the default here, and the console uses
+/// The members with a default body (stats, search, discard, metrics_text) are the seams where
+/// richer library calls plug in: override them, or change the default here, and the console uses
 /// them everywhere.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,6 +43,15 @@ struct QueueStats {
   std::string oldest_at;
   /// The oldest entry's time parsed; nullopt as for oldest_at.
   std::optional<std::chrono::system_clock::time_point> oldest_time;
+};
+
+/// What ConsoleBackend::discard did.
+struct DiscardReport {
+  std::size_t examined = 0;  ///< entries looked at
+  std::size_t matched = 0;   ///< entries that matched (in a dry run: would be deleted)
+  std::size_t deleted = 0;   ///< entries deleted (0 in a dry run)
+  bool dry_run = false;      ///< nothing was deleted
+  bool cancelled = false;    ///< stopped by the cancel flag
 };
 
 /// What the console needs from a store. Every member may throw the library's errors
@@ -107,6 +118,52 @@ class ConsoleBackend {
                             const std::optional<Cursor>& from, const ScanLimits& limits) {
     return scan([this](std::string_view q, std::size_t s, std::size_t n) { return peek(q, s, n); },
                 queue, filter, from, limits, std::chrono::system_clock::now());
+  }
+
+  /// Deletes (does not replay) the entries of `queue` that match `query`, among those
+  /// present when it starts, oldest first; `query` must not be empty (purge deletes all).
+  /// Checks `cancel` (may be null) before every entry and calls `progress` (may be empty)
+  /// after every window. With `dry_run` it only counts. Default: a scan (see search) that
+  /// removes each match by id, each removal atomic on its own; a batched library discard
+  /// replaces it here.
+  /// @throws dlq::invalid_argument for an empty query; the store's errors (entries deleted
+  ///         before the failure stay deleted; the report so far is lost with the exception).
+  virtual DiscardReport discard(std::string_view queue, const EntryQuery& query, bool dry_run,
+                                const std::atomic<bool>* cancel,
+                                const std::function<void(const DiscardReport&)>& progress) {
+    if (query.empty())
+      throw dlq::invalid_argument(dlq::detail::message("http", "discard", "no condition given",
+                                                       "give a filter, or purge the whole queue"));
+    DiscardReport report;
+    report.dry_run = dry_run;
+    std::size_t budget = size(queue);  // the entries present at the start
+    ScanLimits limits;
+    limits.limit = 500;
+    limits.max_examined = 5000;
+    std::optional<Cursor> at;
+    while (budget > 0) {
+      limits.max_examined = std::min<std::size_t>(5000, budget);
+      SearchPage page = search(queue, query, at, limits);
+      std::size_t removed_here = 0;
+      for (const auto& e : page.entries) {
+        if (cancel && cancel->load()) {
+          report.cancelled = true;
+          break;
+        }
+        ++report.matched;
+        if (!dry_run && remove(queue, e.id)) {
+          ++report.deleted;
+          ++removed_here;
+        }
+      }
+      report.examined += page.examined;
+      budget -= std::min(budget, page.examined);
+      if (progress) progress(report);
+      if (report.cancelled || !page.next) break;
+      at = page.next;
+      at->position -= std::min(at->position, removed_here);  // they were before it
+    }
+    return report;
   }
 
   /// Counters of this process's queue front end, when there is one (dlq::Counters).

@@ -245,6 +245,8 @@ class Console {
     });
     post(server, "/api/replay",
          [this](const nlohmann::json& body, httplib::Response& r) { start_replay(body, r); });
+    post(server, "/api/discard",
+         [this](const nlohmann::json& body, httplib::Response& r) { start_discard(body, r); });
     post(server, "/api/cancel", [this](const nlohmann::json& body, httplib::Response& r) {
       const auto op = find_op(string_field(body, "id", true));
       op->cancel.store(true);
@@ -292,6 +294,7 @@ class Console {
     std::string state = "running";  // running | done | cancelled | failed
     ReplayProgress progress;
     std::optional<ReplayReport> report;
+    DiscardReport discarded;  // kind "delete": progress, then the report
     std::optional<http_error> error;
     std::thread thread;
   };
@@ -772,6 +775,21 @@ class Console {
                         {"started_at", iso(op.started)}};
     j["finished_at"] =
         op.state == "running" ? nlohmann::json(nullptr) : nlohmann::json(iso(op.finished));
+    if (op.kind == "delete") {
+      const auto& d = op.discarded;
+      j["progress"] = {{"examined", d.examined}, {"matched", d.matched}, {"deleted", d.deleted}};
+      j["report"] = op.state == "running" || op.error
+                        ? nlohmann::json(nullptr)
+                        : nlohmann::json({{"examined", d.examined},
+                                          {"matched", d.matched},
+                                          {"deleted", d.deleted},
+                                          {"dry_run", d.dry_run},
+                                          {"cancelled", d.cancelled}});
+      j["error"] = op.error ? nlohmann::json({{"code", op.error->code},
+                                              {"message", redact_secrets(op.error->message)}})
+                            : nlohmann::json(nullptr);
+      return j;
+    }
     j["progress"] = {{"examined", op.progress.examined},
                      {"replayed", op.progress.replayed},
                      {"set_aside", op.progress.set_aside},
@@ -910,17 +928,29 @@ class Console {
       std::lock_guard<std::mutex> lock(raw->m);
       raw->progress = p;
     };
+    launch(op, [this, op, ro] { run(*op, ro); });
+    log(LogLevel::info, "operation " + op->id + ": replay " + op->mode + " of '" +
+                            printable(op->queue) + "'" +
+                            (op->to.empty() ? "" : " to '" + printable(op->to) + "'") +
+                            (op->dry_run ? " (dry run)" : "") +
+                            (op->rate > 0 ? " at " + std::to_string(op->rate) + "/s" : ""));
+    send_json(r, 202, op_json(*op));
+  }
+
+  // Registers `op` and starts `body` on its own thread (429 beyond max_operations).
+  template <class F>
+  void launch(const std::shared_ptr<operation>& op, F body) {
     {
       std::lock_guard<std::mutex> lock(ops_mutex_);
       if (stopping_)
-        throw bad("shutting_down", "replay", "the console is stopping", "try again later", 503);
+        throw bad("shutting_down", op->kind, "the console is stopping", "try again later", 503);
       std::size_t running = 0;
       for (const auto& o : ops_) {
         std::lock_guard<std::mutex> l(o->m);
         if (o->state == "running") ++running;
       }
       if (running >= opts_.max_operations)
-        throw bad("too_many_operations", "replay",
+        throw bad("too_many_operations", op->kind,
                   std::to_string(running) + " operations are running (the limit is " +
                       std::to_string(opts_.max_operations) + ")",
                   "wait for one to finish or cancel it", 429);
@@ -928,14 +958,57 @@ class Console {
       op->started = std::chrono::system_clock::now();
       forget_finished_locked();
       ops_.push_back(op);
-      op->thread = std::thread([this, op, ro] { run(*op, ro); });
+      op->thread = std::thread(std::move(body));
     }
-    log(LogLevel::info, "operation " + op->id + ": replay " + op->mode + " of '" +
-                            printable(op->queue) + "'" +
-                            (op->to.empty() ? "" : " to '" + printable(op->to) + "'") +
-                            (op->dry_run ? " (dry run)" : "") +
-                            (op->rate > 0 ? " at " + std::to_string(op->rate) + "/s" : ""));
+  }
+
+  void start_discard(const nlohmann::json& body, httplib::Response& r) {
+    auto op = std::make_shared<operation>();
+    op->kind = "delete";
+    op->mode = "filter";
+    op->queue = string_field(body, "queue", true);
+    const EntryQuery query = filter_from_json(body);
+    if (query.empty())
+      throw bad("bad_request", "discard", "'filter' has no condition",
+                "give at least one condition, or purge the whole queue");
+    if (body.contains("dry_run") && !body["dry_run"].is_boolean())
+      throw bad("bad_field", "body", "'dry_run' must be true or false", "send a JSON boolean");
+    op->dry_run = body.value("dry_run", false);
+    known_queue(op->queue);
+    op->requested = backend_.size(op->queue);
+    op->discarded.dry_run = op->dry_run;
+    launch(op, [this, op, query] { run_discard(*op, query); });
+    log(LogLevel::info, "operation " + op->id + ": delete by filter from '" + printable(op->queue) +
+                            "'" + (op->dry_run ? " (dry run)" : ""));
     send_json(r, 202, op_json(*op));
+  }
+
+  void run_discard(operation& op, const EntryQuery& query) {
+    std::optional<http_error> error;
+    DiscardReport report;
+    try {
+      report =
+          backend_.discard(op.queue, query, op.dry_run, &op.cancel, [&op](const DiscardReport& d) {
+            std::lock_guard<std::mutex> lock(op.m);
+            op.discarded = d;
+          });
+    } catch (const dlq::storage_error& e) {
+      error = http_error{502, "store_error", e.what()};
+    } catch (const std::exception& e) {
+      error = http_error{500, "internal", std::string("[dlq.http] delete: ") + e.what()};
+    }
+    std::string line;
+    {
+      std::lock_guard<std::mutex> lock(op.m);
+      op.finished = std::chrono::system_clock::now();
+      op.error = error;
+      if (!error) op.discarded = report;
+      op.state = error ? "failed" : report.cancelled ? "cancelled" : "done";
+      line = "operation " + op.id + ": " + op.state + ", deleted " +
+             std::to_string(op.discarded.deleted) + " of " + std::to_string(op.discarded.examined) +
+             " examined" + (error ? ", " + error->message : "");
+    }
+    log(error ? LogLevel::error : LogLevel::info, line);
   }
 
   void run(operation& op, const ReplayOptions& ro) {

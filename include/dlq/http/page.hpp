@@ -87,6 +87,7 @@ inline const char* page_html() {
           <button id="btn-replay-selected" class="btn btn-primary mut" type="button" disabled>Replay selected</button>
           <button id="btn-delete-selected" class="btn btn-danger mut" type="button" disabled>Delete selected</button>
           <button id="btn-replay-filter" class="btn btn-ghost mut" type="button">Replay all matching…</button>
+          <button id="btn-delete-filter" class="btn btn-danger-ghost mut" type="button" hidden>Delete all matching…</button>
         </div>
         <div class="table-wrap">
           <table id="entries" class="table">
@@ -435,6 +436,7 @@ inline const char* page_js() {
     $('btn-replay-selected').disabled = n === 0; $('btn-delete-selected').disabled = n === 0;
     $('select-all').checked = n > 0 && n === S.rows.length;
     $('btn-replay-filter').textContent = filterSet(S.filter) ? 'Replay all matching…' : 'Replay all…';
+    $('btn-delete-filter').hidden = !filterSet(S.filter);
   }
 
   // --- drawer ---------------------------------------------------------------------------
@@ -475,6 +477,14 @@ inline const char* page_js() {
     }, 400);
   }
   function renderOp(o) {
+    if (o.kind === 'delete') {
+      $('op-title').textContent = (o.dry_run ? 'Counting: ' : 'Delete: ') + o.queue;
+      $('op-state').textContent = o.state; $('op-state').className = 'badge ' + o.state;
+      const dp = o.progress; const tot = Math.max(o.requested, dp.examined);
+      $('op-progress').style.width = (o.state === 'done' ? 100 : tot ? Math.min(100, Math.round(100 * dp.examined / tot)) : 0) + '%';
+      $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' · matched ' + fmt(dp.matched) + ' · examined ' + fmt(dp.examined) + ' of ' + fmt(tot) + (o.error ? ' · ' + o.error.message : '');
+      return;
+    }
     $('op-title').textContent = (o.dry_run ? 'Dry run: ' : 'Replay: ') + o.queue + (o.to ? ' → ' + o.to : '');
     $('op-state').textContent = o.state; $('op-state').className = 'badge ' + o.state;
     const p = o.progress; const total = o.mode === 'ids' ? o.requested : Math.max(o.requested, p.examined + p.remaining);
@@ -488,7 +498,8 @@ inline const char* page_js() {
   function finished(o) {
     $('op-cancel').hidden = true; $('op-close').hidden = false;
     const r = o.report;
-    if (r) toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.replayed) + ' replayed' + (r.skipped_total ? ', ' + fmt(r.skipped_total) + ' skipped' : ''));
+    if (r && o.kind === 'delete') toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.deleted) + ' deleted');
+    else if (r) toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.replayed) + ' replayed' + (r.skipped_total ? ', ' + fmt(r.skipped_total) + ' skipped' : ''));
     else if (o.error) toast(o.error.message, true);
     refresh();
   }
@@ -515,6 +526,22 @@ inline const char* page_js() {
       while (op.state === 'running') { await new Promise((r) => setTimeout(r, 300)); op = await api('api/operation?' + q({ id: op.id })); }
       if (!op.report) { toast(op.error ? op.error.message : 'dry run failed', true); return; }
       replay({ filter: f }, 'matching entries', fmt(op.report.replayed) + ' matching entr' + (op.report.replayed === 1 ? 'y' : 'ies'));
+    } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
+  }
+  async function opResult(op) {
+    while (op.state === 'running') { await new Promise((r) => setTimeout(r, 300)); op = await api('api/operation?' + q({ id: op.id })); }
+    return op;
+  }
+  async function deleteFilter() {
+    const f = S.filter; if (!filterSet(f)) return;
+    try {
+      toast('Counting matching entries…');
+      const dry = await opResult(await api('api/discard', { queue: S.queue, filter: f, dry_run: true }));
+      if (!dry.report) { toast(dry.error ? dry.error.message : 'count failed', true); return; }
+      const n = dry.report.matched;
+      const ok = await modal({ title: 'Delete ' + fmt(n) + ' matching dead letter' + (n === 1 ? '' : 's'), text: 'Delete the ' + fmt(n) + ' entr' + (n === 1 ? 'y' : 'ies') + ' of “' + S.queue + '” that match the filter, for good? They are not replayed.', ok: 'Delete', danger: true });
+      if (!ok) return;
+      watch(await api('api/discard', { queue: S.queue, filter: f }));
     } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
   }
   async function loadCorrupt() {
@@ -548,6 +575,7 @@ inline const char* page_js() {
     $('btn-replay-selected').addEventListener('click', () => { const ids = Array.from(S.selected); replay({ ids }, 'selection', ids.length + ' selected entr' + (ids.length > 1 ? 'ies' : 'y')); });
     $('btn-delete-selected').addEventListener('click', () => deleteIds(Array.from(S.selected)));
     $('btn-replay-filter').addEventListener('click', replayFilter);
+    $('btn-delete-filter').addEventListener('click', deleteFilter);
     $('btn-purge').addEventListener('click', () => purge('dead'));
     $('btn-purge-corrupt').addEventListener('click', () => purge('corrupt'));
     $('btn-recover').addEventListener('click', async () => { try { const d = await api('api/recover', { queue: S.queue }); toast('Recovered ' + d.fixed + ' item(s)'); refresh(); } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); } });
