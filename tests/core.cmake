@@ -25,9 +25,13 @@ foreach(_case all_on redis_off)
     if(DLQ_HAVE_SQLITE)
       list(APPEND _expect "dlq::sqlite +on")
     endif()
+    if(DLQ_HAVE_HTTP)
+      list(APPEND _expect "dlq::http +on +operator console")
+    endif()
   else()
-    set(_extra "-DDLQ_WITH_REDIS=OFF" "-DDLQ_WITH_SQLITE=OFF")
-    set(_expect "dlq::redis +OFF +DLQ_WITH_REDIS is OFF" "dlq::sqlite +OFF +DLQ_WITH_SQLITE is OFF")
+    set(_extra "-DDLQ_WITH_REDIS=OFF" "-DDLQ_WITH_SQLITE=OFF" "-DDLQ_WITH_HTTP=OFF")
+    set(_expect "dlq::redis +OFF +DLQ_WITH_REDIS is OFF" "dlq::sqlite +OFF +DLQ_WITH_SQLITE is OFF"
+                "dlq::http +OFF +DLQ_WITH_HTTP is OFF")
   endif()
   add_test(NAME configure_prints_components_${_case}
            COMMAND "${CMAKE_COMMAND}" -DSOURCE_DIR=${PROJECT_SOURCE_DIR}

@@ -65,7 +65,7 @@ inline std::unique_ptr<Store> open_redis(const StoreSettings& s) {
   if (!s.dlq_key.empty()) o.dead_key = s.dlq_key;
   if (!s.queue_key.empty()) o.source_key = s.queue_key;
   if (!s.corrupt_key.empty()) o.corrupt_key = s.corrupt_key;
-  o.pool.size = 2;
+  o.pool.size = s.pool_size;
   o.pool.wait_timeout = s.timeout;
   auto store = std::make_unique<DlqStore<dlq::RedisListStorage>>(
       "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)));

@@ -183,6 +183,8 @@ struct StoreSettings {
   std::string corrupt_key;
   /// Connect/command timeout (Redis) or lock wait (SQLite).
   std::chrono::milliseconds timeout{5000};
+  /// Connections the Redis store may open at once (dlqctl serve raises it). Default 2.
+  std::size_t pool_size = 2;
   /// Create the store when it does not exist (an embedded file); false = a missing store is
   /// an error. dlqctl sets it for `send` only.
   bool create_if_missing = false;
