@@ -29,8 +29,9 @@
 /// when it started.
 ///
 /// save_and_count is the save script (it returns the last collection's ZCARD), save_if_below
-/// a script of its own (ZSCORE and ZCARD, then the save), increment a script doing INCR and
-/// EXPIRE.
+/// and save_if_fits scripts of their own (ZSCORE and ZCARD, then the save), save_capped the
+/// save followed by ZRANGE/DEL/ZREM of the oldest records beyond the limit in the same
+/// script, increment a script doing INCR and EXPIRE.
 ///
 /// Versions are integers kept as sorted-set scores (doubles): exact up to 2^53.
 ///
@@ -54,11 +55,11 @@
 
 #include "dlq/errors.hpp"
 #include "dlq/kv/sinks.hpp"
+#include "dlq/kv/storage.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/options.hpp"
 #include "dlq/redis/pool.hpp"
 #include "dlq/redis/script.hpp"
-#include "dlq/kv/storage.hpp"
 
 namespace dlq {
 namespace kv {
@@ -126,6 +127,76 @@ local v = redis.call('INCR', KEYS[3])
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], v, ARGV[1])
 return redis.call('ZCARD', KEYS[2])
+)lua";
+
+// save_if_fits: saves every write of one collection only if the collection then holds at
+// most ARGV[1] records (an id already in the index is a replacement, not growth).
+// KEYS[1..n] the writes' record keys, KEYS[n+1] index, KEYS[n+2] counter;
+// ARGV[1] most records, ARGV[2j] id and ARGV[2j+1] value of write j.
+// Reply: 1 = saved, 0 = did not fit (nothing saved).
+inline constexpr std::string_view kv_save_if_fits_script = R"lua(
+local n = #KEYS - 2
+for k = 1, #KEYS do
+  local want = (k == n + 1) and 'zset' or 'string'
+  local t = redis.call('TYPE', KEYS[k])['ok']
+  if t ~= want and t ~= 'none' then
+    return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t .. ', not a ' ..
+                             want .. '; nothing was saved')
+  end
+end
+local index, counter = KEYS[n + 1], KEYS[n + 2]
+local added, seen = 0, {}
+for j = 1, n do
+  local id = ARGV[2 * j]
+  if not seen[id] and not redis.call('ZSCORE', index, id) then added = added + 1 end
+  seen[id] = true
+end
+if redis.call('ZCARD', index) + added > tonumber(ARGV[1]) then return 0 end
+for j = 1, n do
+  local v = redis.call('INCR', counter)
+  redis.call('SET', KEYS[j], ARGV[2 * j + 1])
+  redis.call('ZADD', index, v, ARGV[2 * j])
+end
+return 1
+)lua";
+
+// save_capped: the save script's writes, then, in the same script, removes the oldest
+// records of the last write's collection beyond a limit.
+// KEYS as save (per write j: KEYS[3j-2] record, KEYS[3j-1] index, KEYS[3j] counter);
+// ARGV[2j-1] id and ARGV[2j] value of write j, then ARGV[#ARGV-1] most records and
+// ARGV[#ARGV] the record key prefix of the last write's collection (record key = prefix .. id).
+// Reply: the removed records, oldest first, as a flat array id, value, version, …
+inline constexpr std::string_view kv_save_capped_script = R"lua(
+local seen = {}
+for k = 1, #KEYS do
+  local t = seen[KEYS[k]] or redis.call('TYPE', KEYS[k])['ok']
+  seen[KEYS[k]] = t
+  local want = (k % 3 == 2) and 'zset' or 'string'
+  if t ~= want and t ~= 'none' then
+    return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t .. ', not a ' ..
+                             want .. '; nothing was saved')
+  end
+end
+for j = 1, (#ARGV - 2) / 2 do
+  local v = redis.call('INCR', KEYS[3 * j])
+  redis.call('SET', KEYS[3 * j - 2], ARGV[2 * j])
+  redis.call('ZADD', KEYS[3 * j - 1], v, ARGV[2 * j - 1])
+end
+local index = KEYS[#KEYS - 1]
+local over = redis.call('ZCARD', index) - tonumber(ARGV[#ARGV - 1])
+local out = {}
+if over <= 0 then return out end
+local ids = redis.call('ZRANGE', index, 0, over - 1, 'WITHSCORES')
+for i = 1, #ids, 2 do
+  local key = ARGV[#ARGV] .. ids[i]
+  local v = redis.call('GET', key)
+  redis.call('DEL', key)
+  redis.call('ZREM', index, ids[i])
+  if v then
+    out[#out + 1] = ids[i]; out[#out + 1] = v; out[#out + 1] = ids[i + 1]
+  end
+end
+return out
 )lua";
 
 // increment: KEYS[1] the counter; ARGV[1] ttl in seconds. INCR, then EXPIRE: the counter
@@ -371,6 +442,70 @@ class RedisStore {
     return redis::integer(replies[0], *lease, label) > 0;
   }
 
+  /// Saves every write (all of one collection; as save) only if the collection then holds at
+  /// most `max_records` records (an id already there is a replacement, not growth): one
+  /// atomic script. @returns false (nothing written) when they do not fit. @throws as save.
+  bool save_if_fits(const std::vector<Write>& writes, std::size_t max_records) {
+    if (writes.empty()) return true;
+    const std::string_view coll = writes.front().collection;
+    auto lease = shared_->pool.acquire();
+    const std::string label = "bounded batch save script (" + std::string(coll) + ")";
+    auto replies = shared_->save_if_fits.run_pipeline(
+        *lease, 0,
+        [&](const std::string& sha) {
+          redis::Command c("EVALSHA");
+          c.reserve(4 + writes.size() * 3);
+          c.arg_copy(sha).arg(writes.size() + 2);
+          for (const Write& w : writes)
+            c.arg_copy(record_key(coll, w.id));
+          c.arg_copy(index_key(coll)).arg_copy(counter_key(coll)).arg(max_records);
+          for (const Write& w : writes)
+            c.arg(w.id).arg(w.value);
+          c.label(label);
+          std::vector<redis::Command> cmds;
+          cmds.push_back(std::move(c));
+          return cmds;
+        },
+        redis::Effect::write);
+    return redis::integer(replies[0], *lease, label) > 0;
+  }
+
+  /// As save, and in the same atomic script removes the oldest records of the last write's
+  /// collection beyond `max_records`. @returns the removed records, oldest first.
+  /// @throws as save.
+  std::vector<Item> save_capped(const std::vector<Write>& writes, std::size_t max_records) {
+    if (writes.empty()) return {};
+    const std::string_view last = writes.back().collection;
+    auto lease = shared_->pool.acquire();
+    const std::string label = "capped save script (" + std::string(last) + ")";
+    auto replies = shared_->save_capped.run_pipeline(
+        *lease, 0,
+        [&](const std::string& sha) {
+          redis::Command c("EVALSHA");
+          c.reserve(5 + writes.size() * 5);
+          c.arg_copy(sha).arg(writes.size() * 3);
+          for (const Write& w : writes) {
+            c.arg_copy(record_key(w.collection, w.id));
+            c.arg_copy(index_key(w.collection));
+            c.arg_copy(counter_key(w.collection));
+          }
+          for (const Write& w : writes)
+            c.arg(w.id).arg(w.value);
+          c.arg(max_records).arg_copy(record_key(last, "")).label(label);
+          std::vector<redis::Command> cmds;
+          cmds.push_back(std::move(c));
+          return cmds;
+        },
+        redis::Effect::write);
+    const std::vector<std::string> flat = redis::strings(replies[0], *lease, label);
+    std::vector<Item> out;
+    out.reserve(flat.size() / 3);
+    for (std::size_t i = 0; i + 2 < flat.size(); i += 3)
+      out.push_back(Item{flat[i], flat[i + 1],
+                         detail::kv_parse_version(flat[i + 2], lease->endpoint(), label)});
+    return out;
+  }
+
   /// Adds one to the counter (collection, key) — the string key increment_key(collection,
   /// key) — and returns its new value; the key expires `ttl` (clamped to [1 s, 100 years]) after
   /// this increment (INCR + EXPIRE in one script), so Redis keeps the counters bounded.
@@ -556,10 +691,13 @@ class RedisStore {
           remove("kv remove script", std::string(detail::kv_remove_script)),
           purge("kv purge script", std::string(detail::kv_purge_script)),
           save_if_below("kv bounded save script", std::string(detail::kv_save_if_below_script)),
+          save_if_fits("kv bounded batch save script", std::string(detail::kv_save_if_fits_script)),
+          save_capped("kv capped save script", std::string(detail::kv_save_capped_script)),
           increment("kv increment script", std::string(detail::kv_increment_script)) {}
     RedisStoreOptions options;
     redis::ConnectionPool pool;
-    redis::Script save, load, list, remove, purge, save_if_below, increment;
+    redis::Script save, load, list, remove, purge, save_if_below, save_if_fits, save_capped,
+        increment;
   };
   std::shared_ptr<shared> shared_;
 };

@@ -370,6 +370,38 @@ if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 return redis.call('RPUSH', KEYS[1], ARGV[2])
 )lua";
 
+// Bounded batch push (push_bounded of several records; Overflow::reject): pushes every
+// envelope or none.
+// KEYS[1] the dead list. ARGV[1] most items the list may hold; ARGV[2..] the envelopes.
+// Reply: the list's new length, or 0 when they do not fit (nothing pushed).
+inline constexpr std::string_view bounded_batch_push_script_source = R"lua(
+local n = #ARGV - 1
+if redis.call('LLEN', KEYS[1]) + n > tonumber(ARGV[1]) then return 0 end
+local len = 0
+for i = 2, #ARGV, 1000 do
+  len = redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+return len
+)lua";
+
+// Capped push (push_capped; Overflow::evict_oldest): pushes the envelopes and, in the same
+// script, removes the oldest items beyond the limit — at most 10000 per call, so one call
+// never blocks the server for long (a list far over a lowered limit comes down over several
+// sends, or with trim()).
+// KEYS[1] the dead list. ARGV[1] most items the list may hold; ARGV[2..] the envelopes.
+// Reply: the removed items, oldest first (an empty array when none).
+inline constexpr std::string_view capped_push_script_source = R"lua(
+local len = 0
+for i = 2, #ARGV, 1000 do
+  len = redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+local over = math.min(len - tonumber(ARGV[1]), 10000)
+if over <= 0 then return {} end
+local evicted = redis.call('LRANGE', KEYS[1], 0, over - 1)
+redis.call('LTRIM', KEYS[1], over, -1)
+return evicted
+)lua";
+
 // Purge: exact count and removal in one atomic step. LLEN fails with WRONGTYPE on a key of
 // another type before UNLINK could delete it.
 inline constexpr std::string_view purge_script_source = R"lua(
@@ -513,6 +545,54 @@ class RedisListStorage {
         },
         &shared_->bounded_push_script);
     return redis::integer(replies[0], **lease, label) > 0;
+  }
+
+  /// Appends `records` (all of one queue) only if the dead list then holds at most
+  /// `max_length` items, atomically (one script: LLEN, then RPUSH): all of them or none. One
+  /// round trip. @return false (and nothing stored) when they do not fit. @throws as push().
+  bool push_bounded(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return true;
+    check_queue(records.front().queue, "push_bounded");
+    const std::string k = dead_.key(records.front().queue);
+    const std::string label = "bounded batch push script on " + k;
+    Lease lease;
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
+        [&](const std::string& sha) {
+          redis::Command c("EVALSHA");
+          c.reserve(4 + records.size());
+          c.arg_copy(sha).arg(1).arg(std::string_view(k)).arg(max_length);
+          for (const Record& r : records)
+            c.arg(r.envelope);
+          c.label(label);
+          return one(std::move(c));
+        },
+        &shared_->bounded_batch_push_script);
+    return redis::integer(replies[0], **lease, label) > 0;
+  }
+
+  /// Appends `records` (all of one queue) and, in the same script, removes the oldest items
+  /// of the dead list beyond `max_length` (at most 10000 per call). One round trip.
+  /// @return the removed items, oldest first. @throws as push().
+  std::vector<std::string> push_capped(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return {};
+    check_queue(records.front().queue, "push_capped");
+    const std::string k = dead_.key(records.front().queue);
+    const std::string label = "capped push script on " + k;
+    Lease lease;
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
+        [&](const std::string& sha) {
+          redis::Command c("EVALSHA");
+          c.reserve(4 + records.size());
+          c.arg_copy(sha).arg(1).arg(std::string_view(k)).arg(max_length);
+          for (const Record& r : records)
+            c.arg(r.envelope);
+          c.label(label);
+          return one(std::move(c));
+        },
+        &shared_->capped_push_script);
+    return redis::strings(replies[0], **lease, label);
   }
 
   /// Adds one to the counter `key` of `queue` (the poison-loop guard's) and returns its new
@@ -1208,11 +1288,17 @@ class RedisListStorage {
           replay_script("replay script", std::string(detail::replay_script_source)),
           purge_script("purge script", std::string(detail::purge_script_source)),
           bounded_push_script("bounded push script",
-                              std::string(detail::bounded_push_script_source)) {}
+                              std::string(detail::bounded_push_script_source)),
+          bounded_batch_push_script("bounded batch push script",
+                                    std::string(detail::bounded_batch_push_script_source)),
+          capped_push_script("capped push script", std::string(detail::capped_push_script_source)) {
+    }
     redis::Router router;
     redis::Script replay_script;
     redis::Script purge_script;
     redis::Script bounded_push_script;
+    redis::Script bounded_batch_push_script;
+    redis::Script capped_push_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};
   };
