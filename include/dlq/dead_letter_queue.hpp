@@ -106,8 +106,11 @@ class DeadLetterQueue {
   /// storing any. One storage call (one round trip on Redis) when no queue of the batch has a
   /// max_length, else one per queue of the batch. With Overflow::reject a batch is all or
   /// nothing: the jobs of one queue are stored together only if they all fit (atomically, on
-  /// every shipped storage), and a batch over several queues is first checked against each,
-  /// so one full queue refuses it whole — it throws queue_full_error having stored nothing.
+  /// every shipped storage) — else it throws queue_full_error having stored nothing. A batch
+  /// over several queues is first checked against each, so one full queue refuses it whole;
+  /// only when another sender fills a queue between that check and the push are the jobs of
+  /// the queues pushed before it stored while the error is thrown (send one queue's jobs per
+  /// batch where that matters).
   /// With Overflow::evict_oldest the oldest entries beyond max_length are evicted atomically
   /// with the push and each is reported. With the poison guard on, each job's count costs one
   /// storage call before the push.

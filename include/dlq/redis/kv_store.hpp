@@ -18,8 +18,9 @@
 ///     <key_prefix>C:count:<key>  a counter of increment() (a string with a TTL)
 ///
 /// Invariants:
-/// - Every operation is one round trip and atomic: save, save_and_count, save_if_below,
-///   save_if_fits, save_capped, load, list, remove and increment are scripts
+/// - Every operation is one round trip and atomic: save, save_and_count, save_capped (the
+///   save script with a cap), save_if_below, save_if_fits, load, list, remove and increment
+///   are scripts
 ///   (dlq/redis/scripts/kv_store.hpp), count is ZCARD, versions is ZRANGEBYSCORE. remove_all works
 ///   in atomic chunks of 1000 records (no script blocks the server for long) up to the newest
 ///   version present when it started.
@@ -141,19 +142,7 @@ class RedisStore {
     if (writes.empty()) return 0;
     auto lease = shared_->pool.acquire();
     const std::string label = "save script (" + std::to_string(writes.size()) + " records)";
-    auto replies = eval(*lease, shared_->save, redis::Effect::write,
-                        [&](redis::Command& c, const std::string& sha) {
-                          c.reserve(3 + writes.size() * 5);
-                          c.arg_copy(sha).arg(writes.size() * 3);
-                          for (const Write& w : writes) {
-                            c.arg_copy(record_key(w.collection, w.id));
-                            c.arg_copy(index_key(w.collection));
-                            c.arg_copy(counter_key(w.collection));
-                          }
-                          for (const Write& w : writes)
-                            c.arg(w.id).arg(w.value);
-                          c.label(label);
-                        });
+    const auto replies = run_save(*lease, writes, nullptr, label);
     return static_cast<std::size_t>(redis::integer(replies[0], *lease, label));
   }
 
@@ -202,22 +191,9 @@ class RedisStore {
   /// @throws as save.
   std::vector<Item> save_capped(const std::vector<Write>& writes, std::size_t max_records) {
     if (writes.empty()) return {};
-    const std::string_view last = writes.back().collection;
     auto lease = shared_->pool.acquire();
-    const std::string label = "capped save script (" + std::string(last) + ")";
-    auto replies = eval(*lease, shared_->save_capped, redis::Effect::write,
-                        [&](redis::Command& c, const std::string& sha) {
-                          c.reserve(5 + writes.size() * 5);
-                          c.arg_copy(sha).arg(writes.size() * 3);
-                          for (const Write& w : writes) {
-                            c.arg_copy(record_key(w.collection, w.id));
-                            c.arg_copy(index_key(w.collection));
-                            c.arg_copy(counter_key(w.collection));
-                          }
-                          for (const Write& w : writes)
-                            c.arg(w.id).arg(w.value);
-                          c.arg(max_records).arg_copy(record_key(last, "")).label(label);
-                        });
+    const std::string label = "capped save script (" + std::string(writes.back().collection) + ")";
+    const auto replies = run_save(*lease, writes, &max_records, label);
     const std::vector<std::string> flat = redis::strings(replies[0], *lease, label);
     std::vector<Item> out;
     out.reserve(flat.size() / 3);
@@ -373,6 +349,26 @@ class RedisStore {
   }
 
  private:
+  // The save script (scripts::kv_save) over `writes`, capped at *cap when cap is not null.
+  std::vector<redis::Reply> run_save(redis::Connection& lease, const std::vector<Write>& writes,
+                                     const std::size_t* cap, const std::string& label) {
+    return eval(lease, shared_->save, redis::Effect::write,
+                [&](redis::Command& c, const std::string& sha) {
+                  c.reserve(5 + writes.size() * 5);
+                  c.arg_copy(sha).arg(writes.size() * 3);
+                  for (const Write& w : writes) {
+                    c.arg_copy(record_key(w.collection, w.id));
+                    c.arg_copy(index_key(w.collection));
+                    c.arg_copy(counter_key(w.collection));
+                  }
+                  for (const Write& w : writes)
+                    c.arg(w.id).arg(w.value);
+                  if (cap != nullptr)
+                    c.arg(*cap).arg_copy(record_key(writes.back().collection, ""));
+                  c.label(label);
+                });
+  }
+
   // Runs one EVALSHA of `script` on `conn` (loaded again after NOSCRIPT): `args(c, sha)`
   // appends everything after the command name.
   template <class Args>
@@ -401,12 +397,10 @@ class RedisStore {
           save_if_below("kv bounded save script", std::string(redis::scripts::kv_save_if_below)),
           save_if_fits("kv bounded batch save script",
                        std::string(redis::scripts::kv_save_if_fits)),
-          save_capped("kv capped save script", std::string(redis::scripts::kv_save_capped)),
           increment("kv increment script", std::string(redis::scripts::kv_increment)) {}
     RedisStoreOptions options;
     redis::ConnectionPool pool;
-    redis::Script save, load, list, remove, purge, save_if_below, save_if_fits, save_capped,
-        increment;
+    redis::Script save, load, list, remove, purge, save_if_below, save_if_fits, increment;
   };
   std::shared_ptr<shared> shared_;
 };
