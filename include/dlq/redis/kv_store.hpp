@@ -194,13 +194,7 @@ class RedisStore {
     auto lease = shared_->pool.acquire();
     const std::string label = "capped save script (" + std::string(writes.back().collection) + ")";
     const auto replies = run_save(*lease, writes, &max_records, label);
-    const std::vector<std::string> flat = redis::strings(replies[0], *lease, label);
-    std::vector<Item> out;
-    out.reserve(flat.size() / 3);
-    for (std::size_t i = 0; i + 2 < flat.size(); i += 3)
-      out.push_back(Item{flat[i], flat[i + 1],
-                         detail::kv_parse_version(flat[i + 2], lease->endpoint(), label)});
-    return out;
+    return items_of(replies[0], *lease, label);
   }
 
   /// Adds one to the counter (collection, key) — the string key increment_key(collection,
@@ -252,13 +246,7 @@ class RedisStore {
           c.arg(window.after).arg(window.offset).arg_copy(detail::kv_limit(window.limit));
           c.arg_copy(record_key(collection, "")).label(label);
         });
-    const std::vector<std::string> flat = redis::strings(replies[0], *lease, label);
-    std::vector<Item> out;
-    out.reserve(flat.size() / 3);
-    for (std::size_t i = 0; i + 2 < flat.size(); i += 3)
-      out.push_back(Item{flat[i], flat[i + 1],
-                         detail::kv_parse_version(flat[i + 2], lease->endpoint(), label)});
-    return out;
+    return items_of(replies[0], *lease, label);
   }
 
   /// The versions in `window`, oldest first (ZRANGEBYSCORE on the index alone).
@@ -367,6 +355,18 @@ class RedisStore {
                     c.arg(*cap).arg_copy(record_key(writes.back().collection, ""));
                   c.label(label);
                 });
+  }
+
+  // The records of a script's flat reply: id, bytes, version, …
+  static std::vector<Item> items_of(const redis::Reply& reply, const redis::Connection& conn,
+                                    const std::string& label) {
+    const std::vector<std::string> flat = redis::strings(reply, conn, label);
+    std::vector<Item> out;
+    out.reserve(flat.size() / 3);
+    for (std::size_t i = 0; i + 2 < flat.size(); i += 3)
+      out.push_back(Item{flat[i], flat[i + 1],
+                         detail::kv_parse_version(flat[i + 2], conn.endpoint(), label)});
+    return out;
   }
 
   // Runs one EVALSHA of `script` on `conn` (loaded again after NOSCRIPT): `args(c, sha)`
