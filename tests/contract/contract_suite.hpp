@@ -855,3 +855,5 @@ TEMPLATE_TEST_CASE("events report every entry and a throwing hook breaks nothing
   REQUIRE_FALSE(logged.empty());
   CHECK(logged.back().find("hook bug") != std::string::npos);
 }
+
+#include "contract/observability_suite.hpp"
