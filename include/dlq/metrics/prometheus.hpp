@@ -232,8 +232,8 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
               [](const QueueStats& s, std::string& v) {
                 const auto age = s.oldest_age();
                 if (!age) return false;
-                detail::append_seconds(
-                    v, std::chrono::duration_cast<std::chrono::microseconds>(*age));
+                detail::append_seconds(v,
+                                       std::chrono::duration_cast<std::chrono::microseconds>(*age));
                 return true;
               });
   time_family("dlq_oldest_entry_timestamp_seconds", "gauge",
@@ -275,9 +275,9 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
   counter("dlq_rejected_total", "Jobs refused because their queue was full (Overflow::reject).",
           c.rejected);
   counter("dlq_replayed_total", "Entries replayed (moved back to a queue).", c.replayed);
-  w.header("dlq_evicted_total", "counter",
-           std::string("Entries removed by retention, by reason (max_length, max_age).") +
-               per_process);
+  w.header(
+      "dlq_evicted_total", "counter",
+      std::string("Entries removed by retention, by reason (max_length, max_age).") + per_process);
   w.sample("dlq_evicted_total", "reason=\"max_length\"", std::to_string(c.evicted_for_length));
   w.sample("dlq_evicted_total", "reason=\"max_age\"", std::to_string(c.evicted_for_age));
   counter("dlq_parked_total", "Entries parked by the poison-loop guard.", c.parked);
@@ -291,8 +291,7 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
                        "the server refused the command, other).") +
                per_process);
   w.sample("dlq_storage_errors_total", "kind=\"timeout\"", std::to_string(c.timeout_errors));
-  w.sample("dlq_storage_errors_total", "kind=\"connection\"",
-           std::to_string(c.connection_errors));
+  w.sample("dlq_storage_errors_total", "kind=\"connection\"", std::to_string(c.connection_errors));
   w.sample("dlq_storage_errors_total", "kind=\"reply\"", std::to_string(c.reply_errors));
   w.sample("dlq_storage_errors_total", "kind=\"other\"", std::to_string(c.other_storage_errors));
 }
