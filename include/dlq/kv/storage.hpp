@@ -44,6 +44,9 @@
 ///     std::size_t remove_all(std::string_view collection);         // exact count removed
 ///     std::vector<std::uint64_t> versions(std::string_view collection,  // list without the
 ///                                         const dlq::kv::Window& window); // ids and values
+///     dlq::kv::Ends ends(std::string_view collection);             // record count, oldest
+///                                     // and newest record, read at one instant (backs
+///                                     // KeyValueStorage::stats, see dlq/stats.hpp)
 ///     // Optional, for the front end's policies (see "Policies" below)
 ///     std::size_t save_and_count(const std::vector<dlq::kv::Write>& writes);
 ///     bool save_if_below(const dlq::kv::Write& write, std::size_t max_records);
@@ -151,7 +154,22 @@ struct Window {
   std::size_t limit = 0;    ///< most records to return; 0 = all
 };
 
+/// What the optional store member `ends` returns: a collection's record count and its
+/// oldest and newest record (by version), read at one instant.
+struct Ends {
+  std::size_t count = 0;      ///< records in the collection
+  std::optional<Item> first;  ///< the oldest record; nullopt when there is none
+  std::optional<Item> last;   ///< the newest record; nullopt when there is none
+};
+
 namespace detail {
+
+template <class S, class = void>
+struct has_ends : std::false_type {};
+template <class S>
+struct has_ends<S, std::enable_if_t<std::is_convertible_v<
+                       decltype(std::declval<S&>().ends(std::string_view{})), Ends>>>
+    : std::true_type {};
 
 template <class S, class = void>
 struct has_save : std::false_type {};
@@ -549,6 +567,30 @@ class KeyValueStorage {
     out.reserve(queue_names.size());
     for (const std::string& q : queue_names)
       out.push_back(size(q, ListKind::dead));
+    return out;
+  }
+
+  /// Length and oldest and newest record of both lists of each queue, in order (the storage
+  /// member behind DeadLetterQueue::stats, see dlq/stats.hpp): one store call `ends` per list,
+  /// each list read at one instant. Declared only when the store has `ends` (MemoryStore,
+  /// SqliteStore); otherwise DeadLetterQueue::stats falls back to size() and range().
+  template <class K = Kv, std::enable_if_t<kv::detail::has_ends<K>::value, int> = 0>
+  std::vector<QueueEnds> stats(const std::vector<std::string>& queue_names) {
+    auto list = [this](const std::string& coll) {
+      kv::Ends e = store_.ends(coll);
+      ListEnds out;
+      out.length = e.count;
+      if (e.count > 0 && e.first && e.last) {
+        out.first = std::move(e.first->value);
+        out.last = std::move(e.last->value);
+      }
+      return out;
+    };
+    std::vector<QueueEnds> out(queue_names.size());
+    for (std::size_t i = 0; i < queue_names.size(); ++i) {
+      out[i].dead = list(collection(queue_names[i], ListKind::dead));
+      out[i].corrupt = list(collection(queue_names[i], ListKind::corrupt));
+    }
     return out;
   }
 

@@ -290,6 +290,72 @@ struct Bench {
     return rate;
   }
 
+  // --- observability (issue 12): DeadLetterQueue::stats and ::errors ---------------------
+  // Queue "q" filled with n front-end envelopes around 100 B payloads: 4 error texts, 2 error
+  // types, 1000 per send_batch.
+  void fill_errors(std::size_t n) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<dlq::FailedJob> jobs;
+    static const char* const texts[] = {"payment timeout", "unknown sku 42", "card declined",
+                                        "inventory service unavailable"};
+    for (std::size_t i = 0; i < n; ++i) {
+      dlq::Failure f;
+      f.error = texts[i % 4];
+      f.error_type = i % 2 ? "TimeoutError" : "ValueError";
+      f.attempt = 3;
+      f.worker = "worker-7";
+      jobs.push_back({"q", payload(i, 100), std::move(f)});
+      if (jobs.size() == 1000 || i + 1 == n) {
+        q.send_batch(jobs);
+        jobs.clear();
+      }
+    }
+  }
+  // Median µs of one stats({"q"}) call (one round trip: MULTI/EXEC of LLEN + LINDEX 0 / -1).
+  double stats_us(int calls) {
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<double> us;
+    for (int i = 0; i < calls; ++i) {
+      const auto t0 = Clock::now();
+      const auto s = q.stats({"q"});
+      us.push_back(seconds_since(t0) * 1e6);
+      if (s[0].dead.depth == 0 || !s[0].dead.oldest) {
+        std::fprintf(stderr, "stats found no oldest entry\n");
+        std::exit(1);
+      }
+    }
+    return median(us);
+  }
+  // Seconds of errors("q") over the whole list (checks that it counted every entry exactly).
+  double errors_seconds(std::size_t n) {
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    const auto t0 = Clock::now();
+    const auto r = q.errors("q");
+    const double s = seconds_since(t0);
+    if (r.examined != n || !r.exact || r.by_error.size() != 4) {
+      std::fprintf(stderr, "errors examined %zu of %zu (exact %d)\n", r.examined, n, r.exact);
+      std::exit(1);
+    }
+    return s;
+  }
+  // The baseline: read the whole list with plain LRANGE in pages of 1000 on one connection,
+  // replies parsed by hiredis and nothing else done with them.
+  double lrange_pages_seconds(std::size_t n) {
+    std::size_t seen = 0;
+    const auto t0 = Clock::now();
+    for (std::size_t start = 0;; start += 1000) {
+      dlq::redis::Command c("LRANGE");
+      c.arg("bench:dlq:{q}").arg(start).arg(start + 999);
+      auto r = raw.run(c, dlq::redis::Effect::read);
+      seen += r->elements;
+      if (r->elements < 1000) break;
+    }
+    const double s = seconds_since(t0);
+    if (seen != n) std::exit(1);
+    return s;
+  }
+
   void replay_all_no_fill() {
     dlq::RedisListStorage::replay_cursor cursor;
     auto decide = [](std::string_view r, dlq::Decision& d) {
@@ -320,6 +386,8 @@ int main(int argc, char** argv) {
       std::printf("%s %.0f\n", name, median(v));
       std::fflush(stdout);
     };
+    const bool only_observability = argc > 3 && std::string(argv[3]) == "observability";
+    if (only_observability) goto observability;
     measure("single_send", [&] { return b.single_send(20000); });
     measure("batch_send_64", [&] { return b.batch_send(200000, 64); });
     measure("replay_all_100k", [&] { return b.replay_all(100000, 300); });
@@ -351,6 +419,23 @@ int main(int argc, char** argv) {
       std::printf("dlq_trim_script_p99_us %lld\n", us[us.size() * 99 / 100]);
       std::printf("dlq_trim_script_max_us %lld\n", us.back());
     }
+  observability : {  // stats at 1k and 1M entries (must not grow); errors over 1M vs LRANGE paging
+    const std::size_t small = 1000, large = 1000000;
+    std::vector<double> s_small, s_large, errors_s, lrange_s;
+    b.fill_errors(small);
+    for (int i = 0; i < runs; ++i)
+      s_small.push_back(b.stats_us(200));
+    b.fill_errors(large);
+    for (int i = 0; i < runs; ++i) {  // interleaved: noise hits both alike
+      s_large.push_back(b.stats_us(200));
+      lrange_s.push_back(b.lrange_pages_seconds(large));
+      errors_s.push_back(b.errors_seconds(large));
+    }
+    std::printf("stats_1k_us %.1f\n", median(s_small));
+    std::printf("stats_1m_us %.1f\n", median(s_large));
+    std::printf("lrange_pages_1m_s %.3f\n", median(lrange_s));
+    std::printf("errors_1m_s %.3f\n", median(errors_s));
+  }
     b.clear();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_redis: %s\n", e.what());
