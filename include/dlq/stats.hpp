@@ -32,6 +32,8 @@
 /// scan finds its place again and the report says so (ErrorsReport::changed). The counts are
 /// exact (ErrorsReport::exact) only when the scan read the list to its end, within
 /// ErrorsOptions::max_examined, and nothing moved under it; otherwise they are a sample.
+/// While one window is grouped the next is read on a helper thread (ErrorsOptions::
+/// read_ahead), so on Redis a scan costs little more than reading the list.
 #pragma once
 
 #include <algorithm>
@@ -40,6 +42,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 #include <string>
@@ -103,6 +106,10 @@ struct ErrorsOptions {
   std::size_t window = 1000;
   /// Also group by worker (ErrorsReport::by_worker). Default false.
   bool by_worker = false;
+  /// Read the next window on a helper thread (std::async) while grouping the current one,
+  /// so that a networked store's round trip overlaps the grouping. Default true; the storage
+  /// is called from that thread (every storage is thread-safe by contract).
+  bool read_ahead = true;
   /// Called after every window with the running totals. Empty (the default) = not called.
   std::function<void(const ErrorsProgress&)> on_progress;
   /// Checked before every window: once true the scan stops (ErrorsReport::cancelled; the
@@ -361,6 +368,22 @@ ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOp
   const std::size_t window = options.window == 0 ? 1000 : options.window;
   error_grouper grouper(options.by_worker);
   report.depth_at_start = storage.size(queue, ListKind::dead);
+  auto read = [&storage, queue](std::size_t from, std::size_t count) {
+    return storage.range(queue, ListKind::dead, from, count);
+  };
+  // The next window, read on a helper thread while this one is grouped (read_ahead).
+  std::future<std::vector<std::string>> ahead;
+  std::size_t ahead_from = 0, ahead_count = 0;
+  auto fetch = [&](std::size_t from, std::size_t count) {
+    if (ahead.valid()) {
+      if (ahead_from == from && ahead_count == count) return ahead.get();
+      try {
+        (void)ahead.get();  // not the window needed (the scan realigned): dropped
+      } catch (...) {
+      }
+    }
+    return read(from, count);
+  };
   std::size_t start = 0;            // position of the next item to examine
   std::optional<std::string> last;  // the last item examined (the anchor of the next read)
   int realigned = 0;                // consecutive realignments
@@ -379,8 +402,7 @@ ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOp
       want = std::min(want, options.max_examined - report.examined);
     }
     const bool anchored = last.has_value() && start > 0;
-    std::vector<std::string> raws = storage.range(
-        queue, ListKind::dead, anchored ? start - 1 : start, anchored ? want + 1 : want);
+    std::vector<std::string> raws = fetch(anchored ? start - 1 : start, anchored ? want + 1 : want);
     if (anchored && (raws.empty() || raws.front() != *last)) {
       // Entries before the scan position were removed: find the last examined item again
       // (a window back) and go on after it. If it is gone too, go on from the same position:
@@ -388,7 +410,7 @@ ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOp
       report.changed = true;
       if (++realigned <= 3) {
         const std::size_t back = start - 1 > window ? start - 1 - window : 0;
-        const auto before = storage.range(queue, ListKind::dead, back, start - back);
+        const auto before = read(back, start - back);
         const auto it = std::find(before.rbegin(), before.rend(), *last);
         if (it != before.rend()) {
           start = back + static_cast<std::size_t>(before.rend() - it);
@@ -401,9 +423,19 @@ ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOp
     }
     realigned = 0;
     const std::size_t first = anchored ? 1 : 0;
+    const std::size_t n = raws.size() - first;
+    if (n == want && options.read_ahead) {  // more may follow: read it while grouping this
+      std::size_t next = window;
+      if (options.max_examined != 0)
+        next = std::min(next, options.max_examined - (report.examined + n));
+      if (next > 0) {
+        ahead_from = start + n - 1;  // anchored at this window's last item
+        ahead_count = next + 1;
+        ahead = std::async(std::launch::async, read, ahead_from, ahead_count);
+      }
+    }
     for (std::size_t i = first; i < raws.size(); ++i)
       grouper.add(raws[i]);
-    const std::size_t n = raws.size() - first;
     report.examined += n;
     start += n;
     if (options.on_progress) options.on_progress({report.examined, report.depth_at_start});
@@ -413,10 +445,16 @@ ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOp
     }
     last = std::move(raws.back());
   }
+  if (ahead.valid()) {  // stopped (cancel) with a window in flight: wait for it, drop it
+    try {
+      (void)ahead.get();
+    } catch (...) {
+    }
+  }
   // A scan stopped by max_examined exactly at the end of the list did read all of it: the
   // last examined item is still in place and nothing follows it.
   if (limited && last) {
-    const auto tail = storage.range(queue, ListKind::dead, start - 1, 2);
+    const auto tail = read(start - 1, 2);
     if (tail.size() == 1 && tail.front() == *last) report.complete = true;
   }
   grouper.finish(report);
