@@ -10,10 +10,11 @@
 /// the whole item).
 ///
 /// A queue whose slot moved (MOVED / ASK inside the transaction: EXEC answers EXECABORT and
-/// nothing ran) is read again on its own through the Router, which follows the redirection;
-/// that read is a plain pipeline (ASKING cannot precede commands inside a transaction),
-/// repeated while its answers disagree (a length > 0 without end items, or the other way) —
-/// at most 8 times, after which the ends are left empty (their times then show as unknown,
+/// nothing ran) is read again through the Router, which follows the redirection, one list at
+/// a time (during a migration a queue's two keys may be on two nodes): a plain pipeline of
+/// the list's three commands (ASKING cannot precede commands inside a transaction), repeated
+/// while its answers disagree (a length > 0 without end items, or the other way) — at most 8
+/// times, after which the list's ends are left empty (their times then show as unknown,
 /// never guessed).
 #pragma once
 
@@ -41,43 +42,31 @@ struct ListKeys {
 
 namespace detail {
 
-// LLEN, LINDEX 0, LINDEX -1 of both lists (6 commands), inside MULTI/EXEC when `atomic`.
-inline void append_ends_commands(std::vector<Command>& cmds, const ListKeys& k, bool atomic) {
-  if (atomic) cmds.emplace_back("MULTI");
-  for (const std::string* key : {&k.dead, &k.corrupt}) {
-    cmds.push_back(std::move(Command("LLEN").arg(std::string_view(*key))));
-    cmds.push_back(std::move(Command("LINDEX").arg(std::string_view(*key)).arg(0)));
-    cmds.push_back(std::move(Command("LINDEX").arg(std::string_view(*key)).arg(-1)));
-  }
-  if (atomic) cmds.emplace_back("EXEC");
+// LLEN, LINDEX 0, LINDEX -1 of one list.
+inline void append_list_commands(std::vector<Command>& cmds, const std::string& key) {
+  cmds.push_back(std::move(Command("LLEN").arg(std::string_view(key))));
+  cmds.push_back(std::move(Command("LINDEX").arg(std::string_view(key)).arg(0)));
+  cmds.push_back(std::move(Command("LINDEX").arg(std::string_view(key)).arg(-1)));
 }
 
-// Reads the 6 replies of one queue into `out`. False when they disagree (possible only
-// outside a transaction). Throws for error replies (WRONGTYPE: a key that is not a list).
-inline bool parse_ends(const redisReply* const* r, QueueEnds& out, const std::string& endpoint,
-                       const ListKeys& k) {
-  bool consistent = true;
-  auto list = [&](std::size_t at, const std::string& key, ListEnds& e) {
-    for (std::size_t i = at; i < at + 3; ++i)
-      if (r[i]->type == REDIS_REPLY_ERROR)
-        throw_reply_error(*r[i], endpoint, (i == at ? "LLEN " : "LINDEX ") + key);
-    if (r[at]->type != REDIS_REPLY_INTEGER || r[at]->integer < 0)
-      throw_unexpected_reply(*r[at], endpoint, "LLEN " + key);
-    e = ListEnds{};
-    e.length = static_cast<std::size_t>(r[at]->integer);
-    const bool first = r[at + 1]->type == REDIS_REPLY_STRING;
-    const bool last = r[at + 2]->type == REDIS_REPLY_STRING;
-    if (first) e.first.assign(view(*r[at + 1]));
-    if (last) e.last.assign(view(*r[at + 2]));
-    if ((e.length > 0) != first || (e.length > 0) != last) {
-      consistent = false;
-      e.first.clear();
-      e.last.clear();
-    }
-  };
-  list(0, k.dead, out.dead);
-  list(3, k.corrupt, out.corrupt);
-  return consistent;
+// Reads the 3 replies of one list (LLEN, LINDEX 0, LINDEX -1) into `e`. False when they
+// disagree (possible only outside a transaction): `e` then has the length and no items.
+// Throws for error replies (WRONGTYPE: a key that is not a list).
+inline bool parse_list(const redisReply* const* r, ListEnds& e, const std::string& endpoint,
+                       const std::string& key) {
+  for (std::size_t i = 0; i < 3; ++i)
+    if (r[i]->type == REDIS_REPLY_ERROR)
+      throw_reply_error(*r[i], endpoint, (i == 0 ? "LLEN " : "LINDEX ") + key);
+  if (r[0]->type != REDIS_REPLY_INTEGER || r[0]->integer < 0)
+    throw_unexpected_reply(*r[0], endpoint, "LLEN " + key);
+  e = ListEnds{};
+  e.length = static_cast<std::size_t>(r[0]->integer);
+  const bool first = r[1]->type == REDIS_REPLY_STRING;
+  const bool last = r[2]->type == REDIS_REPLY_STRING;
+  if ((e.length > 0) != first || (e.length > 0) != last) return false;
+  if (first) e.first.assign(view(*r[1]));
+  if (last) e.last.assign(view(*r[2]));
+  return true;
 }
 
 }  // namespace detail
@@ -103,8 +92,12 @@ inline std::vector<QueueEnds> read_list_ends(Router& router, const std::vector<L
   for (auto& [pool, indexes] : groups) {
     std::vector<Command> cmds;
     cmds.reserve(indexes.size() * 8);
-    for (const std::size_t i : indexes)
-      detail::append_ends_commands(cmds, keys[i], true);
+    for (const std::size_t i : indexes) {
+      cmds.emplace_back("MULTI");
+      detail::append_list_commands(cmds, keys[i].dead);
+      detail::append_list_commands(cmds, keys[i].corrupt);
+      cmds.emplace_back("EXEC");
+    }
     auto lease = pool->acquire();
     const std::vector<Reply> replies = lease->run(cmds, Effect::read);
     for (std::size_t n = 0; n < indexes.size(); ++n) {
@@ -126,21 +119,32 @@ inline std::vector<QueueEnds> read_list_ends(Router& router, const std::vector<L
       }
       if (exec.type != REDIS_REPLY_ARRAY || exec.elements != 6)
         detail::throw_unexpected_reply(exec, lease->endpoint(), "EXEC (stats of " + key + ")");
-      detail::parse_ends(exec.element, out[indexes[n]], lease->endpoint(), keys[indexes[n]]);
+      const std::size_t i = indexes[n];
+      // Inside one transaction the replies agree: parse_list cannot return false here.
+      detail::parse_list(exec.element, out[i].dead, lease->endpoint(), keys[i].dead);
+      detail::parse_list(exec.element + 3, out[i].corrupt, lease->endpoint(), keys[i].corrupt);
     }
   }
-  for (const std::size_t i : redirected) {  // slot moved: through the router, on its own
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      std::optional<ConnectionPool::Lease> lease;
-      const auto replies = router.run(lease, keys[i].dead, Effect::read, [&](const std::string&) {
-        std::vector<Command> cmds;
-        detail::append_ends_commands(cmds, keys[i], false);
-        return cmds;
-      });
-      const redisReply* r[6];
-      for (std::size_t c = 0; c < 6; ++c)
-        r[c] = replies.at(c).get();
-      if (detail::parse_ends(r, out[i], (*lease)->endpoint(), keys[i])) break;
+  // Slot moved or migrating: each list on its own through the router (during a migration
+  // a queue's two keys may be on two nodes; one key is on one).
+  for (const std::size_t i : redirected) {
+    for (const bool dead : {true, false}) {
+      const std::string& key = dead ? keys[i].dead : keys[i].corrupt;
+      ListEnds& e = dead ? out[i].dead : out[i].corrupt;
+      for (int attempt = 0; attempt < 8; ++attempt) {
+        std::optional<ConnectionPool::Lease> lease;
+        const auto replies = router.run(lease, key, Effect::read, [&](const std::string&) {
+          std::vector<Command> cmds;
+          detail::append_list_commands(cmds, key);
+          return cmds;
+        });
+        // The key moved between the commands: ask again (the last try reports the error).
+        if (attempt < 7 &&
+            (detail::is_redirect(*replies.at(1)) || detail::is_redirect(*replies.at(2))))
+          continue;
+        const redisReply* r[3] = {replies.at(0).get(), replies.at(1).get(), replies.at(2).get()};
+        if (detail::parse_list(r, e, (*lease)->endpoint(), key)) break;
+      }
     }
   }
   return out;
