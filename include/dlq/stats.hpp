@@ -11,12 +11,13 @@
 ///     for (const auto& g : r.by_error) …             // count, oldest, newest, an example id
 ///
 /// stats — cost independent of the lists' lengths: a storage with the optional member
-/// `stats` (see dlq/storage.hpp; every shipped storage has it) reads each queue's list
-/// lengths and end items at one instant (memory: under its lock; Redis: LLEN + LINDEX 0 / -1
-/// of both lists in one MULTI/EXEC per queue, all queues in one pipelined round trip — one
-/// per master on a Redis Cluster; key-value stores: a count and the first and last record).
-/// Other storages fall back to size() and range() of the two end items — three calls per
-/// list, each read at its own instant.
+/// `stats` (see dlq/storage.hpp) reads each queue's list lengths and end items at one instant
+/// (MemoryStorage: under its lock; RedisListStorage: LLEN + LINDEX 0 / -1 of both lists in
+/// one MULTI/EXEC per queue, all queues in one pipelined round trip — one per master on a
+/// Redis Cluster; KeyValueStorage over a store with `ends` — kv::MemoryStore, SqliteStore —
+/// a count and the first and last record of each list). Other storages (KeyValueStorage over
+/// kv::RedisStore, your own) fall back to size() and range() of the two end items — three
+/// calls per list, each read at its own instant.
 ///
 /// Times: "oldest" and "newest" are the dead_lettered_at of the list's first and last item
 /// (lists are in arrival order; with senders' clocks skewed the first item's time can
