@@ -66,6 +66,11 @@ class Store {
   /// dlq:* when dlq:{*} is configured, and the reverse); nullopt when there are none or the
   /// backend has no such thing.
   virtual std::optional<OtherLayout> other_layout() { return std::nullopt; }
+
+  /// Depths and end times of `queues` (dlq::DeadLetterQueue::stats).
+  virtual std::vector<dlq::QueueStats> stats(const std::vector<std::string>& queues) = 0;
+  /// The queue's dead letters grouped by error (dlq::DeadLetterQueue::errors).
+  virtual dlq::ErrorsReport errors(std::string_view queue, const dlq::ErrorsOptions& options) = 0;
 };
 
 /// A Store over dlq::DeadLetterQueue<Storage>. `Storage` may be a reference type to share a
@@ -139,6 +144,12 @@ class DlqStore final : public Store {
   }
   std::size_t corrupt_size(std::string_view queue) override { return dlq_.corrupt_size(queue); }
   std::size_t purge_corrupt(std::string_view queue) override { return dlq_.purge_corrupt(queue); }
+  std::vector<dlq::QueueStats> stats(const std::vector<std::string>& queues) override {
+    return dlq_.stats(queues);
+  }
+  dlq::ErrorsReport errors(std::string_view queue, const dlq::ErrorsOptions& options) override {
+    return dlq_.errors(queue, options);
+  }
   std::optional<std::size_t> waiting(std::string_view queue) override {
     if (waiting_) return waiting_(queue);
     return std::nullopt;

@@ -41,6 +41,7 @@
 #include "dlq/policies.hpp"
 #include "dlq/replay.hpp"
 #include "dlq/retention.hpp"
+#include "dlq/stats.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -185,6 +186,30 @@ class DeadLetterQueue {
 
   /// Dead-letter depth of every queue that has dead-letter or corrupt entries.
   std::map<std::string, std::size_t> summary() { return summary(queues()); }
+
+  /// Depth, corrupt depth and the times of the oldest and newest entry of each named queue,
+  /// in order, at a cost independent of the queues' lengths (see dlq/stats.hpp). Ages are
+  /// measured by Options::clock. Times that cannot be read are reported as such, not guessed.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error subclasses.
+  std::vector<QueueStats> stats(const std::vector<std::string>& queues) {
+    for (const auto& q : queues)
+      detail::queue_core::validate_queue(q, "stats");
+    return guarded(
+        [&] { return detail::queue_stats(storage_, queues, [this] { return core_->now(); }); });
+  }
+
+  /// stats() of every queue that has dead-letter or corrupt entries, sorted by name.
+  std::vector<QueueStats> stats() { return stats(queues()); }
+
+  /// The queue's dead letters grouped by error text and by error type (counts, oldest and
+  /// newest time, an example id per group), read oldest first in bounded windows (see
+  /// dlq/stats.hpp and ErrorsOptions; the default reads every entry). The report says whether
+  /// its counts are exact or a sample.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error subclasses.
+  ErrorsReport errors(std::string_view queue, const ErrorsOptions& options = {}) {
+    detail::queue_core::validate_queue(queue, "errors");
+    return guarded([&] { return detail::summarize_errors(storage_, queue, options); });
+  }
 
   /// Names of the queues that have dead-letter or corrupt entries, sorted.
   std::vector<std::string> queues() {

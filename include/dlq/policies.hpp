@@ -84,6 +84,8 @@ struct Counters {
   std::uint64_t rejected = 0;              ///< sends refused because the queue was full
   std::uint64_t replayed = 0;              ///< entries moved back
   std::uint64_t evicted = 0;               ///< entries removed by retention
+  std::uint64_t evicted_for_length = 0;    ///< of those, beyond Retention::max_length
+  std::uint64_t evicted_for_age = 0;       ///< of those, older than Retention::max_age
   std::uint64_t parked = 0;                ///< entries parked by the poison guard
   std::uint64_t corrupt = 0;               ///< unreadable entries met by replay
   std::uint64_t conflicts = 0;             ///< replay batches redone after a concurrent change
@@ -146,6 +148,7 @@ struct live_counters {
   std::atomic<std::uint64_t> sent{0}, rejected{0}, replayed{0}, evicted{0}, parked{0}, corrupt{0},
       conflicts{0}, hook_errors{0}, timeout_errors{0}, connection_errors{0}, reply_errors{0},
       other_storage_errors{0};
+  std::atomic<std::uint64_t> evicted_for_length{0}, evicted_for_age{0};
 
   Counters snapshot() const noexcept {
     constexpr auto r = std::memory_order_relaxed;
@@ -154,6 +157,8 @@ struct live_counters {
     c.rejected = rejected.load(r);
     c.replayed = replayed.load(r);
     c.evicted = evicted.load(r);
+    c.evicted_for_length = evicted_for_length.load(r);
+    c.evicted_for_age = evicted_for_age.load(r);
     c.parked = parked.load(r);
     c.corrupt = corrupt.load(r);
     c.conflicts = conflicts.load(r);

@@ -50,6 +50,8 @@ using evict_rule = function_ref<bool(std::string_view raw, std::size_t selected,
 inline void report_evictions(queue_core& core, std::string_view queue,
                              const std::vector<std::string>& raws, std::string_view reason) {
   core.counters.evicted.fetch_add(raws.size(), std::memory_order_relaxed);
+  (reason == "max_age" ? core.counters.evicted_for_age : core.counters.evicted_for_length)
+      .fetch_add(raws.size(), std::memory_order_relaxed);
   for (const auto& raw : raws) {
     envelope_view view;
     const std::string id = view_envelope(raw, view) ? entry_id(view, raw) : derived_id(raw);

@@ -55,6 +55,14 @@
 ///                                     std::string_view id); // fast lookup by entry id
 ///     static constexpr bool keyed_by_job_id = true;         // a job id is the entry id and
 ///                                                           // re-sending a job replaces it
+///     std::vector<dlq::QueueEnds> stats(const std::vector<std::string>& queues);
+///                                                           // per queue, in order: length,
+///                                                           // first and last item of both
+///                                                           // lists, each queue read at one
+///                                                           // instant, at a cost independent
+///                                                           // of the lists' lengths (see
+///                                                           // dlq/stats.hpp; fallback: size
+///                                                           // and range)
 ///
 /// replay_step is the one operation with a protocol. It reads up to `max_items` items of the
 /// dead list at the cursor, calls `decide` once per item in list order, then applies all the
@@ -97,6 +105,20 @@ struct Record {
   std::string_view id;        ///< the entry id written in the envelope
   std::string_view job_id;    ///< caller-supplied job id, empty when none
   std::string_view envelope;  ///< the complete JSON envelope bytes
+};
+
+/// The length and the two end items of one stored list (the optional storage member `stats`).
+struct ListEnds {
+  std::size_t length = 0;  ///< items in the list
+  std::string first;       ///< the oldest item (position 0) as stored; "" when length == 0
+  std::string last;        ///< the newest item (position length - 1); "" when length == 0
+};
+
+/// Both lists of one queue, as the optional storage member `stats` returns them: read at one
+/// instant, so that `length` and the end items agree.
+struct QueueEnds {
+  ListEnds dead;     ///< the dead-letter list
+  ListEnds corrupt;  ///< the corrupt list
 };
 
 /// What replay does with one stored item.
@@ -200,6 +222,8 @@ using bump_count = decltype(std::declval<S&>().bump_count(std::string_view{}, st
                                                           std::chrono::seconds{}));
 template <class S>
 using keyed_by_job_id = std::enable_if_t<S::keyed_by_job_id>;
+template <class S>
+using stats = decltype(std::declval<S&>().stats(std::declval<const std::vector<std::string>&>()));
 }  // namespace ops
 
 template <class S>
@@ -238,6 +262,8 @@ using has_push_capped =
     meta::is_detected_convertible<std::vector<std::string>, ops::push_capped, S>;
 template <class S>
 using has_bump_count = meta::is_detected_convertible<std::int64_t, ops::bump_count, S>;
+template <class S>
+using has_stats = meta::is_detected_convertible<std::vector<QueueEnds>, ops::stats, S>;
 template <class S>
 using keyed_by_job_id = meta::is_detected<ops::keyed_by_job_id, S>;
 

@@ -1023,3 +1023,4 @@ TEMPLATE_TEST_CASE(
   }
   CHECK(q.size("orders") <= 100);
 }
+#include "contract/observability_suite.hpp"

@@ -219,6 +219,20 @@ class MemoryStore {
     return c == nullptr ? 0 : c->by_id.size();
   }
 
+  /// The record count and the oldest and newest record of `collection`, under the lock.
+  Ends ends(std::string_view collection_name) const {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    Ends out;
+    const collection* c = find_locked(collection_name);
+    if (c == nullptr || c->by_version.empty()) return out;
+    out.count = c->by_id.size();
+    const auto& [first_version, first] = *c->by_version.begin();
+    const auto& [last_version, last] = *c->by_version.rbegin();
+    out.first = Item{*first.id, first.value, first_version};
+    out.last = Item{*last.id, last.value, last_version};
+    return out;
+  }
+
   /// Removes every record of `collection`. @returns how many were removed.
   std::size_t remove_all(std::string_view collection_name) {
     std::lock_guard<std::mutex> lock(state_->mutex);

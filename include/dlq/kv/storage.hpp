@@ -50,6 +50,9 @@
 ///     std::size_t remove_all(std::string_view collection);         // exact count removed
 ///     std::vector<std::uint64_t> versions(std::string_view collection,  // list without the
 ///                                         const dlq::kv::Window& window); // ids and values
+///     dlq::kv::Ends ends(std::string_view collection);             // record count, oldest
+///                                     // and newest record, read at one instant (backs
+///                                     // KeyValueStorage::stats, see dlq/stats.hpp)
 ///     // Optional, for the front end's policies (see "Policies" below)
 ///     std::size_t save_and_count(const std::vector<dlq::kv::Write>& writes);
 ///     bool save_if_below(const dlq::kv::Write& write, std::size_t max_records);
@@ -186,6 +189,14 @@ struct Window {
   std::size_t limit = 0;    ///< most records to return; 0 = all
 };
 
+/// What the optional store member `ends` returns: a collection's record count and its
+/// oldest and newest record (by version), read at one instant.
+struct Ends {
+  std::size_t count = 0;      ///< records in the collection
+  std::optional<Item> first;  ///< the oldest record; nullopt when there is none
+  std::optional<Item> last;   ///< the newest record; nullopt when there is none
+};
+
 namespace detail {
 
 namespace meta = ::dlq::detail::meta;
@@ -222,6 +233,8 @@ using save_capped = decltype(std::declval<S&>().save_capped(
 template <class S>
 using increment = decltype(std::declval<S&>().increment(std::string_view{}, std::string_view{},
                                                         std::chrono::seconds{}));
+template <class S>
+using ends = decltype(std::declval<S&>().ends(std::string_view{}));
 }  // namespace ops
 
 template <class S>
@@ -248,6 +261,8 @@ template <class S>
 using has_save_capped = meta::is_detected_convertible<std::vector<Item>, ops::save_capped, S>;
 template <class S>
 using has_increment = meta::is_detected_convertible<std::int64_t, ops::increment, S>;
+template <class S>
+using has_ends = meta::is_detected_convertible<Ends, ops::ends, S>;
 
 /// The lifetime increment() gives a counter: `ttl` clamped to [1 s, 100 years], so that a
 /// store can add it to a clock in milliseconds or nanoseconds without overflow.
@@ -646,6 +661,30 @@ class KeyValueStorage {
     out.reserve(queue_names.size());
     for (const std::string& q : queue_names)
       out.push_back(size(q, ListKind::dead));
+    return out;
+  }
+
+  /// Length and oldest and newest record of both lists of each queue, in order (the storage
+  /// member behind DeadLetterQueue::stats, see dlq/stats.hpp): one store call `ends` per list,
+  /// each list read at one instant. Declared only when the store has `ends` (MemoryStore,
+  /// SqliteStore); otherwise DeadLetterQueue::stats falls back to size() and range().
+  template <class K = Kv, std::enable_if_t<kv::detail::has_ends<K>::value, int> = 0>
+  std::vector<QueueEnds> stats(const std::vector<std::string>& queue_names) {
+    auto list = [this](const std::string& coll) {
+      kv::Ends e = store_.ends(coll);
+      ListEnds out;
+      out.length = e.count;
+      if (e.count > 0 && e.first && e.last) {
+        out.first = std::move(e.first->value);
+        out.last = std::move(e.last->value);
+      }
+      return out;
+    };
+    std::vector<QueueEnds> out(queue_names.size());
+    for (std::size_t i = 0; i < queue_names.size(); ++i) {
+      out[i].dead = list(collection(queue_names[i], ListKind::dead));
+      out[i].corrupt = list(collection(queue_names[i], ListKind::corrupt));
+    }
     return out;
   }
 

@@ -76,6 +76,7 @@
 #include "dlq/redis/scripts/list_push_capped.hpp"
 #include "dlq/redis/scripts/recover_tombstone.hpp"
 #include "dlq/redis/scripts/replay_step.hpp"
+#include "dlq/redis/stats.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -586,6 +587,21 @@ class RedisListStorage {
           static_cast<std::size_t>(integer_reply(replies[i], endpoints[i], "LLEN " + keys[i])));
     }
     return out;
+  }
+
+  /// Lengths and end items of both lists of each queue, in order (the storage member behind
+  /// DeadLetterQueue::stats): per queue LLEN + LINDEX 0 / -1 of both lists in one MULTI/EXEC,
+  /// every queue in one pipelined round trip (one per master in a cluster). See
+  /// dlq/redis/stats.hpp. @throws dlq::invalid_argument (empty queue name), the
+  /// dlq::storage_error subclasses.
+  std::vector<QueueEnds> stats(const std::vector<std::string>& queues) {
+    std::vector<redis::ListKeys> keys;
+    keys.reserve(queues.size());
+    for (const auto& q : queues) {
+      check_queue(q, "stats");
+      keys.push_back({dead_.key(q), corrupt_.key(q)});
+    }
+    return redis::read_list_ends(routed(), keys);
   }
 
   /// One replay step (see the file comment and dlq/storage.hpp): reads up to `max_items`

@@ -252,6 +252,7 @@ enum class sqlite_stmt : unsigned char {
   expire_counters,
   increment,
   counter_value,
+  ends,
   count_  // number of statements
 };
 
@@ -294,6 +295,13 @@ inline const char* sqlite_stmt_sql(sqlite_stmt s) {
              "THEN 1 ELSE value + 1 END, expires_at = excluded.expires_at";
     case sqlite_stmt::counter_value:
       return "SELECT value FROM dlq_counters WHERE collection = ?1 AND key = ?2";
+    case sqlite_stmt::ends:  // one statement = one snapshot; both ends from the index
+      return "SELECT coalesce((SELECT records FROM dlq_counts WHERE collection = ?1), 0), "
+             "f.id, f.value, f.version, l.id, l.value, l.version FROM (SELECT 1) "
+             "LEFT JOIN (SELECT id, value, version FROM dlq_records WHERE collection = ?1 "
+             "ORDER BY version LIMIT 1) AS f ON 1 "
+             "LEFT JOIN (SELECT id, value, version FROM dlq_records WHERE collection = ?1 "
+             "ORDER BY version DESC LIMIT 1) AS l ON 1";
     case sqlite_stmt::count_:
       break;
   }
@@ -1010,6 +1018,24 @@ class SqliteStore {
   std::size_t count(std::string_view collection) {
     return db_->read("counting records",
                      [&](detail::sqlite_connection& c) { return count_rows(c, collection); });
+  }
+
+  /// The record count and the oldest and newest record of `collection`, in one statement
+  /// (one snapshot): the count from dlq_counts, each end one step of the (collection, version)
+  /// index — the cost does not grow with the collection. @throws dlq::storage_error.
+  Ends ends(std::string_view collection) {
+    return db_->read("reading the ends of a collection", [&](detail::sqlite_connection& c) {
+      Ends out;
+      detail::sqlite_use s(c, detail::sqlite_stmt::ends);
+      s.bind(1, collection);
+      if (!s.step("reading the ends of a collection")) return out;
+      out.count = static_cast<std::size_t>(s.integer(0));
+      if (s.integer(3) != 0)
+        out.first = Item{s.text(1), s.text(2), static_cast<std::uint64_t>(s.integer(3))};
+      if (s.integer(6) != 0)
+        out.last = Item{s.text(4), s.text(5), static_cast<std::uint64_t>(s.integer(6))};
+      return out;
+    });
   }
 
   /// Removes every record of `collection` in one transaction. @returns how many.

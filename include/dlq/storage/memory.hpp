@@ -172,6 +172,26 @@ class MemoryStorage {
     return out;
   }
 
+  /// Length and first and last item of both lists of each queue, in order, each queue read
+  /// under the lock at one instant (the storage member `stats`, see dlq/stats.hpp).
+  std::vector<QueueEnds> stats(const std::vector<std::string>& names) {
+    auto ends = [](const std::deque<std::string>& list) {
+      ListEnds e;
+      e.length = list.size();
+      if (!list.empty()) {
+        e.first = list.front();
+        e.last = list.back();
+      }
+      return e;
+    };
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<QueueEnds> out(names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (const lists* l = find_lists(names[i])) out[i] = {ends(l->dead), ends(l->corrupt)};
+    }
+    return out;
+  }
+
   /// One replay step (see dlq/storage.hpp for the protocol).
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
                          Decider decide) {
