@@ -27,6 +27,7 @@
 
 #include <dlq/dlq.hpp>
 #include <dlq/http/search.hpp>
+#include <dlq/metrics/prometheus.hpp>
 
 namespace dlq {
 namespace http {
@@ -260,6 +261,9 @@ class QueueBackend : public ConsoleBackend {
   }
   std::size_t recover(std::string_view queue) override { return q_.recover(queue); }
   std::optional<Counters> counters() override { return q_.counters(); }
+  /// The library's exposition (dlq/metrics/prometheus.hpp): every queue with entries, the
+  /// depths and ages from one stats() call, and this process's counters.
+  std::string metrics_text() override { return metrics::scrape(q_); }
 
  private:
   DeadLetterQueue<Storage>& q_;
