@@ -60,8 +60,9 @@ for ((round = 1; round <= rounds; round++)); do
         cat "$work/err" >&2
         exit 1
       fi
-      fns=$(nm -C --defined-only "$obj" | awk '$2 != "n"' | sed 's/^[0-9a-f]* . //' |
-              grep '^dlq::DeadLetterQueue<' | sort -u | wc -l)
+      fns=$(nm -C --defined-only "$obj" |
+              awk '$2 != "n" { sub(/^[0-9a-f]+ . /, ""); if (index($0, "dlq::DeadLetterQueue<") == 1) n[$0] = 1 }
+                   END { print length(n) }')
       echo "$unit $mode $opt $(tail -1 "$work/time") $fns" >>"$results"
     done
   done
