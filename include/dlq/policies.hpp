@@ -1,13 +1,17 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file policies.hpp
 /// Operational policies of a DeadLetterQueue, the same on every backend: retention with a
-/// visible signal, the poison-loop guard, events (hooks) and counters.
+/// visible signal, the poison-loop guard, events (hooks) and counters — and dlq::Options,
+/// the queue's settings that gather them.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
 #include <string_view>
 
 namespace dlq {
@@ -88,6 +92,52 @@ struct Counters {
   std::uint64_t connection_errors = 0;     ///< storage connection failures
   std::uint64_t reply_errors = 0;          ///< commands the server refused
   std::uint64_t other_storage_errors = 0;  ///< other storage failures
+};
+
+/// Which payloads send accepts (Options::payloads).
+enum class Payloads : unsigned char {
+  any,       ///< every payload: JSON embedded verbatim, anything else as base64 (the default)
+  json_only  ///< only JSON payloads (whitespace around the value allowed); anything else is
+             ///< refused with dlq::invalid_argument — for keys shared with the Python service,
+             ///< which would replay a base64 payload as a string (see dlq/entry.hpp)
+};
+
+/// Settings of a DeadLetterQueue. Every default is usable as is.
+struct Options {
+  /// Source of the current time for dead_lettered_at, ids and age filters.
+  /// Empty (the default) = std::chrono::system_clock::now. Tests set a fixed clock.
+  std::function<std::chrono::system_clock::time_point()> clock;
+  /// How the library waits (replay pacing, back-off after a conflict). Empty (the default) =
+  /// std::this_thread::sleep_for. Tests pair a fake sleep with a fake clock.
+  std::function<void(std::chrono::nanoseconds)> sleep;
+  /// Worker name recorded when a Failure names none. Default "" (as the Python seed).
+  std::string worker;
+  /// Which payloads send accepts. Default Payloads::any (JSON verbatim, other bytes as
+  /// base64); Payloads::json_only refuses a payload that is not JSON with
+  /// dlq::invalid_argument before anything is stored.
+  Payloads payloads = Payloads::any;
+  /// Most entries one replay batch moves. Default 1000; 0 means the default.
+  std::size_t replay_batch_items = 1000;
+  /// Bytes one replay batch aims at: the batch shrinks for large entries so that no single
+  /// atomic step (one Redis script) blocks the server for long. Default 1 MiB; 0 = default.
+  std::size_t replay_batch_bytes = std::size_t{1} << 20;
+  /// Consecutive batches that may find the list changed under them (another process
+  /// removing entries at the same place) before replay gives up with conflict_error.
+  /// Default 100; 0 means the default.
+  std::size_t max_conflicts = 100;
+  /// Retention of every queue not named in retention_for. Default: keep everything.
+  Retention retention;
+  /// Retention per queue name, overriding `retention`.
+  std::map<std::string, Retention, std::less<>> retention_for;
+  /// The poison-loop guard. Default: off.
+  PoisonGuard poison_guard;
+  /// Called for every entry dead-lettered, replayed, evicted, parked, or found corrupt (see
+  /// EventKind). May be called from any thread that uses the queue. An exception it throws
+  /// is counted (Counters::hook_errors) and logged, and never breaks the operation.
+  std::function<void(const Event&)> on_event;
+  /// Where the library's own messages go (evictions, rejections, swallowed hook errors,
+  /// errors of the trim timer). Empty (the default) = nowhere: no logging library is imposed.
+  std::function<void(LogLevel, std::string_view)> log;
 };
 
 namespace detail {

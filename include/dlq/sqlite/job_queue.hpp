@@ -25,6 +25,10 @@
 ///   next take() by the same consumer name returns them first (a restarted worker picks up
 ///   where it died), and release() puts them back in the ready list for anyone.
 /// - A job is at every instant in exactly one place: ready, held by one consumer, or acked.
+/// - Replay of dead letters kept in the same store into this queue is exactly-once: each
+///   replay step saves the jobs and removes the dead letters in one transaction (writes_for,
+///   SqliteStore::remove_and_save), so a replayer killed at any point neither loses nor
+///   doubles a job. Into a JobQueue on another file it is at-least-once.
 ///
 /// Layout in the store (see dlq/kv/storage.hpp for collections and versions): the
 /// ready jobs of queue Q are the collection `<prefix>{Q}:ready`, those held by consumer C
@@ -108,6 +112,15 @@ class JobQueue {
   /// @throws dlq::invalid_argument for an empty queue name; what the store throws.
   void push_many(const std::vector<Message>& messages) {
     if (messages.empty()) return;
+    writes_for(messages, [this](const std::vector<Write>& writes) { store_.save(writes); });
+  }
+
+  /// Builds the store writes that push_many would save for `messages` (fresh ids, ready
+  /// collections) and calls `use(writes)` once with them; the views stay valid during the
+  /// call. dlq::KeyValueStorage uses it to save the jobs in the same transaction that removes
+  /// the dead letters, when both live in one store (exactly-once replay).
+  /// @throws dlq::invalid_argument for an empty queue name; what `use` throws.
+  void writes_for(const std::vector<Message>& messages, detail::writes_callback use) {
     std::vector<std::string> ids;
     std::vector<std::string> colls;
     ids.reserve(messages.size());
@@ -121,7 +134,7 @@ class JobQueue {
     writes.reserve(messages.size());
     for (std::size_t i = 0; i < messages.size(); ++i)
       writes.push_back(Write{colls[i], ids[i], messages[i].payload});
-    store_.save(writes);
+    use(writes);
   }
 
   /// Number of jobs waiting (ready) in `queue`.
