@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # dlq's test command (the README's). On a fresh Debian 12 machine, as root, it installs what
-# is missing, then configures, builds and runs every test in four configurations:
-#   gcc-17     g++,     C++17, warnings as errors, plus the CMake consumer tests and the
+# is missing, then configures, builds and runs every test in five configurations:
+#   gcc-17     g++,     C++17, warnings as errors, plus the CMake consumer tests (against a
+#              header-only and a compiled install, and as a subproject both ways) and the
 #              console's browser (headless Chromium) and Prometheus tests
 #   clang-20   clang++, C++20, warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer
 #   gcc-20     g++,     C++20, warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer
-#   clang-17   clang++, C++17, warnings as errors
+#   clang-17   clang++, C++17, warnings as errors, compiled mode (-DDLQ_COMPILED=ON: the
+#              library targets hold the shipped instantiations; the others are header-only)
 #   tsan       clang++, C++17, ThreadSanitizer: builds and runs only the tests in which
 #              threads share one queue (the list below), so it stays a few minutes
 # Tests that need Redis get a private redis-server on a free loopback port, started and
@@ -56,7 +58,7 @@ for config in "${configs[@]}"; do
     gcc-17)   cxx=g++;     std=17; extra=(-DDLQ_CONSUMER_TESTS=ON -DDLQ_BROWSER_TESTS=ON) ;;
     clang-20) cxx=clang++; std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
     gcc-20)   cxx=g++;     std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
-    clang-17) cxx=clang++; std=17; extra=(-DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
+    clang-17) cxx=clang++; std=17; extra=(-DDLQ_COMPILED=ON -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
     tsan)     cxx=clang++; std=17; extra=(-DDLQ_SANITIZE=thread -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
     *) echo "test.sh: unknown configuration '$config' (gcc-17, clang-20, gcc-20, clang-17, tsan)" >&2; exit 2 ;;
   esac

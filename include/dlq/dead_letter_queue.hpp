@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "dlq/detail/batched_walk.hpp"
+#include "dlq/detail/compiled.hpp"
 #include "dlq/detail/queue_core.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
@@ -62,6 +63,7 @@ class DeadLetterQueue {
 
  public:
   /// Creates a queue front end over `storage`.
+  DLQ_OUT_OF_LINE
   explicit DeadLetterQueue(Storage storage = Storage(), Options options = {})
       : storage_(std::forward<Storage>(storage)),
         core_(std::make_unique<detail::queue_core>(std::move(options))) {}
@@ -88,6 +90,7 @@ class DeadLetterQueue {
   ///         that is not a JSON object, or a payload that is not JSON under
   ///         Payloads::json_only; dlq::queue_full_error when retention rejects the entry;
   ///         dlq::storage_error when the backend fails.
+  DLQ_OUT_OF_LINE
   std::string send_to_dlq(std::string_view queue, std::string_view payload,
                           const Failure& failure) {
     const detail::job_view job{queue, payload, &failure};
@@ -95,6 +98,7 @@ class DeadLetterQueue {
   }
 
   /// The Python seed's signature: send_to_dlq(queue, payload, error, attempt, worker).
+  DLQ_OUT_OF_LINE
   std::string send_to_dlq(std::string_view queue, std::string_view payload, std::string error,
                           std::int64_t attempt = 1, std::string worker = {}) {
     Failure f;
@@ -117,6 +121,7 @@ class DeadLetterQueue {
   /// with the push and each is reported. With the poison guard on, each job's count costs one
   /// storage call before the push.
   /// @throws as send_to_dlq.
+  DLQ_OUT_OF_LINE
   std::vector<std::string> send_batch(const std::vector<FailedJob>& jobs) {
     std::vector<detail::job_view> views;
     views.reserve(jobs.size());
@@ -128,6 +133,7 @@ class DeadLetterQueue {
   // --- operators: inspect ----------------------------------------------------------------
 
   /// Number of entries in the queue's dead-letter list (the seed's dlq_length).
+  DLQ_OUT_OF_LINE
   std::size_t size(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "size");
     return guarded([&] { return storage_.size(queue, ListKind::dead); });
@@ -135,12 +141,14 @@ class DeadLetterQueue {
 
   /// Entries [start, start + count) of the dead-letter list, oldest first, without removing
   /// them (the seed's peek_dlq). Unreadable entries are included with ok() == false.
+  DLQ_OUT_OF_LINE
   std::vector<Entry> peek(std::string_view queue, std::size_t start = 0, std::size_t count = 10) {
     detail::queue_core::validate_queue(queue, "peek");
     return guarded([&] { return parse_all(storage_.range(queue, ListKind::dead, start, count)); });
   }
 
   /// The entry with this id, or nullopt.
+  DLQ_OUT_OF_LINE
   std::optional<Entry> get(std::string_view queue, std::string_view id) {
     detail::queue_core::validate_queue(queue, "get");
     return guarded([&]() -> std::optional<Entry> {
@@ -151,6 +159,7 @@ class DeadLetterQueue {
   }
 
   /// Removes the entry with this id without replaying it. Returns false when there is none.
+  DLQ_OUT_OF_LINE
   bool remove(std::string_view queue, std::string_view id) {
     detail::queue_core::validate_queue(queue, "remove");
     return guarded([&] {
@@ -165,6 +174,7 @@ class DeadLetterQueue {
 
   /// Deletes every entry of the queue's dead-letter list; returns exactly how many were
   /// deleted (one atomic step).
+  DLQ_OUT_OF_LINE
   std::size_t purge(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "purge");
     return guarded([&] { return storage_.purge(queue, ListKind::dead); });
@@ -172,6 +182,7 @@ class DeadLetterQueue {
 
   /// Dead-letter depth of each named queue, read in one storage call (the seed's
   /// dlq_summary).
+  DLQ_OUT_OF_LINE
   std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) {
     for (const auto& q : queues)
       detail::queue_core::validate_queue(q, "summary");
@@ -212,6 +223,7 @@ class DeadLetterQueue {
   }
 
   /// Names of the queues that have dead-letter or corrupt entries, sorted.
+  DLQ_OUT_OF_LINE
   std::vector<std::string> queues() {
     return guarded([&] {
       auto names = storage_.queues();
@@ -221,6 +233,7 @@ class DeadLetterQueue {
   }
 
   /// Entries [start, start + count) of the queue's corrupt list (set aside by replay).
+  DLQ_OUT_OF_LINE
   std::vector<Entry> corrupt(std::string_view queue, std::size_t start = 0,
                              std::size_t count = 10) {
     detail::queue_core::validate_queue(queue, "corrupt");
@@ -229,12 +242,14 @@ class DeadLetterQueue {
   }
 
   /// Number of items in the queue's corrupt list.
+  DLQ_OUT_OF_LINE
   std::size_t corrupt_size(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "corrupt_size");
     return guarded([&] { return storage_.size(queue, ListKind::corrupt); });
   }
 
   /// Deletes the queue's corrupt list; returns how many items it had.
+  DLQ_OUT_OF_LINE
   std::size_t purge_corrupt(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "purge_corrupt");
     return guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
@@ -246,6 +261,7 @@ class DeadLetterQueue {
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
   ///         backend fails (batches applied before the failure stay applied, nothing is
   ///         lost); dlq::conflict_error when other processes keep changing the same entries.
+  DLQ_OUT_OF_LINE
   ReplayReport replay(std::string_view queue, const ReplayOptions& options = {}) {
     detail::queue_core::validate_queue(queue, "replay");
     return guarded([&] { return run_replay(queue, options, false).report; });
@@ -256,6 +272,7 @@ class DeadLetterQueue {
 
   /// Replays the oldest readable entry and returns it, or nullopt when there is none (the
   /// seed's replay_one). Corrupt entries in front of it are set aside on the way.
+  DLQ_OUT_OF_LINE
   std::optional<Entry> replay_one(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "replay_one");
     return guarded([&]() -> std::optional<Entry> {
@@ -266,6 +283,7 @@ class DeadLetterQueue {
   }
 
   /// Replays the entries with these ids, wherever they are in the list.
+  DLQ_OUT_OF_LINE
   ReplayReport replay_ids(std::string_view queue, std::vector<std::string> ids) {
     return replay(queue, ReplayOptions::by_ids(std::move(ids)));
   }
@@ -273,6 +291,7 @@ class DeadLetterQueue {
   /// Finishes replays of `queue` that were interrupted (a replayer killed mid-way), where the
   /// backend can leave such state; returns the number of items it fixed. A no-op on backends
   /// whose replay steps are atomic.
+  DLQ_OUT_OF_LINE
   std::size_t recover(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "recover");
     if constexpr (detail::has_recover<storage_type>::value) {
@@ -287,6 +306,7 @@ class DeadLetterQueue {
   /// Applies the queue's retention now: evicts entries beyond Retention::max_length and
   /// entries older than Retention::max_age, oldest first, in bounded atomic batches. Every
   /// eviction is counted and reported as an event.
+  DLQ_OUT_OF_LINE
   TrimReport trim(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "trim");
     return guarded([&] {
@@ -296,6 +316,7 @@ class DeadLetterQueue {
   }
 
   /// trim() on every queue that has entries; returns the totals.
+  DLQ_OUT_OF_LINE
   TrimReport trim() {
     TrimReport total;
     for (const auto& q : queues()) {

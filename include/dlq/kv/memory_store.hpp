@@ -307,3 +307,15 @@ class MemoryStore {
 
 }  // namespace kv
 }  // namespace dlq
+
+// Compiled mode (CMake DLQ_COMPILED=ON; dlq::dlq defines DLQ_COMPILED_LIB): these
+// instantiations are built once, in src/memory.cpp; a translation unit that includes this header
+// instantiates none of them.
+#if defined(DLQ_COMPILED_LIB)
+#include "dlq/dead_letter_queue.hpp"
+namespace dlq {
+extern template class KeyValueStorage<kv::MemoryStore>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::MemoryStore>>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::MemoryStore>&>;
+}  // namespace dlq
+#endif

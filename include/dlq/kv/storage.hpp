@@ -421,8 +421,13 @@ class KeyValueStorage {
 
   /// Adapts a default-constructed store, replaying into a default-constructed sink (with the
   /// defaults: an empty dlq::kv::MemoryStore into a dlq::kv::MemoryQueues), so that
-  /// `dlq::DeadLetterQueue<dlq::KeyValueStorage<dlq::kv::MemoryStore>> q;` works.
-  KeyValueStorage() : KeyValueStorage(Kv{}, Sink{}) {}
+  /// `dlq::DeadLetterQueue<dlq::KeyValueStorage<dlq::kv::MemoryStore>> q;` works. Declared
+  /// only when both are default-constructible (a member template, so that an explicit
+  /// instantiation over a store that needs arguments, such as SqliteStore, is valid).
+  template <class K = Kv, class S = Sink,
+            std::enable_if_t<
+                std::is_default_constructible_v<K> && std::is_default_constructible_v<S>, int> = 0>
+  KeyValueStorage() : KeyValueStorage(K{}, S{}) {}
 
   /// Adapts `store`, replaying into `sink`.
   /// @throws dlq::invalid_argument if options.prefix is empty.

@@ -407,3 +407,18 @@ class RedisStore {
 
 }  // namespace kv
 }  // namespace dlq
+
+// Compiled mode (CMake DLQ_COMPILED=ON; dlq::redis defines DLQ_COMPILED_REDIS): these
+// instantiations are built once, in src/redis.cpp; a translation unit that includes this header
+// instantiates none of them.
+#if defined(DLQ_COMPILED_REDIS)
+#include "dlq/dead_letter_queue.hpp"
+namespace dlq {
+extern template class KeyValueStorage<kv::RedisStore>;
+extern template class KeyValueStorage<kv::RedisStore, kv::RedisListSink>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore>>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore>&>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore, kv::RedisListSink>>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore, kv::RedisListSink>&>;
+}  // namespace dlq
+#endif

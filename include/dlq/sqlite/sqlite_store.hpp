@@ -1081,3 +1081,15 @@ class SqliteStore {
 
 }  // namespace kv
 }  // namespace dlq
+
+// Compiled mode (CMake DLQ_COMPILED=ON; dlq::sqlite defines DLQ_COMPILED_SQLITE): these
+// instantiations are built once, in src/sqlite.cpp; a translation unit that includes this header
+// instantiates none of them.
+#if defined(DLQ_COMPILED_SQLITE)
+#include "dlq/dead_letter_queue.hpp"
+namespace dlq {
+extern template class KeyValueStorage<kv::SqliteStore>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore>>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore>&>;
+}  // namespace dlq
+#endif
