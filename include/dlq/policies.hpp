@@ -59,7 +59,8 @@ enum class EventKind : unsigned char {
   replayed,       ///< an entry was moved back (detail: the destination queue)
   evicted,        ///< retention removed an entry (detail: "max_length" or "max_age")
   parked,         ///< the poison guard parked a new entry (detail: its dead_letter_count)
-  corrupt         ///< replay met an unreadable entry (detail: what is wrong with it)
+  corrupt,        ///< replay met an unreadable entry (detail: what is wrong with it)
+  discarded       ///< an operator deleted an entry with discard() (detail: "discard")
 };
 
 /// One event. The views are valid only during the callback.
@@ -88,6 +89,9 @@ struct Counters {
   std::uint64_t connection_errors = 0;     ///< storage connection failures
   std::uint64_t reply_errors = 0;          ///< commands the server refused
   std::uint64_t other_storage_errors = 0;  ///< other storage failures
+  std::uint64_t discarded = 0;             ///< entries deleted by discard()
+  std::uint64_t audited = 0;               ///< audit records written (dlq/audit.hpp)
+  std::uint64_t audit_errors = 0;  ///< audit writes that failed (the operation stood; logged)
 };
 
 namespace detail {
@@ -96,6 +100,7 @@ struct live_counters {
   std::atomic<std::uint64_t> sent{0}, rejected{0}, replayed{0}, evicted{0}, parked{0}, corrupt{0},
       conflicts{0}, hook_errors{0}, timeout_errors{0}, connection_errors{0}, reply_errors{0},
       other_storage_errors{0};
+  std::atomic<std::uint64_t> discarded{0}, audited{0}, audit_errors{0};
 
   Counters snapshot() const noexcept {
     constexpr auto r = std::memory_order_relaxed;
@@ -112,6 +117,9 @@ struct live_counters {
     c.connection_errors = connection_errors.load(r);
     c.reply_errors = reply_errors.load(r);
     c.other_storage_errors = other_storage_errors.load(r);
+    c.discarded = discarded.load(r);
+    c.audited = audited.load(r);
+    c.audit_errors = audit_errors.load(r);
     return c;
   }
 };
