@@ -50,6 +50,7 @@
 #include "dlq/detail/counter_map.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/operations.hpp"
 #include "dlq/policies.hpp"
 #include "dlq/storage.hpp"
 
@@ -87,6 +88,11 @@ struct Options {
   /// Where the library's own messages go (evictions, rejections, swallowed hook errors,
   /// errors of the trim timer). Empty (the default) = nowhere: no logging library is imposed.
   std::function<void(LogLevel, std::string_view)> log;
+  /// Who operates this queue, written in the audit trail (dlq/audit.hpp) when an operation
+  /// names no actor of its own. Default "" (dlqctl sets the OS user).
+  std::string actor;
+  /// Most entry ids one audit record lists; the rest are counted. Default 100.
+  std::size_t audit_max_ids = 100;
 };
 
 /// What trim() removed.
@@ -126,26 +132,32 @@ struct ReplayProgress {
 };
 
 /// What to replay, and where to. The default replays everything present at the start back to
-/// the source queue.
-struct ReplayOptions {
+/// the source queue. The conditions of the dlq::Filter base (ids, error text, error type,
+/// worker, job id, age, payload text, predicate) select the entries; with `ids` set the
+/// other conditions do not apply, and ids not found are reported as skipped.
+struct ReplayOptions : Filter {
   /// Most entries to replay; 0 = no limit.
   std::size_t limit = 0;
   /// Destination queue; empty = the queue the entries were dead-lettered from.
   std::string to_queue;
-  /// Only these entry ids (others stay in place); the filters below do not apply then.
-  /// Ids not found are reported as skipped.
-  std::vector<std::string> ids;
-  /// Only entries whose error message contains this text; empty = no condition.
-  std::string error_contains;
-  /// Only entries from this worker; empty = no condition.
-  std::string worker;
-  /// Only entries dead-lettered at least this long ago (by Options::clock); nullopt = no
-  /// condition. Entries without a readable timestamp do not match.
-  std::optional<std::chrono::system_clock::duration> older_than;
-  /// Only entries for which this returns true; empty = no condition. It runs while the
-  /// storage decides a batch: it must not call this queue's operations (on the key-value
-  /// backend, whose replay holds a lock, that would deadlock); decide from the Entry alone.
+  /// Only entries for which this returns true; empty = no condition (the same as
+  /// Filter::predicate; both apply when both are set). It runs while the storage decides a
+  /// batch: it must not call this queue's operations (on the key-value backend, whose
+  /// replay holds a lock, that would deadlock); decide from the Entry alone.
   std::function<bool(const Entry&)> filter;
+  /// Edit-and-replay: the payload to push for an entry instead of its stored one, or
+  /// nullopt to push it unchanged; empty (the default) = no edits. Applied inside the same
+  /// atomic step that moves the entry, so after any crash the entry is either in the
+  /// dead-letter list with its original payload or in the destination with the edited one,
+  /// never both, never neither (on the key-value backend replaying into an external sink:
+  /// at-least-once, as every replay there — the edited payload may be pushed twice, the
+  /// original is never pushed once an edit was decided, and a record stays until its push
+  /// returned). Runs under the same rules as `filter`. Counted in ReplayReport::edited; the
+  /// audit record holds the SHA-256 of the old and new payload of each edit (bounded by
+  /// Options::audit_max_ids).
+  std::function<std::optional<std::string>(const Entry&)> transform;
+  /// Who asks, for the audit trail; empty (the default) = Options::actor.
+  std::string actor;
   /// Decide and report, but move nothing.
   bool dry_run = false;
   /// Move corrupt entries met on the way to the corrupt list (default). When false they stay
@@ -187,6 +199,7 @@ struct ReplayReport {
   std::size_t set_aside = 0;  ///< corrupt entries moved to the corrupt list (would be, dry run)
   std::size_t batches = 0;    ///< atomic steps applied
   std::size_t conflicts = 0;  ///< batches redone because the list changed under them
+  std::size_t edited = 0;     ///< replayed with a payload from ReplayOptions::transform
   bool dry_run = false;       ///< nothing was moved
   bool cancelled = false;     ///< ReplayOptions::cancel stopped the run between batches
   std::vector<std::string> replayed_ids;  ///< with ReplayOptions::record_ids
@@ -330,7 +343,7 @@ class DeadLetterQueue {
   /// Removes the entry with this id without replaying it. Returns false when there is none.
   bool remove(std::string_view queue, std::string_view id) {
     validate_queue(queue, "remove");
-    return guarded([&] {
+    const bool removed = guarded([&] {
       for (int attempt = 0; attempt < 3; ++attempt) {
         auto raw = find_raw(queue, ListKind::dead, id);
         if (!raw) return false;
@@ -338,13 +351,18 @@ class DeadLetterQueue {
       }
       return false;
     });
+    audit_simple("remove", queue, {{"removed", removed ? 1 : 0}}, {std::string(id)},
+                 removed ? "ok" : "not found");
+    return removed;
   }
 
   /// Deletes every entry of the queue's dead-letter list; returns exactly how many were
   /// deleted (one atomic step).
   std::size_t purge(std::string_view queue) {
     validate_queue(queue, "purge");
-    return guarded([&] { return storage_.purge(queue, ListKind::dead); });
+    const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::dead); });
+    audit_simple("purge", queue, {{"purged", n}});
+    return n;
   }
 
   /// Dead-letter depth of each named queue, read in one storage call (the seed's
@@ -390,7 +408,9 @@ class DeadLetterQueue {
   /// Deletes the queue's corrupt list; returns how many items it had.
   std::size_t purge_corrupt(std::string_view queue) {
     validate_queue(queue, "purge_corrupt");
-    return guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
+    const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
+    audit_simple("purge_corrupt", queue, {{"purged", n}});
+    return n;
   }
 
   // --- operators: replay -----------------------------------------------------------------
@@ -403,7 +423,7 @@ class DeadLetterQueue {
     validate_queue(queue, "replay");
     return guarded([&] {
       replay_run run(*this, queue, options);
-      return run.execute();
+      return run.execute_audited("replay");
     });
   }
 
@@ -418,7 +438,7 @@ class DeadLetterQueue {
       ReplayOptions o = ReplayOptions::first(1);
       replay_run run(*this, queue, o);
       run.keep_entries = true;
-      ReplayReport report = run.execute();
+      ReplayReport report = run.execute_audited("replay");
       if (report.replayed == 0 || run.entries.empty()) return std::nullopt;
       return std::move(run.entries.front());
     });
@@ -435,10 +455,73 @@ class DeadLetterQueue {
   std::size_t recover(std::string_view queue) {
     validate_queue(queue, "recover");
     if constexpr (detail::has_recover<storage_type>::value) {
-      return guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
+      const std::size_t n =
+          guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
+      audit_simple("recover", queue, {{"fixed", n}});
+      return n;
     } else {
       return 0;
     }
+  }
+
+  // --- operators: search, discard, edit, audit (dlq/search.hpp, dlq/operations.hpp) -----
+
+  /// One page of a resumable search of the dead-letter list (see dlq/search.hpp): the
+  /// entries `filter` matches from the `continuation` point on (empty = from the oldest), at
+  /// most `limit` (0 = 100), after examining at most `max_examined` entries (0 = 10 000).
+  /// Pass page.continuation to the next call until page.done(). Age conditions are measured
+  /// by Options::clock. Read-only: not audited.
+  /// @throws dlq::invalid_argument for an empty queue name or a malformed continuation;
+  ///         dlq::storage_error when the backend fails.
+  SearchPage search(std::string_view queue, const Filter& filter,
+                    std::string_view continuation = {}, std::size_t limit = 100,
+                    std::size_t max_examined = 0) {
+    validate_queue(queue, "search");
+    return guarded([&] {
+      return search_page(storage_, queue, filter, continuation, limit, current_time(),
+                         max_examined);
+    });
+  }
+
+  /// Deletes the entries `options` matches, in atomic batches (see dlq/operations.hpp);
+  /// every deletion is counted and emitted (EventKind::discarded); one audit record.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
+  ///         backend fails (batches applied before stay applied and are in the audit
+  ///         record); dlq::conflict_error when other clients keep changing the same entries.
+  DiscardReport discard(std::string_view queue, const DiscardOptions& options = {}) {
+    validate_queue(queue, "discard");
+    return guarded([&] { return ops::discard(*this, queue, options); });
+  }
+
+  /// Replays the entry `id` with `new_payload` instead of its stored payload, in one atomic
+  /// step (see ReplayOptions::transform); a parked entry is replayed too. The audit record
+  /// ("replay_edited") holds the SHA-256 of the old and new payload. Returns the report:
+  /// replayed == 1 on success, else the id is in skipped (not_found, or corrupt).
+  /// @throws as replay().
+  ReplayReport replay_edited(std::string_view queue, std::string_view id, std::string new_payload,
+                             std::string actor = {}, std::string to_queue = {}) {
+    validate_queue(queue, "replay_edited");
+    ReplayOptions o = ReplayOptions::by_ids({std::string(id)});
+    o.actor = std::move(actor);
+    o.to_queue = std::move(to_queue);
+    o.transform = [&new_payload](const Entry&) -> std::optional<std::string> {
+      return new_payload;
+    };
+    return guarded([&] {
+      replay_run run(*this, queue, o);
+      return run.execute_audited("replay_edited");
+    });
+  }
+
+  /// The queue's audit records made at or after `since` (by Options::clock when written),
+  /// oldest first, at most `limit` (0 = 1000). Empty on a storage without an audit trail.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error.
+  std::vector<AuditRecord> audit(std::string_view queue,
+                                 std::chrono::system_clock::time_point since = {},
+                                 std::size_t limit = 1000) {
+    validate_queue(queue, "audit");
+    if (limit == 0) limit = 1000;
+    return guarded([&] { return ops::read(*this, queue, since, limit); });
   }
 
   // --- retention -------------------------------------------------------------------------
@@ -448,13 +531,18 @@ class DeadLetterQueue {
   /// eviction is counted and reported as an event.
   TrimReport trim(std::string_view queue) {
     validate_queue(queue, "trim");
-    return guarded([&] {
+    const TrimReport done = guarded([&] {
       TrimReport report;
       const Retention& r = retention_of(queue);
       if (r.max_length != 0) report.evicted_for_length = enforce_length(queue, r, 0);
       if (r.max_age.count() > 0) report.evicted_for_age = enforce_age(queue, r);
       return report;
     });
+    if (done.evicted() != 0)  // a timer's empty runs would drown the trail
+      audit_simple("trim", queue,
+                   {{"evicted_for_length", done.evicted_for_length},
+                    {"evicted_for_age", done.evicted_for_age}});
+    return done;
   }
 
   /// trim() on every queue that has entries; returns the totals.
@@ -469,6 +557,20 @@ class DeadLetterQueue {
   }
 
  private:
+  using ops = detail::operations<DeadLetterQueue>;
+  friend struct detail::operations<DeadLetterQueue>;
+
+  // One audit record for a simple operation (no filter), written after it.
+  void audit_simple(std::string_view operation, std::string_view queue,
+                    nlohmann::ordered_json counts, const std::vector<std::string>& ids = {},
+                    std::string outcome = "ok") {
+    AuditRecord r = ops::record(*this, operation, queue, {});
+    r.counts = std::move(counts);
+    ops::set_ids(*this, r, ids);
+    r.outcome = std::move(outcome);
+    ops::audit(*this, r);
+  }
+
   // One replay run: the state the decider needs between batches.
   struct replay_run {
     replay_run(DeadLetterQueue& q, std::string_view queue_name, const ReplayOptions& o)
@@ -481,10 +583,37 @@ class DeadLetterQueue {
         ids_left.insert(id);
       by_id = !opts.ids.empty();
       limit_left = opts.limit == 0 ? std::numeric_limits<std::size_t>::max() : opts.limit;
-      filtered = !opts.error_contains.empty() || !opts.worker.empty() || opts.older_than ||
-                 static_cast<bool>(opts.filter);
-      if (opts.older_than) cutoff = self.current_time() - *opts.older_than;
-      need_ids = opts.record_ids || static_cast<bool>(self.options_.on_event);
+      filtered = !matcher.matches_all() || static_cast<bool>(opts.filter);
+      need_ids = opts.record_ids || static_cast<bool>(self.options_.on_event) ||
+                 detail::has_audit<storage_type>::value;
+    }
+
+    // Runs the replay and writes its audit record (also when it fails: what was applied
+    // before the failure stays applied and is recorded).
+    ReplayReport execute_audited(std::string_view operation) {
+      AuditRecord rec = ops::record(self, operation, queue, opts.actor);
+      rec.filter = opts.describe();
+      if (opts.filter) rec.filter["predicate"] = true;
+      if (opts.limit != 0) rec.detail["limit"] = opts.limit;
+      rec.detail["destination"] = std::string(destination);
+      auto finish = [&](const ReplayReport& r, std::string outcome) {
+        rec.counts = {{"examined", r.examined},   {"replayed", r.replayed},
+                      {"set_aside", r.set_aside}, {"skipped", r.skipped.size()},
+                      {"edited", r.edited},       {"batches", r.batches}};
+        rec.outcome = std::move(outcome);
+        rec.ids = std::move(audit_ids.ids);
+        rec.ids_omitted = audit_ids.omitted;
+        if (!edits.empty()) rec.detail["edits"] = std::move(edits);
+        ops::audit(self, rec);
+      };
+      try {
+        ReplayReport r = execute();
+        finish(r, r.cancelled ? "cancelled" : r.dry_run ? "dry_run" : "ok");
+        return r;
+      } catch (const std::exception& e) {
+        finish(report, std::string("failed: ") + e.what());
+        throw;
+      }
     }
 
     struct pending_item {
@@ -493,6 +622,12 @@ class DeadLetterQueue {
       SkipReason reason{};  // for skipped items
       std::string detail;
       bool skipped = false;
+    };
+    // An edited item of the current step (index into `pending`) and its payload hashes
+    // (empty once the audit record has no room for more).
+    struct edit_note {
+      std::size_t index;
+      std::string old_sha, new_sha;
     };
 
     ReplayReport execute() {
@@ -516,6 +651,7 @@ class DeadLetterQueue {
         }
         pending.clear();
         step_entries.clear();
+        step_notes.clear();
         step_limit_used = 0;
         step_bytes = 0;
         const std::size_t n = std::min({window, budget, window_cap});
@@ -608,6 +744,18 @@ class DeadLetterQueue {
       ++step_limit_used;
       if (keep_entries) step_entries.push_back(parse_entry(std::string(raw)));
       pending.push_back({Action::replay, std::move(id), SkipReason{}, {}, false});
+      if (opts.transform) {
+        if (auto edited_payload = opts.transform(parse_entry(std::string(raw)))) {
+          edit_note note{pending.size() - 1, {}, {}};
+          if (audit_ids.ids.size() + step_notes.size() < self.options_.audit_max_ids) {
+            note.old_sha = detail::sha256_hex(payload);
+            note.new_sha = detail::sha256_hex(*edited_payload);
+          }
+          step_notes.push_back(std::move(note));
+          edited = std::move(*edited_payload);  // the storage copies it before the next call
+          payload = edited;
+        }
+      }
       if (opts.dry_run) return;
       d.action = Action::replay;
       d.destination = destination;
@@ -630,14 +778,7 @@ class DeadLetterQueue {
     }
 
     bool matches(const detail::envelope_view& view, std::string_view raw) {
-      if (!opts.error_contains.empty() &&
-          detail::string_field(view.error).find(opts.error_contains) == std::string::npos)
-        return false;
-      if (!opts.worker.empty() && detail::string_field(view.worker) != opts.worker) return false;
-      if (opts.older_than) {
-        const auto t = detail::iso_time::parse(detail::string_field(view.dead_lettered_at));
-        if (!t || *t > cutoff) return false;
-      }
+      if (!matcher.matches(raw, true, view, detail::entry_id(view, raw))) return false;
       if (opts.filter && !opts.filter(parse_entry(std::string(raw)))) return false;
       return true;
     }
@@ -654,11 +795,23 @@ class DeadLetterQueue {
       report.examined += examined;
       ++report.batches;
       auto& counters = self.shared_->counters;
-      for (auto& p : pending) {
+      std::size_t next_note = 0;
+      for (std::size_t index = 0; index < pending.size(); ++index) {
+        auto& p = pending[index];
+        const edit_note* note = nullptr;
+        if (next_note < step_notes.size() && step_notes[next_note].index == index)
+          note = &step_notes[next_note++];
         if (by_id) ids_left.erase(p.id);
         if (p.action == Action::replay) {
           ++report.replayed;
           --limit_left;
+          audit_ids.add(p.id);
+          if (note) {
+            ++report.edited;
+            if (!note->old_sha.empty())
+              edits.push_back(
+                  {{"id", p.id}, {"old_sha256", note->old_sha}, {"new_sha256", note->new_sha}});
+          }
           if (!opts.dry_run) {
             counters.replayed.fetch_add(1, std::memory_order_relaxed);
             self.emit(EventKind::replayed, queue, p.id, destination);
@@ -689,7 +842,6 @@ class DeadLetterQueue {
     std::size_t limit_left = 0;
     std::size_t step_limit_used = 0;
     std::uint64_t step_bytes = 0;
-    std::chrono::system_clock::time_point cutoff{};
     std::vector<pending_item> pending;
     std::string scratch;
     std::string problem;
@@ -697,6 +849,11 @@ class DeadLetterQueue {
     bool keep_entries = false;
     std::vector<Entry> step_entries;
     std::vector<Entry> entries;
+    detail::filter_matcher matcher{opts, self.current_time()};
+    std::string edited;                 // the transformed payload of the item being decided
+    std::vector<edit_note> step_notes;  // this step's edits
+    detail::audit_ids audit_ids{self.options_.audit_max_ids, {}, 0};
+    nlohmann::ordered_json edits = nlohmann::ordered_json::array();
   };
 
   // What the poison guard decided for a new entry.

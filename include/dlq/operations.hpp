@@ -66,7 +66,7 @@ namespace detail {
 /// options, counters, events and log).
 template <class Queue>
 struct operations {
-  using storage_type = typename Queue::storage_type_;
+  using storage_type = typename Queue::storage_type;
 
   // Appends `record` to the queue's trail. Never throws: a failure is counted, logged and
   // leaves the operation standing.

@@ -855,3 +855,6 @@ TEMPLATE_TEST_CASE("events report every entry and a throwing hook breaks nothing
   REQUIRE_FALSE(logged.empty());
   CHECK(logged.back().find("hook bug") != std::string::npos);
 }
+
+// --- operator operations (issue 14): search, discard, edited replay, audit ---------------
+#include "contract/operations_suite.hpp"
