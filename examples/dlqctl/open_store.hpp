@@ -27,9 +27,9 @@
 #if DLQCTL_WITH_SQLITE
 #include <sys/stat.h>
 
+#include <dlq/kv/storage.hpp>
 #include <dlq/sqlite/job_queue.hpp>
 #include <dlq/sqlite/sqlite_store.hpp>
-#include <dlq/kv/storage.hpp>
 #endif
 
 namespace dlqctl {
@@ -65,8 +65,10 @@ inline std::unique_ptr<Store> open_redis(const StoreSettings& s) {
   if (!s.corrupt_key.empty()) o.corrupt_key = s.corrupt_key;
   o.pool.size = 2;
   o.pool.wait_timeout = s.timeout;
+  dlq::Options options;
+  options.actor = s.actor;  // the audit trail's "who"
   auto store = std::make_unique<DlqStore<dlq::RedisListStorage>>(
-      "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)));
+      "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)), std::move(options));
   dlq::RedisListStorage& storage = store->dlq().storage();
   store->set_waiting([&storage](std::string_view queue) -> std::optional<std::size_t> {
     auto conn = storage.router().acquire(storage.source_key(queue));
@@ -101,7 +103,10 @@ inline std::unique_ptr<Store> open_sqlite(const StoreSettings& s) {
   dlq::kv::SqliteStore sqlite(path, so);
   dlq::kv::JobQueue<> jobs(sqlite);
   using storage_t = dlq::KeyValueStorage<dlq::kv::SqliteStore, dlq::kv::JobQueue<>>;
-  auto store = std::make_unique<DlqStore<storage_t>>("sqlite " + path, storage_t(sqlite, jobs));
+  dlq::Options options;
+  options.actor = s.actor;  // the audit trail's "who"
+  auto store = std::make_unique<DlqStore<storage_t>>("sqlite " + path, storage_t(sqlite, jobs),
+                                                     std::move(options));
   store->set_waiting([jobs](std::string_view queue) mutable -> std::optional<std::size_t> {
     return jobs.size(queue);
   });

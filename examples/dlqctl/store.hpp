@@ -51,6 +51,16 @@ class Store {
   /// Jobs waiting in the source queue `queue` (where replay puts them back), when the backend
   /// can tell; nullopt otherwise.
   virtual std::optional<std::size_t> waiting(std::string_view /*queue*/) { return std::nullopt; }
+
+  // Operator operations (ops_commands.hpp).
+  virtual dlq::SearchPage search(std::string_view queue, const dlq::Filter& filter,
+                                 std::string_view continuation, std::size_t limit,
+                                 std::size_t max_examined) = 0;
+  virtual dlq::DiscardReport discard(std::string_view queue,
+                                     const dlq::DiscardOptions& options) = 0;
+  virtual std::vector<dlq::AuditRecord> audit(std::string_view queue,
+                                              std::chrono::system_clock::time_point since,
+                                              std::size_t limit) = 0;
 };
 
 /// A Store over dlq::DeadLetterQueue<Storage>. `Storage` may be a reference type to share a
@@ -120,6 +130,19 @@ class DlqStore final : public Store {
     if (waiting_) return waiting_(queue);
     return std::nullopt;
   }
+  dlq::SearchPage search(std::string_view queue, const dlq::Filter& filter,
+                         std::string_view continuation, std::size_t limit,
+                         std::size_t max_examined) override {
+    return dlq_.search(queue, filter, continuation, limit, max_examined);
+  }
+  dlq::DiscardReport discard(std::string_view queue, const dlq::DiscardOptions& options) override {
+    return dlq_.discard(queue, options);
+  }
+  std::vector<dlq::AuditRecord> audit(std::string_view queue,
+                                      std::chrono::system_clock::time_point since,
+                                      std::size_t limit) override {
+    return dlq_.audit(queue, since, limit);
+  }
 
  private:
   std::string where_;
@@ -152,6 +175,8 @@ struct StoreSettings {
   std::string corrupt_key;
   /// Connect/command timeout (Redis) or lock wait (SQLite).
   std::chrono::milliseconds timeout{5000};
+  /// Who operates, written to the audit trail (Options::actor); dlqctl defaults to the OS user.
+  std::string actor;
   /// Create the store when it does not exist (an embedded file); false = a missing store is
   /// an error. dlqctl sets it for `send` only.
   bool create_if_missing = false;

@@ -52,7 +52,8 @@ struct AuditRecord {
   std::chrono::system_clock::time_point time{};
   /// Who: the per-call actor, else Options::actor; "" when neither was set.
   std::string actor;
-  /// What: "replay", "replay_edited", "discard", "remove", "purge", "purge_corrupt", "trim",
+  /// What: "replay", "replay_edited" (a replay with ReplayOptions::transform, or
+  /// replay_edited()), "discard", "remove", "purge", "purge_corrupt", "trim",
   /// "recover".
   std::string operation;
   /// The queue operated on.

@@ -423,7 +423,7 @@ class DeadLetterQueue {
     validate_queue(queue, "replay");
     return guarded([&] {
       replay_run run(*this, queue, options);
-      return run.execute_audited("replay");
+      return run.execute_audited(options.transform ? "replay_edited" : "replay");
     });
   }
 

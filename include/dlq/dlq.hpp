@@ -5,9 +5,12 @@
 /// dlq/redis.hpp (dlq::redis), dlq/sqlite.hpp (dlq::sqlite).
 #pragma once
 
+#include "dlq/audit.hpp"
 #include "dlq/dead_letter_queue.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/operations.hpp"
+#include "dlq/search.hpp"
 #include "dlq/storage.hpp"
 #include "dlq/storage/memory.hpp"
 #include "dlq/version.hpp"

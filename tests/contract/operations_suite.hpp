@@ -374,7 +374,9 @@ TEMPLATE_TEST_CASE("an edited replay pushes the transformed payload and audits b
   const auto trail = q.audit("orders");
   REQUIRE(trail.size() == 2);
   const auto& rec = trail[1];
-  CHECK(rec.operation == "replay");
+  CHECK(trail[0].operation == "replay_edited");
+  CHECK(trail[0].outcome == "dry_run");
+  CHECK(rec.operation == "replay_edited");
   CHECK(rec.counts["edited"] == 25);
   CHECK(rec.counts["replayed"] == 50);
   CHECK(rec.ids == ids);
