@@ -177,7 +177,7 @@ struct operations {
       std::uint64_t bytes = 0;
       auto decider = [&](std::string_view raw, Decision& d) {
         bytes += raw.size();
-        if (ids.size() >= limit_left) return;
+        if (ids.size() >= limit_left || matcher.cannot_match(raw)) return;
         envelope_view view;
         const bool readable = view_envelope(raw, view);
         std::string id = readable ? entry_id(view, raw) : derived_id(raw);

@@ -133,10 +133,25 @@ class filter_matcher {
     if (f.newer_than) newer_cutoff_ = now - *f.newer_than;
     fields_ = !f.error_contains.empty() || !f.error_type.empty() || !f.worker.empty() ||
               !f.job_id.empty() || f.older_than || f.newer_than || !f.payload_contains.empty();
+    for (const std::string* t : {&f.error_contains, &f.error_type, &f.worker, &f.job_id})
+      if (!t->empty()) texts_.push_back(t);
   }
 
   /// True when the filter sets no condition.
   bool matches_all() const noexcept { return ids_.empty() && !fields_ && !f_.predicate; }
+
+  /// True when matches() needs the entry id (the filter has ids).
+  bool needs_id() const noexcept { return !ids_.empty(); }
+
+  /// A cheap pre-check: true when `raw` cannot match because a required text of a string
+  /// field (error, error type, worker, job id) occurs nowhere in its bytes. Only when `raw`
+  /// has no backslash: an escaped field could hold the text without its bytes appearing.
+  bool cannot_match(std::string_view raw) const noexcept {
+    if (texts_.empty() || raw.find('\\') != std::string_view::npos) return false;
+    for (const std::string* t : texts_)
+      if (raw.find(*t) == std::string_view::npos) return true;
+    return false;
+  }
 
   /// Whether `raw` matches. `view` must be the result of view_envelope(raw) when
   /// `readable`; `id` is the entry id (stored or derived).
@@ -183,6 +198,7 @@ class filter_matcher {
   std::optional<std::chrono::system_clock::time_point> older_cutoff_;
   std::optional<std::chrono::system_clock::time_point> newer_cutoff_;
   bool fields_ = false;
+  std::vector<const std::string*> texts_;  // texts a matching entry's bytes must contain
 };
 
 /// The state a continuation token carries: the position after the last entry examined and
@@ -324,19 +340,33 @@ SearchPage search_page(Storage& storage, std::string_view queue, const Filter& f
       break;
     }
     std::size_t used = 0;
+    // Only the last 16 items examined become anchors: hash those (and matches, whose bytes
+    // move into the page) instead of every item.
+    std::vector<std::pair<std::size_t, std::uint64_t>> moved;  // (index, hash) of matches
     for (auto& raw : items) {
       ++used;
       --budget;
       ++page.examined;
-      recent.push_back(detail::fnv1a64(raw));
-      detail::envelope_view view;
-      const bool readable = detail::view_envelope(raw, view);
-      const std::string id = readable ? detail::entry_id(view, raw) : detail::derived_id(raw);
-      if (matcher.matches(raw, readable, view, id))
-        page.entries.push_back(parse_entry(std::move(raw)));
+      if (!matcher.cannot_match(raw)) {
+        detail::envelope_view view;
+        const bool readable = detail::view_envelope(raw, view);
+        const std::string id = !matcher.needs_id() ? std::string()
+                               : readable          ? detail::entry_id(view, raw)
+                                                   : detail::derived_id(raw);
+        if (matcher.matches(raw, readable, view, id)) {
+          moved.emplace_back(used - 1, detail::fnv1a64(raw));
+          page.entries.push_back(parse_entry(std::move(raw)));
+        }
+      }
       if (page.entries.size() >= limit || budget == 0) break;
     }
     pos += used;
+    const std::size_t tail = std::min(used, detail::search_token::max_anchors);
+    for (std::size_t k = used - tail; k < used; ++k) {
+      const auto m =
+          std::find_if(moved.begin(), moved.end(), [k](const auto& e) { return e.first == k; });
+      recent.push_back(m != moved.end() ? m->second : detail::fnv1a64(items[k]));
+    }
     if (recent.size() > detail::search_token::max_anchors)
       recent.erase(recent.begin(),
                    recent.end() - static_cast<std::ptrdiff_t>(detail::search_token::max_anchors));
