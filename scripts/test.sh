@@ -5,6 +5,8 @@
 #   clang-20   clang++, C++20, warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer
 #   gcc-20     g++,     C++20, warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer
 #   clang-17   clang++, C++17, warnings as errors
+#   tsan       clang++, C++17, ThreadSanitizer: builds and runs only the tests in which
+#              threads share one queue (the list below), so it stays a few minutes
 # Tests that need Redis get a private redis-server on a free loopback port, started and
 # stopped by ctest (tests/support/redis_server.sh); nothing needs a server started by hand.
 #
@@ -31,7 +33,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # The packaged redis-server may start a system instance; the tests never use it.
 
-configs=(gcc-17 clang-20 gcc-20 clang-17)
+configs=(gcc-17 clang-20 gcc-20 clang-17 tsan)
+# Tests in which several threads share one queue or store: run again under ThreadSanitizer.
+tsan_tests=(test_core test_contract_memory test_kv test_contract_kv test_kv_sqlite
+            test_contract_kv_sqlite test_job_queue test_filtered_replay_concurrent_removal
+            test_contract_redis test_redis_list)
 if [ "${1:-}" = "--quick" ]; then
   configs=(gcc-17)
 elif [ $# -gt 0 ]; then
@@ -48,7 +54,8 @@ for config in "${configs[@]}"; do
     clang-20) cxx=clang++; std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
     gcc-20)   cxx=g++;     std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
     clang-17) cxx=clang++; std=17; extra=(-DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
-    *) echo "test.sh: unknown configuration '$config' (gcc-17, clang-20, gcc-20, clang-17)" >&2; exit 2 ;;
+    tsan)     cxx=clang++; std=17; extra=(-DDLQ_SANITIZE=thread -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
+    *) echo "test.sh: unknown configuration '$config' (gcc-17, clang-20, gcc-20, clang-17, tsan)" >&2; exit 2 ;;
   esac
   build="$root/build-test/$config"
   mkdir -p "$root/build-test"
@@ -57,11 +64,18 @@ for config in "${configs[@]}"; do
         -DCMAKE_CXX_STANDARD="$std" -DCMAKE_CXX_STANDARD_REQUIRED=ON -DCMAKE_CXX_EXTENSIONS=OFF \
         -DDLQ_BUILD_TESTS=ON -DDLQ_BUILD_EXAMPLES=ON "${extra[@]}" >"$build.configure.log" 2>&1 ||
     { cat "$build.configure.log"; exit 1; }
-  cmake --build "$build" -j"$jobs"
+  select=()
+  if [ "$config" = tsan ]; then
+    cmake --build "$build" -j"$jobs" --target "${tsan_tests[@]}"
+    select=(-R "^($(IFS='|'; echo "${tsan_tests[*]}"))\$")
+  else
+    cmake --build "$build" -j"$jobs"
+  fi
   log="$build.ctest.log"
   set +e
   (cd "$build" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-     ctest -j"$jobs" --output-on-failure --timeout 600) 2>&1 | tee "$log"
+     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+     ctest -j"$jobs" --output-on-failure --timeout 600 "${select[@]}") 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   set -e
   summary=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -1)

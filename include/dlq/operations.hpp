@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "dlq/audit.hpp"
+#include "dlq/detail/batched_walk.hpp"
+#include "dlq/detail/queue_core.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/policies.hpp"
@@ -62,164 +64,116 @@ struct DiscardReport {
 
 namespace detail {
 
-/// The operations' engine; a friend of DeadLetterQueue (it uses the queue's storage,
-/// options, counters, events and log).
-template <class Queue>
-struct operations {
-  using storage_type = typename Queue::storage_type;
-
-  // Appends `record` to the queue's trail. Never throws: a failure is counted, logged and
-  // leaves the operation standing.
-  static void audit(Queue& self, AuditRecord& record) noexcept {
-    if constexpr (has_audit<storage_type>::value) {
-      auto& c = self.shared_->counters;
-      try {
-        record.time = self.current_time();
-        if (record.actor.empty()) record.actor = self.options_.actor;
-        const std::string json =
-            record.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-        self.storage_.audit_append(record.queue, record.time, json);
-        c.audited.fetch_add(1, std::memory_order_relaxed);
-      } catch (const std::exception& e) {
-        c.audit_errors.fetch_add(1, std::memory_order_relaxed);
-        self.log(LogLevel::error, "[dlq.audit] queue '" + record.queue + "': the audit record of " +
-                                      record.operation + " could not be written (" + e.what() +
-                                      "); the operation itself stands — check the audit key "
-                                      "or table, Counters::audit_errors counts these");
-      } catch (...) {
-        c.audit_errors.fetch_add(1, std::memory_order_relaxed);
-        self.log(LogLevel::error, "[dlq.audit] queue '" + record.queue +
-                                      "': the audit record could not be written (non-std "
-                                      "exception); the operation itself stands");
-      }
-    } else {
-      (void)self;
-      (void)record;
-    }
-  }
-
-  // A record for `operation` on `queue` with ids bounded by Options::audit_max_ids.
-  static AuditRecord record(Queue& self, std::string_view operation, std::string_view queue,
-                            std::string_view actor) {
-    AuditRecord r;
-    r.operation = std::string(operation);
-    r.queue = std::string(queue);
-    r.actor = std::string(actor);
-    (void)self;
-    return r;
-  }
-
-  static void set_ids(Queue& self, AuditRecord& r, const std::vector<std::string>& ids) {
-    audit_ids bounded;
-    bounded.max = self.options_.audit_max_ids;
-    for (const auto& id : ids)
-      bounded.add(id);
-    r.ids = std::move(bounded.ids);
-    r.ids_omitted = bounded.omitted;
-  }
-
-  static std::vector<AuditRecord> read(Queue& self, std::string_view queue,
-                                       std::chrono::system_clock::time_point since,
-                                       std::size_t limit) {
-    std::vector<AuditRecord> out;
-    if constexpr (has_audit<storage_type>::value) {
-      for (const auto& text : self.storage_.audit_read(queue, since, limit))
-        out.push_back(AuditRecord::from_json(text));
-    } else {
-      (void)self;
-      (void)queue;
-      (void)since;
-      (void)limit;
-    }
-    return out;
-  }
-
-  static DiscardReport discard(Queue& self, std::string_view queue, const DiscardOptions& o) {
-    DiscardReport report;
-    report.dry_run = o.dry_run;
-    AuditRecord rec = record(self, "discard", queue, o.actor);
-    rec.filter = o.describe();
-    auto finish = [&](const std::string& outcome) {
-      rec.counts = {{"examined", report.examined},
-                    {"discarded", report.discarded},
-                    {"batches", report.batches}};
-      rec.outcome = outcome;
-      if (o.limit != 0) rec.detail["limit"] = o.limit;
-      set_ids(self, rec, report.discarded_ids);
-      audit(self, rec);
-    };
+/// Appends `record` to the trail of its queue in `storage` (when the storage has one).
+/// Never throws: a failure is counted (Counters::audit_errors), logged, and leaves the
+/// operation standing.
+template <class S>
+void write_audit(queue_core& core, S& storage, AuditRecord& record) noexcept {
+  if constexpr (has_audit<S>::value) {
     try {
-      run_discard(self, queue, o, report);
+      record.time = core.now();
+      if (record.actor.empty()) record.actor = core.options.actor;
+      const std::string json =
+          record.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      storage.audit_append(record.queue, record.time, json);
+      core.counters.audited.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::exception& e) {
-      finish(std::string("failed: ") + e.what());
-      throw;
+      core.counters.audit_errors.fetch_add(1, std::memory_order_relaxed);
+      core.log(LogLevel::error, "[dlq.audit] queue '" + record.queue + "': the audit record of " +
+                                    record.operation + " could not be written (" + e.what() +
+                                    "); the operation itself stands — check the audit key or "
+                                    "table, Counters::audit_errors counts these");
+    } catch (...) {
+      core.counters.audit_errors.fetch_add(1, std::memory_order_relaxed);
+      core.log(LogLevel::error, "[dlq.audit] queue '" + record.queue +
+                                    "': the audit record could not be written (non-std "
+                                    "exception); the operation itself stands");
     }
-    finish(report.cancelled ? "cancelled" : o.dry_run ? "dry_run" : "ok");
-    return report;
+  } else {
+    (void)core;
+    (void)storage;
+    (void)record;
   }
+}
 
-  static void run_discard(Queue& self, std::string_view queue, const DiscardOptions& o,
-                          DiscardReport& report) {
-    const filter_matcher matcher(o, self.current_time());
-    std::size_t budget = self.storage_.size(queue, ListKind::dead);  // the snapshot bound
+/// The audit records of `queue` in `storage` (none when the storage has no trail).
+template <class S>
+std::vector<AuditRecord> read_audit(S& storage, std::string_view queue,
+                                    std::chrono::system_clock::time_point since,
+                                    std::size_t limit) {
+  std::vector<AuditRecord> out;
+  if constexpr (has_audit<S>::value) {
+    for (const auto& text : storage.audit_read(queue, since, limit))
+      out.push_back(AuditRecord::from_json(text));
+  } else {
+    (void)storage;
+    (void)queue;
+    (void)since;
+    (void)limit;
+  }
+  return out;
+}
+
+/// One discard of one queue over a dead list (see the file comment).
+class discard_engine {
+ public:
+  discard_engine(queue_core& core, dead_list& list, std::string_view queue)
+      : core_(core), list_(list), queue_(queue) {}
+
+  /// Deletes what `o` matches into `report` (filled as batches apply, so that a failure
+  /// leaves it saying what was deleted). @throws conflict_error when the list keeps changing
+  /// under the discard; what the storage throws.
+  void run(const DiscardOptions& o, DiscardReport& report) {
+    report.dry_run = o.dry_run;
+    const filter_matcher matcher(o, core_.now());
+    std::size_t budget = list_.size();  // the snapshot bound
     std::size_t limit_left = o.limit == 0 ? std::numeric_limits<std::size_t>::max() : o.limit;
-    typename storage_type::replay_cursor cursor{};
-    std::size_t conflicts = 0;
-    std::size_t window = 16;
+    batched_walk walk(core_, list_, 16);
     std::vector<std::string> ids;
-    auto& counters = self.shared_->counters;
+    auto begin = [&ids] { ids.clear(); };
+    auto decide = [&](std::string_view raw, Decision& d) {
+      if (ids.size() >= limit_left || matcher.cannot_match(raw)) return;
+      envelope_view view;
+      const bool readable = view_envelope(raw, view);
+      std::string id = readable ? entry_id(view, raw) : derived_id(raw);
+      if (!matcher.matches(raw, readable, view, id)) return;
+      ids.push_back(std::move(id));
+      if (!o.dry_run) d.action = Action::discard;
+    };
+    auto give_up = [&](std::size_t consecutive) {
+      return message("discard", "queue '" + std::string(queue_) + "'",
+                     "the list kept changing under the discard (" + std::to_string(consecutive) +
+                         " batches in a row) without getting shorter",
+                     "nothing was lost; " + std::to_string(report.discarded) +
+                         " entries were deleted before this (see the audit trail); run it again");
+    };
     while (budget > 0 && limit_left > 0) {
       if (o.cancel && o.cancel->load()) {
         report.cancelled = true;
         break;
       }
-      ids.clear();
-      std::uint64_t bytes = 0;
-      auto decider = [&](std::string_view raw, Decision& d) {
-        bytes += raw.size();
-        if (ids.size() >= limit_left || matcher.cannot_match(raw)) return;
-        envelope_view view;
-        const bool readable = view_envelope(raw, view);
-        std::string id = readable ? entry_id(view, raw) : derived_id(raw);
-        if (!matcher.matches(raw, readable, view, id)) return;
-        ids.push_back(std::move(id));
-        if (!o.dry_run) d.action = Action::discard;
-      };
-      const std::size_t n = std::min(window, budget);
-      const StepResult step = self.storage_.replay_step(queue, cursor, n, Decider(decider));
-      if (step.conflict) {
-        ++report.conflicts;
-        counters.conflicts.fetch_add(1, std::memory_order_relaxed);
-        if (++conflicts >= self.options_.max_conflicts)
-          throw conflict_error(
-              message("discard", "queue '" + std::string(queue) + "'",
-                      "the list kept changing under the discard (" + std::to_string(conflicts) +
-                          " batches in a row)",
-                      "nothing was lost; " + std::to_string(report.discarded) +
-                          " entries were deleted before this (see the audit trail); run it again"));
-        self.back_off(conflicts, conflicts);
-        continue;
-      }
-      conflicts = 0;
-      if (step.examined == 0) break;
+      const std::size_t examined = walk.next(budget, Decider(decide), begin, give_up);
+      report.conflicts = walk.conflicts();
+      if (examined == 0) break;
       ++report.batches;
-      report.examined += step.examined;
-      budget -= std::min(budget, step.examined);
+      report.examined += examined;
+      budget -= std::min(budget, examined);
       limit_left -= std::min(limit_left, ids.size());
       report.discarded += ids.size();
       if (!o.dry_run) {
-        counters.discarded.fetch_add(ids.size(), std::memory_order_relaxed);
+        core_.counters.discarded.fetch_add(ids.size(), std::memory_order_relaxed);
         for (const auto& id : ids)
-          self.emit(EventKind::discarded, queue, id, "discard");
+          core_.emit(EventKind::discarded, queue_, id, "discard");
       }
       for (auto& id : ids)
         report.discarded_ids.push_back(std::move(id));
-      const std::uint64_t average = std::max<std::uint64_t>(1, bytes / step.examined);
-      window = std::min<std::size_t>({static_cast<std::size_t>(std::max<std::uint64_t>(
-                                          1, self.options_.replay_batch_bytes / average)),
-                                      window * 4, self.options_.replay_batch_items});
     }
   }
+
+ private:
+  queue_core& core_;
+  dead_list& list_;
+  std::string_view queue_;
 };
 
 }  // namespace detail

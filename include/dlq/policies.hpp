@@ -1,13 +1,17 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file policies.hpp
 /// Operational policies of a DeadLetterQueue, the same on every backend: retention with a
-/// visible signal, the poison-loop guard, events (hooks) and counters.
+/// visible signal, the poison-loop guard, events (hooks) and counters — and dlq::Options,
+/// the queue's settings that gather them.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
 #include <string_view>
 
 namespace dlq {
@@ -92,6 +96,45 @@ struct Counters {
   std::uint64_t discarded = 0;             ///< entries deleted by discard()
   std::uint64_t audited = 0;               ///< audit records written (dlq/audit.hpp)
   std::uint64_t audit_errors = 0;  ///< audit writes that failed (the operation stood; logged)
+};
+
+/// Settings of a DeadLetterQueue. Every default is usable as is.
+struct Options {
+  /// Source of the current time for dead_lettered_at, ids and age filters.
+  /// Empty (the default) = std::chrono::system_clock::now. Tests set a fixed clock.
+  std::function<std::chrono::system_clock::time_point()> clock;
+  /// How the library waits (replay pacing, back-off after a conflict). Empty (the default) =
+  /// std::this_thread::sleep_for. Tests pair a fake sleep with a fake clock.
+  std::function<void(std::chrono::nanoseconds)> sleep;
+  /// Worker name recorded when a Failure names none. Default "" (as the Python seed).
+  std::string worker;
+  /// Most entries one replay batch moves. Default 1000; 0 means the default.
+  std::size_t replay_batch_items = 1000;
+  /// Bytes one replay batch aims at: the batch shrinks for large entries so that no single
+  /// atomic step (one Redis script) blocks the server for long. Default 1 MiB; 0 = default.
+  std::size_t replay_batch_bytes = std::size_t{1} << 20;
+  /// Consecutive batches that may find the list changed under them (another process
+  /// removing entries at the same place) before replay gives up with conflict_error.
+  /// Default 100; 0 means the default.
+  std::size_t max_conflicts = 100;
+  /// Retention of every queue not named in retention_for. Default: keep everything.
+  Retention retention;
+  /// Retention per queue name, overriding `retention`.
+  std::map<std::string, Retention, std::less<>> retention_for;
+  /// The poison-loop guard. Default: off.
+  PoisonGuard poison_guard;
+  /// Called for every entry dead-lettered, replayed, evicted, parked, or found corrupt (see
+  /// EventKind). May be called from any thread that uses the queue. An exception it throws
+  /// is counted (Counters::hook_errors) and logged, and never breaks the operation.
+  std::function<void(const Event&)> on_event;
+  /// Where the library's own messages go (evictions, rejections, swallowed hook errors,
+  /// errors of the trim timer). Empty (the default) = nowhere: no logging library is imposed.
+  std::function<void(LogLevel, std::string_view)> log;
+  /// Who operates this queue, written in the audit trail (dlq/audit.hpp) when an operation
+  /// names no actor of its own. Default "" (dlqctl sets the OS user).
+  std::string actor;
+  /// Most entry ids one audit record lists; the rest are counted. Default 100.
+  std::size_t audit_max_ids = 100;
 };
 
 namespace detail {

@@ -69,6 +69,7 @@
 #include <vector>
 
 #include "dlq/detail/function_ref.hpp"
+#include "dlq/detail/meta/detected.hpp"
 
 namespace dlq {
 
@@ -136,131 +137,86 @@ struct StepResult {
 
 namespace detail {
 
-template <class S, class = void>
-struct has_push : std::false_type {};
+// Each member of the contract as one expression over `S`; meta::is_detected says whether
+// it is well-formed (and is_detected_convertible whether its type is the one required).
+namespace ops {
 template <class S>
-struct has_push<S, std::void_t<decltype(std::declval<S&>().push(std::declval<const Record&>()))>>
-    : std::true_type {};
-
-template <class S, class = void>
-struct has_push_many : std::false_type {};
+using push = decltype(std::declval<S&>().push(std::declval<const Record&>()));
 template <class S>
-struct has_push_many<S, std::void_t<decltype(std::declval<S&>().push_many(
-                            std::declval<const std::vector<Record>&>()))>> : std::true_type {};
-
-template <class S, class = void>
-struct has_size : std::false_type {};
+using push_many =
+    decltype(std::declval<S&>().push_many(std::declval<const std::vector<Record>&>()));
 template <class S>
-struct has_size<
-    S, std::enable_if_t<std::is_convertible_v<
-           decltype(std::declval<S&>().size(std::string_view{}, ListKind::dead)), std::size_t>>>
-    : std::true_type {};
-
-template <class S, class = void>
-struct has_range : std::false_type {};
+using size = decltype(std::declval<S&>().size(std::string_view{}, ListKind::dead));
 template <class S>
-struct has_range<S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().range(
-                                                               std::string_view{}, ListKind::dead,
-                                                               std::size_t{}, std::size_t{})),
-                                                           std::vector<std::string>>>>
-    : std::true_type {};
-
-template <class S, class = void>
-struct has_remove : std::false_type {};
+using range = decltype(std::declval<S&>().range(std::string_view{}, ListKind::dead, std::size_t{},
+                                                std::size_t{}));
 template <class S>
-struct has_remove<S,
-                  std::enable_if_t<std::is_convertible_v<
-                      decltype(std::declval<S&>().remove(std::string_view{}, ListKind::dead,
-                                                         std::string_view{}, std::string_view{})),
-                      bool>>> : std::true_type {};
-
-template <class S, class = void>
-struct has_purge : std::false_type {};
+using remove = decltype(std::declval<S&>().remove(std::string_view{}, ListKind::dead,
+                                                  std::string_view{}, std::string_view{}));
 template <class S>
-struct has_purge<
-    S, std::enable_if_t<std::is_convertible_v<
-           decltype(std::declval<S&>().purge(std::string_view{}, ListKind::dead)), std::size_t>>>
-    : std::true_type {};
-
-template <class S, class = void>
-struct has_queues : std::false_type {};
+using purge = decltype(std::declval<S&>().purge(std::string_view{}, ListKind::dead));
 template <class S>
-struct has_queues<S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().queues()),
-                                                            std::vector<std::string>>>>
-    : std::true_type {};
-
-template <class S, class = void>
-struct has_sizes : std::false_type {};
+using queues = decltype(std::declval<S&>().queues());
 template <class S>
-struct has_sizes<
-    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().sizes(
-                                                  std::declval<const std::vector<std::string>&>())),
-                                              std::vector<std::size_t>>>> : std::true_type {};
-
-template <class S, class = void>
-struct has_replay_cursor : std::false_type {};
+using sizes = decltype(std::declval<S&>().sizes(std::declval<const std::vector<std::string>&>()));
 template <class S>
-struct has_replay_cursor<
-    S, std::enable_if_t<std::is_default_constructible_v<typename S::replay_cursor>>>
-    : std::true_type {};
+using replay_cursor = std::enable_if_t<std::is_default_constructible_v<typename S::replay_cursor>>;
 
 struct decider_archetype {
   void operator()(std::string_view, Decision&) const {}
 };
-
-template <class S, class = void>
-struct has_replay_step : std::false_type {};
 template <class S>
-struct has_replay_step<S, std::enable_if_t<std::is_convertible_v<
-                              decltype(std::declval<S&>().replay_step(
-                                  std::string_view{}, std::declval<typename S::replay_cursor&>(),
-                                  std::size_t{}, Decider(std::declval<decider_archetype&>()))),
-                              StepResult>>> : std::true_type {};
-
-template <class S, class = void>
-struct has_recover : std::false_type {};
+using replay_step = decltype(std::declval<S&>().replay_step(
+    std::string_view{}, std::declval<typename S::replay_cursor&>(), std::size_t{},
+    Decider(std::declval<decider_archetype&>())));
 template <class S>
-struct has_recover<S, std::enable_if_t<std::is_convertible_v<
-                          decltype(std::declval<S&>().recover(std::string_view{})), std::size_t>>>
-    : std::true_type {};
-
-template <class S, class = void>
-struct has_find : std::false_type {};
+using recover = decltype(std::declval<S&>().recover(std::string_view{}));
 template <class S>
-struct has_find<
-    S,
-    std::enable_if_t<std::is_convertible_v<
-        decltype(std::declval<S&>().find(std::string_view{}, ListKind::dead, std::string_view{})),
-        std::optional<std::string>>>> : std::true_type {};
-
-template <class S, class = void>
-struct push_returns_size : std::false_type {};
+using find =
+    decltype(std::declval<S&>().find(std::string_view{}, ListKind::dead, std::string_view{}));
 template <class S>
-struct push_returns_size<
-    S, std::enable_if_t<std::is_convertible_v<
-           decltype(std::declval<S&>().push(std::declval<const Record&>())), std::size_t>>>
-    : std::true_type {};
-
-template <class S, class = void>
-struct has_push_bounded : std::false_type {};
+using push_bounded =
+    decltype(std::declval<S&>().push_bounded(std::declval<const Record&>(), std::size_t{}));
 template <class S>
-struct has_push_bounded<
-    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().push_bounded(
-                                                  std::declval<const Record&>(), std::size_t{})),
-                                              bool>>> : std::true_type {};
-
-template <class S, class = void>
-struct has_bump_count : std::false_type {};
+using bump_count = decltype(std::declval<S&>().bump_count(std::string_view{}, std::string_view{},
+                                                          std::chrono::seconds{}));
 template <class S>
-struct has_bump_count<S, std::enable_if_t<std::is_convertible_v<
-                             decltype(std::declval<S&>().bump_count(
-                                 std::string_view{}, std::string_view{}, std::chrono::seconds{})),
-                             std::int64_t>>> : std::true_type {};
+using keyed_by_job_id = std::enable_if_t<S::keyed_by_job_id>;
+}  // namespace ops
 
-template <class S, class = void>
-struct keyed_by_job_id : std::false_type {};
 template <class S>
-struct keyed_by_job_id<S, std::enable_if_t<S::keyed_by_job_id>> : std::true_type {};
+using has_push = meta::is_detected<ops::push, S>;
+template <class S>
+using has_push_many = meta::is_detected<ops::push_many, S>;
+template <class S>
+using has_size = meta::is_detected_convertible<std::size_t, ops::size, S>;
+template <class S>
+using has_range = meta::is_detected_convertible<std::vector<std::string>, ops::range, S>;
+template <class S>
+using has_remove = meta::is_detected_convertible<bool, ops::remove, S>;
+template <class S>
+using has_purge = meta::is_detected_convertible<std::size_t, ops::purge, S>;
+template <class S>
+using has_queues = meta::is_detected_convertible<std::vector<std::string>, ops::queues, S>;
+template <class S>
+using has_sizes = meta::is_detected_convertible<std::vector<std::size_t>, ops::sizes, S>;
+template <class S>
+using has_replay_cursor = meta::is_detected<ops::replay_cursor, S>;
+template <class S>
+using has_replay_step = meta::is_detected_convertible<StepResult, ops::replay_step, S>;
+template <class S>
+using has_recover = meta::is_detected_convertible<std::size_t, ops::recover, S>;
+template <class S>
+using has_find = meta::is_detected_convertible<std::optional<std::string>, ops::find, S>;
+/// push returns the dead list's new length.
+template <class S>
+using push_returns_size = meta::is_detected_convertible<std::size_t, ops::push, S>;
+template <class S>
+using has_push_bounded = meta::is_detected_convertible<bool, ops::push_bounded, S>;
+template <class S>
+using has_bump_count = meta::is_detected_convertible<std::int64_t, ops::bump_count, S>;
+template <class S>
+using keyed_by_job_id = meta::is_detected<ops::keyed_by_job_id, S>;
 
 }  // namespace detail
 

@@ -115,6 +115,7 @@
 
 #include "dlq/audit.hpp"
 #include "dlq/detail/id.hpp"
+#include "dlq/detail/meta/detected.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/kv/sinks.hpp"
 #include "dlq/storage.hpp"
@@ -155,58 +156,56 @@ struct Window {
 
 namespace detail {
 
-template <class S, class = void>
-struct has_save : std::false_type {};
-template <class S>
-struct has_save<
-    S, std::void_t<decltype(std::declval<S&>().save(std::declval<const std::vector<Write>&>()))>>
-    : std::true_type {};
+namespace meta = ::dlq::detail::meta;
 
-template <class S, class = void>
-struct has_load : std::false_type {};
+// Each member of the store contract as one expression over `S` (see dlq/storage.hpp).
+namespace ops {
 template <class S>
-struct has_load<S, std::enable_if_t<std::is_convertible_v<
-                       decltype(std::declval<S&>().load(std::string_view{}, std::string_view{})),
-                       std::optional<Item>>>> : std::true_type {};
+using save = decltype(std::declval<S&>().save(std::declval<const std::vector<Write>&>()));
+template <class S>
+using load = decltype(std::declval<S&>().load(std::string_view{}, std::string_view{}));
+template <class S>
+using list = decltype(std::declval<S&>().list(std::string_view{}, std::declval<const Window&>()));
+template <class S>
+using remove = decltype(std::declval<S&>().remove(std::declval<const std::vector<Removal>&>()));
+template <class S>
+using count = decltype(std::declval<S&>().count(std::string_view{}));
+template <class S>
+using remove_all = decltype(std::declval<S&>().remove_all(std::string_view{}));
+template <class S>
+using versions =
+    decltype(std::declval<S&>().versions(std::string_view{}, std::declval<const Window&>()));
+template <class S>
+using save_and_count =
+    decltype(std::declval<S&>().save_and_count(std::declval<const std::vector<Write>&>()));
+template <class S>
+using save_if_below =
+    decltype(std::declval<S&>().save_if_below(std::declval<const Write&>(), std::size_t{}));
+template <class S>
+using increment = decltype(std::declval<S&>().increment(std::string_view{}, std::string_view{},
+                                                        std::chrono::seconds{}));
+}  // namespace ops
 
-template <class S, class = void>
-struct has_list : std::false_type {};
 template <class S>
-struct has_list<
-    S, std::enable_if_t<std::is_convertible_v<
-           decltype(std::declval<S&>().list(std::string_view{}, std::declval<const Window&>())),
-           std::vector<Item>>>> : std::true_type {};
-
-template <class S, class = void>
-struct has_remove : std::false_type {};
+using has_save = meta::is_detected<ops::save, S>;
 template <class S>
-struct has_remove<
-    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().remove(
-                                                  std::declval<const std::vector<Removal>&>())),
-                                              std::size_t>>> : std::true_type {};
-
-template <class S, class = void>
-struct has_count : std::false_type {};
+using has_load = meta::is_detected_convertible<std::optional<Item>, ops::load, S>;
 template <class S>
-struct has_count<S, std::enable_if_t<std::is_convertible_v<
-                        decltype(std::declval<S&>().count(std::string_view{})), std::size_t>>>
-    : std::true_type {};
-
-template <class S, class = void>
-struct has_remove_all : std::false_type {};
+using has_list = meta::is_detected_convertible<std::vector<Item>, ops::list, S>;
 template <class S>
-struct has_remove_all<
-    S, std::enable_if_t<std::is_convertible_v<
-           decltype(std::declval<S&>().remove_all(std::string_view{})), std::size_t>>>
-    : std::true_type {};
-
-template <class S, class = void>
-struct has_versions : std::false_type {};
+using has_remove = meta::is_detected_convertible<std::size_t, ops::remove, S>;
 template <class S>
-struct has_versions<
-    S, std::enable_if_t<std::is_convertible_v<
-           decltype(std::declval<S&>().versions(std::string_view{}, std::declval<const Window&>())),
-           std::vector<std::uint64_t>>>> : std::true_type {};
+using has_count = meta::is_detected_convertible<std::size_t, ops::count, S>;
+template <class S>
+using has_remove_all = meta::is_detected_convertible<std::size_t, ops::remove_all, S>;
+template <class S>
+using has_versions = meta::is_detected_convertible<std::vector<std::uint64_t>, ops::versions, S>;
+template <class S>
+using has_save_and_count = meta::is_detected_convertible<std::size_t, ops::save_and_count, S>;
+template <class S>
+using has_save_if_below = meta::is_detected_convertible<bool, ops::save_if_below, S>;
+template <class S>
+using has_increment = meta::is_detected_convertible<std::int64_t, ops::increment, S>;
 
 /// The lifetime increment() gives a counter: `ttl` clamped to [1 s, 100 years], so that a
 /// store can add it to a clock in milliseconds or nanoseconds without overflow.
@@ -214,30 +213,6 @@ inline std::chrono::seconds counter_ttl(std::chrono::seconds ttl) noexcept {
   constexpr std::chrono::seconds longest(std::int64_t{100} * 365 * 24 * 3600);
   return std::clamp(ttl, std::chrono::seconds(1), longest);
 }
-
-template <class S, class = void>
-struct has_save_and_count : std::false_type {};
-template <class S>
-struct has_save_and_count<
-    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().save_and_count(
-                                                  std::declval<const std::vector<Write>&>())),
-                                              std::size_t>>> : std::true_type {};
-
-template <class S, class = void>
-struct has_save_if_below : std::false_type {};
-template <class S>
-struct has_save_if_below<
-    S, std::enable_if_t<std::is_convertible_v<decltype(std::declval<S&>().save_if_below(
-                                                  std::declval<const Write&>(), std::size_t{})),
-                                              bool>>> : std::true_type {};
-
-template <class S, class = void>
-struct has_increment : std::false_type {};
-template <class S>
-struct has_increment<S, std::enable_if_t<std::is_convertible_v<
-                            decltype(std::declval<S&>().increment(
-                                std::string_view{}, std::string_view{}, std::chrono::seconds{})),
-                            std::int64_t>>> : std::true_type {};
 
 }  // namespace detail
 

@@ -1,0 +1,457 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file replay.hpp
+/// Replay: what to replay (ReplayOptions), what a replay did (ReplayReport, Skipped,
+/// ReplayProgress), and the engine DeadLetterQueue::replay runs.
+///
+/// Semantics:
+/// - Entries move oldest first, in batches; each batch moves atomically (on Redis: one
+///   script), so an entry is at every instant in exactly one place — the dead-letter list,
+///   the destination queue or the corrupt list — whatever fails or is killed, when.
+///   (dlq::KeyValueStorage replaying into an external sink cannot apply across the two: it
+///   pushes first and removes second — at-least-once, never lost.)
+/// - "All" means the entries present when the replay started: the replay examines at most
+///   that many entries from the head, so an entry dead-lettered again during the run (it
+///   lands at the tail) is not replayed again by the same run.
+/// - Filters (ids, error text, worker, age, predicate) leave non-matching entries in place,
+///   in order.
+/// - Corrupt entries (not JSON, no payload, …) are never dropped: replay moves them to the
+///   queue's corrupt list and reports them; corrupt() shows them.
+/// - Parked entries (the poison-loop guard) stay in place and are reported, unless asked for
+///   by id.
+///
+/// The engine (detail::replay_engine) walks the list in batches (detail/batched_walk.hpp, the
+/// walk retention uses too), decides each entry from its bytes (detail::envelope_view; the
+/// entry is parsed into a dlq::Entry only for ReplayOptions::filter), and turns the applied
+/// decisions into the report, the counters and the events.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "dlq/audit.hpp"
+#include "dlq/detail/batched_walk.hpp"
+#include "dlq/detail/id.hpp"
+#include "dlq/detail/json_scan.hpp"
+#include "dlq/detail/queue_core.hpp"
+#include "dlq/entry.hpp"
+#include "dlq/errors.hpp"
+#include "dlq/policies.hpp"
+#include "dlq/search.hpp"
+#include "dlq/storage.hpp"
+
+namespace dlq {
+
+/// Why replay passed over an entry it was asked about.
+enum class SkipReason : unsigned char {
+  corrupt,   ///< unreadable; moved to the corrupt list (or left, in a dry run)
+  parked,    ///< parked by the poison-loop guard; replay it by id to force it
+  not_found  ///< an id given in ReplayOptions::ids is not in the dead-letter list
+};
+
+/// One entry replay passed over, and why.
+struct Skipped {
+  std::string id;      ///< entry id (derived from the bytes for unreadable entries)
+  SkipReason reason;   ///< why
+  std::string detail;  ///< human-readable detail (e.g. what is wrong with a corrupt entry)
+};
+
+/// Running totals of a replay, passed to ReplayOptions::on_progress after every batch.
+struct ReplayProgress {
+  std::size_t examined = 0;   ///< entries looked at so far
+  std::size_t replayed = 0;   ///< entries moved so far (would be, in a dry run)
+  std::size_t set_aside = 0;  ///< corrupt entries set aside so far
+  std::size_t remaining = 0;  ///< entries of the starting snapshot not looked at yet
+};
+
+/// A predicate over one entry, for ReplayOptions::filter: holds any callable
+/// `bool(const dlq::Entry&)` (empty by default = no condition). Replay parses an entry into
+/// a dlq::Entry only to call a filter that is set.
+class EntryFilter {
+ public:
+  using predicate = std::function<bool(const Entry&)>;
+
+  /// No condition.
+  EntryFilter() = default;
+  /// No condition.
+  EntryFilter(std::nullptr_t) noexcept {}  // NOLINT(google-explicit-constructor)
+  /// The condition `f(entry)`.
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, EntryFilter> &&
+                                              !std::is_same_v<std::decay_t<F>, std::nullptr_t> &&
+                                              std::is_invocable_r_v<bool, F&, const Entry&>>>
+  EntryFilter(F f)  // NOLINT(google-explicit-constructor): assigned from lambdas by design
+      : predicate_(std::move(f)), on_raw_(&parse_and_test) {
+    if (!predicate_) on_raw_ = nullptr;
+  }
+
+  /// True when a condition is set.
+  explicit operator bool() const noexcept { return on_raw_ != nullptr; }
+  /// The condition on an entry. Precondition: one is set.
+  bool operator()(const Entry& entry) const { return predicate_(entry); }
+  /// The condition on stored bytes (parsed with dlq::parse_entry). Precondition: one is set.
+  bool test_raw(std::string_view raw) const { return on_raw_(predicate_, raw); }
+
+ private:
+  static bool parse_and_test(const predicate& p, std::string_view raw) {
+    return p(parse_entry(std::string(raw)));
+  }
+
+  predicate predicate_;
+  bool (*on_raw_)(const predicate&, std::string_view) = nullptr;
+};
+
+/// What to replay, and where to. The default replays everything present at the start back to
+/// the source queue. The conditions of the dlq::Filter base (ids, error text, error type,
+/// worker, job id, age, payload text, predicate) select the entries; with `ids` set the
+/// other conditions do not apply, and ids not found are reported as skipped.
+struct ReplayOptions : Filter {
+  /// Most entries to replay; 0 = no limit.
+  std::size_t limit = 0;
+  /// Destination queue; empty = the queue the entries were dead-lettered from.
+  std::string to_queue;
+  /// Only entries for which this returns true; empty = no condition. It runs while the
+  /// storage decides a batch: it must not call this queue's operations (on the key-value
+  /// backend, whose replay holds a lock, that would deadlock); decide from the Entry alone.
+  EntryFilter filter;
+  /// Edit-and-replay: the payload to push for an entry instead of its stored one, or
+  /// nullopt to push it unchanged; empty (the default) = no edits. Applied inside the same
+  /// atomic step that moves the entry (Decision::payload carries the edited bytes), so after
+  /// any crash the entry is either in the dead-letter list with its original payload or in
+  /// the destination with the edited one, never both, never neither. On the key-value
+  /// backend replaying into an external sink it is at-least-once, as every replay there:
+  /// the edited payload may be pushed twice, the record stays until its push returned, and
+  /// once pushed the original is never pushed. Runs under the same rules as `filter`.
+  /// Counted in ReplayReport::edited; the audit record ("replay_edited") holds the SHA-256
+  /// of the old and new payload of each edit (bounded by Options::audit_max_ids).
+  std::function<std::optional<std::string>(const Entry&)> transform;
+  /// Who asks, for the audit trail; empty (the default) = Options::actor.
+  std::string actor;
+  /// Decide and report, but move nothing.
+  bool dry_run = false;
+  /// Move corrupt entries met on the way to the corrupt list (default). When false they stay
+  /// in place and are only reported.
+  bool set_aside_corrupt = true;
+  /// Record the id of every replayed entry in ReplayReport::replayed_ids (default: off,
+  /// since a replay of millions would hold millions of ids).
+  bool record_ids = false;
+  /// Most entries replayed per second; 0 = as fast as the backend allows. Batches shrink to
+  /// about a tenth of a second's worth so that the pace is even.
+  double rate = 0;
+  /// Called after every applied batch with the running totals (see ReplayProgress).
+  std::function<void(const ReplayProgress&)> on_progress;
+  /// Checked before every batch: once it is true the replay stops between batches and
+  /// reports `cancelled`. Nothing is lost; everything reported as replayed was moved.
+  const std::atomic<bool>* cancel = nullptr;
+
+  /// Replay everything present at the start.
+  static ReplayOptions all() { return {}; }
+  /// Replay at most the `n` oldest entries.
+  static ReplayOptions first(std::size_t n) {
+    ReplayOptions o;
+    o.limit = n;
+    return o;
+  }
+  /// Replay exactly these entries.
+  static ReplayOptions by_ids(std::vector<std::string> ids) {
+    ReplayOptions o;
+    o.ids = std::move(ids);
+    return o;
+  }
+};
+
+/// What a replay did. Counts are exact: every entry examined is in exactly one of
+/// replayed, set_aside, or left in place.
+struct ReplayReport {
+  std::size_t examined = 0;   ///< entries looked at
+  std::size_t replayed = 0;   ///< entries moved to the destination (would be, in a dry run)
+  std::size_t set_aside = 0;  ///< corrupt entries moved to the corrupt list (would be, dry run)
+  std::size_t batches = 0;    ///< atomic steps applied
+  std::size_t conflicts = 0;  ///< batches redone because the list changed under them
+  std::size_t edited = 0;     ///< replayed with a payload from ReplayOptions::transform
+  bool dry_run = false;       ///< nothing was moved
+  bool cancelled = false;     ///< ReplayOptions::cancel stopped the run between batches
+  std::vector<std::string> replayed_ids;  ///< with ReplayOptions::record_ids
+  std::vector<Skipped> skipped;           ///< corrupt / parked entries passed over, ids not found
+};
+
+namespace detail {
+
+/// One replay of one queue over a dead list (one instance per run).
+class replay_engine {
+ public:
+  /// What run() did: the report, and the stored bytes of every replayed entry when asked for
+  /// (replay_one returns the entry it replayed).
+  struct result {
+    ReplayReport report;
+    std::vector<std::string> replayed_raw;
+    audit_ids ids;  ///< replayed ids for the audit record (with collect_audit)
+    nlohmann::ordered_json edits = nlohmann::ordered_json::array();  ///< {id, old/new sha256}
+  };
+
+  /// Collect what the audit record needs (result::ids, result::edits). Default off.
+  void collect_audit(bool on) noexcept { collect_audit_ = on; }
+
+  /// What a run that threw had done before (the batches applied stay applied).
+  const result& partial() const noexcept { return result_; }
+
+  /// The replay of `queue` (the name must outlive the engine) over `list`.
+  replay_engine(queue_core& core, dead_list& list, std::string_view queue)
+      : core_(core), list_(list), queue_(queue) {}
+
+  /// Replays as `options` say; with `keep_replayed`, result::replayed_raw holds the bytes of
+  /// every replayed entry. @throws invalid_argument for a bad to_queue; conflict_error when
+  /// the list keeps changing under the replay; what the storage throws (batches applied
+  /// before stay applied).
+  result run(const ReplayOptions& options, bool keep_replayed = false) {
+    if (!options.to_queue.empty())
+      queue_core::validate_queue(options.to_queue, "replay (to_queue)");
+    select(options);
+    keep_replayed_ = keep_replayed;
+    result_.report.dry_run = options.dry_run;
+    std::size_t budget = list_.size();  // the snapshot bound
+    // Batches start at one entry (the entry size is not known yet); with a rate, at most
+    // about a tenth of a second's worth of entries each.
+    const std::size_t cap = options.rate > 0
+                                ? static_cast<std::size_t>(std::max(1.0, options.rate / 10))
+                                : std::numeric_limits<std::size_t>::max();
+    batched_walk walk(core_, list_, 1, cap);
+    auto begin = [this] {
+      pending_.clear();
+      step_raw_.clear();
+      step_notes_.clear();
+      step_limit_used_ = 0;
+    };
+    auto decide = [&](std::string_view raw, Decision& d) { this->decide(options, raw, d); };
+    auto give_up = [this](std::size_t consecutive) {
+      return message(
+          "replay", "queue '" + std::string(queue_) + "'",
+          "the dead-letter list kept changing under the replay (" + std::to_string(consecutive) +
+              " batches in a row) without getting shorter",
+          "another process is rewriting the same entries; nothing was lost, run the replay "
+          "again when it is done (" +
+              std::to_string(result_.report.replayed) + " entries were replayed before this)");
+    };
+    const auto started = core_.now();
+    while (budget > 0 && limit_left_ > 0 && !(by_id_ && ids_left_.empty())) {
+      if (options.cancel && options.cancel->load()) {
+        result_.report.cancelled = true;
+        break;
+      }
+      const std::size_t examined = walk.next(budget, Decider(decide), begin, give_up);
+      result_.report.conflicts = walk.conflicts();
+      if (examined == 0) break;
+      commit(options, examined);
+      budget -= std::min(budget, examined);
+      const ReplayReport& r = result_.report;
+      if (options.on_progress) options.on_progress({r.examined, r.replayed, r.set_aside, budget});
+      if (options.rate > 0 && r.replayed > 0) pace(options.rate, started);
+    }
+    for (const auto& id : ids_left_)
+      result_.report.skipped.push_back({id, SkipReason::not_found, "no entry with this id"});
+    return std::move(result_);
+  }
+
+ private:
+  struct pending_item {
+    Action action;        // what this batch does with it (dry runs: what it would do)
+    std::string id;       // filled when it will be reported
+    SkipReason reason{};  // for skipped items
+    std::string detail;
+    bool skipped = false;
+  };
+  // An edited item of the current batch (index into pending_) and its payload hashes (empty
+  // once the audit record has no room for more).
+  struct edit_note {
+    std::size_t index;
+    std::string old_sha, new_sha;
+  };
+
+  // The parts of the options the decider consults per entry, prepared once.
+  void select(const ReplayOptions& o) {
+    destination_ = o.to_queue.empty() ? queue_ : std::string_view(o.to_queue);
+    ids_left_.insert(o.ids.begin(), o.ids.end());
+    by_id_ = !o.ids.empty();
+    limit_left_ = o.limit == 0 ? std::numeric_limits<std::size_t>::max() : o.limit;
+    matcher_.emplace(o, core_.now());
+    filtered_ = !matcher_->matches_all() || static_cast<bool>(o.filter);
+    need_ids_ = o.record_ids || static_cast<bool>(core_.options.on_event) || collect_audit_;
+    result_.ids.max = core_.options.audit_max_ids;
+  }
+
+  // Keeps the run at `rate`: the n-th entry is not replayed before started + n / rate.
+  void pace(double rate, std::chrono::system_clock::time_point started) {
+    const auto due =
+        started +
+        std::chrono::round<std::chrono::system_clock::duration>(
+            std::chrono::duration<double>(static_cast<double>(result_.report.replayed) / rate));
+    const auto now = core_.now();
+    if (due > now) core_.wait(due - now);
+  }
+
+  void decide(const ReplayOptions& o, std::string_view raw, Decision& d) {
+    if (step_limit_used_ >= limit_left_) return;  // the limit is reached: leave the rest
+    envelope_view view;
+    std::string_view payload;
+    problem_.clear();
+    const bool readable = view_envelope(raw, view);
+    if (!readable) problem_ = unreadable_reason(raw);
+    if (!readable || !cut_payload(view, scratch_, payload, problem_)) {
+      std::string id = readable ? entry_id(view, raw) : derived_id(raw);
+      if (by_id_ && !take_id(id)) return;  // not asked for: leave it alone
+      pending_item item{Action::keep, std::move(id), SkipReason::corrupt, problem_, true};
+      if (o.set_aside_corrupt) {
+        item.action = Action::set_aside;
+        if (!o.dry_run) d.action = Action::set_aside;
+      }
+      pending_.push_back(std::move(item));
+      return;
+    }
+    std::string id;
+    if (by_id_) {
+      id = entry_id(view, raw);
+      if (!take_id(id)) return;
+    } else {
+      if (view.parked == "true") {
+        pending_.push_back({Action::keep, entry_id(view, raw), SkipReason::parked,
+                            "parked by the poison-loop guard; replay it by id", true});
+        return;
+      }
+      if (filtered_ && !matches(o, view, raw)) return;
+      if (need_ids_) id = entry_id(view, raw);
+    }
+    ++step_limit_used_;
+    if (keep_replayed_) step_raw_.emplace_back(raw);
+    pending_.push_back({Action::replay, std::move(id), SkipReason{}, {}, false});
+    if (o.transform) {
+      if (auto edited = o.transform(parse_entry(std::string(raw)))) {
+        edit_note note{pending_.size() - 1, {}, {}};
+        if (collect_audit_ && result_.ids.ids.size() + step_notes_.size() < result_.ids.max) {
+          note.old_sha = sha256_hex(payload);
+          note.new_sha = sha256_hex(*edited);
+        }
+        step_notes_.push_back(std::move(note));
+        edited_ = std::move(*edited);  // the storage copies it before the next call
+        payload = edited_;
+      }
+    }
+    if (o.dry_run) return;
+    d.action = Action::replay;
+    d.destination = destination_;
+    d.payload = payload;
+    d.identity = identity_of(view);
+  }
+
+  static std::string unreadable_reason(std::string_view raw) {
+    return json::skip_value(raw.data(), raw.data() + raw.size(), json::mode::lenient) != nullptr
+               ? "not a JSON object"
+               : "not valid JSON";
+  }
+
+  // The stored id's value span (quotes included) when it is a canonical UUID — what dlq
+  // writes (UUIDv7, 62 random bits), so no other item carries it by chance at the same
+  // offset; else empty: the storage compares the whole item (see Decision::identity).
+  // Not when a storage keyed by job id used the job id as the entry id: re-sending the
+  // job rewrites the entry under the same id.
+  std::string_view identity_of(const envelope_view& view) const {
+    if (list_.keyed_by_job_id() && !view.job_id.empty()) return {};
+    const std::string_view v = view.id;
+    const bool quoted = v.size() == 38 && v.front() == '"' && v.back() == '"';
+    return quoted && is_canonical_uuid(v.substr(1, 36)) ? v : std::string_view{};
+  }
+
+  bool matches(const ReplayOptions& o, const envelope_view& view, std::string_view raw) const {
+    if (!matcher_->matches(raw, true, view, matcher_->needs_id() ? entry_id(view, raw) : ""))
+      return false;
+    if (o.filter && !o.filter.test_raw(raw)) return false;
+    return true;
+  }
+
+  // An id asked for and not yet taken (in this or an earlier batch).
+  bool take_id(const std::string& id) const {
+    if (ids_left_.count(id) == 0) return false;
+    for (const auto& p : pending_)
+      if (p.id == id) return false;  // a byte-identical twin in the same batch
+    return true;
+  }
+
+  // A batch was applied: its decisions become the report, the counters and the events.
+  void commit(const ReplayOptions& o, std::size_t examined) {
+    ReplayReport& report = result_.report;
+    report.examined += examined;
+    ++report.batches;
+    auto& counters = core_.counters;
+    std::size_t next_note = 0;
+    for (std::size_t index = 0; index < pending_.size(); ++index) {
+      auto& p = pending_[index];
+      const edit_note* note = nullptr;
+      if (next_note < step_notes_.size() && step_notes_[next_note].index == index)
+        note = &step_notes_[next_note++];
+      if (by_id_) ids_left_.erase(p.id);
+      if (p.action == Action::replay) {
+        ++report.replayed;
+        --limit_left_;
+        if (collect_audit_) result_.ids.add(p.id);
+        if (note) {
+          ++report.edited;
+          if (!note->old_sha.empty())
+            result_.edits.push_back(
+                {{"id", p.id}, {"old_sha256", note->old_sha}, {"new_sha256", note->new_sha}});
+        }
+        if (!o.dry_run) {
+          counters.replayed.fetch_add(1, std::memory_order_relaxed);
+          core_.emit(EventKind::replayed, queue_, p.id, destination_);
+        }
+        if (o.record_ids) report.replayed_ids.push_back(p.id);
+      } else if (p.action == Action::set_aside) {
+        ++report.set_aside;
+      }
+      if (p.skipped && p.reason == SkipReason::corrupt) {
+        counters.corrupt.fetch_add(1, std::memory_order_relaxed);
+        core_.emit(EventKind::corrupt, queue_, p.id, p.detail);
+      }
+      if (p.skipped) report.skipped.push_back({std::move(p.id), p.reason, std::move(p.detail)});
+    }
+    for (auto& raw : step_raw_)
+      result_.replayed_raw.push_back(std::move(raw));
+    step_raw_.clear();
+  }
+
+  queue_core& core_;
+  dead_list& list_;
+  std::string_view queue_;
+  // From the options (select()).
+  std::string_view destination_;
+  std::unordered_set<std::string> ids_left_;
+  bool by_id_ = false;
+  bool filtered_ = false;
+  bool need_ids_ = false;
+  bool keep_replayed_ = false;
+  std::optional<filter_matcher> matcher_;
+  bool collect_audit_ = false;
+  // The run so far.
+  std::size_t limit_left_ = 0;
+  result result_;
+  // The batch being decided.
+  std::size_t step_limit_used_ = 0;
+  std::vector<pending_item> pending_;
+  std::vector<std::string> step_raw_;
+  std::string scratch_;
+  std::string problem_;
+  std::string edited_;                 // the edited payload of the item being decided
+  std::vector<edit_note> step_notes_;  // this batch's edits
+};
+
+}  // namespace detail
+
+}  // namespace dlq
