@@ -110,7 +110,7 @@ struct SearchPage {
   std::size_t examined = 0;  ///< entries this call examined
   std::size_t position = 0;  ///< entries of the list before the continuation point
   std::size_t size = 0;      ///< the list's length when this call started (for progress)
-  bool restarted_ = false;
+  bool restarted_ = false;   ///< set by search_page; read it with restarted()
 
   /// True when the search is complete (no continuation).
   bool done() const noexcept { return continuation.empty(); }
