@@ -7,5 +7,6 @@
 #pragma once
 #include "dlq/dlq.hpp"
 #include "dlq/redis/kv_store.hpp"
+#include "dlq/redis/list_sink.hpp"
 #include "dlq/redis/list_storage.hpp"
 #include "dlq/redis/options.hpp"

@@ -224,6 +224,9 @@ TEST_CASE("a lost script answer is resolved by the receipt: applied or not, neve
     }
     if (!threw && r.conflict) CHECK(dead == 300);
     check_exactly_once(raw, s, "q", items);
+    // Resolved or not, the step's receipt goes with the cursor once the answer is known.
+    c = RedisListStorage::replay_cursor{};
+    if (!threw) CHECK(raw.strings({"KEYS", "*:receipt:*"}).empty());
   }
 }
 

@@ -267,7 +267,7 @@ TEST_CASE("a stale prefetched window is detected by the byte comparison", "[redi
   RedisListStorage::replay_cursor cursor;
   auto r = f.storage.replay_step("orders", cursor, 2, pass_through);  // prefetches e2, e3
   CHECK(r.examined == 2);
-  REQUIRE(cursor.prefetched);
+  REQUIRE(cursor.has_read_ahead());
   f.raw.cmd({"LSET", f.dead("orders"), "0", "replaced"});  // e2 -> replaced
   r = f.storage.replay_step("orders", cursor, 2, pass_through);
   CHECK(r.conflict);
@@ -303,14 +303,37 @@ TEST_CASE("a batch stops at the byte budget", "[redis][list][replay]") {
   CHECK(raw.list(s.source_key("q")).back() == own);
 }
 
-TEST_CASE("recover removes stray tombstones and nothing else", "[redis][list][replay]") {
+TEST_CASE("recover removes the tombstones of a step that stopped before its LREM",
+          "[redis][list][recover]") {
+  // What such a step leaves: its payloads pushed, its receipt marked, its tombstones in place.
   Fixture f;
-  const std::string tomb = std::string(detail::tombstone_prefix) + "deadbeef";
+  const std::string step = "0123456789abcdef0123456789abcdef";
+  const std::string tomb = std::string(detail::tombstone_prefix) + step;
+  f.raw.cmd({"SET", f.dead("orders") + ":receipt:" + step,
+             std::string(redis::scripts::replay_tombstones_mark), "PX", "60000"});
   f.raw.rpush(f.dead("orders"), {"a", tomb, "b", tomb, "c"});
   CHECK(f.storage.recover("orders") == 2);
   CHECK(f.raw.list(f.dead("orders")) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(f.raw.list(f.corrupt("orders")).empty());
   CHECK(f.storage.recover("orders") == 0);
   CHECK(f.storage.recover("empty-queue") == 0);
+}
+
+TEST_CASE("recover sets aside items that only look like tombstones", "[redis][list][recover]") {
+  // A tombstone is recover()'s to delete only when the step that wrote it marked its receipt
+  // (before its LSETs). Anything else that starts with the tombstone bytes is someone else's
+  // item: set aside to the corrupt list, never deleted.
+  Fixture f;
+  const std::string foreign("\0dlq:tombstone:not-ours", 23);
+  const std::string forged = std::string(detail::tombstone_prefix) + std::string(32, 'a');
+  f.raw.rpush(f.dead("orders"), {"a", foreign, "b", forged, "c", foreign});
+  CHECK(f.storage.recover("orders") == 0);
+  CHECK(f.raw.list(f.dead("orders")) == std::vector<std::string>{"a", "b", "c"});
+  auto aside = f.raw.list(f.corrupt("orders"));
+  std::sort(aside.begin(), aside.end());
+  CHECK(aside == std::vector<std::string>{forged, foreign, foreign});
+  CHECK(f.storage.recover("orders") == 0);
+  CHECK(f.raw.list(f.corrupt("orders")).size() == 3);
 }
 
 TEST_CASE("a key of the wrong type is a WRONGTYPE reply_error and nothing moves",

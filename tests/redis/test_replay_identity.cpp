@@ -135,7 +135,7 @@ TEST_CASE("with identities, a stale prefetched window and a filtered window are 
     RedisListStorage::replay_cursor cursor;
     auto r = f.storage.replay_step("orders", cursor, 2, by_identity);  // prefetches 2..7
     REQUIRE(r.examined == 2);
-    REQUIRE(cursor.prefetched);
+    REQUIRE(cursor.has_read_ahead());
     other.integer({"LREM", f.dead("orders"), "1", items[3]});  // window now 2,4,5,...
     r = f.storage.replay_step("orders", cursor, 4, by_identity);
     CHECK(r.conflict);
@@ -269,7 +269,7 @@ TEST_CASE("with identities, a raw item still counts twice in the byte budget",
   auto r = s.replay_step("q", c, 1000, by_identity);
   CHECK(r.examined == 10);
   // A step the budget ended reads ahead a quarter more than it took, not 1000 items.
-  CHECK(c.window.size() == 13);
+  CHECK(c.read_ahead() == 13);
   r = s.replay_step("q", c, 1000, by_bytes);
   CHECK(r.examined == 10);
   CHECK(s.size("q", ListKind::dead) == 30);

@@ -1,182 +1,50 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file redis/list_storage.hpp
-/// dlq::RedisListStorage: dead letters in Redis lists, readable and writable by the Python
-/// seed service (`dlq:orders` / `queue:orders` lists of JSON envelopes). CMake: dlq::redis.
+/// dlq::RedisListStorage: dead letters in Redis lists, on one server or a Redis Cluster,
+/// readable and writable by the Python seed service. CMake: dlq::redis.
 ///
 ///     dlq::DeadLetterQueue<dlq::RedisListStorage> dlq(
 ///         dlq::RedisListStorage("redis://127.0.0.1:6379/0"));
 ///     dlq.send_to_dlq("orders", payload, "payment timeout", 3, "worker-7");
 ///
-/// Keys. Every key is a pattern with `*` standing for the queue name. The default layout is
-/// Redis-Cluster-safe: all keys of one queue share the hash tag `{queue}` —
-/// dead list `dlq:{orders}`, source list `queue:{orders}`, corrupt list `dlq:{orders}:corrupt`,
-/// and the short-lived replay receipts `dlq:{orders}:receipt:<step>`. To share keys with the
-/// Python seed set `dead_key = "dlq:*"`, `source_key = "queue:*"`, `corrupt_key =
-/// "dlq:*:corrupt"` (not cluster-safe, as the seed's keys are not). The patterns double as
-/// SCAN MATCH patterns for queues() (glob characters in the fixed parts are escaped). When a
-/// key matches both the dead and the corrupt pattern (`dlq:a:corrupt` with the seed layout),
-/// it is taken as a corrupt list.
+/// Keys. Every key is a pattern with `*` standing for the queue name (RedisListOptions). The
+/// default layout puts all keys of a queue in one hash slot through the tag `{queue}`: dead
+/// list `dlq:{orders}`, source list `queue:{orders}`, corrupt list `dlq:{orders}:corrupt`,
+/// and, while a replay runs, its last step's receipt `dlq:{orders}:receipt:<step>`. The
+/// Python seed's layout is `dlq:*`, `queue:*`, `dlq:*:corrupt` (single server only). The
+/// patterns double as SCAN MATCH patterns for queues(); a key that matches both the dead and
+/// the corrupt pattern (`dlq:a:corrupt` in the seed's layout) is taken as a corrupt list.
 ///
-/// Redis Cluster (ElastiCache / MemoryStore cluster mode, redis-cli --cluster): no new URL
-/// syntax — give the URL of any master. On first use the storage asks that node `CLUSTER
-/// SLOTS` (one round trip, once); a plain server answers "cluster support disabled" and
-/// everything then works exactly as without cluster support (one atomic load per operation
-/// more). On a cluster it keeps the slot -> master map (CRC16 of each key's hash tag, 16384
-/// slots) and one connection pool per master (the URL's options — user, password,
-/// timeouts, RedisListOptions::pool — with that master's address). Every operation is on one
-/// queue, so on one slot and one master: it is sent there, and redirections are followed
-/// (dlq/redis/cluster.hpp): MOVED updates the map and re-sends (at most 5 times), ASK re-sends
-/// once to the importing master with ASKING, TRYAGAIN (a script during a slot migration) and
-/// CLUSTERDOWN back off 10 -> 200 ms, at most 10 times (~1.5 s); past the bounds a
-/// dlq::reply_error (code MOVED / TRYAGAIN / CLUSTERDOWN) names the slot — those answers mean
-/// nothing ran. A request whose answer was lost is never re-sent: the receipt logic below
-/// works per master. push_many and sizes send one pipeline per master (a command that
-/// meets a redirection is re-sent alone); queues() SCANs every master and merges.
-/// In cluster mode:
-/// - the three key patterns must have the same hash tag: one that holds the queue (the
-///   default layout; also e.g. `dlq:{*.eu}`, `queue:{*.eu}`, `dlq:{*.eu}:corrupt`), or one
-///   fixed tag (`{dlq}:*`, `{dlq}:queue:*`, `{dlq}:*:corrupt`: every queue on one master). The
-///   Python seed's layout (`dlq:*`) is refused on first use with dlq::invalid_argument;
-///   cluster_mode() runs that check on demand;
-/// - replay moves entries within one slot only: a destination queue (ReplayOptions::to_queue)
-///   on another slot is refused with dlq::invalid_argument before anything moves (with one
-///   fixed tag every queue shares the slot, so replaying between queues works);
-/// - a queue name starting with `}` empties the hash tag and cannot be replayed;
-/// - not supported: reads from replicas (every command goes to the slot's master), failover
-///   beyond what MOVED/CLUSTERDOWN answers show (a dead master gives connection errors for
-///   its slots until the cluster promotes a replica), and database numbers other than 0.
-///   queues() during a slot migration may miss a queue whose keys move between the SCANs.
+/// Redis Cluster is detected on first use (one `CLUSTER SLOTS`; a plain server works exactly
+/// as without cluster support). Each operation concerns one queue, so one slot: it is sent to
+/// that slot's master and redirections are followed (dlq/redis/cluster.hpp). In cluster mode
+/// the three patterns must share one hash tag (holding the queue, or one fixed tag such as
+/// `{dlq}:*`), else the first operation (or cluster_mode()) throws dlq::invalid_argument;
+/// a replay to a queue on another slot is refused before anything moves; a queue name that
+/// starts with `}` cannot be replayed. Reads from replicas and databases other than 0 are not
+/// supported.
 ///
-/// Costs. push = one RPUSH, one round trip (push_bounded: one short script; bump_count:
-/// INCR + EXPIRE in one MULTI/EXEC). push_many = one pipelined round trip (one RPUSH
-/// per run of consecutive records of the same queue). size/range/remove = one command.
-/// purge = one script (LLEN + UNLINK, atomic, exact count). sizes = one pipelined round
-/// trip (in a cluster one per master involved, like push_many). queues = SCAN MATCH … TYPE
-/// list (never KEYS; in a cluster on every master). replay_step = one round trip per batch.
+/// Costs, in round trips: push 1 (RPUSH); push_bounded 1 (a script); bump_count 1
+/// (MULTI/EXEC); push_many 1 (pipelined; in a cluster one per master); size, range, remove 1;
+/// purge 1 (a script); sizes 1 (pipelined); queues: SCAN MATCH … TYPE list (never KEYS);
+/// replay_step 1 per batch (the next window is read in the same round trip as the script).
 ///
-/// Replay algorithm: compare-and-move (decided by measurement — numbers below).
-///  1. The window is read with a plain `LRANGE dead off off+n-1` (the previous step pipelined
-///     it behind its script, so a running replay costs one round trip per batch). When the
-///     replay kept items at the head (filters, parked entries), the read starts at off-1 —
-///     the last kept item: if another client removed kept items meanwhile (remove, a trim,
-///     another replayer), that item is not there, and the step reads the head to find its
-///     place again instead of skipping the items the shift moved before `off`.
-///  2. The client calls the decider per item and cuts out payloads. No JSON is ever decoded
-///     in Lua (cjson mangles big numbers, `[]`, `/` and key order).
-///  3. One script gets the offset and, per decided item, its index, its action and payload,
-///     and what identifies it: its length and its Decision::identity (the entry's id as
-///     stored, which the front end gives for entries dlq wrote) with the id's offset — or,
-///     without an identity, its raw bytes. It re-reads the window and checks that every
-///     decided item is still the one at its index (same length and id bytes at that offset;
-///     or byte-identical) — otherwise it returns "conflict" having changed nothing.
-///     Then it RPUSHes payloads to their destinations and set-aside raws to the corrupt list,
-///     and removes the decided items: `LTRIM dead m -1` when they are the head of the list
-///     (replay-all), else LSET each to a tombstone unique to this step and `LREM dead m
-///     tombstone` (a positive count stops after m removals: O(offset + window)). Last it sets
-///     a receipt key (`SET … PX`) that tells a client whose answer got lost that it ran.
-///  An item is at every instant in exactly one place (dead list, destination, corrupt list):
-///  a replayer killed at any point leaves nothing to recover; concurrent replayers, the
-///  seed's LPOP, trims and LREMs are caught by the comparison; no staging list, lease
-///  or lock; producers' RPUSHes during a replay never abort it (unlike WATCH), and new items
-///  land behind the window, so replay-all keeps snapshot semantics.
-///
-/// Why comparing ids suffices: an entry dlq writes carries a UUIDv7 id (62 random bits), so
-/// no other item holds those bytes by chance, let alone at the same offset in an item of the
-/// same length. A window shifted by another client's LPOP, LREM, LSET or replay puts an item
-/// with another id (or length) at a decided index, and the check fails exactly as the full
-/// comparison would; byte-identical twins pass either check and are interchangeable. Payloads
-/// are always cut from the item the script re-read — the one it removes — never from the
-/// client's copy. So the one item that passes where the full comparison would not is one
-/// crafted to carry another entry's id at the same offset with the same length; then that
-/// item is removed and its own bytes at the decided payload span are pushed: no other entry
-/// is lost. Items without an id in canonical UUID form (the Python seed's entries, ids
-/// written by other tools) are compared byte for byte, as before.
-///
-/// Why the script cannot lose an item: Redis does not roll back a script that fails midway;
-/// writes done before the failure stay. The script does every check first (the comparison,
-/// TYPE of each list it writes — so no RPUSH can fail with WRONGTYPE), then pushes, and
-/// removes only after every push succeeded. A failure after the pushes and before the
-/// removal leaves copies in both places (a duplicate, never a loss); a failure between the
-/// LSETs and the LREM leaves tombstones whose payloads were already pushed — recover()
-/// removes such stray tombstones.
-///
-/// Unknown outcome: if the script's answer is lost (timeout, connection dropped after
-/// sending), the step reconnects and, in one round trip, kills its old connection
-/// (`CLIENT KILL ID`, so a script still queued there can never run later) and reads the
-/// receipt: present = the batch was applied; absent = nothing was applied (the step reports
-/// a conflict and the caller re-decides). This is the exact form of "were the items removed
-/// from their positions and did the destination grow?" — which is ambiguous while producers
-/// and consumers use the same lists. If the server cannot be reached for that, the step
-/// throws with outcome_unknown() == true and says that nothing was lost.
-///
-/// Measurements that decided the algorithm (2 cores, loopback, redis-server 7.0.15, hiredis
-/// 0.14.1; replay-all of 100k entries of 300 B, batches of 1000, medians of 5 runs, same
-/// server, quiet machine; the other numbers come from tests/benchmarks/redis/run.sh):
-///
-/// | replay-all, 100k x 300 B                                     | entries/s | vs LMOVE |
-/// | ------------------------------------------------------------ | --------- | -------- |
-/// | server-side LMOVE loop in one Lua script (bare move limit)   |     904 k |     1.00 |
-/// | two-phase staging (DESIGN.md; prototype, not in the library) |     949 k |     1.05 |
-/// | compare-and-move, one ARGV per raw and per payload (first)   |     462 k |     0.51 |
-/// | compare-and-move, packed plan + payload spans (this file)    |     532 k |     0.59 |
-/// | same, with the 512 KiB script budget (the default)           |     500 k |     0.55 |
-/// | per-item LPOP + RPUSH loop, C++/hiredis (the seed's method)  |      28 k |     0.03 |
-/// | the seed itself, Python + sync redis-py                      |      14 k |    0.016 |
-///
-/// Where a script's time goes (INFO commandstats, 1000 items of 300 B): turning bytes into
-/// Lua strings — ~1.1 ns per ARGV byte, ~1.4 ns per byte read with LRANGE inside the script;
-/// the comparison itself is nearly free (Lua interns strings: equal = same pointer). Hence
-/// one ARGV per raw (a single 300 KB blob was slower: large allocations), a packed binary
-/// plan (struct.unpack), payloads as spans of their raw item instead of second copies, and
-/// no table.concat (1.1 ms per 1000 items in Lua 5.1). Script: ~1.4 ms per 1000 x 300 B;
-/// with 2 KB entries and the 512 KiB budget p50 1.0 ms, max 2.0 ms (SLOWLOG).
-///
-/// Through DeadLetterQueue (envelopes of ~470 B around 300 B payloads) the script used to
-/// receive every decided raw item back in ARGV only to prove that the item at its index is
-/// still the decided one. Entries dlq writes carry a unique id, so the front end now passes
-/// it as Decision::identity and the script compares the item's length and id bytes instead
-/// (see "Why comparing ids suffices" above). tests/benchmarks/redis/run.sh BUILD 7 (7
-/// interleaved rounds, medians), before and after alternated in one session (A B A B, eight
-/// pairs) on the shared, noisy 2-core machine (load 1 to 5); median (range) over the pairs:
-///
-/// | replay_all via DeadLetterQueue, 100k envelopes | before              | after               |
-/// | ---------------------------------------------- | ------------------- | ------------------- |
-/// | entries/s                                      | 291 k (158–303)     | 340 k (224–371)     |
-/// | vs an LMOVE loop over the same envelopes       | 0.42 (0.32–0.45)    | 0.49 (0.44–0.52)    |
-/// | speed-up, per pair                             |                     | 1.19x (1.12–1.42)   |
-/// | storage level, 300 B items (no identity)       | 0.54 (0.52–0.56)    | 0.58 (0.48–0.60)    |
-/// | replay_all script p50, 2 KB payloads (SLOWLOG) | 0.99 ms (0.96–1.07) | 0.71 ms (0.67–0.86) |
-///
-/// Quiet moments, same server, 100k envelopes, INFO commandstats + client CPU (4 runs each):
-/// before 312–317 k/s = 0.43x — scripts 200–205 ms, LRANGE read-ahead 19–20 ms, client CPU
-/// 77 ms; after 370–387 k/s = 0.50–0.53x — scripts 168–177 ms, LRANGE 14–15 ms, client CPU
-/// 67 ms (its EVALSHA no longer carries the raw items). The script saves less than ~1.1 ns
-/// per ARGV byte predicted: Lua interns strings, so the script's re-read of an item it had
-/// just received in ARGV found the string already made (hash + compare, no allocation) —
-/// now the re-read allocates it. Per 1000 envelopes (script alone, interleaved): ~2.0–2.5 ms
-/// by all bytes, ~1.55–1.75 ms by id, ~1.3 ms for the bare work (LRANGE the window ~0.8 µs
-/// per 470 B item, cut the payload ~0.45 µs, RPUSH ~0.2 µs; an LMOVE is ~1.4 µs). What is
-/// left above LMOVE: the client's half of each round trip (~0.6 µs per entry, most of it
-/// the front end's envelope scan, which validates every JSON string byte by byte) and the
-/// window read ahead for it.
-///
-/// The scan now skips plain ASCII string bytes eight at a time (json_scan.hpp,
-/// plain_string_bytes). Three alternated pairs of run.sh BUILD 3 on a quiet machine (load
-/// < 1): front-end replay_all / LMOVE 0.46, 0.53, 0.49 before, 0.54, 0.50, 0.56 after
-/// (median 0.49 -> 0.54; per pair 1.17x, 0.96x, 1.18x). One run.sh BUILD 7 afterwards:
-/// 370 k/s = 0.51x, and an age trim() of 100k entries 382 k/s (0.53x), trim script p99
-/// 1.0 ms, max 2.4 ms.
-///
-/// An identity-verified item still counts twice its raw size in max_batch_bytes: the script
-/// re-reads it and cuts a payload of up to its size out of it (counting it once would double
-/// the 2 KB batches — script p50 1.74 ms — for ~2-3% more throughput).
-///
-/// Decision: compare-and-move. Staging moves bytes ~1.8x faster (its script returns the
-/// window instead of receiving it back), but it cannot keep filtered-out items in place
-/// (they would have to be pushed back, at the head only), detects no conflicts, and leaves
-/// staging lists that a later replay must recover — which needs leases to tell a dead
-/// replayer from a slow one, or it doubles jobs. Compare-and-move has none of that, meets the
-/// >= 0.5x-LMOVE target, and is ~19x the seed's per-item loop in C++ (~37x the seed itself).
+/// Replay invariants (compare-and-move; dlq/redis/scripts/replay_step.hpp is the script,
+/// docs/design.md the reasoning, docs/benchmarks.md the measurements):
+/// - An item is at every instant in exactly one place: the dead list, a destination list,
+///   or the corrupt list. A replayer killed at any point leaves nothing to recover: there is
+///   no staging list, lease or lock.
+/// - A step applies all its decisions or none: the script re-reads the window and checks
+///   every decided item (its length and Decision::identity, or all its bytes) before it
+///   writes; another client's change (LPOP, LREM, a trim, another replayer) makes the step
+///   report a conflict, having changed nothing.
+/// - Producers' RPUSHes never abort a replay and land behind its window: replay-all keeps
+///   snapshot semantics. Items the replay keeps stay in place and in order.
+/// - A step whose answer was lost is resolved by its receipt (the step kills its old
+///   connection, then reads the receipt): applied, or not applied — never both. If the
+///   server cannot be asked, the step throws with outcome_unknown() == true; nothing was lost.
+/// - A failure inside the script can leave a copy in two places (a duplicate), never a loss;
+///   recover() repairs what it can leave in the dead list.
 #pragma once
 
 #include <algorithm>
@@ -201,9 +69,14 @@
 #include "dlq/redis/audit_stream.hpp"
 #include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
+#include "dlq/redis/key_pattern.hpp"
 #include "dlq/redis/options.hpp"
 #include "dlq/redis/pool.hpp"
 #include "dlq/redis/script.hpp"
+#include "dlq/redis/scripts/list_purge.hpp"
+#include "dlq/redis/scripts/list_push_bounded.hpp"
+#include "dlq/redis/scripts/recover_tombstone.hpp"
+#include "dlq/redis/scripts/replay_step.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -223,16 +96,16 @@ struct RedisListOptions {
   /// Most items one replay script moves. Default 1000; 0 = 1000; values above 4000 are
   /// lowered to 4000 (a script must stay short: it blocks the server while it runs).
   std::size_t max_batch_items = 1000;
-  /// Most bytes one replay script handles — each decided raw item counts twice (the script
-  /// re-reads it from the list, and receives it back to compare or — when verified by its
-  /// Decision::identity — cuts a payload of up to its size out of it), a payload sent as
-  /// bytes once; a step stops deciding items once it is reached (at least one item is
-  /// always decided). Bounds how
-  /// long a script blocks the server (measured: 2 KB entries, 512 KiB → p50 1.0 ms, max
-  /// 2.0 ms; 1 MiB → p50 2.0 ms, max 3.3 ms). Default 512 KiB (1000 items of 300 B fit in
-  /// ~1.1 batches); 0 = 512 KiB.
+  /// Most bytes one replay script handles. Each decided raw item counts twice (the script
+  /// re-reads it, and either receives it back to compare or cuts a payload of up to its size
+  /// out of it); a payload sent as bytes counts once. A step stops deciding items once the
+  /// budget is reached (it always decides at least one). Bounds how long a script blocks the
+  /// server (docs/benchmarks.md has the script durations). Default 512 KiB; 0 = 512 KiB.
   std::size_t max_batch_bytes = std::size_t{512} << 10;
-  /// How long a replay receipt key lives. Default 10 minutes; 0 = 10 minutes.
+  /// How long a replay receipt key lives at most. A receipt is deleted as soon as its step's
+  /// answer has been read (with the next step's round trip, or when the replay's cursor is
+  /// destroyed); it lives this long only when the replayer died, the server became
+  /// unreachable, or the step's script failed midway. Default 10 minutes; 0 = 10 minutes.
   std::chrono::milliseconds receipt_ttl{600000};
   /// Connection pool: how many connections all threads share, how long to wait for one.
   redis::PoolOptions pool;
@@ -243,146 +116,6 @@ struct RedisListOptions {
 
 namespace detail {
 
-/// A key pattern split at its `*`: prefix + queue + suffix.
-struct KeyPattern {
-  std::string prefix;
-  std::string suffix;
-
-  static KeyPattern parse(const std::string& pattern, const char* option) {
-    const auto star = pattern.find('*');
-    if (star == std::string::npos || pattern.find('*', star + 1) != std::string::npos) {
-      throw dlq::invalid_argument(
-          dlq::detail::message("redis", std::string("RedisListOptions::") + option,
-                               "key pattern '" + pattern + "' must contain exactly one '*'",
-                               "use '*' where the queue name goes, e.g. \"dlq:{*}\""));
-    }
-    return KeyPattern{pattern.substr(0, star), pattern.substr(star + 1)};
-  }
-  std::string key(std::string_view queue) const {
-    std::string k;
-    k.reserve(prefix.size() + queue.size() + suffix.size());
-    k += prefix;
-    k += queue;
-    k += suffix;
-    return k;
-  }
-  /// The key's Redis Cluster hash tag as a pattern: with `*` for the queue when the tag
-  /// holds it ("*" for `dlq:{*}`, "*.eu" for `dlq:{*.eu}`), the fixed tag when the prefix
-  /// holds a whole one (`{dlq}:*`: every queue in one slot), nullopt when the key has no tag.
-  std::optional<std::string> cluster_tag() const {
-    const auto open = prefix.find('{');
-    if (open == std::string::npos) return std::nullopt;
-    const auto close = prefix.find('}', open + 1);
-    if (close != std::string::npos) {  // a fixed tag; "{}" is none (the whole key is hashed)
-      if (close == open + 1) return std::nullopt;
-      return prefix.substr(open + 1, close - open - 1);
-    }
-    const auto end = suffix.find('}');
-    if (end == std::string::npos) return std::nullopt;
-    return prefix.substr(open + 1) + "*" + suffix.substr(0, end);
-  }
-  /// The SCAN MATCH glob: fixed parts escaped, `*` for the queue.
-  std::string glob() const { return escape(prefix) + "*" + escape(suffix); }
-  /// The queue name if `key` has this pattern's shape.
-  std::optional<std::string> queue_of(std::string_view key) const {
-    if (key.size() <= prefix.size() + suffix.size()) return std::nullopt;
-    if (key.substr(0, prefix.size()) != prefix) return std::nullopt;
-    if (key.substr(key.size() - suffix.size()) != suffix) return std::nullopt;
-    return std::string(key.substr(prefix.size(), key.size() - prefix.size() - suffix.size()));
-  }
-  static std::string escape(std::string_view s) {
-    std::string out;
-    for (char c : s) {
-      if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
-      out += c;
-    }
-    return out;
-  }
-};
-
-// The replay step (compare-and-move). See the file comment for why it cannot lose an item.
-// KEYS[1] dead list, KEYS[2] corrupt list, KEYS[3] receipt key, KEYS[4..] destination lists.
-// ARGV[1] offset of the window, ARGV[2] span of the window to re-read, ARGV[3] tombstone,
-// ARGV[4] '1' when the decided items are exactly the head of the list, ARGV[5] receipt
-// lifetime (ms), ARGV[6] the plan: per decided item six little-endian uint32 — index in the
-// window, key index (0 = set aside to KEYS[2], 1 = discard), payload's first and last byte in the
-// raw item (1-based; first = 0: the payload is the next of the explicit payloads), the raw item's
-// length and its identity's first byte in it (1-based; 0 = no identity: compare whole items),
-// then one ARGV per decided item with its identity bytes (Decision::identity) or, without one,
-// its raw bytes, then the explicit payloads (those that are not a span of their raw item).
-// Identities and payload spans replace bytes because a script's time goes into the bytes it
-// turns into Lua strings (measured ~1.1 ns per byte of ARGV).
-inline constexpr std::string_view replay_script_source = R"lua(
-local off = tonumber(ARGV[1])
-local win = redis.call('LRANGE', KEYS[1], off, off + tonumber(ARGV[2]) - 1)
-local plan = ARGV[6]
-local m = #plan / 24
-local sub, unpack4 = string.sub, struct.unpack
-local lists, idx, e = {}, {}, 6 + m
-for j = 1, m do
-  local i, k, a, b, n, o = unpack4('<I4I4I4I4I4I4', plan, 24 * j - 23)
-  local w, v = win[i + 1], ARGV[6 + j]
-  if o == 0 then
-    if w ~= v then return 0 end
-  elseif w == nil or #w ~= n or sub(w, o, o + #v - 1) ~= v then
-    return 0
-  end
-  idx[j] = i
-  if k == 0 then
-    k = 2; v = w
-  elseif k == 1 then
-    v = nil
-  elseif a > 0 then
-    v = sub(w, a, b)
-  else
-    e = e + 1; v = ARGV[e]
-  end
-  if v ~= nil then
-    local t = lists[k]
-    if t == nil then t = {}; lists[k] = t end
-    t[#t + 1] = v
-  end
-end
-for k = 2, #KEYS do
-  if k ~= 3 then
-    local t = redis.call('TYPE', KEYS[k])['ok']
-    if t ~= 'list' and t ~= 'none' then
-      return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t ..
-                               ', not a list; nothing was moved')
-    end
-  end
-end
-for k, t in pairs(lists) do
-  for i = 1, #t, 1000 do
-    redis.call('RPUSH', KEYS[k], unpack(t, i, math.min(i + 999, #t)))
-  end
-end
-if ARGV[4] == '1' then
-  redis.call('LTRIM', KEYS[1], m, -1)
-else
-  for j = 1, m do
-    redis.call('LSET', KEYS[1], off + idx[j], ARGV[3])
-  end
-  redis.call('LREM', KEYS[1], m, ARGV[3])
-end
-redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
-return 1
-)lua";
-
-// Bounded push: RPUSH only while the list is shorter than ARGV[1]; 0 = full.
-inline constexpr std::string_view bounded_push_script_source = R"lua(
-if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
-return redis.call('RPUSH', KEYS[1], ARGV[2])
-)lua";
-
-// Purge: exact count and removal in one atomic step. LLEN fails with WRONGTYPE on a key of
-// another type before UNLINK could delete it.
-inline constexpr std::string_view purge_script_source = R"lua(
-local n = redis.call('LLEN', KEYS[1])
-if n > 0 then redis.call('UNLINK', KEYS[1]) end
-return n
-)lua";
-
 /// Prefix of the tombstones replay writes with LSET right before removing them with LREM.
 /// It starts with a NUL byte, so it is never a JSON envelope.
 inline constexpr std::string_view tombstone_prefix{"\0dlq:tombstone:", 15};
@@ -392,19 +125,149 @@ inline constexpr std::string_view tombstone_prefix{"\0dlq:tombstone:", 15};
 /// Dead-letter storage in Redis lists (see the file comment). Thread-safe: all members may
 /// be called from many threads at once; they share a connection pool.
 class RedisListStorage {
+  struct Shared;  // what threads share; defined below
+
+  // The receipts of a replay's applied steps whose answers were read: no longer needed, to
+  // be deleted with the next step's round trip — or by drop() when the replay ends (the
+  // cursor goes away). Move-only; drop() never throws (a receipt it cannot delete expires
+  // after RedisListOptions::receipt_ttl).
+  class receipt_jar {
+   public:
+    receipt_jar() = default;
+    receipt_jar(receipt_jar&& other) noexcept
+        : keys_(std::move(other.keys_)), owner_(std::move(other.owner_)) {
+      other.keys_.clear();
+    }
+    receipt_jar& operator=(receipt_jar&& other) noexcept {
+      if (this != &other) {
+        drop();
+        keys_ = std::move(other.keys_);
+        other.keys_.clear();
+        owner_ = std::move(other.owner_);
+      }
+      return *this;
+    }
+    receipt_jar(const receipt_jar&) = delete;
+    receipt_jar& operator=(const receipt_jar&) = delete;
+    ~receipt_jar() { drop(); }
+
+    const std::vector<std::string>& keys() const noexcept { return keys_; }
+    void add(std::string key, const std::shared_ptr<Shared>& owner) {
+      keys_.push_back(std::move(key));
+      owner_ = owner;
+    }
+    // The keys were deleted (or will expire): forget them.
+    void forget() noexcept { keys_.clear(); }
+    // Deletes the keys now: one DEL (all share the queue's hash tag), errors ignored.
+    void drop() noexcept;
+
+   private:
+    std::vector<std::string> keys_;
+    std::weak_ptr<Shared> owner_;
+  };
+
  public:
-  /// The replay position: the offset of the next window (= items kept so far at the head of
-  /// the list) and the window prefetched by the previous step (pipelined behind its script).
-  /// When the replay kept items, every window is read from one item earlier — the last kept
-  /// one — to check that no kept item was removed by another client meanwhile; if one was,
-  /// the step finds its place again (one more read of the head) instead of skipping items.
-  struct replay_cursor {
-    std::size_t offset = 0;           ///< items of the dead list before the next window
-    std::vector<std::string> window;  ///< items read ahead, valid only while `prefetched`
-    std::size_t next = 0;             ///< first unconsumed item of `window`
-    bool prefetched = false;          ///< `window` was read and may be used (it is verified)
-    bool anchor_pending = false;      ///< `window` starts with the last kept item, unchecked
-    detail::kept_prefix kept{};       ///< the items kept so far (hashes), in list order
+  /// Where a replay is: how many items it kept at the head of the dead list (the offset of
+  /// its next window), which ones (to find its place again when another client removes some
+  /// of them), and the next window when the previous step read it ahead. Default-constructed
+  /// = at the head, nothing read. Only RedisListStorage::replay_step changes it. Move-only:
+  /// it also holds the receipt of the last applied step, which it deletes when it is
+  /// destroyed (one round trip; if that fails the receipt expires after
+  /// RedisListOptions::receipt_ttl).
+  class replay_cursor {
+   public:
+    /// Items of the dead list before the next window: the items this replay kept.
+    std::size_t offset() const noexcept { return offset_; }
+    /// Whether the next step can decide items read ahead by the previous one (no read of
+    /// its own).
+    bool has_read_ahead() const noexcept { return read_ahead() > 0; }
+    /// How many items were read ahead and are not decided yet.
+    std::size_t read_ahead() const noexcept {
+      switch (state_) {
+        case state::ready:
+          return window_.size() - std::min(next_, window_.size());
+        case state::anchored:
+          return window_.empty() ? 0 : window_.size() - 1;
+        case state::unread:
+          break;
+      }
+      return 0;
+    }
+
+   private:
+    friend class RedisListStorage;
+
+    enum class state : unsigned char {
+      unread,    ///< nothing usable read ahead: the next step reads its window at offset_
+      ready,     ///< window_[next_..] are the items from offset_ on (checked)
+      anchored,  ///< window_[0] should be the last kept item (unchecked); the rest follow it
+    };
+
+    /// True when the replay's kept items are exactly the items before offset_: windows are
+    /// then read from the last of them, to see that none was removed meanwhile.
+    bool reads_from_anchor() const noexcept { return offset_ > 0 && kept_.size() == offset_; }
+    /// The list position of window_[0].
+    std::size_t window_start() const noexcept {
+      return reads_from_anchor() ? offset_ - 1 : offset_;
+    }
+
+    /// Forgets what was read ahead; the next step reads at `offset` (kept items stay known).
+    void restart_at(std::size_t offset) {
+      offset_ = offset;
+      window_.clear();
+      next_ = 0;
+      state_ = state::unread;
+    }
+    /// A read-ahead that starts with the anchor: usable when the anchor is still the last
+    /// kept item, else the kept items were touched and the window is read afresh.
+    void check_anchor() {
+      if (state_ != state::anchored) return;
+      if (!window_.empty() && kept_.is_last(window_.front())) {
+        next_ = 1;
+        state_ = state::ready;
+      } else {
+        state_ = state::unread;
+      }
+    }
+    /// A window freshly read from window_start(). False when it should start with the last
+    /// kept item and does not: kept items were removed, and the place must be found again.
+    bool read(std::vector<std::string> window) {
+      window_ = std::move(window);
+      next_ = 0;
+      state_ = reads_from_anchor() ? state::anchored : state::ready;
+      check_anchor();
+      return state_ == state::ready;
+    }
+    /// The step takes the window: until it advances, nothing read ahead is usable.
+    void take() { state_ = state::unread; }
+    /// The step only kept items: it wrote nothing, the rest of the window stays usable.
+    void passed(std::size_t examined, const detail::kept_prefix& kept) {
+      kept_.append(kept);
+      offset_ += kept.size();
+      next_ += examined;
+      state_ = state::ready;
+    }
+    /// The step applied: its kept items stay before the next window, which was read ahead
+    /// (in the same round trip) or not.
+    void applied(const detail::kept_prefix& kept, std::optional<std::vector<std::string>> ahead) {
+      kept_.append(kept);
+      offset_ += kept.size();
+      next_ = 0;
+      if (ahead) {
+        window_ = std::move(*ahead);
+        state_ = reads_from_anchor() ? state::anchored : state::ready;
+      } else {
+        window_.clear();
+        state_ = state::unread;
+      }
+    }
+
+    std::size_t offset_ = 0;
+    std::vector<std::string> window_;
+    std::size_t next_ = 0;  // first undecided item of window_ (state ready)
+    state state_ = state::unread;
+    detail::kept_prefix kept_{};
+    receipt_jar receipts_;  // applied steps' receipts, answers read: delete them
   };
 
   /// Connects to `connection` (lazily: the first operation connects, and finds out whether
@@ -414,10 +277,10 @@ class RedisListStorage {
   ///         operation, or by cluster_mode(), once the server is known.)
   explicit RedisListStorage(redis::ConnectionOptions connection, RedisListOptions options = {})
       : options_(std::move(options)),
-        dead_(detail::KeyPattern::parse(options_.dead_key, "dead_key")),
-        source_(detail::KeyPattern::parse(options_.source_key, "source_key")),
-        corrupt_(detail::KeyPattern::parse(options_.corrupt_key, "corrupt_key")),
-        shared_(std::make_unique<Shared>(std::move(connection), options_.pool)) {
+        dead_(redis::KeyPattern::parse(options_.dead_key, "RedisListOptions::dead_key")),
+        source_(redis::KeyPattern::parse(options_.source_key, "RedisListOptions::source_key")),
+        corrupt_(redis::KeyPattern::parse(options_.corrupt_key, "RedisListOptions::corrupt_key")),
+        shared_(std::make_shared<Shared>(std::move(connection), options_.pool)) {
     if (options_.dead_key == options_.corrupt_key || options_.dead_key == options_.source_key ||
         options_.corrupt_key == options_.source_key) {
       throw dlq::invalid_argument(dlq::detail::message(
@@ -706,255 +569,40 @@ class RedisListStorage {
     StepResult result;
     if (max_items == 0) return result;
     const std::size_t max = std::min(max_items, options_.max_batch_items);
-    const std::string dead = dead_.key(queue);
-    redis::Router& router = routed();
-    const bool cluster = router.clustered();
-    const std::uint16_t slot = redis::key_slot(dead);
-    if (cluster && redis::hashed_part(dead).size() == dead.size()) {
-      throw dlq::invalid_argument(dlq::detail::message(
-          "redis", "RedisListStorage::replay_step",
-          "queue name '" + std::string(queue) + "' gives key '" + dead +
-              "' an empty hash tag, so its lists would be in different Redis Cluster slots",
-          "in Redis Cluster a queue name must not start with '}'"));
-    }
+    const StepTarget target = step_target(queue);
     Lease lease;
-
-    if (cursor.prefetched && cursor.anchor_pending) {
-      // Read ahead from the last kept item: skip it if it is still there, else kept items
-      // were removed since and the window is shifted: read afresh (below).
-      cursor.anchor_pending = false;
-      if (!cursor.window.empty() && cursor.kept.is_last(cursor.window.front())) {
-        cursor.next = 1;
-      } else {
-        cursor.prefetched = false;
-      }
-    }
-    if (!cursor.prefetched || cursor.next >= cursor.window.size()) {
-      // An empty prefetched window is read again: items may have arrived since.
-      if (!read_window(router, lease, dead, cursor, max)) {
-        result.conflict = true;  // the head kept changing: the caller backs off and retries
-        return result;
-      }
-    }
-    cursor.prefetched = false;
-    const std::size_t available = std::min(cursor.window.size() - cursor.next, max);
-    if (available == 0) return result;
-
-    // Decide, in order, until the item or byte budget is used up.
-    struct Item {
-      std::uint32_t index;      // in this step's window
-      std::uint32_t key_index;  // 0 = set aside, 1 = discard; else KEYS index of the destination
-      std::uint32_t first;      // payload span in the raw item, 1-based; 0 = `explicit`
-      std::uint32_t last;
-      std::uint32_t length;          // of the raw item
-      std::uint32_t identity_first;  // identity span in the raw item, 1-based; 0 = none
-      std::string_view check;        // what the script compares: the identity or the raw item
-    };
-    std::vector<Item> items;
-    std::vector<std::string> payloads;   // payloads that are not a span of their raw item
-    std::vector<std::string> dest_keys;  // KEYS[4..]
-    std::size_t kept = 0;
-    detail::kept_prefix step_kept;  // this step's kept items; the cursor's once it applied
-    std::size_t bytes = 0;
-    std::size_t examined = 0;
-    bool budget_reached = false;
-    const std::less<const char*> before;
-    auto inside = [&before](std::string_view part, const std::string& raw) {
-      return part.data() != nullptr && !before(part.data(), raw.data()) &&
-             !before(raw.data() + raw.size(), part.data() + part.size());
-    };
-    for (std::size_t i = 0; i < available; ++i) {
-      const std::string& raw = cursor.window[cursor.next + i];
-      Decision d;
-      decide(std::string_view(raw), d);
-      ++examined;
-      if (d.action != Action::keep && d.action != Action::set_aside &&
-          d.action != Action::discard && d.action != Action::replay) {
-        d.action = Action::keep;  // an action this storage does not know: leave the item
-      }
-      if (d.action == Action::keep) {
-        ++kept;
-        step_kept.add(raw);
-        continue;
-      }
-      Item it{static_cast<std::uint32_t>(i), 0, 0, 0, static_cast<std::uint32_t>(raw.size()), 0,
-              std::string_view(raw)};
-      // The script compares the item at its index with what is sent: the identity when there
-      // is one (length + id bytes at their offset), else the whole raw item.
-      if (!d.identity.empty() && inside(d.identity, raw)) {
-        it.identity_first = static_cast<std::uint32_t>(d.identity.data() - raw.data()) + 1;
-        it.check = d.identity;
-      }
-      // Twice the raw size either way: the script re-reads the item and either receives it
-      // back or cuts a payload (up to its size) out of it.
-      bytes += 2 * raw.size();
-      if (d.action == Action::set_aside || d.action == Action::discard) {
-        it.key_index = d.action == Action::set_aside ? 0 : 1;
-      } else {
-        const std::string dk = source_.key(d.destination.empty() ? queue : d.destination);
-        std::size_t at = 0;
-        while (at < dest_keys.size() && dest_keys[at] != dk)
-          ++at;
-        if (at == dest_keys.size()) {
-          if (cluster && redis::key_slot(dk) != slot) {
-            throw dlq::invalid_argument(dlq::detail::message(
-                "redis", "RedisListStorage::replay_step",
-                "replay from queue '" + std::string(queue) + "' to queue '" +
-                    std::string(d.destination) + "': in Redis Cluster '" + dk + "' (slot " +
-                    std::to_string(redis::key_slot(dk)) + ") and '" + dead + "' (slot " +
-                    std::to_string(slot) +
-                    ") are on different hash slots, and a replay moves entries atomically "
-                    "within one slot only; nothing was moved",
-                "replay to the entries' own queue, then move them on from there"));
-          }
-          dest_keys.push_back(dk);
-        }
-        it.key_index = static_cast<std::uint32_t>(at + 4);
-        if (inside(d.payload, raw)) {  // a span of the raw item: no bytes sent
-          it.first = static_cast<std::uint32_t>(d.payload.data() - raw.data()) + 1;
-          it.last = it.first + static_cast<std::uint32_t>(d.payload.size()) - 1;
-        } else {
-          payloads.emplace_back(d.payload);
-          bytes += d.payload.size();
-        }
-      }
-      items.push_back(it);
-      if (bytes >= options_.max_batch_bytes) {
-        budget_reached = true;
-        break;
-      }
-    }
-    result.examined = examined;
-
-    if (items.empty()) {  // only keeps: nothing to write, the rest of the window stays usable
-      cursor.kept.append(step_kept);
-      cursor.offset += kept;
-      cursor.next += examined;
-      cursor.prefetched = true;
+    if (!window_at(target, lease, cursor, max)) {
+      result.conflict = true;  // the head kept changing: the caller backs off and retries
       return result;
     }
-
-    bool head = cursor.offset == 0;
-    for (std::size_t j = 0; head && j < items.size(); ++j)
-      head = items[j].index == j;
-    const std::string step = next_step_id();
-    const std::string tombstone = std::string(detail::tombstone_prefix) + step;
-    const std::string receipt = dead + ":receipt:" + step;
-    const std::size_t span = items.back().index + 1;
-    const std::size_t window_offset = cursor.offset;
-    const std::size_t next_offset = cursor.offset + kept;
-    const bool anchor_next = next_offset > 0 && cursor.kept.size() + kept == next_offset;
-    const std::string corrupt = corrupt_.key(queue);
-    const std::string label = "replay script on " + dead;
-    const std::string ttl = std::to_string(options_.receipt_ttl.count());
-    // The next window, read in the same round trip as the script: callers grow their
-    // batches (the front end by x4 a step), so up to 4x this step's size — but when the byte
-    // budget ended this step, the next one will end near the same count: read a quarter more
-    // rather than items that would be read again (steps of ~560 x 470 B read 1000 ahead:
-    // server time in LRANGE 17-22 ms per 100k entries; with this 13-17 ms).
-    std::size_t ahead = std::min(max * 4, options_.max_batch_items);
-    if (budget_reached) ahead = std::min(ahead, examined + examined / 4 + 1);
-
-    // The plan: 6 little-endian uint32 per item.
-    std::string plan;
-    plan.reserve(items.size() * 24);
-    auto put = [&plan](std::uint32_t v) {
-      for (int b = 0; b < 4; ++b)
-        plan += static_cast<char>((v >> (8 * b)) & 0xFF);
-    };
-    for (const Item& it : items) {
-      put(it.index);
-      put(it.key_index);
-      put(it.first);
-      put(it.last);
-      put(it.length);
-      put(it.identity_first);
+    cursor.take();
+    const ReplayPlan plan = plan_step(target, cursor, max, decide);
+    result.examined = plan.examined;
+    if (plan.items.empty()) {
+      cursor.passed(plan.examined, plan.kept);
+      return result;
     }
-
-    auto build = [&](const std::string& sha) {
-      std::vector<redis::Command> cmds;
-      cmds.reserve(2);
-      redis::Command s("EVALSHA");
-      s.reserve(2 + 3 + dest_keys.size() + 6 + items.size() + payloads.size());
-      s.arg_copy(sha).arg(3 + dest_keys.size());
-      s.arg(std::string_view(dead)).arg(std::string_view(corrupt)).arg(std::string_view(receipt));
-      for (const auto& k : dest_keys)
-        s.arg(std::string_view(k));
-      s.arg(window_offset).arg(span).arg(std::string_view(tombstone)).arg(head ? "1" : "0");
-      s.arg(std::string_view(ttl)).arg(std::string_view(plan));
-      for (const Item& it : items)
-        s.arg(it.check);
-      for (const auto& p : payloads)
-        s.arg(std::string_view(p));
-      s.label(label);
-      cmds.push_back(std::move(s));
-      // The next window (`ahead` items), in the same round trip.
-      // From the last kept item, if any, to check at the next step that it is still there.
-      redis::Command next("LRANGE");
-      next.arg(std::string_view(dead))
-          .arg(anchor_next ? next_offset - 1 : next_offset)
-          .arg(next_offset + ahead - 1);
-      cmds.push_back(std::move(next));
-      return cmds;
-    };
-
-    long long old_client = 0;
-    std::vector<redis::Reply> replies;
+    const std::size_t from = cursor.offset();
+    Applied applied;
     try {
-      replies = router.run(lease, dead, redis::Effect::write, build, &shared_->replay_script, 0,
-                           &old_client);
+      applied = apply(target, lease, cursor, plan, max);
     } catch (const dlq::storage_error& e) {
-      if (!e.outcome_unknown() || !lease) throw;
-      restart_at(cursor, window_offset);
-      if (resolve_lost_answer(**lease, old_client, receipt, label, e, cluster)) {
-        cursor.offset = next_offset;
-        cursor.kept.append(step_kept);
-        return result;
-      }
+      cursor.restart_at(from);
+      // The server is out of reach: leave the receipts to expire rather than wait for it
+      // again when the cursor goes away.
+      if (dynamic_cast<const dlq::reply_error*>(&e) == nullptr) cursor.receipts_.forget();
+      throw;
+    } catch (...) {
+      cursor.restart_at(from);
+      throw;
+    }
+    if (!applied.receipt.empty()) cursor.receipts_.add(std::move(applied.receipt), shared_);
+    if (!applied.done) {  // conflict: nothing applied; a read-ahead would be stale
+      cursor.restart_at(from);
       result.conflict = true;
       return result;
     }
-    redis::Connection& conn = **lease;
-    const redisReply& r = *replies[0];
-    if (r.type == REDIS_REPLY_ERROR) {
-      const std::string code = redis::detail::reply_code(redis::view(r));
-      // Errors raised before the script writes anything: its checks, or the server refusing
-      // to run it. Anything else may have come after the pushes (never after a removal).
-      const bool known = code == "WRONGTYPE" || code == "NOSCRIPT" || code == "OOM" ||
-                         code == "BUSY" || code == "NOPERM" || code == "READONLY" ||
-                         code == "MOVED" || code == "ASK" || code == "CROSSSLOT" ||
-                         code == "NOAUTH" || code == "LOADING" || code == "MASTERDOWN";
-      restart_at(cursor, window_offset);
-      redis::detail::throw_reply_error(
-          r, conn.endpoint(), label, !known,
-          known ? std::string("nothing was moved") + (code == "WRONGTYPE"
-                                                          ? "; a list dlq writes to holds another "
-                                                            "type: rename that key or configure "
-                                                            "other key names"
-                                                          : "")
-                : "items may have been copied to their destination without being removed "
-                  "(a duplicate, never a loss); run recover() and check the destination");
-    }
-    if (r.type != REDIS_REPLY_INTEGER) {
-      restart_at(cursor, window_offset);
-      redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
-    }
-    if (r.integer == 0) {  // conflict: nothing applied; the prefetched window is useless
-      restart_at(cursor, window_offset);
-      result.conflict = true;
-      return result;
-    }
-    cursor.offset = next_offset;
-    cursor.kept.append(step_kept);
-    cursor.next = 0;
-    if (redis::detail::is_redirect(*replies[1])) {  // the slot moved right after the script
-      cursor.window.clear();
-      cursor.anchor_pending = false;
-      return result;
-    }
-    cursor.window = redis::strings(replies[1], conn, "LRANGE " + dead);
-    cursor.prefetched = true;
-    cursor.anchor_pending = anchor_next;
+    cursor.applied(plan.kept, std::move(applied.read_ahead));
     return result;
   }
 
@@ -977,16 +625,23 @@ class RedisListStorage {
     return redis::audit_stream::read(routed(), audit_key(queue), detail::audit_ms(since), limit);
   }
 
-  /// Repairs what an interrupted replay can leave behind: removes stray tombstones (written
-  /// only by a replay script that failed between its LSETs and its LREM — its payloads were
-  /// pushed already). Reads the dead list in chunks of 1000.
-  /// @return the number of tombstones removed.
+  /// Repairs what an interrupted replay can leave behind: stray tombstones, written only by
+  /// a replay script that failed between its LSETs and its LREM (its payloads were pushed
+  /// already). A tombstone is removed only when it names a step whose receipt carries the
+  /// mark that step wrote before its first tombstone (the receipt lives
+  /// RedisListOptions::receipt_ttl); any other item that starts with the tombstone bytes is
+  /// someone else's and is moved to the corrupt list, never deleted. Reads the dead list in
+  /// chunks of 1000, then one atomic script per distinct suspect item.
+  /// @return the number of tombstones removed (items set aside are not counted).
+  /// @throws the dlq::storage_error subclasses; dlq::reply_error WRONGTYPE when the corrupt
+  ///         list holds another type (nothing moved).
   std::size_t recover(std::string_view queue) {
     check_queue(queue, "recover");
     const std::string k = dead_.key(queue);
+    const std::string corrupt = corrupt_.key(queue);
     redis::Router& router = routed();
     Lease lease;
-    std::set<std::string> tombstones;
+    std::set<std::string> suspects;
     constexpr std::size_t chunk = 1000;
     for (std::size_t start = 0;; start += chunk) {
       auto replies = router.run(lease, k, redis::Effect::read, [&](const std::string&) {
@@ -996,20 +651,35 @@ class RedisListStorage {
       const auto items = redis::strings(replies[0], **lease, "LRANGE " + k);
       for (const auto& it : items) {
         if (it.compare(0, detail::tombstone_prefix.size(), detail::tombstone_prefix) == 0) {
-          tombstones.insert(it);
+          suspects.insert(it);
         }
       }
       if (items.size() < chunk) break;
     }
+    const std::string label = "recover script on " + k;
     std::size_t removed = 0;
-    for (const auto& t : tombstones) {
-      // Removing a tombstone is idempotent, so a lost answer is harmless: treat it as read.
-      auto replies = router.run(lease, k, redis::Effect::read, [&](const std::string&) {
-        return one(std::move(
-            redis::Command("LREM").arg(std::string_view(k)).arg(0).arg(std::string_view(t))));
-      });
-      removed += static_cast<std::size_t>(
-          redis::integer(replies[0], **lease, "LREM " + k + " <tombstone>"));
+    for (const auto& item : suspects) {
+      const std::string step = step_of_tombstone(item);
+      const std::string receipt = k + ":receipt:" + (step.empty() ? "-" : step);
+      // The script's effect is the same when it runs twice (what it moved is gone from the
+      // dead list), so a lost answer is harmless: a read, retried once after a lost connection.
+      auto replies = router.run(
+          lease, k, redis::Effect::read,
+          [&](const std::string& sha) {
+            redis::Command c("EVALSHA");
+            c.arg_copy(sha).arg(3).arg(std::string_view(k)).arg(std::string_view(corrupt));
+            c.arg(std::string_view(receipt)).arg(std::string_view(item));
+            c.arg(step.empty() ? "0" : "1").arg(redis::scripts::replay_tombstones_mark);
+            c.label(label);
+            return one(std::move(c));
+          },
+          &shared_->recover_script);
+      const redisReply& r = redis::check(replies[0], **lease, label);
+      if (r.type != REDIS_REPLY_ARRAY || r.elements != 2 ||
+          r.element[0]->type != REDIS_REPLY_INTEGER) {
+        redis::detail::throw_unexpected_reply(r, (*lease)->endpoint(), label);
+      }
+      removed += static_cast<std::size_t>(r.element[0]->integer);
     }
     return removed;
   }
@@ -1089,13 +759,245 @@ class RedisListStorage {
     return out;
   }
 
-  // Forgets the read-ahead window and starts the next step at `offset` (the kept items stay).
-  static void restart_at(replay_cursor& cursor, std::size_t offset) {
-    cursor.offset = offset;
-    cursor.window.clear();
-    cursor.next = 0;
-    cursor.prefetched = false;
-    cursor.anchor_pending = false;
+  // ---- replay_step: window, plan, encode + apply (the cursor advances in replay_step) ----
+
+  // The queue a step works on, and where its keys live.
+  struct StepTarget {
+    std::string_view queue;
+    std::string dead;
+    redis::Router* router = nullptr;
+    bool cluster = false;
+    std::uint16_t slot = 0;
+  };
+
+  // What a step decided: the items the script moves, and the items it keeps.
+  struct ReplayPlan {
+    std::vector<redis::scripts::ReplayItem> items;
+    std::vector<std::string> payloads;      // payloads that are not a span of their raw item
+    std::vector<std::string> destinations;  // KEYS[4..] of the script
+    detail::kept_prefix kept;               // the items kept in place, in list order
+    std::size_t examined = 0;               // items decided (kept ones included)
+    bool budget_reached = false;            // max_batch_bytes ended the step
+  };
+
+  // What applying a plan did: applied or not (a conflict), the next window when it was
+  // read in the same round trip, and the receipt to delete later (the step applied, or its
+  // answer was lost and resolved).
+  struct Applied {
+    bool done = false;
+    std::optional<std::vector<std::string>> read_ahead;
+    std::string receipt;
+  };
+
+  StepTarget step_target(std::string_view queue) {
+    StepTarget t;
+    t.queue = queue;
+    t.dead = dead_.key(queue);
+    t.router = &routed();
+    t.cluster = t.router->clustered();
+    t.slot = redis::key_slot(t.dead);
+    if (t.cluster && redis::hashed_part(t.dead).size() == t.dead.size()) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", "RedisListStorage::replay_step",
+          "queue name '" + std::string(queue) + "' gives key '" + t.dead +
+              "' an empty hash tag, so its lists would be in different Redis Cluster slots",
+          "in Redis Cluster a queue name must not start with '}'"));
+    }
+    return t;
+  }
+
+  // Makes the cursor's window usable: the read-ahead when it is still valid, else a fresh
+  // read. False when the head kept changing (the step reports a conflict).
+  bool window_at(const StepTarget& target, Lease& lease, replay_cursor& cursor, std::size_t max) {
+    cursor.check_anchor();
+    if (cursor.has_read_ahead()) return true;
+    // Nothing read ahead (or an empty read-ahead: items may have arrived since).
+    return read_window(*target.router, lease, target.dead, cursor, max);
+  }
+
+  // Calls the decider on the window's items, in order, until the item or byte budget is
+  // used up. Pure: nothing is sent.
+  ReplayPlan plan_step(const StepTarget& target, const replay_cursor& cursor, std::size_t max,
+                       Decider& decide) const {
+    ReplayPlan plan;
+    const std::size_t available = std::min(cursor.window_.size() - cursor.next_, max);
+    std::size_t bytes = 0;
+    const std::less<const char*> before;
+    auto inside = [&before](std::string_view part, const std::string& raw) {
+      return part.data() != nullptr && !before(part.data(), raw.data()) &&
+             !before(raw.data() + raw.size(), part.data() + part.size());
+    };
+    for (std::size_t i = 0; i < available; ++i) {
+      const std::string& raw = cursor.window_[cursor.next_ + i];
+      Decision d;
+      decide(std::string_view(raw), d);
+      ++plan.examined;
+      if (d.action != Action::keep && d.action != Action::set_aside &&
+          d.action != Action::discard && d.action != Action::replay) {
+        d.action = Action::keep;  // an action this storage does not know: leave the item
+      }
+      if (d.action == Action::keep) {
+        plan.kept.add(raw);
+        continue;
+      }
+      redis::scripts::ReplayItem it;
+      it.index = static_cast<std::uint32_t>(i);
+      it.length = static_cast<std::uint32_t>(raw.size());
+      it.check = raw;
+      // The script compares the item at its index with `check`: the identity when there is
+      // one (length + id bytes at their offset), else the whole raw item.
+      if (!d.identity.empty() && inside(d.identity, raw)) {
+        it.identity_first = static_cast<std::uint32_t>(d.identity.data() - raw.data()) + 1;
+        it.check = d.identity;
+      }
+      // Twice the raw size either way: the script re-reads the item and either receives it
+      // back or cuts a payload (up to its size) out of it.
+      bytes += 2 * raw.size();
+      if (d.action == Action::set_aside) {
+        it.target = redis::scripts::replay_set_aside;
+      } else if (d.action == Action::discard) {
+        it.target = redis::scripts::replay_discard;
+      } else {
+        it.target = destination_index(target, plan, d.destination);
+        if (inside(d.payload, raw)) {  // a span of the raw item: no bytes sent
+          it.payload_first = static_cast<std::uint32_t>(d.payload.data() - raw.data()) + 1;
+          it.payload_last = it.payload_first + static_cast<std::uint32_t>(d.payload.size()) - 1;
+        } else {
+          plan.payloads.emplace_back(d.payload);
+          bytes += d.payload.size();
+        }
+      }
+      plan.items.push_back(it);
+      if (bytes >= options_.max_batch_bytes) {
+        plan.budget_reached = true;
+        break;
+      }
+    }
+    return plan;
+  }
+
+  // The script's KEYS index of the source list of `destination` (empty = the step's queue),
+  // added to the plan on first use.
+  std::uint32_t destination_index(const StepTarget& target, ReplayPlan& plan,
+                                  std::string_view destination) const {
+    const std::string key = source_.key(destination.empty() ? target.queue : destination);
+    std::size_t at = 0;
+    while (at < plan.destinations.size() && plan.destinations[at] != key)
+      ++at;
+    if (at == plan.destinations.size()) {
+      if (target.cluster && redis::key_slot(key) != target.slot) {
+        throw dlq::invalid_argument(dlq::detail::message(
+            "redis", "RedisListStorage::replay_step",
+            "replay from queue '" + std::string(target.queue) + "' to queue '" +
+                std::string(destination) + "': in Redis Cluster '" + key + "' (slot " +
+                std::to_string(redis::key_slot(key)) + ") and '" + target.dead + "' (slot " +
+                std::to_string(target.slot) +
+                ") are on different hash slots, and a replay moves entries atomically "
+                "within one slot only; nothing was moved",
+            "replay to the entries' own queue, then move them on from there"));
+      }
+      plan.destinations.push_back(key);
+    }
+    return static_cast<std::uint32_t>(at) + redis::scripts::replay_first_destination;
+  }
+
+  // Sends the plan as one replay script, with the read of the next window and the deletion
+  // of the receipts of earlier steps behind it in the same round trip, and says what
+  // happened. A lost answer is resolved by the receipt. Changes only the cursor's receipts
+  // (forgotten once the round trip's answers were read: they were deleted).
+  // @throws as replay_step (the caller restarts the cursor).
+  Applied apply(const StepTarget& target, Lease& lease, replay_cursor& cursor,
+                const ReplayPlan& plan, std::size_t max) {
+    const std::size_t from = cursor.offset();
+    const std::size_t to = from + plan.kept.size();  // the next window's offset
+    const bool anchored = to > 0 && cursor.kept_.size() + plan.kept.size() == to;
+    bool head = from == 0;  // the decided items are the head of the list: one LTRIM
+    for (std::size_t j = 0; head && j < plan.items.size(); ++j)
+      head = plan.items[j].index == j;
+    const std::string step = next_step_id();
+    const std::string tombstone = std::string(detail::tombstone_prefix) + step;
+    const std::string receipt = target.dead + ":receipt:" + step;
+    const std::string corrupt = corrupt_.key(target.queue);
+    const std::string label = "replay script on " + target.dead;
+    const std::string ttl = std::to_string(options_.receipt_ttl.count());
+    const std::string packed = redis::scripts::encode_replay_plan(plan.items);
+    const redis::scripts::ReplayCall call{
+        target.dead,        corrupt,       receipt,
+        &plan.destinations, from,          plan.items.back().index + std::size_t{1},
+        tombstone,          head,          ttl,
+        &plan.items,        &plan.payloads};
+    // Callers grow their batches (the front end by x4 a step), so read up to 4x this step's
+    // size ahead — but when the byte budget ended this step, the next one will end near the
+    // same count: read a quarter more rather than items that would be read again.
+    std::size_t ahead = std::min(max * 4, options_.max_batch_items);
+    if (plan.budget_reached) ahead = std::min(ahead, plan.examined + plan.examined / 4 + 1);
+    auto build = [&](const std::string& sha) {
+      std::vector<redis::Command> cmds;
+      cmds.reserve(2);
+      cmds.push_back(redis::scripts::replay_step_command(sha, call, packed));
+      cmds.back().label(label);
+      // The next window, from the last kept item if the replay keeps items at the head (the
+      // next step checks that it is still there).
+      redis::Command next("LRANGE");
+      next.arg(std::string_view(target.dead)).arg(anchored ? to - 1 : to).arg(to + ahead - 1);
+      cmds.push_back(std::move(next));
+      // Earlier steps' receipts: their answers were read, nobody needs them any more.
+      if (!cursor.receipts_.keys().empty()) {
+        redis::Command del("DEL");
+        for (const auto& k : cursor.receipts_.keys())
+          del.arg(std::string_view(k));
+        cmds.push_back(std::move(del));
+      }
+      return cmds;
+    };
+
+    long long old_client = 0;
+    std::vector<redis::Reply> replies;
+    try {
+      replies = target.router->run(lease, target.dead, redis::Effect::write, build,
+                                   &shared_->replay_script, 0, &old_client);
+    } catch (const dlq::storage_error& e) {
+      if (!e.outcome_unknown() || !lease) throw;
+      Applied a;
+      a.done = resolve_lost_answer(**lease, old_client, receipt, label, e, target.cluster);
+      a.receipt = receipt;  // read now; absent when not applied (deleting it costs nothing)
+      return a;
+    }
+    cursor.receipts_.forget();  // the DEL's answer was read with the others
+    redis::Connection& conn = **lease;
+    const redisReply& r = *replies[0];
+    if (r.type == REDIS_REPLY_ERROR) throw_script_error(r, conn, label);
+    if (r.type != REDIS_REPLY_INTEGER) {
+      redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
+    }
+    Applied a;
+    a.done = r.integer != 0;
+    if (a.done) a.receipt = receipt;
+    // A redirected read-ahead: the slot moved right after the script; read afresh.
+    if (a.done && !redis::detail::is_redirect(*replies[1])) {
+      a.read_ahead = redis::strings(replies[1], conn, "LRANGE " + target.dead);
+    }
+    return a;
+  }
+
+  // An error reply to the replay script. Errors raised before the script writes anything
+  // (its checks, or the server refusing to run it) say nothing moved; any other may have
+  // come after the pushes (never after a removal).
+  [[noreturn]] static void throw_script_error(const redisReply& r, redis::Connection& conn,
+                                              const std::string& label) {
+    const std::string code = redis::detail::reply_code(redis::view(r));
+    const bool known = code == "WRONGTYPE" || code == "NOSCRIPT" || code == "OOM" ||
+                       code == "BUSY" || code == "NOPERM" || code == "READONLY" ||
+                       code == "MOVED" || code == "ASK" || code == "CROSSSLOT" ||
+                       code == "NOAUTH" || code == "LOADING" || code == "MASTERDOWN";
+    redis::detail::throw_reply_error(
+        r, conn.endpoint(), label, !known,
+        known ? std::string("nothing was moved") +
+                    (code == "WRONGTYPE" ? "; a list dlq writes to holds another type: rename "
+                                           "that key or configure other key names"
+                                         : "")
+              : "items may have been copied to their destination without being removed "
+                "(a duplicate, never a loss); run recover() and check the destination");
   }
 
   // Reads up to `max` items at the cursor. When the replay kept items (the cursor's offset
@@ -1114,30 +1016,23 @@ class RedisListStorage {
       return redis::strings(replies[0], **lease, "LRANGE " + dead);
     };
     for (int attempt = 0; attempt < 3; ++attempt) {
-      const bool anchored = cursor.offset > 0 && cursor.kept.size() == cursor.offset;
-      cursor.window = lrange(anchored ? cursor.offset - 1 : cursor.offset, cursor.offset + max - 1);
-      cursor.next = 0;
-      if (!anchored) return true;
-      if (!cursor.window.empty() && cursor.kept.is_last(cursor.window.front())) {
-        cursor.next = 1;
-        return true;
-      }
+      if (cursor.read(lrange(cursor.window_start(), cursor.offset_ + max - 1))) return true;
       // Read the head in chunks (the kept prefix may be long) up to the first item that
       // was not kept; the kept items left are now before it.
       constexpr std::size_t chunk = 1000;
-      cursor.kept.begin_realign();
+      cursor.kept_.begin_realign();
       bool more = true;
-      for (std::size_t start = 0; more && start < cursor.offset; start += chunk) {
-        const auto items = lrange(start, std::min(start + chunk, cursor.offset) - 1);
+      for (std::size_t start = 0; more && start < cursor.offset_; start += chunk) {
+        const auto items = lrange(start, std::min(start + chunk, cursor.offset_) - 1);
         for (const std::string& item : items) {
-          more = cursor.kept.feed(item);
+          more = cursor.kept_.feed(item);
           if (!more) break;
         }
-        if (items.size() < std::min(chunk, cursor.offset - start)) more = false;  // list ended
+        if (items.size() < std::min(chunk, cursor.offset_ - start)) more = false;  // list ended
       }
-      cursor.offset = cursor.kept.finish_realign();
+      cursor.restart_at(cursor.kept_.finish_realign());
     }
-    cursor.window.clear();
+    cursor.restart_at(cursor.offset_);
     return false;
   }
 
@@ -1147,6 +1042,17 @@ class RedisListStorage {
           dlq::detail::message("redis", std::string("RedisListStorage::") + where,
                                "the queue name is empty", "pass the name of the source queue"));
     }
+  }
+
+  // The step id a tombstone names (32 lowercase hex digits after the prefix, as
+  // next_step_id() makes them), or "" when `item` does not have that shape.
+  static std::string step_of_tombstone(std::string_view item) {
+    if (item.size() != detail::tombstone_prefix.size() + 32) return {};
+    const std::string_view step = item.substr(detail::tombstone_prefix.size());
+    for (const char c : step) {
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return {};
+    }
+    return std::string(step);
   }
 
   std::string next_step_id() {
@@ -1162,7 +1068,7 @@ class RedisListStorage {
   }
 
   template <class F>
-  void scan(redis::Connection& conn, const detail::KeyPattern& pattern, F&& on_key) {
+  void scan(redis::Connection& conn, const redis::KeyPattern& pattern, F&& on_key) {
     const std::string glob = pattern.glob();
     std::string cursor = "0";
     // SCAN ends when the server returns cursor 0; the bound only guards against a broken
@@ -1229,24 +1135,43 @@ class RedisListStorage {
   struct Shared {
     Shared(redis::ConnectionOptions connection, redis::PoolOptions pool_options)
         : router(std::move(connection), pool_options),
-          replay_script("replay script", std::string(detail::replay_script_source)),
-          purge_script("purge script", std::string(detail::purge_script_source)),
+          replay_script("replay script", std::string(redis::scripts::replay_step)),
+          purge_script("purge script", std::string(redis::scripts::list_purge)),
           bounded_push_script("bounded push script",
-                              std::string(detail::bounded_push_script_source)) {}
+                              std::string(redis::scripts::list_push_bounded)),
+          recover_script("recover script", std::string(redis::scripts::recover_tombstone)) {}
     redis::Router router;
     redis::Script replay_script;
     redis::Script purge_script;
     redis::Script bounded_push_script;
+    redis::Script recover_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};
   };
 
   RedisListOptions options_;
-  detail::KeyPattern dead_;
-  detail::KeyPattern source_;
-  detail::KeyPattern corrupt_;
+  redis::KeyPattern dead_;
+  redis::KeyPattern source_;
+  redis::KeyPattern corrupt_;
   std::string untagged_;  // why the layout cannot be used on a Redis Cluster; empty = it can
-  std::unique_ptr<Shared> shared_;
+  std::shared_ptr<Shared> shared_;  // shared with cursors' receipt jars (weakly)
 };
+
+inline void RedisListStorage::receipt_jar::drop() noexcept {
+  if (keys_.empty()) return;
+  if (const std::shared_ptr<Shared> owner = owner_.lock()) {
+    try {
+      Lease lease;
+      owner->router.run(lease, keys_.front(), redis::Effect::read, [&](const std::string&) {
+        redis::Command del("DEL");
+        for (const auto& k : keys_)
+          del.arg(std::string_view(k));
+        return one(std::move(del));
+      });
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the receipts expire by themselves
+    }
+  }
+  keys_.clear();
+}
 
 }  // namespace dlq
