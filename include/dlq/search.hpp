@@ -316,10 +316,10 @@ SearchPage search_page(Storage& storage, std::string_view queue, const Filter& f
       }
       if (found) {
         pos = *found;
-      } else {
+      } else {  // every anchor is gone: start over (nothing to repeat in an empty list)
         pos = 0;
         recent.clear();
-        page.restarted_ = true;
+        page.restarted_ = page.size > 0;
       }
     }
   }
