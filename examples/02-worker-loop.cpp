@@ -1,6 +1,7 @@
 // 02 — a worker loop: take a job, run the handler, retry with backoff, and dead-letter the
-// job when its retries are exhausted. The queue here is the in-memory one; with Redis the
-// loop is the same (see 03-redis-worker.cpp).
+// job when its retries are exhausted. The queue here is the in-memory one; the loop is
+// written against the source-queue interface (dlq/source_queue.hpp), so it runs unchanged on
+// dlq::RedisSourceQueue (03-redis-worker.cpp) and dlq::kv::JobQueue (05-worker.cpp).
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -18,22 +19,26 @@ void handle(const std::string& job) {
   if (job.find("poison") != std::string::npos) throw std::runtime_error("cannot parse order");
 }
 
-template <class Queue>
-void work(Queue& dlq, const std::string& queue) {
-  auto& jobs = dlq.storage();
-  while (auto job = jobs.source_pop(queue)) {
+template <class Jobs, class Queue>
+void work(Jobs& jobs, Queue& dlq, const std::string& queue) {
+  const std::string me = "example-worker";
+  for (;;) {
+    auto taken = jobs.take(queue, me);  // moved to this worker's in-flight list
+    if (taken.empty()) return;
+    const dlq::SourceJob& job = taken[0];
     for (int attempt = 1;; ++attempt) {
       try {
-        handle(*job);
+        handle(job.payload);
+        jobs.ack(queue, me, taken);  // done: it leaves the queue for good
         break;
       } catch (const std::exception& e) {
         if (attempt == kMaxAttempts) {
           dlq::Failure f;
           f.error = e.what();
           f.attempt = attempt;
-          f.worker = "example-worker";
+          f.worker = me;
           f.error_type = "std::runtime_error";
-          dlq.send_to_dlq(queue, *job, f);  // retries exhausted: dead-letter it
+          dlq::dead_letter(jobs, dlq, queue, me, job, f);  // retries exhausted: store, then ack
           break;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(1 << attempt));  // backoff
@@ -46,10 +51,11 @@ void work(Queue& dlq, const std::string& queue) {
 
 int main() {
   dlq::DeadLetterQueue<dlq::MemoryStorage> dlq;
+  dlq::MemorySourceQueue jobs(dlq.storage());  // where replay puts jobs back
   for (int i = 0; i < 10; ++i)
-    dlq.storage().source_push(
-        "orders", i % 4 == 0 ? R"({"order":"poison"})" : "{\"order\":" + std::to_string(i) + "}");
-  work(dlq, "orders");
+    jobs.push("orders",
+              i % 4 == 0 ? R"({"order":"poison"})" : "{\"order\":" + std::to_string(i) + "}");
+  work(jobs, dlq, "orders");
   std::printf("dead-lettered: %zu of 10 jobs\n", dlq.size("orders"));
   for (const auto& e : dlq.peek("orders"))
     std::printf("  %s after %lld attempts: %s\n", e.payload.c_str(),

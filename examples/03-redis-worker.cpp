@@ -1,5 +1,7 @@
-// 03 — worker threads on Redis: several threads share one DeadLetterQueue over a connection
-// pool; failed jobs are dead-lettered, then an operator inspects and replays them.
+// 03 — worker threads on Redis: several threads share one DeadLetterQueue and one
+// RedisSourceQueue over a connection pool; each takes jobs under its own consumer name (a
+// crash leaves them in its in-flight list, never lost), failed jobs are dead-lettered, then an
+// operator inspects and replays them.
 //
 //   example_03_redis_worker [redis://127.0.0.1:6379/0]
 //
@@ -13,6 +15,7 @@
 
 #include "dlq/dlq.hpp"
 #include "dlq/redis/list_storage.hpp"
+#include "dlq/redis/source_queue.hpp"
 
 namespace {
 std::string redis_url(int argc, char** argv) {
@@ -34,17 +37,30 @@ int main(int argc, char** argv) {
     layout.pool.size = 4;  // connections shared by all threads
     dlq::redis::ConnectionOptions connection = dlq::redis::parse_url(redis_url(argc, argv));
     connection.command_timeout = std::chrono::milliseconds(500);
-    dlq::DeadLetterQueue<dlq::RedisListStorage> dlq(dlq::RedisListStorage(connection, layout));
+    dlq::DeadLetterQueue dlq{
+        dlq::RedisListStorage(connection, layout)};  // CTAD: <RedisListStorage>
+    dlq::RedisSourceQueue jobs(dlq.storage());       // the job lists, on the same connections
     dlq.purge("example-orders");
+    while (jobs.pop("example-orders")) {
+    }
+    for (int job = 0; job < 40; ++job)  // a producer
+      jobs.push("example-orders", R"({"order":)" + std::to_string(job) + "}");
 
     // Eight workers; every job "fails" its last retry and is dead-lettered.
     std::vector<std::thread> workers;
     for (int w = 0; w < 8; ++w) {
-      workers.emplace_back([&dlq, w] {
-        for (int job = 0; job < 5; ++job) {
-          const std::string payload = R"({"order":)" + std::to_string(w * 100 + job) + "}";
-          dlq.send_to_dlq("example-orders", payload, "payment gateway timeout", 3,
-                          "worker-" + std::to_string(w));
+      workers.emplace_back([&dlq, &jobs, w] {
+        const std::string me = "worker-" + std::to_string(w);  // one consumer name per thread
+        for (;;) {
+          const auto batch = jobs.take("example-orders", me, 2);
+          if (batch.empty()) return;
+          for (const auto& job : batch) {
+            dlq::Failure f;
+            f.error = "payment gateway timeout";
+            f.attempt = 3;
+            f.worker = me;
+            dlq::dead_letter(jobs, dlq, "example-orders", me, job, f);  // stored, then acked
+          }
         }
       });
     }
@@ -62,12 +78,11 @@ int main(int argc, char** argv) {
     const auto report = dlq.replay_all("example-orders");
     std::printf("replayed %zu of %zu in %zu batches; %zu left\n", report.replayed, report.examined,
                 report.batches, dlq.size("example-orders"));
-    // Raw commands go to the node that owns the key (Redis Cluster or not): here, tidy up the
-    // example's job queue.
-    const std::string jobs = dlq.storage().source_key("example-orders");
-    auto conn = dlq.storage().router().acquire(jobs);  // the node of the key's slot
-    conn->run(dlq::redis::Command("DEL").arg(jobs), dlq::redis::Effect::write);
-    return report.replayed == 40 ? 0 : 1;
+    // A worker would take them again; here, tidy up the example's job queue.
+    std::size_t back = 0;
+    while (jobs.pop("example-orders"))
+      ++back;
+    return report.replayed == 40 && back == 40 ? 0 : 1;
   } catch (const dlq::timeout_error& e) {
     std::fprintf(stderr, "Redis did not answer in time: %s\n", e.what());
   } catch (const dlq::error& e) {

@@ -1,6 +1,8 @@
 // 04 — unit-testing a worker with the in-memory backend: no server, same semantics as Redis.
-// A test feeds jobs, runs the worker, and asserts on what was dead-lettered and why; a fixed
-// clock makes timestamps and ids predictable.
+// The worker step is written against the source-queue interface (dlq/source_queue.hpp), so
+// production runs the same code on dlq::RedisSourceQueue or dlq::kv::JobQueue. A test feeds
+// jobs, runs the worker, and asserts on what was dead-lettered and why; a fixed clock makes
+// timestamps and ids predictable.
 #include <cassert>
 #include <chrono>
 #include <cstdio>
@@ -9,17 +11,21 @@
 #include <dlq/dlq.hpp>
 
 // The code under test: a worker step that dead-letters jobs it cannot handle.
-template <class Queue>
-bool process_one(Queue& dlq, const std::string& queue) {
-  auto job = dlq.storage().source_pop(queue);
-  if (!job) return false;
-  if (job->find("\"amount\":-") != std::string::npos) {
+template <class Jobs, class Queue>
+bool process_one(Jobs& jobs, Queue& dlq, const std::string& queue) {
+  const std::string me = "payments-worker-1";
+  auto taken = jobs.take(queue, me);  // in flight until acked: a crash loses nothing
+  if (taken.empty()) return false;
+  const dlq::SourceJob& job = taken[0];
+  if (job.payload.find("\"amount\":-") != std::string::npos) {
     dlq::Failure f;
     f.error = "negative amount";
     f.attempt = 1;
     f.error_type = "ValidationError";
     f.context = {{"rule", "amount >= 0"}};
-    dlq.send_to_dlq(queue, *job, f);
+    dlq::dead_letter(jobs, dlq, queue, me, job, f);  // stored, then acked
+  } else {
+    jobs.ack(queue, me, taken);  // done
   }
   return true;
 }
@@ -30,9 +36,10 @@ int main() {
   options.clock = [fixed] { return fixed; };
   dlq::DeadLetterQueue<dlq::MemoryStorage> dlq(dlq::MemoryStorage{}, options);
 
-  dlq.storage().source_push("payments", R"({"amount":-5})");
-  dlq.storage().source_push("payments", R"({"amount":10})");
-  while (process_one(dlq, "payments")) {
+  dlq::MemorySourceQueue jobs(dlq.storage());  // production: dlq::RedisSourceQueue
+  jobs.push("payments", R"({"amount":-5})");
+  jobs.push("payments", R"({"amount":10})");
+  while (process_one(jobs, dlq, "payments")) {
   }
 
   // Assertions a test framework would make:
@@ -43,5 +50,6 @@ int main() {
   assert(e.dead_lettered_at == "2026-11-30T03:32:19.000000+00:00");
   assert(e.context["rule"] == "amount >= 0");
   std::printf("worker dead-lettered %s: %s\n", e.payload.c_str(), e.error.c_str());
+  assert(jobs.size("payments") == 0 && jobs.in_flight("payments", "payments-worker-1") == 0);
   return dlq.size("payments") == 1 && e.error == "negative amount" ? 0 : 1;
 }

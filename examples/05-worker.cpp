@@ -7,10 +7,13 @@
 //   example_05_worker --store redis://127.0.0.1:6379/0 --queue orders [--fixed]
 //   example_05_worker --store ... --queue orders --produce 3000     enqueue demo orders, exit
 //
-// On SQLite the jobs are a dlq::kv::JobQueue and the dead letters a dlq::KeyValueStorage in
-// the same file, replayed straight back into the job queue. On Redis the jobs are the list
-// queue:{orders} (a worker moves what it takes to its own processing list, so a crash loses
-// nothing) and the dead letters dlq:{orders}. Operators use dlqctl on the same store.
+// The worker loop is written once against the source-queue interface (dlq/source_queue.hpp)
+// and runs unchanged on each backend: dlq::MemorySourceQueue in memory, dlq::kv::JobQueue on
+// SQLite (the dead letters a dlq::KeyValueStorage in the same file, replayed straight back
+// into the job queue), dlq::RedisSourceQueue on Redis (the list queue:{orders}; the dead
+// letters dlq:{orders}). take() moves jobs to the worker's in-flight list, so a worker that
+// crashes loses nothing: restarted under the same --worker name it gets them first.
+// Operators use dlqctl on the same store.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -25,12 +28,13 @@
 #include <dlq/dlq.hpp>
 #include <nlohmann/json.hpp>
 #if DLQ_EXAMPLE_WITH_SQLITE
+#include <dlq/kv/storage.hpp>
 #include <dlq/sqlite/job_queue.hpp>
 #include <dlq/sqlite/sqlite_store.hpp>
-#include <dlq/kv/storage.hpp>
 #endif
 #if DLQ_EXAMPLE_WITH_REDIS
 #include <dlq/redis/list_storage.hpp>
+#include <dlq/redis/source_queue.hpp>
 #endif
 
 namespace {
@@ -103,7 +107,9 @@ Stats work(Jobs& jobs, Dlq& dlq, const Settings& s) {
   if (!s.done_file.empty()) done.open(s.done_file, std::ios::app);
   auto idle_since = std::chrono::steady_clock::now();
   for (;;) {
-    auto batch = jobs.take(s.batch);
+    // Moves up to s.batch jobs to this worker's in-flight list (or returns the ones it still
+    // holds from a crash): a job leaves the queue for good only when it is acked.
+    const std::vector<dlq::SourceJob> batch = jobs.take(s.queue, s.worker, s.batch);
     if (batch.empty()) {
       if (s.idle_exit_ms > 0 &&
           std::chrono::steady_clock::now() - idle_since > std::chrono::milliseconds(s.idle_exit_ms))
@@ -111,6 +117,7 @@ Stats work(Jobs& jobs, Dlq& dlq, const Settings& s) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
+    std::vector<dlq::SourceJob> finished;
     for (const auto& job : batch) {
       for (int attempt = 1;; ++attempt) {
         try {
@@ -118,6 +125,7 @@ Stats work(Jobs& jobs, Dlq& dlq, const Settings& s) {
           ++stats.processed;
           if (attempt > 1) ++stats.after_retry;
           if (done.is_open()) done << id << '\n';
+          finished.push_back(job);
           break;
         } catch (const std::exception& e) {
           if (attempt < s.max_attempts) {  // retry with exponential backoff
@@ -131,104 +139,23 @@ Stats work(Jobs& jobs, Dlq& dlq, const Settings& s) {
           f.error_type = dynamic_cast<const ValidationError*>(&e) ? "ValidationError"
                          : dynamic_cast<const TimeoutError*>(&e)  ? "TimeoutError"
                                                                   : "Error";
-          dlq.send_to_dlq(s.queue, job.payload, f);
+          dlq::dead_letter(jobs, dlq, s.queue, s.worker, job, f);  // stored, then acked
           ++stats.dead_lettered;
           break;
         }
       }
     }
     if (done.is_open()) done.flush();
-    jobs.ack(batch);  // only now do the jobs leave the queue: a crash before this redelivers
+    jobs.ack(s.queue, s.worker, finished);  // only now do they leave: a crash before redelivers
     idle_since = std::chrono::steady_clock::now();
   }
 }
-
-// --- job sources ------------------------------------------------------------------------------
-
-struct Job {
-  std::string payload;
-};
-
-// In memory: the source queues of dlq::MemoryStorage (where its replay puts jobs back).
-struct MemoryJobs {
-  dlq::MemoryStorage& storage;
-  std::string queue;
-  void push(const std::string& payload) { storage.source_push(queue, payload); }
-  std::vector<Job> take(std::size_t n) {
-    std::vector<Job> out;
-    while (out.size() < n)
-      if (auto p = storage.source_pop(queue))
-        out.push_back({std::move(*p)});
-      else
-        break;
-    return out;
-  }
-  void ack(const std::vector<Job>&) {}
-};
-
-#if DLQ_EXAMPLE_WITH_SQLITE
-// SQLite: a durable job queue; taken jobs are held under the worker's name until acked.
-struct SqliteJobs {
-  dlq::kv::JobQueue<> jobs;
-  std::string queue, worker;
-  void push(const std::string& payload) { jobs.push(queue, payload); }
-  std::vector<dlq::kv::Job> take(std::size_t n) { return jobs.take(queue, worker, n); }
-  void ack(const std::vector<dlq::kv::Job>& done) { jobs.ack(queue, worker, done); }
-};
-#endif
-
-#if DLQ_EXAMPLE_WITH_REDIS
-// Redis: the source list queue:{orders}. A worker LMOVEs what it takes to its own
-// processing list and removes it from there when done; after a crash it resumes from that
-// list first.
-struct RedisJobs {
-  dlq::RedisListStorage& storage;
-  std::string queue, source, processing;
-  RedisJobs(dlq::RedisListStorage& s, std::string q, const std::string& worker)
-      : storage(s),
-        queue(q),
-        source(s.source_key(q)),
-        processing(source + ":processing:" + worker) {}
-
-  dlq::redis::Reply run(const dlq::redis::Command& c, dlq::redis::Effect e) {
-    auto conn = storage.router().acquire(source);  // the master of the queue's hash slot
-    return conn->run(c, e);
-  }
-  void push(const std::string& payload) {
-    run(dlq::redis::Command("RPUSH").arg(source).arg(payload), dlq::redis::Effect::write);
-  }
-  std::vector<Job> take(std::size_t n) {
-    std::vector<Job> out;
-    auto held = run(dlq::redis::Command("LRANGE").arg(processing).arg(0).arg(n - 1),
-                    dlq::redis::Effect::read);
-    for (std::size_t i = 0; i < held->elements; ++i)
-      out.push_back(Job{std::string(held->element[i]->str, held->element[i]->len)});
-    if (!out.empty()) return out;  // left by a crash of this worker: do them first
-    std::vector<dlq::redis::Command> moves;
-    for (std::size_t i = 0; i < n; ++i)
-      moves.push_back(std::move(
-          dlq::redis::Command("LMOVE").arg(source).arg(processing).arg("LEFT").arg("RIGHT")));
-    auto conn = storage.router().acquire(source);  // the master of the queue's hash slot
-    for (auto& r : conn->run(moves, dlq::redis::Effect::write))
-      if (r->type == REDIS_REPLY_STRING) out.push_back(Job{std::string(r->str, r->len)});
-    return out;
-  }
-  void ack(const std::vector<Job>& done) {
-    std::vector<dlq::redis::Command> removes;
-    for (const auto& j : done)
-      removes.push_back(
-          std::move(dlq::redis::Command("LREM").arg(processing).arg(1).arg(j.payload)));
-    auto conn = storage.router().acquire(source);  // the master of the queue's hash slot
-    conn->run(removes, dlq::redis::Effect::write);
-  }
-};
-#endif
 
 template <class Jobs, class Dlq>
 int run(Jobs& jobs, Dlq& dlq, const Settings& s) {
   if (s.produce > 0) {
     for (int i = 1; i <= s.produce; ++i)
-      jobs.push(demo_order(i));
+      jobs.push(s.queue, demo_order(i));
     std::printf("produced %d orders into '%s'\n", s.produce, s.queue.c_str());
     return 0;
   }
@@ -247,9 +174,9 @@ int run(Jobs& jobs, Dlq& dlq, const Settings& s) {
 int in_memory(Settings s) {
   s.idle_exit_ms = 1;
   dlq::DeadLetterQueue<dlq::MemoryStorage> dlq;
-  MemoryJobs jobs{dlq.storage(), s.queue};
+  dlq::MemorySourceQueue jobs(dlq.storage());  // where replay puts jobs back
   for (int i = 1; i <= 400; ++i)
-    jobs.push(demo_order(i));
+    jobs.push(s.queue, demo_order(i));
   const Stats v1 = work(jobs, dlq, s);
   std::printf("v1: %zu processed, %zu dead-lettered\n", v1.processed, v1.dead_lettered);
   for (const auto& e : dlq.peek(s.queue, 0, 3))
@@ -306,17 +233,17 @@ int main(int argc, char** argv) {
 #if DLQ_EXAMPLE_WITH_SQLITE
     if (s.store.rfind("sqlite://", 0) == 0) {
       dlq::kv::SqliteStore store(s.store.substr(9));  // sqlite:///tmp/x.db -> /tmp/x.db
-      SqliteJobs jobs{dlq::kv::JobQueue<>(store), s.queue, s.worker};
+      dlq::kv::JobQueue<> jobs(store);
       // Dead letters in the same file; replay pushes them back into the job queue.
       using Storage = dlq::KeyValueStorage<dlq::kv::SqliteStore, dlq::kv::JobQueue<>>;
-      dlq::DeadLetterQueue<Storage> dlq(Storage(store, jobs.jobs));
+      dlq::DeadLetterQueue<Storage> dlq(Storage(store, jobs));
       return run(jobs, dlq, s);
     }
 #endif
 #if DLQ_EXAMPLE_WITH_REDIS
     if (s.store.rfind("redis://", 0) == 0 || s.store.rfind("unix://", 0) == 0) {
-      dlq::DeadLetterQueue<dlq::RedisListStorage> dlq(dlq::RedisListStorage{s.store});
-      RedisJobs jobs(dlq.storage(), s.queue, s.worker);
+      dlq::DeadLetterQueue dlq{dlq::RedisListStorage(s.store)};  // (class template deduction)
+      dlq::RedisSourceQueue jobs(dlq.storage());                 // the lists queue:{<queue>}
       return run(jobs, dlq, s);
     }
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dlq's test command (the README's). On a fresh Debian 12 machine, as root, it installs what
 # is missing, then configures, builds and runs every test in four configurations:
-#   gcc-17     g++,     C++17, warnings as errors, plus the CMake consumer tests
+#   gcc-17     g++,     C++17, warnings as errors, plus the CMake consumer tests and the
+#              console's browser (headless Chromium) and Prometheus tests
 #   clang-20   clang++, C++20, warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer
 #   gcc-20     g++,     C++20, warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer
 #   clang-17   clang++, C++17, warnings as errors
@@ -19,7 +20,8 @@ cd "$root"
 
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config nlohmann-json3-dev catch2
           libhiredis-dev redis-server redis-tools libsqlite3-dev libcli11-dev libbenchmark-dev
-          python3 python3-redis)
+          python3 python3-redis libcpp-httplib-dev chromium chromium-driver python3-selenium
+          prometheus)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,7 +39,8 @@ configs=(gcc-17 clang-20 gcc-20 clang-17 tsan)
 # Tests in which several threads share one queue or store: run again under ThreadSanitizer.
 tsan_tests=(test_core test_contract_memory test_kv test_contract_kv test_kv_sqlite
             test_contract_kv_sqlite test_job_queue test_filtered_replay_concurrent_removal
-            test_contract_redis test_redis_list)
+            test_contract_redis test_redis_list test_source_queue_memory test_source_queue_redis
+            test_source_queue_sqlite)
 if [ "${1:-}" = "--quick" ]; then
   configs=(gcc-17)
 elif [ $# -gt 0 ]; then
@@ -50,7 +53,7 @@ failed=0
 failed_configs=()
 for config in "${configs[@]}"; do
   case "$config" in
-    gcc-17)   cxx=g++;     std=17; extra=(-DDLQ_CONSUMER_TESTS=ON) ;;
+    gcc-17)   cxx=g++;     std=17; extra=(-DDLQ_CONSUMER_TESTS=ON -DDLQ_BROWSER_TESTS=ON) ;;
     clang-20) cxx=clang++; std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
     gcc-20)   cxx=g++;     std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
     clang-17) cxx=clang++; std=17; extra=(-DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;

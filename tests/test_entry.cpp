@@ -141,3 +141,114 @@ TEST_CASE("non-finite floats written by Python's json.dumps do not make an entry
   CHECK(e.ok());
   CHECK(e.payload == R"({"x": NaN, "y": -Infinity})");
 }
+
+// Issue 11 item 6: what to_json() shows agrees with ok(), and the payload is shown.
+TEST_CASE("to_json shows a readable entry as readable even when strict JSON cannot hold it",
+          "[entry]") {
+  struct shown_case {
+    std::string raw;
+    std::string payload_text;  // original_payload as raw text
+  };
+  const shown_case cases[] = {
+      {R"({"original_payload": {"x": NaN, "y": -Infinity}, "queue": "q", "error": "e"})",
+       R"({"x": NaN, "y": -Infinity})"},
+      {R"({"original_payload": {"s": "\ude00"}, "queue": "q", "error": "e"})",
+       R"({"s": "\ude00"})"},
+      {R"({"original_payload": "\ud800 alone", "queue": "q", "error": "e"})", R"("\ud800 alone")"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.raw);
+    const auto e = dlq::parse_entry(c.raw);
+    REQUIRE(e.ok());
+    auto j = e.to_json();  // not const: a missing key reads as null
+    CHECK_FALSE(j.contains("problem"));
+    CHECK(j["id"] == e.id);
+    CHECK(j["queue"] == "q");
+    CHECK(j["error"] == "e");
+    CHECK(j["original_payload"] == c.payload_text);  // shown as its raw text
+    CHECK(j.contains("note"));
+    CHECK_NOTHROW(j.dump());
+  }
+  // A field of dlq's own that strict JSON cannot hold is shown as text too; the rest as JSON.
+  const auto e = dlq::parse_entry(
+      R"({"original_payload": {"ok": 1}, "context": {"v": NaN}, "queue": "q", "attempt": 2})");
+  REQUIRE(e.ok());
+  auto j = e.to_json();  // not const: a missing key reads as null
+  CHECK(j["original_payload"]["ok"] == 1);
+  CHECK(j["context"] == R"({"v": NaN})");
+  CHECK(j["attempt"] == 2);
+  CHECK_FALSE(j.contains("problem"));
+}
+
+// Issue 15 item 5: JSON with whitespace around it is embedded verbatim, not as base64.
+TEST_CASE("a JSON payload with surrounding whitespace is embedded and replayed byte-exact",
+          "[entry]") {
+  dlq::Failure f;
+  f.error = "e";
+  const std::string payloads[] = {"{\"a\":1}\n", " [1, 2]\t", "\r\n\"text\" ", "\n42\n\n",
+                                  " {\"a\" : [ ] } "};
+  for (const auto& p : payloads) {
+    INFO(p);
+    const std::string raw = envelope(p, f);
+    const auto j = nlohmann::json::parse(raw);  // still one valid JSON object
+    CHECK_FALSE(j.contains("payload_encoding"));
+    CHECK(j["original_payload"] == nlohmann::json::parse(p));  // what the Python seed sees
+    CHECK(raw.find(p) != std::string::npos);                   // verbatim
+    const auto e = dlq::parse_entry(raw);
+    REQUIRE(e.ok());
+    CHECK(e.payload == p);  // replay cuts the same bytes back out, whitespace included
+    CHECK(e.payload_encoding == dlq::PayloadEncoding::json);
+    dlq::detail::envelope_view view;
+    REQUIRE(dlq::detail::view_envelope(raw, view));
+    std::string scratch, problem;
+    std::string_view cut;
+    REQUIRE(dlq::detail::cut_payload(view, scratch, cut, problem));
+    CHECK(cut == p);
+    CHECK(cut.data() >= raw.data());  // a view into the stored bytes, not a copy
+    CHECK(cut.data() + cut.size() <= raw.data() + raw.size());
+  }
+  // Whitespace only, or whitespace around something that is not JSON: base64 as before.
+  for (const std::string& p : {std::string("\n"), std::string(" {\"a\":} "), std::string("")}) {
+    INFO(p);
+    const auto e = dlq::parse_entry(envelope(p, f));
+    REQUIRE(e.ok());
+    CHECK(e.payload == p);
+    CHECK(e.payload_encoding == dlq::PayloadEncoding::base64);
+  }
+  // The Python seed writes ", " and ": ": its payloads are cut without the separators' spaces.
+  const auto seed = dlq::parse_entry(R"({"original_payload": {"a": 1}, "queue": "q"})");
+  CHECK(seed.payload == R"({"a": 1})");
+}
+TEST_CASE("json_only refuses a payload that is not JSON with invalid_argument", "[entry]") {
+  dlq::Failure f;
+  f.error = "e";
+  auto write = [&](std::string_view payload) {
+    dlq::detail::envelope_input in;
+    in.queue = "orders";
+    in.payload = payload;
+    in.failure = &f;
+    in.worker = "w";
+    in.id = "id-1";
+    in.json_only = true;
+    std::string out;
+    dlq::detail::write_envelope(out, in);
+    return out;
+  };
+  CHECK_NOTHROW(write("{\"a\":1}\n"));
+  CHECK_NOTHROW(write("[1]"));
+  CHECK_THROWS_AS(write(std::string("\x00\x01", 2)), dlq::invalid_argument);
+  CHECK_THROWS_AS(write("plain text"), dlq::invalid_argument);
+  CHECK_THROWS_AS(write(""), dlq::invalid_argument);
+  try {
+    write("plain text");
+  } catch (const dlq::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("[dlq.") == 0);
+    CHECK(std::string(e.what()).find("json_only") != std::string::npos);
+  }
+}
+
+TEST_CASE("check_payload refuses only under json_only, before anything is written", "[entry]") {
+  CHECK_NOTHROW(dlq::detail::check_payload("q", "not json", false));
+  CHECK_NOTHROW(dlq::detail::check_payload("q", " {\"a\":1}\n", true));
+  CHECK_THROWS_AS(dlq::detail::check_payload("q", "not json", true), dlq::invalid_argument);
+}

@@ -166,6 +166,38 @@ class Commands {
     return code;
   }
 
+  // `queue` has no dead letters: say so on stderr (stdout stays what scripts read) and name
+  // the queues that have some, or the key layout where they are.
+  void say_empty(const char* command) {
+    Store& s = store();
+    const auto names = s.queues();
+    io_.err << "dlqctl " << command << ": no dead letters in '" << printable(a_.queue) << "' ("
+            << s.where() << ")";
+    if (!names.empty()) {
+      std::string list;
+      for (std::size_t i = 0; i < names.size() && i < 10; ++i)
+        list += (i == 0 ? "" : ", ") + printable(names[i]);
+      if (names.size() > 10) list += ", … (" + std::to_string(names.size()) + " in all)";
+      io_.err << "; queues that have some: " << list << '\n';
+      return;
+    }
+    io_.err << "; no queue has any\n";
+    hint_other_layout(command);
+  }
+
+  // No queue in the configured key layout: if another known layout has some, say which
+  // flags read it.
+  void hint_other_layout(const char* command) {
+    const auto other = store().other_layout();
+    if (!other) return;
+    std::string list;
+    for (std::size_t i = 0; i < other->queues.size() && i < 10; ++i)
+      list += (i == 0 ? "" : ", ") + printable(other->queues[i]);
+    io_.err << "dlqctl " << command << ": no queue in the configured key layout, but "
+            << other->queues.size() << (other->queues.size() == 1 ? " queue" : " queues") << " in "
+            << other->name << " (" << list << "); read them with: " << other->flags << '\n';
+  }
+
   int send() {
     if (a_.error.empty())
       throw usage_error("--error is empty; say what went wrong, e.g. --error 'payment timeout'");
@@ -221,7 +253,16 @@ class Commands {
   }
 
   int count() {
-    io_.out << (a_.corrupt ? store().corrupt_size(a_.queue) : store().size(a_.queue)) << '\n';
+    const std::size_t n = a_.corrupt ? store().corrupt_size(a_.queue) : store().size(a_.queue);
+    if (a_.json) {
+      nlohmann::ordered_json j;
+      j["queue"] = a_.queue;
+      j[a_.corrupt ? "corrupt" : "dead"] = n;
+      io_.out << dump(j) << '\n';
+    } else {
+      io_.out << n << '\n';
+    }
+    if (n == 0 && !a_.corrupt) say_empty("count");
     return exit_ok;
   }
 
@@ -255,6 +296,7 @@ class Commands {
     if (entries.empty()) {
       io_.out << "(no entries at " << a_.start << "; '" << printable(a_.queue) << "' has " << total
               << ")\n";
+      if (total == 0) say_empty("peek");
     } else {
       io_.out << "(" << a_.start + 1 << "-" << a_.start + entries.size() << " of " << total;
       if (a_.start + entries.size() < total)
@@ -369,6 +411,10 @@ class Commands {
     if (r.examined > r.replayed + r.set_aside)
       io_.err << "; " << r.examined - r.replayed - r.set_aside << " left in place";
     io_.err << " (" << r.batches << (r.batches == 1 ? " batch" : " batches") << ")\n";
+    const std::string destination = s.destination(a_.to.empty() ? a_.queue : a_.to);
+    if (!destination.empty() && r.replayed > 0)
+      io_.err << (r.dry_run ? "they would go to " : "they went to ") << destination << '\n';
+    if (r.examined == 0) say_empty("replay");
     if (corrupt > 0) {
       io_.err << (r.dry_run         ? "dry run: would set aside "
                   : a_.keep_corrupt ? "left "
@@ -396,7 +442,25 @@ class Commands {
                                printable(a_.queue));
       if (code == exit_ok) code = exit_not_found;
     }
-    io_.out << r.replayed << '\n';
+    if (a_.json) {
+      nlohmann::ordered_json j;
+      j["queue"] = a_.queue;
+      j["to"] = a_.to.empty() ? a_.queue : a_.to;
+      j["destination"] = destination;
+      j["dry_run"] = r.dry_run;
+      j["examined"] = r.examined;
+      j["replayed"] = r.replayed;
+      j["set_aside"] = r.set_aside;
+      j["left_in_place"] = r.examined - std::min(r.examined, r.replayed + r.set_aside);
+      j["batches"] = r.batches;
+      j["corrupt"] = corrupt;
+      j["parked"] = parked;
+      j["not_found"] = missing;
+      j["cancelled"] = r.cancelled;
+      io_.out << dump(j) << '\n';
+    } else {
+      io_.out << r.replayed << '\n';
+    }
     return code;
   }
 
@@ -475,6 +539,7 @@ class Commands {
       t.print(io_.out);
       if (names.empty()) io_.out << "(no dead letters in " << s.where() << ")\n";
     }
+    if (names.empty()) hint_other_layout("queues");
     if (unreadable > 0)
       io_.err << "dlqctl queues: " << unreadable << (unreadable == 1 ? " queue" : " queues")
               << " could not be read (shown with ?; --json says why)\n";
@@ -604,6 +669,22 @@ class Commands {
 
 }  // namespace detail
 
+/// A CLI11 check for a count: digits only, and more than 0 when `positive` (CLI11's own
+/// number checks print the range of a double, ~300 digits, for "abc").
+inline CLI::Validator whole_number(bool positive) {
+  return CLI::Validator(
+      [positive](std::string& v) -> std::string {
+        const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits || v.size() > 18)
+          return "'" + printable(v) + "' is not a whole number (" +
+                 (positive ? "1, 2, 3" : "0, 1, 2") + ", …)";
+        if (positive && v.find_first_not_of('0') == std::string::npos)
+          return "must be 1 or more (not " + v + ")";
+        return {};
+      },
+      positive ? "N>0" : "N>=0");
+}
+
 /// The description shown by `dlqctl --help` and `--version`.
 inline std::string description() {
   return "dlqctl: inspect and replay dead-letter queues (dlq " + std::to_string(DLQ_VERSION_MAJOR) +
@@ -666,14 +747,15 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   auto* count = app.add_subcommand("count", "print the number of dead letters");
   queue_arg(count);
   count->add_flag("--corrupt", a.corrupt, "count the corrupt list instead");
+  count->add_flag("--json", a.json, "JSON: {queue, dead} (or {queue, corrupt})");
 
   auto* peek = app.add_subcommand("peek", "list dead letters, oldest first, without removing");
   queue_arg(peek);
   peek->add_option("--start", a.start, "position of the first entry (0 = oldest)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number(false))
       ->capture_default_str();
   peek->add_option("--count", a.count, "how many entries")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number(false))
       ->capture_default_str();
   peek->add_flag("--json", a.json, "JSON Lines: one stored entry (with its id) per line");
 
@@ -687,7 +769,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   queue_arg(replay);
   replay->add_flag("--all", a.all, "every entry present when the replay starts");
   replay->add_option("--count", a.replay_count, "at most N entries, oldest first")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(true));
   replay->add_option("--id", a.ids, "exactly these entries (one or more ids)");
   replay->add_option("--to", a.to, "replay to this queue instead of the source queue");
   replay->add_option("--error-contains", a.error_contains,
@@ -700,6 +782,16 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   replay->add_flag("--dry-run", a.dry_run, "report what would be replayed; move nothing");
   replay->add_flag("--keep-corrupt", a.keep_corrupt,
                    "leave unreadable entries in place (default: move them to the corrupt list)");
+  replay->footer(
+      "Where replayed jobs go: on redis:// the list --queue-key names (default queue:{QUEUE}); "
+      "on sqlite:// the dlq::kv::JobQueue in the same file, jobs:{QUEUE}:ready (what "
+      "JobQueue::take reads; an application with its own queue replays from its own code with "
+      "its own sink). The report names the destination.\n" +
+      app.get_footer());
+  replay->add_flag("--json", a.json,
+                   "print the report as one JSON object (queue, to, destination, examined, "
+                   "replayed, set_aside, left_in_place, batches, corrupt, parked, not_found, "
+                   "cancelled) instead of the number");
 
   auto* del = app.add_subcommand("delete", "delete dead letters by id; prints the number deleted");
   queue_arg(del);
@@ -724,7 +816,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   queue_arg(trim);
   trim->add_option("--max-age", a.max_age, "delete entries dead-lettered longer ago (30d, 12h)");
   trim->add_option("--max-length", a.max_length, "keep at most the newest N entries")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(true));
   trim->add_flag("--yes", a.yes, "yes, delete them for good");
 
   auto* errors = app.add_subcommand(
@@ -736,10 +828,10 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   auto* corrupt = app.add_subcommand("corrupt", "list the items replay set aside as unreadable");
   queue_arg(corrupt);
   corrupt->add_option("--start", a.start, "position of the first item")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number(false))
       ->capture_default_str();
   corrupt->add_option("--count", a.count, "how many items")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole_number(false))
       ->capture_default_str();
   corrupt->add_flag("--json", a.json, "JSON Lines: {id, problem, raw or raw_base64}");
 
@@ -770,9 +862,10 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
     if (subs.empty() && (no_command || !extra.empty())) {
       what = extra.empty() ? "no command given"
                            : "'" + printable(extra.front()) + "' is not a command";
-      what +=
-          " (commands: send, count, peek, show, replay, delete, purge, queues, recover, "
-          "errors, corrupt, search, discard, audit)";
+      std::string names;  // every command, from the parser itself: the list cannot go stale
+      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      what += " (commands: " + names + ")";
     }
     io.err << "dlqctl" << (name.empty() ? "" : " " + name) << ": " << what << "; see: dlqctl "
            << (name.empty() ? "" : name + " ") << "--help\n";
@@ -798,8 +891,14 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
            << "; set it with --store or DLQ_STORE)\n";
     return exit_store;
   } catch (const dlq::timeout_error& e) {
-    io.err << where << detail::one_line(e.what()) << " (store " << redact_url(a.store.url)
-           << "; a longer --timeout may help)\n";
+    // The library's advice names its C++ options; a CLI user sets --timeout.
+    std::string what = detail::one_line(e.what());
+    const std::string cxx = "raise ConnectionOptions timeouts";
+    const std::string flag = "raise --timeout (now " + a.timeout + ")";
+    const auto at = what.find(cxx);
+    if (at != std::string::npos) what.replace(at, cxx.size(), flag);
+    io.err << where << what << " (store " << redact_url(a.store.url)
+           << (at != std::string::npos ? ")\n" : "; a longer --timeout may help)\n");
     return exit_store;
   } catch (const dlq::storage_error& e) {
     io.err << where << detail::one_line(e.what()) << '\n';

@@ -16,6 +16,9 @@
 
 #include "commands.hpp"
 #include "open_store.hpp"
+#if DLQCTL_WITH_HTTP
+#include "serve.hpp"
+#endif
 
 namespace {
 
@@ -56,6 +59,9 @@ int main(int argc, char** argv) {
   io.err_is_tty = ::isatty(STDERR_FILENO) == 1;
   io.cancel = &g_cancel;
   io.trap_interrupts = trap_interrupts;
+#if DLQCTL_WITH_HTTP
+  if (dlqctl::is_serve(args)) return dlqctl::serve(args, io, dlqctl::open_store);
+#endif
   const int code = dlqctl::run(args, io, dlqctl::open_store);
   std::cout.flush();
   return code;

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <dlq/errors.hpp>
 
@@ -23,6 +24,7 @@
 
 #if DLQCTL_WITH_REDIS
 #include <dlq/redis/list_storage.hpp>
+#include <dlq/redis/source_queue.hpp>
 #endif
 #if DLQCTL_WITH_SQLITE
 #include <sys/stat.h>
@@ -63,19 +65,49 @@ inline std::unique_ptr<Store> open_redis(const StoreSettings& s) {
   if (!s.dlq_key.empty()) o.dead_key = s.dlq_key;
   if (!s.queue_key.empty()) o.source_key = s.queue_key;
   if (!s.corrupt_key.empty()) o.corrupt_key = s.corrupt_key;
-  o.pool.size = 2;
+  o.pool.size = s.pool_size;
   o.pool.wait_timeout = s.timeout;
   dlq::Options options;
   options.actor = s.actor;  // the audit trail's "who"
   auto store = std::make_unique<DlqStore<dlq::RedisListStorage>>(
       "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)), std::move(options));
-  dlq::RedisListStorage& storage = store->dlq().storage();
-  store->set_waiting([&storage](std::string_view queue) -> std::optional<std::size_t> {
-    auto conn = storage.router().acquire(storage.source_key(queue));
-    const auto reply = conn->run(dlq::redis::Command("LLEN").arg(storage.source_key(queue)),
-                                 dlq::redis::Effect::read);
-    if (reply->type != REDIS_REPLY_INTEGER) return std::nullopt;  // e.g. not a list
-    return static_cast<std::size_t>(reply->integer);
+  dlq::RedisListStorage* storage = &store->dlq().storage();  // owned by the store
+  store->set_destination(
+      [storage](std::string_view queue) { return "the Redis list " + storage->source_key(queue); });
+  // Dead letters under the other known layout: the Python service's dlq:* / queue:* when
+  // the default dlq:{*} is configured (or none), and the reverse.
+  const std::string dead_pattern = storage->options().dead_key;
+  if (dead_pattern == "dlq:{*}" || dead_pattern == "dlq:*") {
+    const bool seed = dead_pattern == "dlq:{*}";  // configured: default; look at the seed's
+    store->set_other_layout([c, seed]() -> std::optional<Store::OtherLayout> {
+      dlq::RedisListOptions layout;
+      if (seed) {
+        layout.dead_key = "dlq:*";
+        layout.source_key = "queue:*";
+        layout.corrupt_key = "dlq:*:corrupt";
+      }
+      layout.pool.size = 1;
+      try {
+        dlq::RedisListStorage other(c, layout);
+        std::vector<std::string> found = other.queues();
+        if (found.empty()) return std::nullopt;
+        return Store::OtherLayout{seed ? "the Python service's layout dlq:* / queue:*"
+                                       : "dlq's default layout dlq:{*} / queue:{*}",
+                                  seed ? "--dlq-key 'dlq:*' --queue-key 'queue:*'"
+                                       : "--dlq-key 'dlq:{*}' --queue-key 'queue:{*}'",
+                                  std::move(found)};
+      } catch (const dlq::error&) {  // e.g. the seed layout on a Redis Cluster: no hint
+        return std::nullopt;
+      }
+    });
+  }
+  dlq::RedisSourceQueue jobs(store->dlq().storage());
+  store->set_waiting([jobs](std::string_view queue) mutable -> std::optional<std::size_t> {
+    try {
+      return jobs.size(queue);
+    } catch (const dlq::reply_error&) {  // e.g. the key is not a list
+      return std::nullopt;
+    }
   });
   return store;
 }
@@ -109,6 +141,11 @@ inline std::unique_ptr<Store> open_sqlite(const StoreSettings& s) {
                                                      std::move(options));
   store->set_waiting([jobs](std::string_view queue) mutable -> std::optional<std::size_t> {
     return jobs.size(queue);
+  });
+  store->set_destination([jobs, path](std::string_view queue) {
+    return "the job queue " + jobs.ready_collection(queue) + " in " + path +
+           " (dlq::kv::JobQueue: workers read it with JobQueue::take; an application that "
+           "reads its own queue replays from its own code with its own sink, see the README)";
   });
   return store;
 }

@@ -61,6 +61,20 @@ class Store {
   virtual std::vector<dlq::AuditRecord> audit(std::string_view queue,
                                               std::chrono::system_clock::time_point since,
                                               std::size_t limit) = 0;
+  /// Where replay puts the jobs of `queue`, in words ("the Redis list queue:{orders}"); ""
+  /// when the backend cannot say.
+  virtual std::string destination(std::string_view /*queue*/) { return {}; }
+
+  /// Dead letters found under another known key layout than the configured one.
+  struct OtherLayout {
+    std::string name;                 ///< e.g. "the Python service's layout dlq:*"
+    std::string flags;                ///< the options that select it
+    std::vector<std::string> queues;  ///< the queues found there
+  };
+  /// Looks for dead letters under the other known key layout (Redis: the Python service's
+  /// dlq:* when dlq:{*} is configured, and the reverse); nullopt when there are none or the
+  /// backend has no such thing.
+  virtual std::optional<OtherLayout> other_layout() { return std::nullopt; }
 };
 
 /// A Store over dlq::DeadLetterQueue<Storage>. `Storage` may be a reference type to share a
@@ -81,6 +95,14 @@ class DlqStore final : public Store {
 
   /// Sets how to count the jobs waiting in a source queue (see Store::waiting).
   void set_waiting(waiting_fn waiting) { waiting_ = std::move(waiting); }
+  /// Sets how to describe a replay's destination (see Store::destination).
+  void set_destination(std::function<std::string(std::string_view)> f) {
+    destination_ = std::move(f);
+  }
+  /// Sets how to look for another key layout (see Store::other_layout).
+  void set_other_layout(std::function<std::optional<OtherLayout>()> f) {
+    other_layout_ = std::move(f);
+  }
 
   /// The front end, for backend-specific calls.
   dlq::DeadLetterQueue<Storage>& dlq() noexcept { return dlq_; }
@@ -143,11 +165,19 @@ class DlqStore final : public Store {
                                       std::size_t limit) override {
     return dlq_.audit(queue, since, limit);
   }
+  std::string destination(std::string_view queue) override {
+    return destination_ ? destination_(queue) : std::string();
+  }
+  std::optional<OtherLayout> other_layout() override {
+    return other_layout_ ? other_layout_() : std::nullopt;
+  }
 
  private:
   std::string where_;
   dlq::DeadLetterQueue<Storage> dlq_;
   waiting_fn waiting_;
+  std::function<std::string(std::string_view)> destination_;
+  std::function<std::optional<OtherLayout>()> other_layout_;
 };
 
 /// The URL with its password (if any) replaced by "***", for messages.
@@ -177,6 +207,8 @@ struct StoreSettings {
   std::chrono::milliseconds timeout{5000};
   /// Who operates, written to the audit trail (Options::actor); dlqctl defaults to the OS user.
   std::string actor;
+  /// Connections the Redis store may open at once (dlqctl serve raises it). Default 2.
+  std::size_t pool_size = 2;
   /// Create the store when it does not exist (an embedded file); false = a missing store is
   /// an error. dlqctl sets it for `send` only.
   bool create_if_missing = false;

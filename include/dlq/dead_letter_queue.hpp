@@ -82,9 +82,10 @@ class DeadLetterQueue {
   /// under the source queue `queue`, and returns the new entry's id. One storage round trip
   /// (one more with the poison guard on; eviction, when the queue is over its retention
   /// length, happens after the entry is stored and never makes the send fail).
-  /// @throws dlq::invalid_argument for an empty queue name, a negative attempt or a context
-  ///         that is not a JSON object; dlq::queue_full_error when retention rejects the
-  ///         entry; dlq::storage_error when the backend fails.
+  /// @throws dlq::invalid_argument for an empty queue name, a negative attempt, a context
+  ///         that is not a JSON object, or a payload that is not JSON under
+  ///         Payloads::json_only; dlq::queue_full_error when retention rejects the entry;
+  ///         dlq::storage_error when the backend fails.
   std::string send_to_dlq(std::string_view queue, std::string_view payload,
                           const Failure& failure) {
     const detail::job_view job{queue, payload, &failure};
@@ -446,8 +447,11 @@ class DeadLetterQueue {
 
   // The send path (see the file comment).
   std::vector<std::string> send(const detail::job_view* jobs, std::size_t n, const char* where) {
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 0; i < n; ++i) {
       detail::queue_core::validate(jobs[i], where);
+      detail::check_payload(jobs[i].queue, jobs[i].payload,
+                            core_->options.payloads == Payloads::json_only);
+    }
     if (n == 0) return {};
     return guarded([&] {
       std::vector<std::pair<std::string_view, std::size_t>> per_queue;  // in order of first use

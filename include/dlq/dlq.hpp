@@ -1,8 +1,9 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file dlq.hpp
-/// Umbrella header for the core: the front end, the wire format, the storage contract and
-/// the in-memory backend. Backends with dependencies are included on their own:
-/// dlq/redis.hpp (dlq::redis), dlq/sqlite.hpp (dlq::sqlite).
+/// Umbrella header for the core: the front end, the wire format, the storage contract,
+/// the in-memory backend and the source-queue interface (dlq/source_queue.hpp). Backends with
+/// dependencies are included on their own: dlq/redis.hpp (dlq::redis), dlq/sqlite.hpp
+/// (dlq::sqlite).
 #pragma once
 
 #include "dlq/audit.hpp"
@@ -14,6 +15,7 @@
 #include "dlq/replay.hpp"
 #include "dlq/retention.hpp"
 #include "dlq/search.hpp"
+#include "dlq/source_queue.hpp"
 #include "dlq/storage.hpp"
 #include "dlq/storage/memory.hpp"
 #include "dlq/version.hpp"

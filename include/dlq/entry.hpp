@@ -17,16 +17,21 @@
 ///   "context"            a JSON object of free-form fields
 ///   "payload_encoding"   "base64" when original_payload is a base64 string of raw bytes;
 ///                        absent when original_payload is the JSON payload itself
+///   "payload_whitespace" true when the JSON payload had whitespace around it, kept in the
+///                        envelope around the value (between the ':' and the next ',')
 ///   "dead_letter_count"  how many times this job has been dead-lettered (poison guard)
 ///   "parked"             true when the poison guard parked the entry
 /// Fields dlq does not know are kept: entries are never re-serialized, only spliced.
 ///
-/// Payloads are byte-exact. A payload that is exactly one valid JSON value (UTF-8, no
-/// surrounding whitespace) is embedded verbatim — numbers keep every digit, `[]` stays `[]`,
-/// key order and spacing are untouched — and replay cuts those bytes back out. Any other
-/// payload (binary, protobuf, text, JSON with surrounding whitespace) is stored as a base64
-/// string with "payload_encoding":"base64" and decoded on replay. The Python seed's replay
-/// re-serializes original_payload instead (json.dumps); it sees a base64 payload as a string.
+/// Payloads are byte-exact. A payload that is one valid JSON value (UTF-8), optionally with
+/// whitespace around it (`{"a":1}\n`), is embedded verbatim — numbers keep every digit, `[]`
+/// stays `[]`, key order, spacing and the surrounding whitespace are untouched — and replay
+/// cuts those bytes back out (with "payload_whitespace":true, the whitespace around the value
+/// too). Any other payload (binary, protobuf, text) is stored as a base64 string with
+/// "payload_encoding":"base64" and decoded on replay. The Python seed's replay re-serializes
+/// original_payload instead (json.dumps): it replays an embedded payload as the same JSON
+/// value, but a base64 payload as a string — hence Payloads::json_only, which refuses a
+/// payload that is not JSON instead of writing such an entry.
 ///
 /// dead_lettered_at is ISO-8601 UTC as Python's isoformat() writes it; on read a fraction is
 /// optional and the zone may be "+00:00", "Z", another offset, or absent (UTC).
@@ -143,9 +148,14 @@ struct Entry {
   }
 
   /// All stored fields as one JSON object, in stored order, with "id" added when it was
-  /// derived. A corrupt entry gives {"id", "problem", "raw" (text) or "raw_base64"}; a
-  /// readable one nested deeper than 256 levels (detail::max_json_depth, which would
-  /// overflow the stack of dump()) gives {"id", "note", "raw" or "raw_base64"}.
+  /// derived. What it shows agrees with ok():
+  ///   - a readable entry shows its fields. A value strict JSON cannot hold (NaN or Infinity,
+  ///     which Python's json.dumps writes; a lone surrogate escape such as "\ude00") is shown
+  ///     as a string of its raw text, and a "note" names those fields;
+  ///   - a readable entry nested deeper than 256 levels (detail::max_json_depth, which would
+  ///     overflow the stack of dump()) gives {"id", "note", "raw" or "raw_base64"};
+  ///   - a corrupt entry gives {"id", "problem", "raw" (text) or "raw_base64"}.
+  /// Never throws for bad data, and the result always dumps (valid UTF-8 throughout).
   nlohmann::ordered_json to_json() const {
     const bool too_deep = ok() && detail::nests_deeper_than(raw, detail::max_json_depth);
     if (ok() && !too_deep) {
@@ -154,20 +164,58 @@ struct Entry {
         if (!j.contains("id")) j["id"] = id;
         return j;
       }
+      if (auto fields = fields_as_json()) return std::move(*fields);
     }
     nlohmann::ordered_json j;
     j["id"] = id;
-    if (too_deep)
-      j["note"] = "nested deeper than " + std::to_string(detail::max_json_depth) +
-                  " levels: shown as raw text (the entry is readable and replayable)";
+    if (ok())
+      j["note"] = too_deep
+                      ? "nested deeper than " + std::to_string(detail::max_json_depth) +
+                            " levels: shown as raw text (the entry is readable and replayable)"
+                      : std::string("shown as raw text (the entry is readable and replayable)");
     else
-      j["problem"] = problem.empty() ? "unreadable" : problem;
+      j["problem"] = problem;
     if (detail::json::is_valid_utf8(raw)) {
       j["raw"] = raw;
       return j;
     }
     j["raw_base64"] = detail::base64::encode(raw);
     return j;
+  }
+
+ private:
+  /// The fields of a readable entry one by one (to_json when the whole does not parse as
+  /// strict JSON): each value that nlohmann cannot parse is shown as a string of its text.
+  std::optional<nlohmann::ordered_json> fields_as_json() const {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    std::string as_text;  // the fields shown as raw text, for the note
+    std::string key_buffer;
+    bool clean = true;
+    const bool whole = detail::json::scan_object(
+        raw, detail::json::mode::lenient,
+        [&](std::string_view key, bool escaped, std::string_view value) {
+          std::string k(key);
+          if (escaped && detail::json::unescape(key, key_buffer)) k = key_buffer;
+          if (!detail::json::is_valid_utf8(k) || !detail::json::is_valid_utf8(value)) {
+            clean = false;
+            return;
+          }
+          auto v = nlohmann::ordered_json::parse(value, nullptr, false);
+          if (v.is_discarded()) {
+            v = std::string(value);
+            if (!as_text.empty()) as_text += ", ";
+            as_text += k;
+          }
+          out[k] = std::move(v);
+        });
+    if (!whole || !clean) return std::nullopt;
+    if (!out.contains("id")) out["id"] = id;
+    if (!as_text.empty())
+      out[out.contains("note") ? "dlq_note" : "note"] =
+          "shown as raw text: " + as_text +
+          " (NaN, Infinity or a lone surrogate escape, which strict JSON cannot hold; the entry "
+          "is readable and replayable byte-exact)";
+    return out;
   }
 };
 
@@ -187,6 +235,7 @@ struct envelope_view {
   std::string_view job_id;
   std::string_view context;
   std::string_view payload_encoding;
+  std::string_view payload_whitespace;
   std::string_view dead_letter_count;
   std::string_view parked;
 };
@@ -240,6 +289,9 @@ inline bool view_envelope(std::string_view raw, envelope_view& view) {
                                case 17:
                                  if (key == "dead_letter_count") view.dead_letter_count = value;
                                  break;
+                               case 18:
+                                 if (key == "payload_whitespace") view.payload_whitespace = value;
+                                 break;
                                default:
                                  break;
                              }
@@ -291,8 +343,9 @@ inline std::string entry_id(const envelope_view& view, std::string_view raw,
 }
 
 /// Finds the payload bytes to push back on replay. On success `payload` views either `raw`
-/// (a JSON payload, verbatim) or `scratch` (a decoded base64 payload). On failure returns
-/// false and sets `problem`.
+/// (a JSON payload, verbatim; with "payload_whitespace":true the whitespace around the value
+/// too) or `scratch` (a decoded base64 payload). On failure returns false and sets `problem`.
+/// `view` must come from view_envelope on the bytes `payload` is to view.
 inline bool cut_payload(const envelope_view& view, std::string& scratch, std::string_view& payload,
                         std::string& problem) {
   if (view.payload.empty()) {
@@ -301,6 +354,17 @@ inline bool cut_payload(const envelope_view& view, std::string& scratch, std::st
   }
   if (view.payload_encoding.empty()) {
     payload = view.payload;
+    if (view.payload_whitespace == "true") {
+      // The value sits inside a validated object: a ':' comes before it and a ',' or '}'
+      // after it, so both walks stop inside the stored bytes.
+      const char* begin = payload.data();
+      const char* end = begin + payload.size();
+      while (json::is_ws(begin[-1]))
+        --begin;
+      while (json::is_ws(*end))
+        ++end;
+      payload = std::string_view(begin, static_cast<std::size_t>(end - begin));
+    }
     return true;
   }
   if (view.payload_encoding != "\"base64\"") {
@@ -327,12 +391,52 @@ struct envelope_input {
   std::chrono::system_clock::time_point time;
   std::int64_t dead_letter_count = 0;  // 0 = do not write
   bool parked = false;
+  bool json_only = false;  // refuse a payload that is not JSON (Payloads::json_only)
 };
 
+/// How write_envelope embeds `payload`: verbatim (`json`), verbatim with whitespace around
+/// the value (`spaced`), or as base64 (`binary`).
+enum class payload_shape : unsigned char { json, spaced, binary };
+
+/// The shape `payload` is written in (see write_envelope).
+inline payload_shape shape_of(std::string_view payload) {
+  if (json::is_exact_value(payload, json::mode::strict)) return payload_shape::json;
+  std::size_t b = 0;
+  std::size_t e = payload.size();
+  while (b < e && json::is_ws(payload[b]))
+    ++b;
+  while (e > b && json::is_ws(payload[e - 1]))
+    --e;
+  if (b < e && (b > 0 || e < payload.size()) &&
+      json::is_exact_value(payload.substr(b, e - b), json::mode::strict))
+    return payload_shape::spaced;
+  return payload_shape::binary;
+}
+
+/// Throws the dlq::invalid_argument that Payloads::json_only gives a payload that is not JSON.
+[[noreturn]] inline void refuse_payload(std::string_view queue, std::string_view payload) {
+  throw invalid_argument(message(
+      "send", "queue '" + std::string(queue) + "'",
+      "the payload (" + std::to_string(payload.size()) +
+          " bytes) is not JSON and Options::payloads is Payloads::json_only",
+      "send JSON payloads on keys shared with the Python service (it would replay a base64 "
+      "payload as a string), or set Options::payloads to Payloads::any; nothing was stored"));
+}
+
+/// Checks `payload` before anything is stored (the front end, for Payloads::json_only).
+/// @throws dlq::invalid_argument when `json_only` is set and the payload is not JSON.
+inline void check_payload(std::string_view queue, std::string_view payload, bool json_only) {
+  if (json_only && shape_of(payload) == payload_shape::binary) refuse_payload(queue, payload);
+}
+
 /// Appends the envelope for `in` to `out` (compact JSON, original_payload first).
+/// @throws dlq::invalid_argument when in.json_only is set and the payload is not JSON
+///         (nothing is appended).
 inline void write_envelope(std::string& out, const envelope_input& in) {
   const Failure& f = *in.failure;
-  const bool as_json = json::is_exact_value(in.payload, json::mode::strict);
+  const payload_shape shape = shape_of(in.payload);
+  const bool as_json = shape != payload_shape::binary;
+  if (!as_json && in.json_only) refuse_payload(in.queue, in.payload);
   out.reserve(out.size() + (as_json ? in.payload.size() : in.payload.size() / 3 * 4 + 4) +
               in.queue.size() + f.error.size() + in.worker.size() + 160);
   out.append("{\"original_payload\":");
@@ -372,6 +476,7 @@ inline void write_envelope(std::string& out, const envelope_input& in) {
     out.append(std::to_string(in.dead_letter_count));
   }
   if (in.parked) out.append(",\"parked\":true");
+  if (shape == payload_shape::spaced) out.append(",\"payload_whitespace\":true");
   if (!as_json) out.append(",\"payload_encoding\":\"base64\"");
   out.push_back('}');
 }

@@ -98,6 +98,14 @@ struct Counters {
   std::uint64_t audit_errors = 0;  ///< audit writes that failed (the operation stood; logged)
 };
 
+/// Which payloads send accepts (Options::payloads).
+enum class Payloads : unsigned char {
+  any,       ///< every payload: JSON embedded verbatim, anything else as base64 (the default)
+  json_only  ///< only JSON payloads (whitespace around the value allowed); anything else is
+             ///< refused with dlq::invalid_argument — for keys shared with the Python service,
+             ///< which would replay a base64 payload as a string (see dlq/entry.hpp)
+};
+
 /// Settings of a DeadLetterQueue. Every default is usable as is.
 struct Options {
   /// Source of the current time for dead_lettered_at, ids and age filters.
@@ -108,6 +116,10 @@ struct Options {
   std::function<void(std::chrono::nanoseconds)> sleep;
   /// Worker name recorded when a Failure names none. Default "" (as the Python seed).
   std::string worker;
+  /// Which payloads send accepts. Default Payloads::any (JSON verbatim, other bytes as
+  /// base64); Payloads::json_only refuses a payload that is not JSON with
+  /// dlq::invalid_argument before anything is stored.
+  Payloads payloads = Payloads::any;
   /// Most entries one replay batch moves. Default 1000; 0 means the default.
   std::size_t replay_batch_items = 1000;
   /// Bytes one replay batch aims at: the batch shrinks for large entries so that no single

@@ -48,6 +48,8 @@ struct CliFixture {
   std::function<void()> on_open;        // runs when the command opens the store (may throw)
   std::vector<bool> traps;              // every trap_interrupts(on) call
   dlqctl::StoreSettings last_settings;  // what the command line asked to open
+  std::function<std::string(std::string_view)> destination;  // Store::destination, if set
+  std::function<std::optional<dlqctl::Store::OtherLayout>()> other_layout;  // likewise
   bool opened = false;
 
   dlq::Options options() {
@@ -84,11 +86,13 @@ struct CliFixture {
       if (on_open) on_open();
       dlq::Options o = options();
       o.actor = s.actor;
-      return std::make_unique<dlqctl::DlqStore<dlq::MemoryStorage&>>(
-          "memory", storage, std::move(o),
-          [this](std::string_view q) -> std::optional<std::size_t> {
+      auto store = std::make_unique<dlqctl::DlqStore<dlq::MemoryStorage&>>(
+          "memory", storage, std::move(o), [this](std::string_view q) -> std::optional<std::size_t> {
             return storage.source_size(q);
           });
+      if (destination) store->set_destination(destination);
+      if (other_layout) store->set_other_layout(other_layout);
+      return store;
     };
     CliResult r;
     r.code = dlqctl::run(args, io, open);

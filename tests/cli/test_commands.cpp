@@ -602,3 +602,28 @@ TEST_CASE("the progress bar is drawn on a terminal only", "[cli]") {
   CHECK_FALSE(contains(plain.err, "\r"));
   CHECK(plain.lines().back() == "1500");
 }
+
+// Issue 11 item 6: an entry the Python seed wrote with NaN in its payload, or with a lone
+// surrogate escape, is readable: peek --json and show --json show it as readable, payload
+// included (as its raw text), never as {"problem":"unreadable"}.
+TEST_CASE("peek and show --json show readable NaN and lone-surrogate entries as readable",
+          "[cli]") {
+  CliFixture f;
+  f.storage.push(dlq::Record{
+      "orders", {}, {}, R"({"original_payload": {"x": NaN}, "queue": "orders", "error": "e1"})"});
+  f.storage.push(dlq::Record{
+      "orders", {}, {}, R"({"original_payload": "\ude00", "queue": "orders", "error": "e2"})"});
+  auto r = f.run({"peek", "orders", "--json"});
+  REQUIRE(r.code == 0);
+  const auto lines = r.json_lines();
+  REQUIRE(lines.size() == 2);
+  CHECK_FALSE(lines[0].contains("problem"));
+  CHECK(lines[0]["original_payload"] == R"({"x": NaN})");
+  CHECK(lines[0]["error"] == "e1");
+  CHECK_FALSE(lines[1].contains("problem"));
+  CHECK(lines[1]["original_payload"] == R"("\ude00")");
+  const std::string id = lines[0]["id"];
+  auto shown = f.run({"show", "orders", id, "--json"});
+  REQUIRE(shown.code == 0);
+  CHECK(shown.json_lines()[0] == lines[0]);
+}

@@ -364,6 +364,50 @@ def test_exit_codes(b, q):
               "a file that is not a database exits 2 naming it", p.stderr)
 
 
+def test_where_things_are(b, q):
+    """Issue 15: replay names its destination; an empty queue and another key layout are
+    explained instead of a bare 0."""
+    expect(run("send", q, "--error", "e", "--payload", '{"n":1}'), 0, "send")
+    rc, out, err = expect(run("replay", q, "--all"), 0, "replay --all")
+    if b.kind == "sqlite":
+        check("they went to the job queue jobs:{%s}:ready in %s" % (q, b.where) in err,
+              "replay on SQLite names the kv::JobQueue list and the file", err)
+    else:
+        check("they went to the Redis list queue:{%s}" % q in err,
+              "replay on Redis names the source list", err)
+    rc, out, err = expect(run("replay", q, "--all", "--json"), 0, "replay --all --json (empty)")
+    report = json.loads(out)
+    check(report["replayed"] == 0 and report["queue"] == q, "replay --json is one object", out)
+    check("no dead letters in '%s'" % q in err, "an empty queue says so", err)
+    rc, out, err = expect(run("count", q + "-none", "--json"), 0, "count --json")
+    check(json.loads(out) == {"queue": q + "-none", "dead": 0}, "count --json", out)
+    check("queues that have some:" in err, "an empty queue names the queues that have some", err)
+    if b.kind == "redis":
+        # A database of its own, holding only the Python service's layout (dlq:<queue>).
+        other_db = STORE.rsplit("/", 1)[0] + "/13"
+        import redis
+        r13 = redis.Redis.from_url(other_db)
+        seed_key = "dlq:%s-py" % q
+        r13.rpush(seed_key, json.dumps({"original_payload": {"a": 1}, "queue": q + "-py",
+                                        "error": "x", "attempt": 1, "worker": "w",
+                                        "dead_lettered_at": "2026-01-01T00:00:00"}))
+        try:
+            p = subprocess.run([ARGS.dlqctl, "queues", "--store", other_db], capture_output=True,
+                               timeout=60)
+            err = p.stderr.decode()
+            check(p.returncode == 0 and "the Python service's layout dlq:*" in err
+                  and "%s-py" % q in err and "--dlq-key 'dlq:*' --queue-key 'queue:*'" in err,
+                  "queues names the seed layout and its flags", err)
+            p = subprocess.run([ARGS.dlqctl, "queues", "--store", other_db, "--dlq-key", "dlq:*",
+                                "--queue-key", "queue:*"], capture_output=True, timeout=60)
+            check(("%s-py" % q).encode() in p.stdout and b"--dlq-key" not in p.stderr,
+                  "with those flags the queue is listed", p.stdout + p.stderr)
+        finally:
+            r13.delete(seed_key)
+    rc, out, err = expect(run("replay", "--help"), 0, "replay --help")
+    check(b"jobs:{QUEUE}:ready" in out, "replay --help names the SQLite destination", out)
+
+
 def main():
     global ARGS, STORE
     ap = argparse.ArgumentParser()
@@ -388,7 +432,7 @@ def main():
                        check=True, capture_output=True, env=dict(os.environ, DLQ_STORE=STORE))
     prefix = f"e2e{os.getpid()}"
     tests = [test_send_count_peek_show, test_replay_selection, test_corrupt_and_queues,
-             test_sigint, test_progress_bar, test_exit_codes]
+             test_sigint, test_progress_bar, test_exit_codes, test_where_things_are]
     try:
         for t in tests:
             print(f"--- {t.__name__} ({ARGS.store})", flush=True)

@@ -21,8 +21,8 @@
 
 #include "dlq/dead_letter_queue.hpp"
 #include "dlq/kv/memory_store.hpp"
-#include "dlq/sqlite/sqlite_store.hpp"
 #include "dlq/kv/storage.hpp"
+#include "dlq/sqlite/sqlite_store.hpp"
 #include "support/catch.hpp"
 
 namespace {
@@ -255,4 +255,151 @@ TEST_CASE("job queue: a consumer killed with SIGKILL at random points loses noth
   CHECK(*distinct.rbegin() == n - 1);
   CHECK(q.size("orders") == 0);
   CHECK(q.held("orders", "consumer") == 0);
+}
+
+// Issue 11 item 7: dead letters and the job queue in one SQLite file. Each replay step pushes
+// the jobs and removes the dead letters in one transaction, so a replayer killed with SIGKILL
+// at any point neither loses a job nor pushes one twice.
+TEST_CASE(
+    "job queue: a replay into the same file killed with SIGKILL 20 times loses and "
+    "doubles nothing",
+    "[jobs][sqlite][sigkill][replay]") {
+  TempDir dir;
+  const std::string path = dir.file("jobs.db");
+  using Storage = dlq::KeyValueStorage<dlq::kv::SqliteStore, dlq::kv::JobQueue<>>;
+  dlq::kv::SqliteOptions fast;
+  fast.synchronous = dlq::kv::SqliteSync::normal;  // survives SIGKILL, which is the test
+  constexpr int rounds = 20;
+  constexpr int per_round = 300;
+  int sent = 0;
+  auto send = [&](int count) {  // a worker dead-letters `count` more jobs
+    dlq::kv::SqliteStore store(path, fast);
+    dlq::DeadLetterQueue<Storage> q(Storage(store, dlq::kv::JobQueue<>(store)));
+    std::vector<dlq::FailedJob> batch;
+    for (int i = 0; i < count; ++i, ++sent) {
+      dlq::FailedJob j;
+      j.queue = "orders";
+      j.payload = "{\"n\":" + std::to_string(sent) + "}";
+      j.failure.error = "boom";
+      j.failure.job_id = "job-" + std::to_string(sent);
+      batch.push_back(std::move(j));
+    }
+    q.send_batch(batch);
+  };
+
+  std::mt19937 rng(777);
+  int kills = 0;
+  for (int round = 0; round < rounds; ++round) {
+    send(per_round);
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {  // the operator's replay: reports each batch, until killed or done
+      ::close(fds[0]);
+      try {
+        dlq::kv::SqliteStore store(path, fast);
+        dlq::Options o;
+        o.replay_batch_items = 8;
+        dlq::DeadLetterQueue<Storage> q(Storage(store, dlq::kv::JobQueue<>(store)), o);
+        dlq::ReplayOptions r;
+        r.on_progress = [&](const dlq::ReplayProgress&) {
+          if (::write(fds[1], "p\n", 2) != 2) ::_exit(3);
+        };
+        q.replay("orders", r);
+      } catch (...) {
+        ::_exit(2);
+      }
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    char c = 0;
+    const bool started = ::read(fds[0], &c, 1) == 1;  // the first batch is in
+    if (started) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 4000));
+    ::kill(pid, SIGKILL);
+    ::close(fds[0]);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE((WIFSIGNALED(status) || WEXITSTATUS(status) == 0));
+    if (WIFSIGNALED(status)) ++kills;
+  }
+  // Finish what the kills left, then count every job in the queue.
+  dlq::kv::SqliteStore store(path, fast);
+  REQUIRE(store.integrity_check() == "ok");
+  dlq::kv::JobQueue<> jobs(store);
+  dlq::DeadLetterQueue<Storage> q(Storage(store, jobs));
+  q.replay_all("orders");
+  CHECK(q.size("orders") == 0);
+  std::multiset<std::string> got;
+  for (const auto& item : store.list(jobs.ready_collection("orders"), dlq::kv::Window{}))
+    got.insert(item.value);
+  const std::set<std::string> distinct(got.begin(), got.end());
+  INFO("kills: " << kills << ", duplicates: " << got.size() - distinct.size());
+  CHECK(kills >= 10);
+  CHECK(distinct.size() == static_cast<std::size_t>(sent));  // nothing lost
+  CHECK(got.size() == distinct.size());                      // nothing pushed twice
+  CHECK(sent == rounds * per_round);
+}
+
+TEST_CASE(
+    "job queue: a replay step into the same store conflicts when a record changed under "
+    "it, and pushes nothing",
+    "[jobs][sqlite][replay]") {
+  TempDir dir;
+  dlq::kv::SqliteStore store(dir.file("jobs.db"));
+  dlq::kv::JobQueue<> jobs(store);
+  dlq::KeyValueStorage s(store, jobs);
+  s.push_many({dlq::Record{"orders", "job-1", "job-1", "one"},
+               dlq::Record{"orders", "job-2", "job-2", "two"}});
+  bool first = true;
+  auto decide = [&](std::string_view raw, dlq::Decision& d) {
+    if (first) {  // the job fails again while the step is deciding
+      first = false;
+      s.push(dlq::Record{"orders", "job-2", "job-2", "two again"});
+    }
+    d.action = dlq::Action::replay;
+    d.destination = "orders";
+    d.payload = raw;
+  };
+  decltype(s)::replay_cursor cursor;
+  const auto r = s.replay_step("orders", cursor, 10, decide);
+  CHECK(r.conflict);
+  CHECK(jobs.size("orders") == 0);
+  CHECK(s.size("orders", dlq::ListKind::dead) == 2);
+  for (int guard = 0; guard < 10; ++guard)
+    if (s.replay_step("orders", cursor, 10, decide).examined == 0) break;
+  CHECK(payloads(jobs.take("orders", "w", 10)) == std::vector<std::string>{"one", "two again"});
+  CHECK(s.size("orders", dlq::ListKind::dead) == 0);
+  CHECK(s.superseded() == 0);
+}
+
+TEST_CASE("job queue: replay is exactly-once only when the job queue is in the same store",
+          "[jobs][sqlite][replay]") {
+  TempDir dir;
+  dlq::kv::SqliteStore store(dir.file("jobs.db"));
+  dlq::kv::SqliteStore same_file(dir.file("jobs.db"));  // opened separately: same database
+  dlq::kv::SqliteStore other(dir.file("other.db"));
+  using Storage = dlq::KeyValueStorage<dlq::kv::SqliteStore, dlq::kv::JobQueue<>>;
+  CHECK(Storage(store, dlq::kv::JobQueue<>(store)).exactly_once());
+  CHECK(Storage(store, dlq::kv::JobQueue<>(same_file)).exactly_once());
+  CHECK_FALSE(Storage(store, dlq::kv::JobQueue<>(other)).exactly_once());
+  CHECK_FALSE(dlq::KeyValueStorage(store).exactly_once());  // MemoryQueues: another place
+
+  dlq::kv::MemoryStore memory;
+  dlq::kv::JobQueue<dlq::kv::MemoryStore> memory_jobs(memory);
+  dlq::KeyValueStorage in_memory(memory, memory_jobs);
+  CHECK(in_memory.exactly_once());
+  CHECK_FALSE(dlq::KeyValueStorage(dlq::kv::MemoryStore{}, memory_jobs).exactly_once());
+
+  // Set-aside and discarded records go through the same transaction (no payload to push).
+  Storage s(store, dlq::kv::JobQueue<>(store));
+  s.push_many({dlq::Record{"orders", "a", "a", "bad"}, dlq::Record{"orders", "b", "b", "old"}});
+  decltype(s)::replay_cursor cursor;
+  const auto r = s.replay_step("orders", cursor, 10, [](std::string_view raw, dlq::Decision& d) {
+    d.action = raw == "bad" ? dlq::Action::set_aside : dlq::Action::discard;
+  });
+  CHECK(r.examined == 2);
+  CHECK_FALSE(r.conflict);
+  CHECK(s.size("orders", dlq::ListKind::dead) == 0);
+  CHECK(s.range("orders", dlq::ListKind::corrupt, 0, 10) == std::vector<std::string>{"bad"});
 }

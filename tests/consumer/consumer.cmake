@@ -36,6 +36,16 @@ if(DLQ_INSTALL)
     set_tests_properties(consumer_find_package_redis PROPERTIES FIXTURES_REQUIRED dlq_staged LABELS consumer)
   endif()
 
+  if(DLQ_HAVE_HTTP)
+    add_test(NAME consumer_find_package_http
+             COMMAND "${CMAKE_CTEST_COMMAND}" --build-and-test
+                     "${CMAKE_CURRENT_LIST_DIR}/find_package" "${CMAKE_BINARY_DIR}/consumer-find-package-http"
+                     ${_common} --build-options "-DCMAKE_PREFIX_PATH=${_stage}"
+                     "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}" -DDLQ_WANT_HTTP=ON
+                     --test-command consumer_find_package)
+    set_tests_properties(consumer_find_package_http PROPERTIES FIXTURES_REQUIRED dlq_staged LABELS consumer)
+  endif()
+
   add_test(NAME consumer_pkg_config
            COMMAND sh -c "${CMAKE_CXX_COMPILER} -std=c++17 -fsyntax-only $(PKG_CONFIG_PATH='${_stage}/share/pkgconfig' pkg-config --cflags dlq) '${CMAKE_CURRENT_LIST_DIR}/find_package/main.cpp'")
   set_tests_properties(consumer_pkg_config PROPERTIES FIXTURES_REQUIRED dlq_staged LABELS consumer)

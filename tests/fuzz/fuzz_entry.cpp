@@ -54,6 +54,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   dlq::detail::write_envelope(envelope, in);
   const dlq::Entry back = dlq::parse_entry(envelope);
   if (!back.ok() || back.payload != input || back.id != "id-1") std::abort();
-  if (!nlohmann::json::accept(envelope) && ours == false) std::abort();
+  // A payload embedded verbatim (JSON, whitespace around it allowed) may hold what nlohmann
+  // refuses (see 2.); any other payload is base64, so the envelope must be JSON nlohmann reads.
+  const bool embedded = dlq::detail::shape_of(input) != dlq::detail::payload_shape::binary;
+  if (!nlohmann::json::accept(envelope) && !embedded) std::abort();
   return 0;
 }

@@ -1,14 +1,14 @@
-# Fails when a core header (anything outside the Redis and SQLite backends) includes hiredis,
-# sqlite3 or a backend header: users of the core must never need those installed.
+# Fails when a core header (anything outside the Redis, SQLite and HTTP parts) includes hiredis,
+# sqlite3, cpp-httplib or a backend header: users of the core must never need those installed.
 file(GLOB_RECURSE headers RELATIVE "${INCLUDE_DIR}" "${INCLUDE_DIR}/dlq/*.hpp")
 set(bad "")
 foreach(h IN LISTS headers)
-  if(h MATCHES "^dlq/(redis/|redis\\.hpp|sqlite/|sqlite\\.hpp)")
+  if(h MATCHES "^dlq/(redis/|redis\\.hpp|sqlite/|sqlite\\.hpp|http/|http\\.hpp)")
     continue()
   endif()
   file(STRINGS "${INCLUDE_DIR}/${h}" lines REGEX "^[ \t]*#[ \t]*include")
   foreach(line IN LISTS lines)
-    if(line MATCHES "hiredis|sqlite3|dlq/redis/|dlq/redis\\.hpp|dlq/sqlite/|dlq/sqlite\\.hpp")
+    if(line MATCHES "hiredis|sqlite3|httplib|dlq/redis/|dlq/redis\\.hpp|dlq/sqlite/|dlq/sqlite\\.hpp|dlq/http/|dlq/http\\.hpp")
       list(APPEND bad "${h}: ${line}")
     endif()
   endforeach()

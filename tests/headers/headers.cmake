@@ -1,12 +1,14 @@
 # Header hygiene:
 # 1. every public header compiles on its own (one generated source file per header, built
 #    with dlq's warnings as errors), and twice in a row (include guards);
-# 2. the core never includes hiredis or sqlite, directly or through a backend header.
+# 2. the core never includes hiredis, sqlite or cpp-httplib, directly or through a backend
+#    header (dlq/redis, dlq/sqlite, dlq/http).
 file(GLOB_RECURSE _dlq_headers RELATIVE "${PROJECT_SOURCE_DIR}/include" CONFIGURE_DEPENDS
      "${PROJECT_SOURCE_DIR}/include/dlq/*.hpp")
 set(_core_sources "")
 set(_redis_sources "")
 set(_sqlite_sources "")
+set(_http_sources "")
 foreach(header IN LISTS _dlq_headers)
   string(MAKE_C_IDENTIFIER "${header}" stem)
   set(src "${CMAKE_CURRENT_BINARY_DIR}/headers/${stem}.cpp")
@@ -15,6 +17,8 @@ foreach(header IN LISTS _dlq_headers)
     list(APPEND _redis_sources "${src}")
   elseif(header MATCHES "^dlq/(sqlite/|sqlite\\.hpp)")
     list(APPEND _sqlite_sources "${src}")
+  elseif(header MATCHES "^dlq/(http/|http\\.hpp)")
+    list(APPEND _http_sources "${src}")
   else()
     list(APPEND _core_sources "${src}")
   endif()
@@ -32,6 +36,11 @@ if(_sqlite_sources AND TARGET dlq::sqlite)
   add_library(dlq_headers_sqlite OBJECT ${_sqlite_sources})
   target_link_libraries(dlq_headers_sqlite PRIVATE dlq::sqlite)
   dlq_dev_target(dlq_headers_sqlite)
+endif()
+if(_http_sources AND TARGET dlq::http)
+  add_library(dlq_headers_http OBJECT ${_http_sources})
+  target_link_libraries(dlq_headers_http PRIVATE dlq::http)
+  dlq_dev_target(dlq_headers_http)
 endif()
 
 add_test(NAME core_headers_do_not_include_backends

@@ -94,6 +94,8 @@ TEST_CASE("entries C++ wrote are read and replayed by the Python seed", "[redis]
       "[1,2,3]",
       R"("just a string")",
       "null",
+      "{\"trailing\":\"newline\"}\n",  // JSON with whitespace around it: embedded, not base64
+      " \t[1, 2]\r\n",
   };
   dlq::DeadLetterQueue<dlq::RedisListStorage> q(dlq::RedisListStorage(url, seed_layout(prefix)));
   for (std::size_t i = 0; i < payloads.size(); ++i) {

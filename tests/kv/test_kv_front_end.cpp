@@ -301,3 +301,164 @@ TEST_CASE("evict_oldest takes the length from the push: no count() call per send
     left.push_back(e.payload);
   CHECK(left == std::vector<std::string>{"7", "8", "9"});
 }
+
+// Issue 11 item 4: remove(id) and replay agree on what happened to an entry. A remove that
+// lands while the replay is pushing the entry's payload must not say "removed" for an entry
+// that was delivered: the replay wins (remove returns false), and the report says replayed.
+TEMPLATE_LIST_TEST_CASE(
+    "remove during the replay's push of that entry returns false: the replay "
+    "delivered it",
+    "[kv][front-end][replay][remove]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::kv::MemoryQueues queues;
+  std::function<void()> during_push;
+  dlq::KeyValueStorage storage(fx.make(), [&](const std::vector<dlq::kv::Message>& batch) {
+    queues.push_many(batch);
+    if (during_push) {
+      auto f = std::move(during_push);
+      during_push = nullptr;
+      f();
+    }
+  });
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage);
+  q.send_to_dlq("orders", R"({"n":1})", job_failure("job-1", 1, "e"));
+  q.send_to_dlq("orders", R"({"n":2})", job_failure("job-2", 1, "e"));
+  std::optional<bool> removed_during;
+  std::optional<bool> removed_other;
+  during_push = [&] {
+    removed_during = q.remove("orders", "job-1");  // the entry being pushed right now
+  };
+  const auto report = q.replay_ids("orders", {"job-1"});
+  REQUIRE(removed_during.has_value());
+  CHECK_FALSE(*removed_during);  // it was replayed, not removed
+  CHECK(report.replayed == 1);
+  CHECK(queues.contents("orders") == std::vector<std::string>{R"({"n":1})"});
+  CHECK(storage.superseded() == 0);
+  CHECK(q.size("orders") == 1);
+  CHECK_FALSE(q.get("orders", "job-1"));
+
+  // An entry the step does not hold can still be removed from inside the push.
+  q.send_to_dlq("orders", R"({"n":3})", job_failure("job-3", 1, "e"));
+  during_push = [&] { removed_other = q.remove("orders", "job-2"); };
+  CHECK(q.replay_ids("orders", {"job-3"}).replayed == 1);
+  REQUIRE(removed_other.has_value());
+  CHECK(*removed_other);
+  CHECK(q.size("orders") == 0);
+  CHECK(storage.superseded() == 0);
+  CHECK(queues.contents("orders") == std::vector<std::string>{R"({"n":1})", R"({"n":3})"});
+}
+
+TEMPLATE_LIST_TEST_CASE("purge during the replay's push does not count the entries being pushed",
+                        "[kv][front-end][replay][remove]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::kv::MemoryQueues queues;
+  std::function<void()> during_push;
+  dlq::KeyValueStorage storage(fx.make(), [&](const std::vector<dlq::kv::Message>& batch) {
+    queues.push_many(batch);
+    if (during_push) {
+      auto f = std::move(during_push);
+      during_push = nullptr;
+      f();
+    }
+  });
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage);
+  for (int i = 0; i < 3; ++i)
+    q.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}",
+                  job_failure("job-" + std::to_string(i), 1, "e"));
+  std::size_t purged = 99;
+  during_push = [&] { purged = q.purge("orders"); };
+  const auto report = q.replay_ids("orders", {"job-0"});
+  CHECK(report.replayed == 1);
+  CHECK(purged == 2);  // job-1 and job-2; job-0 was being replayed
+  CHECK(queues.size("orders") == 1);
+  CHECK(q.size("orders") == 0);
+  CHECK(storage.superseded() == 0);
+}
+
+TEMPLATE_LIST_TEST_CASE(
+    "8 threads removing while a replay runs: every entry replayed or removed, "
+    "never both (200 rounds)",
+    "[kv][front-end][replay][remove][threads]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::kv::MemoryQueues queues;
+  dlq::KeyValueStorage storage(fx.make(), [&](const std::vector<dlq::kv::Message>& batch) {
+    std::this_thread::yield();  // widen the window between the check and the removal
+    queues.push_many(batch);
+    std::this_thread::yield();
+  });
+  dlq::Options options;
+  options.replay_batch_items = 2;
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+  constexpr int threads = 8;  // one replayer, seven removers
+  constexpr int rounds = 200;
+  std::size_t disagreements = 0;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<dlq::FailedJob> jobs;
+    for (int i = 0; i < threads - 1; ++i) {
+      dlq::FailedJob j;
+      j.queue = "orders";
+      j.payload = "{\"r\":" + std::to_string(round) + ",\"i\":" + std::to_string(i) + "}";
+      j.failure = job_failure("r" + std::to_string(round) + "-" + std::to_string(i), 1, "e");
+      jobs.push_back(std::move(j));
+    }
+    q.send_batch(jobs);
+    queues.clear();
+    std::atomic<int> ready{0};
+    std::vector<char> removed(threads - 1, 0);
+    dlq::ReplayReport report;
+    std::vector<std::thread> pool;
+    pool.emplace_back([&] {
+      ++ready;
+      while (ready.load() < threads)
+        std::this_thread::yield();
+      report = q.replay_all("orders");
+    });
+    for (int i = 0; i < threads - 1; ++i) {
+      pool.emplace_back([&, i] {
+        ++ready;
+        while (ready.load() < threads)
+          std::this_thread::yield();
+        removed[static_cast<std::size_t>(i)] =
+            q.remove("orders", "r" + std::to_string(round) + "-" + std::to_string(i)) ? 1 : 0;
+      });
+    }
+    for (auto& t : pool)
+      t.join();
+    const auto delivered = queues.contents("orders");
+    std::size_t removed_count = 0;
+    for (int i = 0; i < threads - 1; ++i) {
+      const std::string payload =
+          "{\"r\":" + std::to_string(round) + ",\"i\":" + std::to_string(i) + "}";
+      const auto n = std::count(delivered.begin(), delivered.end(), payload);
+      const bool was_removed = removed[static_cast<std::size_t>(i)] != 0;
+      removed_count += was_removed ? 1 : 0;
+      if (n + (was_removed ? 1 : 0) != 1) ++disagreements;  // exactly one of the two
+    }
+    if (report.replayed != delivered.size()) ++disagreements;
+    if (q.size("orders") != 0) ++disagreements;
+    if (removed_count + delivered.size() != static_cast<std::size_t>(threads - 1)) ++disagreements;
+  }
+  CHECK(disagreements == 0);
+  CHECK(storage.superseded() == 0);
+}
+
+// Issue 15 item 5: on keys shared with the Python service, a payload that is not JSON is
+// refused instead of stored as base64 (which the Python side would replay as a string).
+TEMPLATE_LIST_TEST_CASE("Payloads::json_only refuses non-JSON payloads and stores nothing",
+                        "[kv][front-end][bad-input]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::KeyValueStorage storage(fx.make());
+  dlq::Options options;
+  options.payloads = dlq::Payloads::json_only;
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+  CHECK_THROWS_AS(q.send_to_dlq("orders", "plain text", "e"), dlq::invalid_argument);
+  std::vector<dlq::FailedJob> batch(2);
+  batch[0].queue = batch[1].queue = "orders";
+  batch[0].payload = R"({"ok":1})";
+  batch[1].payload = std::string("\x00\x01", 2);
+  CHECK_THROWS_AS(q.send_batch(batch), dlq::invalid_argument);
+  CHECK(q.size("orders") == 0);                 // nothing of the batch was stored
+  q.send_to_dlq("orders", "{\"a\":1}\n", "e");  // JSON with a trailing newline is JSON
+  CHECK(q.replay_all("orders").replayed == 1);
+  CHECK(storage.sink().contents("orders") == std::vector<std::string>{"{\"a\":1}\n"});
+}

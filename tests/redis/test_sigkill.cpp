@@ -82,6 +82,8 @@ TEST_CASE("a replayer killed with SIGKILL at random points loses and doubles not
   REQUIRE(WEXITSTATUS(status) == 0);
   const long long full_ms = std::max<long long>(test::elapsed_ms(t0), 20);
   REQUIRE(raw.list(source) == payloads);
+  auto receipts = [&] { return raw.strings({"KEYS", prefix + "*:receipt:*"}).size(); };
+  CHECK(receipts() == 0);  // a replay that ends deletes its receipts
   refill();
 
   std::mt19937 rng(std::random_device{}());
@@ -95,6 +97,9 @@ TEST_CASE("a replayer killed with SIGKILL at random points loses and doubles not
     REQUIRE(::waitpid(pid, &status, 0) == pid);
     const std::size_t fixed = dlq.recover("orders");
     CHECK(fixed == 0);  // compare-and-move leaves nothing to repair
+    CHECK(storage.size("orders", ListKind::corrupt) == 0);  // nor anything to set aside
+    // A killed replayer leaves at most its last step's receipt (it expires by itself).
+    CHECK(receipts() <= static_cast<std::size_t>(round) + 1);
     auto in_source = raw.list(source);
     std::vector<std::string> all = in_source;
     std::size_t left = 0;

@@ -123,6 +123,31 @@ class MemoryStore {
   /// it is 0), atomically. @returns how many were applied.
   std::size_t remove(const std::vector<Removal>& removals) {
     std::lock_guard<std::mutex> lock(state_->mutex);
+    return remove_locked(removals);
+  }
+
+  /// Atomically: if every removal's record exists with the expected version (any when 0),
+  /// applies all of them and then saves `writes` (as save); otherwise changes nothing.
+  /// @returns true when applied.
+  bool remove_and_save(const std::vector<Removal>& removals, const std::vector<Write>& writes) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (const Removal& r : removals) {
+      const collection* c = find_locked(r.collection);
+      if (c == nullptr) return false;
+      auto it = c->by_id.find(r.id);
+      if (it == c->by_id.end() || (r.version != 0 && it->second != r.version)) return false;
+    }
+    remove_locked(removals);
+    for (const Write& w : writes)
+      save_locked(collection_locked(w.collection), w);
+    return true;
+  }
+
+  /// True when `other` is this store or a copy of it (the same data).
+  bool shares_data_with(const MemoryStore& other) const noexcept { return state_ == other.state_; }
+
+ private:
+  std::size_t remove_locked(const std::vector<Removal>& removals) {
     std::size_t applied = 0;
     for (const Removal& r : removals) {
       auto cit = state_->collections.find(r.collection);
@@ -147,6 +172,7 @@ class MemoryStore {
     return applied;
   }
 
+ public:
   /// Number of records in `collection`.
   std::size_t count(std::string_view collection_name) const {
     std::lock_guard<std::mutex> lock(state_->mutex);

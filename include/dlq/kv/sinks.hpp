@@ -15,7 +15,9 @@
 ///
 /// or a std::reference_wrapper to one of those. Replay calls the sink first and removes the
 /// records only after it returned (at-least-once): a sink must have stored the payloads
-/// durably — or thrown — when it returns.
+/// durably — or thrown — when it returns. A sink that writes into the dead letters' own store
+/// (dlq::kv::JobQueue: `store()` and `writes_for`) is instead written in the same store
+/// transaction that removes the records (exactly-once; see dlq/kv/storage.hpp).
 #pragma once
 
 #include <cstddef>

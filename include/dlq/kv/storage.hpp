@@ -1,7 +1,7 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file kv/storage.hpp
 /// dlq::KeyValueStorage — the storage adapter over a key-value store: one record per entry,
-/// keyed by queue and entry id (the Rust seed's `dlq:{task_id}` records made first-class).
+/// keyed by queue and entry id (the shape of the Rust seed's `dlq:{task_id}` records).
 ///
 /// What it gives you:
 ///   - A caller-supplied job id is the entry id (keyed_by_job_id), so dead-lettering the same
@@ -11,17 +11,23 @@
 ///   - Entries without any id (bytes written by another program) are keyed by the id
 ///     dlq::Entry derives from their bytes ("raw-…"), so every record can be addressed.
 ///   - Replay into a destination of your choice (a "sink": any callable, or an object with
-///     push/push_many; see "Sinks" below) — push first, then remove, because the destination
-///     is outside the store and no transaction spans both. **At-least-once**: a replay that
-///     dies between the push and the remove leaves the records in place and the next replay
-///     pushes them again, so the destination can see a payload twice — the price of never
-///     losing one. Two processes replaying the same queue at once can also both push an
-///     entry (one process serialises its own replays). Before pushing, a step re-reads its
-///     window: a record removed or replaced since it was read makes the step a `conflict`
-///     (nothing pushed, nothing removed; the front end decides again). The removal is a
-///     compare-and-delete on the record's version, in one atomic store call: if the job was
-///     dead-lettered again while its payload was being pushed, the new record is kept (a new
-///     failure) and counted in superseded().
+///     push/push_many; see "Sinks" below).
+///       * **Exactly-once** when the sink writes into the same store (a dlq::kv::JobQueue on
+///         the same SqliteStore file or MemoryStore; exactly_once() says so): each step saves
+///         the jobs and removes the records in one store transaction (remove_and_save).
+///       * **At-least-once** otherwise — push first, then remove, because no transaction
+///         spans the store and the destination: a replay that dies between the push and the
+///         remove leaves the records in place and the next replay pushes them again, so the
+///         destination can see a payload twice — the price of never losing one. Two
+///         processes replaying the same queue at once can also both push an entry (one
+///         process serialises its own replays). Before pushing, a step re-reads its window:
+///         a record removed or replaced since it was read makes the step a `conflict`
+///         (nothing pushed, nothing removed; the front end decides again). The removal is a
+///         compare-and-delete on the record's version, in one atomic store call: if the job
+///         was dead-lettered again while its payload was being pushed, the new record is
+///         kept (a new failure) and counted in superseded(). remove(id) and purge of the
+///         same adapter (or a copy) wait for a step pushing the record instead of deleting
+///         it under the step; another process's remove is not coordinated with the push.
 ///
 /// The key-value store contract (checked by dlq::kv::is_store_v / the dlq::kv::store concept,
 /// and by static_asserts that name the missing member when KeyValueStorage is instantiated).
@@ -49,6 +55,10 @@
 ///     bool save_if_below(const dlq::kv::Write& write, std::size_t max_records);
 ///     std::int64_t increment(std::string_view collection, std::string_view key,
 ///                            std::chrono::seconds ttl);
+///     // Optional, for exactly-once replay into a sink that writes into the same store
+///     bool remove_and_save(const std::vector<dlq::kv::Removal>& removals,
+///                          const std::vector<dlq::kv::Write>& writes);
+///     bool shares_data_with(const Store& other) const;
 ///
 /// Policies. KeyValueStorage offers the storage contract's optional members push (returning
 /// the new length), push_bounded and bump_count exactly when the store has the member they
@@ -73,6 +83,13 @@
 ///     keep them bounded: expired counters are deleted (Redis: EXPIRE; SQLite: each increment
 ///     deletes up to 16 expired counters; MemoryStore: a bounded map). Backs bump_count, so the
 ///     poison-loop guard counts a job's failures across every process sharing the store.
+///   - `remove_and_save(removals, writes)`: atomically, if every removal's record exists with
+///     its version (any when 0), applies all the removals and then saves `writes` (as save);
+///     otherwise writes nothing and returns false. `shares_data_with(other)`: true when
+///     `other` reaches the same data (a copy, or the same file). When the sink has
+///     `Store& store()` and `void writes_for(const std::vector<dlq::kv::Message>&,
+///     callback)` (dlq::kv::JobQueue) on a store that shares this store's data, replay steps
+///     run through remove_and_save: exactly-once.
 ///
 /// Every member must be safe to call from several threads at once. Ready-made stores:
 /// dlq::kv::MemoryStore (dlq/kv/memory_store.hpp; unit tests), dlq::kv::SqliteStore
@@ -98,6 +115,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -109,11 +127,13 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "dlq/audit.hpp"
+#include "dlq/detail/function_ref.hpp"
 #include "dlq/detail/id.hpp"
 #include "dlq/detail/meta/detected.hpp"
 #include "dlq/errors.hpp"
@@ -271,6 +291,50 @@ struct KeyValueOptions {
   std::string prefix = "dlq:";
 };
 
+namespace kv {
+namespace detail {
+
+// The optional members for exactly-once replay (see "remove_and_save" at the top).
+namespace ops {
+template <class S>
+using remove_and_save = decltype(std::declval<S&>().remove_and_save(
+    std::declval<const std::vector<Removal>&>(), std::declval<const std::vector<Write>&>()));
+template <class S>
+using shares_data_with =
+    decltype(std::declval<const S&>().shares_data_with(std::declval<const S&>()));
+}  // namespace ops
+
+template <class S>
+using has_remove_and_save = meta::is_detected_convertible<bool, ops::remove_and_save, S>;
+template <class S>
+using has_shares_data_with = meta::is_detected_convertible<bool, ops::shares_data_with, S>;
+
+/// What a sink that writes into a key-value store hands the adapter: the writes of one push.
+using writes_callback = ::dlq::detail::function_ref<void(const std::vector<Write>&)>;
+
+namespace ops {
+template <class Sink>
+using sink_store = decltype(std::declval<Sink&>().store());
+template <class Sink>
+using writes_for = decltype(std::declval<Sink&>().writes_for(
+    std::declval<const std::vector<Message>&>(), std::declval<writes_callback>()));
+}  // namespace ops
+
+/// True when `Sink` writes into a store of type `Kv`: `Kv& store()` and `writes_for`.
+template <class Sink, class Kv>
+using is_store_sink =
+    std::bool_constant<std::is_same_v<meta::detected_t<ops::sink_store, Sink>, Kv&> &&
+                       meta::is_detected<ops::writes_for, Sink>::value>;
+
+/// True when replay into `Sink` can be one store transaction: the sink writes into a store of
+/// type `Kv` (store() and writes_for) and `Kv` has remove_and_save and shares_data_with.
+template <class Kv, class Sink>
+inline constexpr bool joint_capable_v = is_store_sink<sink_target_t<Sink>, Kv>::value&&
+    has_remove_and_save<Kv>::value&& has_shares_data_with<Kv>::value;
+
+}  // namespace detail
+}  // namespace kv
+
 /// Storage adapter (see dlq/storage.hpp) over a key-value store `Kv` (see the contract at the
 /// top of this file), replaying into a sink `Sink`.
 ///
@@ -283,7 +347,8 @@ struct KeyValueOptions {
 ///   end, as a new failure). Records without a job id carry the fresh id the front end made.
 /// - replay_step pushes first, then removes (at-least-once, never lost; the destination may
 ///   see a payload twice if a replay dies in between, or if two processes replay the same
-///   queue at once). The removal is one atomic store call for the whole step and applies to
+///   queue at once) — unless the sink writes into this store (exactly_once(): one store
+///   transaction per step). The removal is one atomic store call for the whole step and applies to
 ///   a record only if its version is still the one read; a record replaced meanwhile stays.
 /// - Policies (dlq::Retention, dlq::PoisonGuard): push returns the dead list's new length,
 ///   push_bounded is atomic in the store and bump_count keeps the poison guard's counts in
@@ -328,7 +393,17 @@ class KeyValueStorage {
       throw invalid_argument(detail::message("kv", "KeyValueOptions::prefix", "is empty",
                                              "use a non-empty prefix such as \"dlq:\""));
     prefix_ = std::move(options.prefix);
+    if constexpr (kv::detail::joint_capable_v<Kv, Sink>) {
+      kv::detail::sink_target_t<Sink>& target = sink_;
+      joint_ = store_.shares_data_with(target.store());
+    }
   }
+
+  /// True when replay is exactly-once: the sink writes into the same store as the dead
+  /// letters (a dlq::kv::JobQueue over the same SqliteStore or MemoryStore), so each replay
+  /// step pushes the payloads and removes the records in one store transaction
+  /// (remove_and_save). False: push first, then remove (at-least-once).
+  bool exactly_once() const noexcept { return joint_; }
 
   /// The store (a handle to the same data the adapter uses).
   Kv& store() noexcept { return store_; }
@@ -462,48 +537,34 @@ class KeyValueStorage {
   /// any bytes). When no record under `id` has those bytes (an entry whose id was derived
   /// from its bytes, e.g. a corrupt one), removes the oldest record equal to `raw` instead.
   /// The removal is a compare-and-delete on the version read, so a record replaced meanwhile
-  /// is kept. @returns true if a record was removed.
+  /// is kept. A record that a replay step of this adapter (or a copy) is pushing right now
+  /// is not removed under it: remove waits until the step is done and then decides — false
+  /// when the step replayed the record, as it usually does. Called from inside the sink, on
+  /// the thread running that step, it cannot wait and returns false for such a record (the
+  /// replay wins). @returns true if a record was removed.
   bool remove(std::string_view queue, ListKind kind, std::string_view id, std::string_view raw) {
     const std::string coll = collection(queue, kind);
-    if (!id.empty()) {
-      if (std::optional<kv::Item> item = store_.load(coll, id)) {
-        if (raw.empty() || item->value == raw)
-          return store_.remove({kv::Removal{coll, id, item->version, {}}}) == 1;
-        return false;  // the record under this id holds other bytes: replaced, keep it
-      }
-    }
-    if (raw.empty()) return false;
-    kv::Window window;
-    window.limit = page_size;
+    std::unique_lock<std::mutex> lock(shared_->flight_mutex);
     for (;;) {
-      std::vector<kv::Item> page = store_.list(coll, window);
-      for (const kv::Item& item : page)
-        if (item.value == raw)
-          return store_.remove({kv::Removal{coll, item.id, item.version, {}}}) == 1;
-      if (page.size() < window.limit) return false;
-      window.after = page.back().version;
+      const removal r = remove_locked(coll, id, raw);
+      if (r != removal::held) return r == removal::removed;
+      if (shared_->replaying == std::this_thread::get_id()) return false;
+      shared_->flight_done.wait(lock);
     }
   }
 
   /// Removes every record of `queue`'s list `kind`. @returns exactly how many were removed.
+  /// Records that a replay step of this adapter (or a copy) is pushing right now are not
+  /// counted as removed under it: purge waits until the step is done (called from inside the
+  /// sink, it leaves those records to the step instead).
   std::size_t purge(std::string_view queue, ListKind kind) {
     const std::string coll = collection(queue, kind);
-    if constexpr (kv::detail::has_remove_all<Kv>::value) {
-      return store_.remove_all(coll);
-    } else {
-      std::size_t removed = 0;
-      kv::Window window;
-      window.limit = page_size;
-      for (;;) {
-        std::vector<kv::Item> page = store_.list(coll, window);
-        if (page.empty()) return removed;
-        std::vector<kv::Removal> removals;
-        removals.reserve(page.size());
-        for (const kv::Item& item : page)
-          removals.push_back(kv::Removal{coll, item.id, item.version, {}});
-        removed += store_.remove(removals);
-        window.after = page.back().version;
-      }
+    std::unique_lock<std::mutex> lock(shared_->flight_mutex);
+    for (;;) {
+      // Under the flight lock: no step can start pushing records of `coll` meanwhile.
+      if (!holds_any_locked(coll)) return remove_all(coll, false);
+      if (shared_->replaying == std::this_thread::get_id()) return remove_all(coll, true);
+      shared_->flight_done.wait(lock);
     }
   }
 
@@ -542,6 +603,11 @@ class KeyValueStorage {
   ///     between 1 and 3 keeps its new record (a new failure), counted in superseded().
   /// At-least-once: if the sink throws, nothing is removed and the exception propagates; if
   /// the process dies between 2 and 3, the records stay and a later replay pushes them again.
+  ///
+  /// Exactly-once when the sink writes into this store (exactly_once()): 1-3 are one store
+  /// transaction (remove_and_save) — the jobs are saved and the records removed together,
+  /// or, when a record was removed or replaced since it was read, nothing is written and the
+  /// step returns `conflict`.
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
                          Decider decide) {
     std::lock_guard<std::mutex> replay_lock(shared_->replay_mutex);
@@ -591,6 +657,14 @@ class KeyValueStorage {
         removals.push_back(kv::Removal{dead, item.id, item.version, {}});
       }
     }
+    if (joint_) {
+      if (!joint_step(payloads, destinations, removals)) return StepResult{0, true};
+      cursor.after = items.back().version;
+      return StepResult{items.size(), false};
+    }
+    // The records this step will remove are held from here until it returns: remove(id) and
+    // purge wait for it instead of deleting a record whose payload is being pushed.
+    const flight held(*shared_, dead, removals);
     if (!removals.empty()) {
       // 1. Still there, unchanged? One read of the same window (removals only shrink it,
       //    new and replaced records land after it, so every surviving record is in it).
@@ -692,7 +766,144 @@ class KeyValueStorage {
     std::mutex replay_mutex;  // one replay step at a time: no duplicate pushes within a process
     std::atomic<std::size_t> superseded{0};
     std::atomic<std::size_t> audit_appends{0};
+    // The records the running replay step is pushing and removing (flight_key), and its
+    // thread: remove and purge wait for the step rather than delete such a record.
+    std::mutex flight_mutex;  // guards in_flight and replaying; held by remove and purge
+    std::condition_variable flight_done;  // notified when a step lets its records go
+    std::set<std::string, std::less<>> in_flight;
+    std::thread::id replaying;
   };
+
+  /// Steps 1-3 of replay_step in one store transaction (the sink writes into this store).
+  /// False when a record changed since it was read: nothing was written.
+  bool joint_step(const std::vector<std::pair<std::size_t, std::string_view>>& payloads,
+                  const std::vector<std::string>& destinations,
+                  const std::vector<kv::Removal>& removals) {
+    if constexpr (kv::detail::joint_capable_v<Kv, Sink>) {
+      if (removals.empty()) return true;
+      std::vector<kv::Message> messages;
+      messages.reserve(payloads.size());
+      for (const auto& p : payloads)
+        messages.push_back(kv::Message{destinations[p.first], p.second});
+      if (messages.empty()) return store_.remove_and_save(removals, {});
+      std::optional<bool> applied;
+      auto apply = [&](const std::vector<kv::Write>& writes) {
+        applied = store_.remove_and_save(removals, writes);
+      };
+      kv::detail::sink_target_t<Sink>& target = sink_;
+      target.writes_for(messages, apply);
+      if (!applied)
+        throw invalid_argument(detail::message(
+            "kv", "replay_step", "the sink's writes_for did not hand over its writes",
+            "writes_for must call its callback once with the writes of the messages"));
+      return *applied;
+    } else {
+      (void)payloads;
+      (void)destinations;
+      (void)removals;
+      return false;  // never called: joint_ is false
+    }
+  }
+
+  static std::string flight_key(std::string_view coll, std::string_view id) {
+    std::string k;
+    k.reserve(coll.size() + 1 + id.size());
+    k.append(coll).push_back('\0');
+    k.append(id);
+    return k;
+  }
+
+  /// Holds a replay step's records (see shared::in_flight) for the step's lifetime.
+  class flight {
+   public:
+    flight(shared& sh, const std::string& coll, const std::vector<kv::Removal>& removals)
+        : sh_(sh) {
+      if (removals.empty()) return;
+      std::lock_guard<std::mutex> lock(sh_.flight_mutex);
+      for (const kv::Removal& r : removals)
+        sh_.in_flight.insert(flight_key(coll, r.id));
+      sh_.replaying = std::this_thread::get_id();
+      active_ = true;
+    }
+    flight(const flight&) = delete;
+    flight& operator=(const flight&) = delete;
+    ~flight() {
+      if (!active_) return;
+      {
+        std::lock_guard<std::mutex> lock(sh_.flight_mutex);
+        sh_.in_flight.clear();  // one step at a time (replay_mutex): all of them are ours
+        sh_.replaying = std::thread::id();
+      }
+      sh_.flight_done.notify_all();
+    }
+
+   private:
+    shared& sh_;
+    bool active_ = false;
+  };
+
+  bool held_locked(std::string_view coll, std::string_view id) const {
+    return !shared_->in_flight.empty() &&
+           shared_->in_flight.find(flight_key(coll, id)) != shared_->in_flight.end();
+  }
+
+  bool holds_any_locked(std::string_view coll) const {
+    const std::string prefix = flight_key(coll, {});
+    auto it = shared_->in_flight.lower_bound(prefix);
+    return it != shared_->in_flight.end() && it->compare(0, prefix.size(), prefix) == 0;
+  }
+
+  enum class removal { removed, not_removed, held };
+
+  /// remove's work, under the flight lock: `held` when the record to remove is in flight.
+  removal remove_locked(const std::string& coll, std::string_view id, std::string_view raw) {
+    if (!id.empty()) {
+      if (std::optional<kv::Item> item = store_.load(coll, id)) {
+        if (!raw.empty() && item->value != raw)
+          return removal::not_removed;  // the record under this id holds other bytes: replaced
+        if (held_locked(coll, id)) return removal::held;
+        return store_.remove({kv::Removal{coll, id, item->version, {}}}) == 1
+                   ? removal::removed
+                   : removal::not_removed;
+      }
+    }
+    if (raw.empty()) return removal::not_removed;
+    kv::Window window;
+    window.limit = page_size;
+    for (;;) {
+      std::vector<kv::Item> page = store_.list(coll, window);
+      for (const kv::Item& item : page) {
+        if (item.value != raw) continue;
+        if (held_locked(coll, item.id)) return removal::held;
+        return store_.remove({kv::Removal{coll, item.id, item.version, {}}}) == 1
+                   ? removal::removed
+                   : removal::not_removed;
+      }
+      if (page.size() < window.limit) return removal::not_removed;
+      window.after = page.back().version;
+    }
+  }
+
+  /// purge's work, under the flight lock; `skip_held`: leave the records in flight.
+  std::size_t remove_all(const std::string& coll, bool skip_held) {
+    if constexpr (kv::detail::has_remove_all<Kv>::value) {
+      if (!skip_held) return store_.remove_all(coll);
+    }
+    std::size_t removed = 0;
+    kv::Window window;
+    window.limit = page_size;
+    for (;;) {
+      std::vector<kv::Item> page = store_.list(coll, window);
+      if (page.empty()) return removed;
+      std::vector<kv::Removal> removals;
+      removals.reserve(page.size());
+      for (const kv::Item& item : page)
+        if (!skip_held || !held_locked(coll, item.id))
+          removals.push_back(kv::Removal{coll, item.id, item.version, {}});
+      if (!removals.empty()) removed += store_.remove(removals);
+      window.after = page.back().version;
+    }
+  }
 
   std::string registry_collection() const { return prefix_ + "queues"; }
 
@@ -775,6 +986,7 @@ class KeyValueStorage {
   Sink sink_;
   std::shared_ptr<shared> shared_;
   std::string prefix_;
+  bool joint_ = false;  // replay is one store transaction (see exactly_once)
 };
 
 }  // namespace dlq

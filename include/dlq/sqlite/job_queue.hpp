@@ -25,6 +25,13 @@
 ///   next take() by the same consumer name returns them first (a restarted worker picks up
 ///   where it died), and release() puts them back in the ready list for anyone.
 /// - A job is at every instant in exactly one place: ready, held by one consumer, or acked.
+/// - Replay of dead letters kept in the same store into this queue is exactly-once: each
+///   replay step saves the jobs and removes the dead letters in one transaction (writes_for,
+///   SqliteStore::remove_and_save), so a replayer killed at any point neither loses nor
+///   doubles a job. Into a JobQueue on another file it is at-least-once.
+/// - It implements the source-queue interface of dlq/source_queue.hpp (push, pop, take, ack,
+///   nack, recover, size, in_flight), so a worker written against it runs unchanged on
+///   dlq::MemorySourceQueue in a unit test and dlq::RedisSourceQueue.
 ///
 /// Layout in the store (see dlq/kv/storage.hpp for collections and versions): the
 /// ready jobs of queue Q are the collection `<prefix>{Q}:ready`, those held by consumer C
@@ -36,6 +43,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -44,8 +52,9 @@
 #include "dlq/detail/id.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/kv/sinks.hpp"
-#include "dlq/sqlite/sqlite_store.hpp"
 #include "dlq/kv/storage.hpp"
+#include "dlq/source_queue.hpp"
+#include "dlq/sqlite/sqlite_store.hpp"
 
 namespace dlq {
 namespace kv {
@@ -57,12 +66,9 @@ struct JobQueueOptions {
   std::string prefix = "jobs:";
 };
 
-/// One job taken from a JobQueue.
-struct Job {
-  std::string id;             ///< the job's id in the queue (fresh, time-ordered)
-  std::string payload;        ///< the payload bytes, exactly as pushed
-  std::uint64_t version = 0;  ///< the store's version of the held record (used by ack)
-};
+/// One job taken from a JobQueue: its id in the queue (fresh, time-ordered), the payload
+/// bytes exactly as pushed, and the store's version of the held record (used by ack).
+using Job = dlq::SourceJob;
 
 /// A durable at-least-once job queue on a key-value store `Store` (see the file comment).
 /// Also a replay sink for dlq::KeyValueStorage (push_many). A handle when the store is one:
@@ -108,6 +114,15 @@ class JobQueue {
   /// @throws dlq::invalid_argument for an empty queue name; what the store throws.
   void push_many(const std::vector<Message>& messages) {
     if (messages.empty()) return;
+    writes_for(messages, [this](const std::vector<Write>& writes) { store_.save(writes); });
+  }
+
+  /// Builds the store writes that push_many would save for `messages` (fresh ids, ready
+  /// collections) and calls `use(writes)` once with them; the views stay valid during the
+  /// call. dlq::KeyValueStorage uses it to save the jobs in the same transaction that removes
+  /// the dead letters, when both live in one store (exactly-once replay).
+  /// @throws dlq::invalid_argument for an empty queue name; what `use` throws.
+  void writes_for(const std::vector<Message>& messages, detail::writes_callback use) {
     std::vector<std::string> ids;
     std::vector<std::string> colls;
     ids.reserve(messages.size());
@@ -121,7 +136,7 @@ class JobQueue {
     writes.reserve(messages.size());
     for (std::size_t i = 0; i < messages.size(); ++i)
       writes.push_back(Write{colls[i], ids[i], messages[i].payload});
-    store_.save(writes);
+    use(writes);
   }
 
   /// Number of jobs waiting (ready) in `queue`.
@@ -174,6 +189,48 @@ class JobQueue {
     for (const Job& j : done)
       removals.push_back(Removal{held_coll, j.id, j.version, {}});
     return store_.remove(removals);
+  }
+
+  /// Removes and returns the oldest ready job (at-most-once: a worker that dies after pop()
+  /// loses it); nullopt when the queue is empty.
+  /// @throws dlq::invalid_argument for an empty queue name; what the store throws.
+  std::optional<std::string> pop(std::string_view queue) {
+    validate(queue, "pop");
+    const std::string ready = ready_collection(queue);
+    Window window;
+    window.limit = 1;
+    for (int round = 0; round < 64; ++round) {  // each round loses only to another consumer
+      std::vector<Item> items = store_.list(ready, window);
+      if (items.empty()) return std::nullopt;
+      if (store_.remove({Removal{ready, items[0].id, items[0].version, {}}}) > 0)
+        return std::move(items[0].value);
+    }
+    return std::nullopt;
+  }
+
+  /// Gives jobs `consumer` took back: moves them to the end of `queue`'s ready list. Returns
+  /// how many were moved (a job already acked or released is not counted).
+  /// @throws what the store throws.
+  std::size_t nack(std::string_view queue, std::string_view consumer,
+                   const std::vector<Job>& jobs) {
+    if (jobs.empty()) return 0;
+    const std::string held_coll = held_collection(queue, consumer);
+    const std::string ready = ready_collection(queue);
+    std::vector<Removal> moves;
+    moves.reserve(jobs.size());
+    for (const Job& j : jobs)
+      moves.push_back(Removal{held_coll, j.id, j.version, ready});
+    return store_.remove(moves);
+  }
+
+  /// The source-queue interface's name of release() (dlq/source_queue.hpp).
+  std::size_t recover(std::string_view queue, std::string_view consumer) {
+    return release(queue, consumer);
+  }
+
+  /// The source-queue interface's name of held() (dlq/source_queue.hpp).
+  std::size_t in_flight(std::string_view queue, std::string_view consumer) {
+    return held(queue, consumer);
   }
 
   /// Puts every job `consumer` holds back at the end of `queue`'s ready list (for a consumer

@@ -11,8 +11,7 @@
 ///   commit returns, so every write that returned is on disk and survives a process crash
 ///   *and* a power loss or OS crash. SqliteSync::normal (synchronous=NORMAL) fsyncs only at
 ///   checkpoints: a write that returned survives a process crash (SIGKILL) but the last
-///   transactions may roll back after a power loss; it is several times faster (see
-///   tests/benchmarks/kv). Dead letters are the jobs nobody else has any more, hence FULL.
+///   transactions may roll back after a power loss; it is faster (figures: docs/kv.md).
 /// - Safe for several threads (each call leases its own connection from a small pool) and
 ///   several processes on one host (SQLite file locks; not on network file systems, where
 ///   WAL is unsafe). Reads run in parallel with writes (WAL). Writes are `BEGIN IMMEDIATE`
@@ -50,19 +49,15 @@
 ///       PRIMARY KEY (collection, key));
 ///     CREATE INDEX dlq_counters_by_expiry ON dlq_counters (expires_at);
 ///
-/// (see detail::sqlite_migration_v1_to_v2 for the triggers). Triggers, rather than count
-/// updates issued by the store's own statements, keep the counts exact whoever writes:
-/// a process of an older dlq that still has the file open while a newer one migrates it (a
-/// rolling upgrade), or an operator in the sqlite3 shell — as long as the connection leaves
-/// PRAGMA recursive_triggers off (SQLite's default). A drifted count would make retention
-/// evict too many entries or admit too many.
+/// (see detail::sqlite_migration_v1_to_v2 for the triggers). The counts are kept by triggers,
+/// so they stay exact whoever writes the file (an older dlq during a rolling upgrade, the
+/// sqlite3 shell) as long as the connection leaves PRAGMA recursive_triggers off (SQLite's
+/// default). Why, and what they cost: docs/kv.md.
 ///
 /// Costs: count() reads one row; save_if_below (Overflow::reject) is one transaction that
 /// reads the count, then saves; save_and_count adds that read to a save; increment (the
 /// poison guard) is one transaction of its own — with the guard on, a send commits twice.
-/// The count triggers add about 1.2-1.5 µs of CPU per record inserted or deleted (measured
-/// here: ~28% on 100-record insert transactions and 1000-record delete transactions with
-/// synchronous=NORMAL; invisible beside the fsync of a one-record transaction).
+/// remove_and_save (a replay step into a JobQueue in the same file) is one transaction.
 #pragma once
 
 #include <sqlite3.h>
@@ -75,6 +70,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -889,37 +885,72 @@ class SqliteStore {
   /// one transaction. @returns how many were applied. @throws dlq::storage_error.
   std::size_t remove(const std::vector<Removal>& removals) {
     if (removals.empty()) return 0;
-    return db_->write("removing records", [&](detail::sqlite_connection& c) {
-      std::size_t applied = 0;
+    return db_->write("removing records",
+                      [&](detail::sqlite_connection& c) { return remove_rows(c, removals); });
+  }
+
+  /// In one transaction: if every removal's record exists with the expected version (any
+  /// when 0), applies all of them and saves `writes` (as save); otherwise writes nothing.
+  /// A replay into a dlq::kv::JobQueue in the same file runs each step through this, so the
+  /// jobs are pushed and the dead letters removed together (exactly-once, SIGKILL included).
+  /// @returns true when applied. @throws as save.
+  bool remove_and_save(const std::vector<Removal>& removals, const std::vector<Write>& writes) {
+    if (removals.empty() && writes.empty()) return true;
+    return db_->write("replaying records", [&](detail::sqlite_connection& c) {
       for (const Removal& r : removals) {
-        const sqlite3_int64 version = detail::sqlite_clamp(r.version);
-        if (!r.move_to.empty()) {
-          if (r.move_to == r.collection) {
-            detail::sqlite_use s(c, detail::sqlite_stmt::load);
-            s.bind(1, r.collection);
-            s.bind(2, r.id);
-            if (s.step("moving a record") && (version == 0 || s.integer(1) == version)) ++applied;
-            continue;
-          }
-          detail::sqlite_use s(c, detail::sqlite_stmt::move_copy);
-          s.bind(1, r.collection);
-          s.bind(2, r.id);
-          s.bind(3, version);
-          s.bind(4, r.move_to);
-          s.step("moving a record");
-          if (sqlite3_changes(c.handle()) == 0) continue;
-        }
-        detail::sqlite_use s(c, detail::sqlite_stmt::remove);
+        detail::sqlite_use s(c, detail::sqlite_stmt::load);
         s.bind(1, r.collection);
         s.bind(2, r.id);
-        s.bind(3, version);
-        s.step("removing a record");
-        if (sqlite3_changes(c.handle()) > 0) ++applied;
+        if (!s.step("replaying records")) return false;
+        if (r.version != 0 && s.integer(1) != detail::sqlite_clamp(r.version)) return false;
       }
-      return applied;
+      remove_rows(c, removals);
+      if (!writes.empty()) save_rows(c, writes);
+      return true;
     });
   }
 
+  /// True when `other` reaches the same database: a copy of this store, or a store opened on
+  /// the same file.
+  bool shares_data_with(const SqliteStore& other) const {
+    if (db_ == other.db_) return true;
+    std::error_code ec;
+    return std::filesystem::equivalent(db_->path(), other.db_->path(), ec) && !ec;
+  }
+
+ private:
+  static std::size_t remove_rows(detail::sqlite_connection& c,
+                                 const std::vector<Removal>& removals) {
+    std::size_t applied = 0;
+    for (const Removal& r : removals) {
+      const sqlite3_int64 version = detail::sqlite_clamp(r.version);
+      if (!r.move_to.empty()) {
+        if (r.move_to == r.collection) {
+          detail::sqlite_use s(c, detail::sqlite_stmt::load);
+          s.bind(1, r.collection);
+          s.bind(2, r.id);
+          if (s.step("moving a record") && (version == 0 || s.integer(1) == version)) ++applied;
+          continue;
+        }
+        detail::sqlite_use s(c, detail::sqlite_stmt::move_copy);
+        s.bind(1, r.collection);
+        s.bind(2, r.id);
+        s.bind(3, version);
+        s.bind(4, r.move_to);
+        s.step("moving a record");
+        if (sqlite3_changes(c.handle()) == 0) continue;
+      }
+      detail::sqlite_use s(c, detail::sqlite_stmt::remove);
+      s.bind(1, r.collection);
+      s.bind(2, r.id);
+      s.bind(3, version);
+      s.step("removing a record");
+      if (sqlite3_changes(c.handle()) > 0) ++applied;
+    }
+    return applied;
+  }
+
+ public:
   /// Number of records in `collection`: one row of dlq_counts. @throws dlq::storage_error.
   std::size_t count(std::string_view collection) {
     return db_->read("counting records",

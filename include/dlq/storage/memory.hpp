@@ -262,6 +262,82 @@ class MemoryStorage {
     return job;
   }
 
+  /// Reliable take for `consumer` (see dlq/source_queue.hpp): the jobs it already holds
+  /// (up to `max`, oldest first) if any, else up to `max` jobs moved from the head of the
+  /// source queue to the tail of its in-flight list, atomically.
+  std::vector<std::string> source_take(std::string_view queue, std::string_view consumer,
+                                       std::size_t max) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    lists& l = lists_for(queue);
+    auto held = l.in_flight.find(consumer);
+    if (held != l.in_flight.end() && !held->second.empty()) return slice(held->second, 0, max);
+    std::vector<std::string> out;
+    if (l.source.empty()) return out;
+    if (held == l.in_flight.end())
+      held = l.in_flight.emplace(std::string(consumer), std::deque<std::string>{}).first;
+    while (out.size() < max && !l.source.empty()) {
+      out.push_back(l.source.front());
+      held->second.push_back(std::move(l.source.front()));
+      l.source.pop_front();
+    }
+    return out;
+  }
+
+  /// Removes from `consumer`'s in-flight list one item equal to each of `payloads` and, when
+  /// `requeue`, appends it to the source queue; all at once. Returns how many were found.
+  std::size_t source_settle(std::string_view queue, std::string_view consumer,
+                            const std::vector<std::string_view>& payloads, bool requeue) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    lists* l = find_lists(queue);
+    if (!l) return 0;
+    auto held = l->in_flight.find(consumer);
+    if (held == l->in_flight.end()) return 0;
+    std::size_t n = 0;
+    for (std::string_view p : payloads) {
+      auto it = std::find(held->second.begin(), held->second.end(), p);
+      if (it == held->second.end()) continue;
+      if (requeue) l->source.push_back(std::move(*it));
+      held->second.erase(it);
+      ++n;
+    }
+    if (held->second.empty()) l->in_flight.erase(held);
+    return n;
+  }
+
+  /// Moves every job `consumer` holds to the tail of the source queue, in order; returns how
+  /// many.
+  std::size_t source_recover(std::string_view queue, std::string_view consumer) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    lists* l = find_lists(queue);
+    if (!l) return 0;
+    auto held = l->in_flight.find(consumer);
+    if (held == l->in_flight.end()) return 0;
+    const std::size_t n = held->second.size();
+    for (std::string& p : held->second)
+      l->source.push_back(std::move(p));
+    l->in_flight.erase(held);
+    return n;
+  }
+
+  /// The consumers that hold jobs from a source queue, sorted.
+  std::vector<std::string> source_consumers(std::string_view queue) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<std::string> out;
+    if (const lists* l = find_lists(queue))
+      for (const auto& [name, held] : l->in_flight)
+        if (!held.empty()) out.push_back(name);
+    return out;
+  }
+
+  /// Number of jobs `consumer` holds from a source queue (taken, not acked).
+  std::size_t source_in_flight(std::string_view queue, std::string_view consumer) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    const lists* l = find_lists(queue);
+    if (!l) return 0;
+    auto held = l->in_flight.find(consumer);
+    return held == l->in_flight.end() ? 0 : held->second.size();
+  }
+
   /// Number of job payloads waiting in a source queue.
   std::size_t source_size(std::string_view queue) {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -283,6 +359,7 @@ class MemoryStorage {
     std::deque<std::string> dead;
     std::deque<std::string> corrupt;
     std::deque<std::string> source;
+    std::map<std::string, std::deque<std::string>, std::less<>> in_flight;  // by consumer
   };
   struct state {
     std::mutex mutex;

@@ -2,6 +2,8 @@
 // run (tests/benchmarks/redis/run.sh adds redis-benchmark and prints the ratios).
 //
 //   bench_redis <url> [runs=5]
+//   bench_redis <url> <runs> prototype   issue 16: front-end replay_all and a fast-path
+//                                        prototype against the LMOVE loop, interleaved
 //
 // Prints one line per measurement: `<name> <median entries/s>` (and `<name>_max_us` for the
 // longest replay or trim script seen in SLOWLOG). Uses keys under "bench:" and deletes them.
@@ -158,6 +160,98 @@ struct Bench {
       std::exit(1);
     }
     return rate;
+  }
+
+  // Issue 16 prototype, NOT dlq's wire format: envelopes like the front end's (300 B payload,
+  // a UUID id, the usual fields) with a byte-length field in front of original_payload, so
+  // that one script per batch can prove each payload's span without the client: it reads the
+  // head, checks each item's shape, cuts and pushes the payloads, trims, and returns the ids
+  // (36 B each instead of ~470 B). The client reads the ids (what the front end reports).
+  // `in_flight` scripts of 1000 items are pipelined per round trip (each stays short; the
+  // round trips, not the bytes, are what is left to save).
+  double fast_path_prototype(std::size_t n, std::size_t in_flight = 1) {
+    clear();
+    static dlq::detail::id_generator ids;
+    std::vector<std::string> items;
+    items.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string p = payload(i, 300);
+      items.push_back("{\"payload_bytes\":" + std::to_string(p.size()) + ",\"original_payload\":" +
+                      p + ",\"id\":\"" + ids.next(std::chrono::system_clock::now()) +
+                      "\",\"queue\":\"q\",\"error\":\"payment timeout\",\"attempt\":3,"
+                      "\"worker\":\"worker-7\",\"dead_lettered_at\":"
+                      "\"2026-12-01T05:00:00.000000+00:00\"}");
+    }
+    std::vector<dlq::redis::Command> cmds;
+    for (std::size_t i = 0; i < n; i += 1000) {
+      dlq::redis::Command c("RPUSH");
+      c.arg("bench:dlq:{q}");
+      for (std::size_t j = i; j < n && j < i + 1000; ++j)
+        c.arg(std::string_view(items[j]));
+      cmds.push_back(std::move(c));
+    }
+    for (auto& r : raw.run(cmds, dlq::redis::Effect::write))
+      dlq::redis::check(r, raw, "RPUSH");
+    static constexpr const char* script = R"lua(
+local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+local find, sub, tonum = string.find, string.sub, tonumber
+local out, ids, m = {}, {}, 0
+for i = 1, #items do
+  local w = items[i]
+  local _, e, len = find(w, '^{"payload_bytes":(%d+),"original_payload":')
+  if not e then break end
+  local last = e + tonum(len)
+  if sub(w, last + 1, last + 7) ~= ',"id":"' or sub(w, last + 44, last + 44) ~= '"' then break end
+  m = m + 1
+  out[m] = sub(w, e + 1, last)
+  ids[m] = sub(w, last + 8, last + 43)
+end
+for i = 1, m, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(out, i, math.min(i + 999, m)))
+end
+if m > 0 then redis.call('LTRIM', KEYS[1], m, -1) end
+return ids
+)lua";
+    std::vector<std::string> reported;
+    reported.reserve(n);
+    const auto t0 = Clock::now();
+    for (bool more = true; more;) {
+      std::vector<dlq::redis::Command> batch;
+      for (std::size_t k = 0; k < in_flight; ++k) {
+        batch.emplace_back("EVAL");
+        batch.back().arg(script).arg(2).arg("bench:dlq:{q}").arg("bench:queue:{q}").arg(1000);
+      }
+      for (auto& r : raw.run(batch, dlq::redis::Effect::write)) {
+        const auto got = dlq::redis::strings(r, raw, "EVAL fast path");
+        if (got.empty()) more = false;
+        reported.insert(reported.end(), got.begin(), got.end());
+      }
+    }
+    const double rate = static_cast<double>(reported.size()) / seconds_since(t0);
+    if (reported.size() != n) {
+      std::fprintf(stderr, "fast path moved %zu of %zu\n", reported.size(), n);
+      std::exit(1);
+    }
+    return rate;
+  }
+
+  // Server time (µs) spent in scripts (EVAL and EVALSHA, INFO commandstats) since the last
+  // reset; resets the statistics.
+  double script_usec_and_reset() {
+    dlq::redis::Command c("INFO");
+    c.arg("commandstats");
+    auto r = raw.run(c, dlq::redis::Effect::read);
+    dlq::redis::check(r, raw, "INFO");
+    const std::string text(dlq::redis::view(*r));
+    double usec = 0;
+    for (const char* name : {"cmdstat_eval:", "cmdstat_evalsha:"}) {
+      const auto at = text.find(name);
+      if (at == std::string::npos) continue;
+      const auto u = text.find("usec=", at);
+      usec += std::atof(text.c_str() + u + 5);
+    }
+    cmd({"CONFIG", "RESETSTAT"});
+    return usec;
   }
 
   // The LMOVE baseline on the front end's entries (envelopes around 300 B payloads).
@@ -320,6 +414,34 @@ int main(int argc, char** argv) {
       std::printf("%s %.0f\n", name, median(v));
       std::fflush(stdout);
     };
+    if (argc > 3 && std::string(argv[3]) == "prototype") {  // issue 16: interleaved per run
+      std::vector<double> lmove, front_end, fast, fast4;
+      for (int i = 0; i < runs; ++i) {
+        // Script time per entry (µs) next to each rate: the server's share of the work.
+        b.clear();
+        b.script_usec_and_reset();
+        lmove.push_back(b.lmove_lua_envelopes(100000));
+        const double lmove_us = b.script_usec_and_reset() / 100000;
+        front_end.push_back(b.dlq_replay_all(100000));
+        const double front_us = b.script_usec_and_reset() / 100000;
+        fast.push_back(b.fast_path_prototype(100000));
+        const double fast_us = b.script_usec_and_reset() / 100000;
+        fast4.push_back(b.fast_path_prototype(100000, 4));
+        std::printf(
+            "run %d: lmove %.0f/s (scripts %.2f us/entry), replay_all %.0f/s = %.2fx (%.2f us), "
+            "fast path %.0f/s = %.2fx (%.2f us), 4 scripts per round trip %.0f/s = %.2fx\n",
+            i + 1, lmove.back(), lmove_us, front_end.back(), front_end.back() / lmove.back(),
+            front_us, fast.back(), fast.back() / lmove.back(), fast_us, fast4.back(),
+            fast4.back() / lmove.back());
+        std::fflush(stdout);
+      }
+      std::printf(
+          "lmove_lua_envelopes_100k %.0f\ndlq_replay_all_100k %.0f\n"
+          "fast_path_prototype_100k %.0f\nfast_path_prototype_4_per_rtt_100k %.0f\n",
+          median(lmove), median(front_end), median(fast), median(fast4));
+      b.clear();
+      return 0;
+    }
     measure("single_send", [&] { return b.single_send(20000); });
     measure("batch_send_64", [&] { return b.batch_send(200000, 64); });
     measure("replay_all_100k", [&] { return b.replay_all(100000, 300); });

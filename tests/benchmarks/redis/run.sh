@@ -4,6 +4,8 @@
 # per-item LPOP+RPUSH loop, and a server-side LMOVE loop in one Lua script.
 #
 #   tests/benchmarks/redis/run.sh [BUILD_DIR] [RUNS]
+#   tests/benchmarks/redis/run.sh BUILD_DIR RUNS prototype   (issue 16: front-end replay_all
+#       and a fast-path prototype against the LMOVE loop on the same envelopes, interleaved)
 #
 # BUILD_DIR defaults to ./build (configure with -DCMAKE_BUILD_TYPE=Release for real numbers);
 # RUNS (default 5) interleaved rounds of every measurement, medians reported (script
@@ -21,6 +23,11 @@ redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$d
 cleanup() { [ -f "$dir/pid" ] && kill "$(cat "$dir/pid")" 2>/dev/null; sleep 0.2; rm -rf "$dir"; }
 trap cleanup EXIT
 for _ in $(seq 1 100); do redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
+
+if [ "${3:-}" = prototype ]; then
+  "$bench" "redis://127.0.0.1:$port/0" "$runs" prototype
+  exit 0
+fi
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 rb() {  # redis-benchmark RPUSH rate (requests/s)

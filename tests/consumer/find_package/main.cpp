@@ -3,6 +3,10 @@
 #ifdef CONSUMER_WITH_REDIS
 #include <dlq/redis.hpp>
 #endif
+#ifdef CONSUMER_WITH_HTTP
+#include <dlq/http.hpp>
+#include <thread>
+#endif
 #include <cstdio>
 
 int main() {
@@ -21,6 +25,26 @@ int main() {
     return 1;
   } catch (const dlq::connection_error& e) {
     std::printf("redis backend linked: %s\n", e.what());
+  }
+#endif
+#ifdef CONSUMER_WITH_HTTP
+  {
+    // The console mounted on the consumer's own server answers on loopback.
+    q.send_to_dlq("orders", R"({"order":43})", "payment timeout", 3, "worker-7");
+    dlq::http::QueueBackend<dlq::MemoryStorage> backend(q);
+    dlq::http::Console console(backend, {});
+    httplib::Server server;
+    console.mount(server);
+    const int port = server.bind_to_any_port("127.0.0.1");
+    std::thread t([&] { server.listen_after_bind(); });
+    while (!server.is_running())
+      std::this_thread::yield();
+    httplib::Client client("127.0.0.1", port);
+    auto res = client.Get("/api/queues");
+    server.stop();
+    t.join();
+    if (!res || res->status != 200 || res->body.find("\"orders\"") == std::string::npos) return 1;
+    std::printf("console answered: %s", res->body.c_str());
   }
 #endif
   return report.replayed == 1 && job == std::optional<std::string>(R"({"order":42})") ? 0 : 1;

@@ -120,8 +120,7 @@ for k = 2, #KEYS do
   if k ~= 3 then
     local t = redis.call('TYPE', KEYS[k])['ok']
     if t ~= 'list' and t ~= 'none' then
-      return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t ..
-                               ', not a list; nothing was moved')
+      return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t .. ', not a list')
     end
   end
 end

@@ -1,0 +1,307 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file dlqctl/serve.hpp
+/// `dlqctl serve`: the operator console (dlq::http::Console) on its own HTTP server, over the
+/// store the global options name.
+///
+///     dlqctl serve [--store URL] [--listen 127.0.0.1:8080] [--token-file FILE] [--read-only]
+///
+/// It prints `dlqctl serve: listening on http://HOST:PORT/` on stdout once it accepts
+/// connections (port 0 picks a free port), logs every mutation on stderr, and stops on
+/// SIGINT/SIGTERM: running replays are cancelled between batches (nothing is lost).
+/// Exit codes as the other commands (see commands.hpp): 1 bad usage (a non-loopback
+/// --listen without --token-file, an unreadable token file), 2 the store or the port failed.
+#pragma once
+
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <dlq/http.hpp>
+
+#include "commands.hpp"
+#include "store.hpp"
+
+namespace dlqctl {
+
+/// A dlq::http::ConsoleBackend over a dlqctl::Store (any backend dlqctl opens).
+class StoreBackend final : public dlq::http::ConsoleBackend {
+ public:
+  explicit StoreBackend(Store& store) : s_(store) {}
+  std::vector<std::string> queues() override { return s_.queues(); }
+  std::size_t size(std::string_view q) override { return s_.size(q); }
+  std::size_t corrupt_size(std::string_view q) override { return s_.corrupt_size(q); }
+  std::vector<dlq::Entry> peek(std::string_view q, std::size_t start, std::size_t n) override {
+    return s_.peek(q, start, n);
+  }
+  std::vector<dlq::Entry> corrupt(std::string_view q, std::size_t start, std::size_t n) override {
+    return s_.corrupt(q, start, n);
+  }
+  std::optional<dlq::Entry> get(std::string_view q, std::string_view id) override {
+    return s_.get(q, id);
+  }
+  bool remove(std::string_view q, std::string_view id) override { return s_.remove(q, id); }
+  std::size_t purge(std::string_view q) override { return s_.purge(q); }
+  std::size_t purge_corrupt(std::string_view q) override { return s_.purge_corrupt(q); }
+  dlq::ReplayReport replay(std::string_view q, const dlq::ReplayOptions& o) override {
+    return s_.replay(q, o);
+  }
+  std::size_t recover(std::string_view q) override { return s_.recover(q); }
+  std::optional<std::size_t> waiting(std::string_view q) override { return s_.waiting(q); }
+
+ private:
+  Store& s_;
+};
+
+namespace serve_detail {
+
+struct Listen {
+  std::string host;
+  int port = 0;
+};
+
+/// Parses HOST:PORT ("127.0.0.1:8080", "[::1]:8080", "0.0.0.0:0").
+inline Listen parse_listen(const std::string& text) {
+  const auto colon = text.rfind(':');
+  const auto bad = [&] {
+    return usage_error("--listen '" + text + "' is not HOST:PORT (e.g. 127.0.0.1:8080)");
+  };
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) throw bad();
+  Listen l;
+  l.host = text.substr(0, colon);
+  if (l.host.size() > 2 && l.host.front() == '[' && l.host.back() == ']')
+    l.host = l.host.substr(1, l.host.size() - 2);
+  long port = 0;
+  for (std::size_t i = colon + 1; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9' || port > 65535) throw bad();
+    port = port * 10 + (text[i] - '0');
+  }
+  if (port > 65535) throw bad();
+  l.port = static_cast<int>(port);
+  return l;
+}
+
+/// The token: the file's first line without surrounding whitespace.
+inline std::string read_token(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw usage_error("--token-file '" + path + "' cannot be read");
+  std::string line;
+  std::getline(in, line);
+  const auto b = line.find_first_not_of(" \t\r\n");
+  const auto e = line.find_last_not_of(" \t\r\n");
+  if (b == std::string::npos) throw usage_error("--token-file '" + path + "' is empty");
+  std::string token = line.substr(b, e - b + 1);
+  if (token.size() < 16)
+    throw usage_error("--token-file '" + path +
+                      "': the token is shorter than 16 characters; use a long random one "
+                      "(e.g. openssl rand -hex 24)");
+  return token;
+}
+
+inline std::string stamp() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace serve_detail
+
+/// Runs `dlqctl serve` with `args` (the whole command line without the program name, which
+/// contains the word `serve`). Returns the exit code.
+inline int serve(const std::vector<std::string>& args, Io& io, const Opener& open) {
+  StoreSettings store;
+  std::string timeout = "5s";
+  std::string listen = "127.0.0.1:8080";
+  std::string token_file;
+  std::string prefix;
+  bool read_only = false;
+  std::size_t max_operations = 2;
+  CLI::App app("dlqctl serve: the operator console (web page and JSON API, see docs/console.md)",
+               "dlqctl");
+  app.add_option("--store", store.url, "where the dead letters are")
+      ->envname("DLQ_STORE")
+      ->capture_default_str();
+  app.add_option("--dlq-key", store.dlq_key, "Redis key pattern of dead-letter lists")
+      ->envname("DLQ_DLQ_KEY");
+  app.add_option("--queue-key", store.queue_key, "Redis key pattern of source queues")
+      ->envname("DLQ_QUEUE_KEY");
+  app.add_option("--corrupt-key", store.corrupt_key, "Redis key pattern of corrupt lists")
+      ->envname("DLQ_CORRUPT_KEY");
+  app.add_option("--timeout", timeout, "connect/command timeout (Redis), lock wait (SQLite)")
+      ->envname("DLQ_TIMEOUT")
+      ->capture_default_str();
+  auto* sub = app.add_subcommand("serve", "serve the operator console");
+  sub->add_option("--listen", listen,
+                  "HOST:PORT to listen on (port 0 = any free port); a non-loopback host needs "
+                  "--token-file")
+      ->capture_default_str();
+  sub->add_option("--token-file", token_file,
+                  "file whose first line is the access token every API request must carry");
+  sub->add_flag("--read-only", read_only, "refuse every change (replay, delete, purge) with 403");
+  sub->add_option("--prefix", prefix, "serve under this path, e.g. /dlq (default: the root)");
+  sub->add_option("--max-operations", max_operations, "replays running at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.require_subcommand(1);
+  app.fallthrough();
+
+  std::vector<const char*> argv{"dlqctl"};
+  for (const auto& s : args)
+    argv.push_back(s.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::CallForHelp&) {
+    io.out << sub->help();
+    return exit_ok;
+  } catch (const CLI::ParseError& e) {
+    io.err << "dlqctl serve: " << detail::one_line(e.what()) << "; see: dlqctl serve --help\n";
+    return exit_usage;
+  }
+
+  // The log goes to stderr, one line each, from any thread.
+  auto log_mutex = std::make_shared<std::mutex>();
+  std::ostream& err = io.err;
+  auto log = [log_mutex, &err](dlq::LogLevel level, std::string_view line) {
+    static const char* names[] = {"debug", "info", "warning", "error"};
+    std::lock_guard<std::mutex> lock(*log_mutex);
+    err << serve_detail::stamp() << ' ' << names[static_cast<int>(level)] << ' ' << line << '\n';
+    err.flush();
+  };
+
+  try {
+    store.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(timeout));
+    if (store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
+    store.pool_size = 4 + 2 * max_operations;  // page requests and replays at once
+    const serve_detail::Listen where = serve_detail::parse_listen(listen);
+    dlq::http::ConsoleOptions options;
+    if (!token_file.empty()) {
+      options.token = serve_detail::read_token(token_file);
+      struct stat st {};
+      if (::stat(token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+        log(dlq::LogLevel::warning,
+            "[dlq.http] --token-file " + token_file + " can be read by other users; chmod 600 it");
+    }
+    dlq::http::check_listen(where.host, options.token);
+    options.read_only = read_only;
+    options.prefix = prefix;
+    options.max_operations = max_operations;
+    options.log = log;
+
+    std::unique_ptr<Store> opened = open(store);
+    StoreBackend backend(*opened);
+    (void)backend.queues();  // fail now, not on the first page load, when the store is down
+
+    // SIGINT/SIGTERM: blocked in every thread, taken by one waiting thread that stops the
+    // server (the replays are then cancelled by the console's destructor).
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    httplib::Server server;
+    // Bodies beyond this are cut off by the server itself; up to it the console reads an
+    // oversize body to its end and answers 413 in JSON.
+    server.set_payload_max_length(64 * options.max_body_bytes);
+    server.set_keep_alive_max_count(100);
+    server.set_error_handler([](const httplib::Request& q, httplib::Response& r) {
+      if (!r.body.empty()) return;
+      const std::string code = r.status == 404   ? "not_found"
+                               : r.status == 413 ? "body_too_large"
+                               : r.status == 405 ? "method_not_allowed"
+                                                 : "bad_request";
+      nlohmann::json j = {
+          {"error",
+           {{"code", code},
+            {"message",
+             "[dlq.http] " + q.method + " " + q.path + ": " +
+                 (r.status == 404 ? "no such route; see docs/console.md"
+                                  : "request refused (HTTP " + std::to_string(r.status) + ")")}}}};
+      r.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                    "application/json; charset=utf-8");
+    });
+    auto console = std::make_unique<dlq::http::Console>(backend, options);
+    console->mount(server);
+
+    int port = where.port;
+    if (port == 0) {
+      port = server.bind_to_any_port(where.host);
+      if (port <= 0)
+        throw dlq::connection_error("[dlq.http] listen " + listen +
+                                    ": cannot bind; is the address local?");
+    } else if (!server.bind_to_port(where.host, port)) {
+      throw dlq::connection_error("[dlq.http] listen " + listen +
+                                  ": cannot bind (port in use, or not a local address); pick "
+                                  "another --listen");
+    }
+    std::thread stopper([&server, signals] {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      server.stop();
+    });
+    const std::string host_text =
+        where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host;
+    io.out << "dlqctl serve: listening on http://" << host_text << ':' << port
+           << console->options().prefix << "/ (store " << redact_url(store.url)
+           << (options.read_only ? ", read-only" : "")
+           << (options.token.empty() ? "" : ", token required") << ")" << std::endl;
+    log(dlq::LogLevel::info,
+        "[dlq.http] serving " + opened->where() + (options.read_only ? " read-only" : ""));
+    const bool ok = server.listen_after_bind();
+    console->shutdown();
+    // Wake the signal thread when the server stopped for another reason (a no-op otherwise:
+    // the signal stays blocked and pending).
+    pthread_kill(stopper.native_handle(), SIGTERM);
+    stopper.join();
+    if (!ok) throw dlq::connection_error("[dlq.http] listen " + listen + ": the server failed");
+    log(dlq::LogLevel::info, "[dlq.http] stopped");
+    return exit_ok;
+  } catch (const usage_error& e) {
+    io.err << "dlqctl serve: " << detail::one_line(e.what()) << '\n';
+    return exit_usage;
+  } catch (const dlq::invalid_argument& e) {
+    io.err << "dlqctl serve: " << detail::one_line(dlq::http::redact_secrets(e.what())) << '\n';
+    return exit_usage;
+  } catch (const dlq::error& e) {
+    io.err << "dlqctl serve: " << detail::one_line(dlq::http::redact_secrets(e.what()))
+           << " (store " << redact_url(store.url) << ")\n";
+    return exit_store;
+  } catch (const std::exception& e) {
+    io.err << "dlqctl serve: unexpected error: " << detail::one_line(e.what()) << '\n';
+    return exit_store;
+  }
+}
+
+/// True when `args` (the command line without the program name) runs the `serve` command:
+/// its first word that is neither an option nor a global option's value is `serve`.
+inline bool is_serve(const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) == 0) {
+      const bool takes_value = a == "--store" || a == "--dlq-key" || a == "--queue-key" ||
+                               a == "--corrupt-key" || a == "--timeout";
+      if (takes_value) ++i;
+      continue;
+    }
+    return a == "serve";
+  }
+  return false;
+}
+
+}  // namespace dlqctl

@@ -1,0 +1,11 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file http.hpp
+/// The operator console (target dlq::http, needs cpp-httplib): dlq::http::Console mounts a
+/// JSON API and a one-page web UI onto an httplib::Server; dlq::http::QueueBackend adapts a
+/// dlq::DeadLetterQueue to it. See dlq/http/console.hpp and docs/console.md.
+#pragma once
+
+#include <dlq/http/backend.hpp>
+#include <dlq/http/console.hpp>
+#include <dlq/http/page.hpp>
+#include <dlq/http/search.hpp>

@@ -1,0 +1,269 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file http/backend.hpp
+/// dlq::http::ConsoleBackend — everything the operator console (dlq/http/console.hpp) asks of
+/// a dead-letter store, behind one virtual interface, and dlq::http::QueueBackend, the
+/// implementation over a dlq::DeadLetterQueue.
+///
+/// The console is just another client of the library: it reads through peek/get/size and
+/// moves entries only through replay/remove/purge/recover, so every promise of the library
+/// (an entry is in exactly one place, whatever is killed when) holds for the console too.
+///
+/// The members with a default body (stats, search, discard, metrics_text) are the seams where
+/// richer library calls plug in: override them, or change the default here, and the console uses
+/// them everywhere.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dlq/dlq.hpp>
+#include <dlq/http/search.hpp>
+
+namespace dlq {
+namespace http {
+
+/// Depths and age of one queue, as the console shows them.
+struct QueueStats {
+  std::string name;         ///< the source queue's name
+  std::size_t dead = 0;     ///< entries in the dead-letter list
+  std::size_t corrupt = 0;  ///< items in the corrupt list
+  /// Jobs waiting in the source queue, when the backend can tell (see waiting()).
+  std::optional<std::size_t> waiting;
+  /// dead_lettered_at of the oldest entry as stored; "" when the list is empty or the oldest
+  /// entry has no readable time.
+  std::string oldest_at;
+  /// The oldest entry's time parsed; nullopt as for oldest_at.
+  std::optional<std::chrono::system_clock::time_point> oldest_time;
+};
+
+/// What ConsoleBackend::discard did.
+struct DiscardReport {
+  std::size_t examined = 0;  ///< entries looked at
+  std::size_t matched = 0;   ///< entries that matched (in a dry run: would be deleted)
+  std::size_t deleted = 0;   ///< entries deleted (0 in a dry run)
+  bool dry_run = false;      ///< nothing was deleted
+  bool cancelled = false;    ///< stopped by the cancel flag
+};
+
+/// What the console needs from a store. Every member may throw the library's errors
+/// (dlq::invalid_argument, dlq::storage_error and its subclasses); the console turns them
+/// into JSON errors with a stable code. Implementations must be safe to call from several
+/// threads at once (the HTTP server's pool and background replays).
+class ConsoleBackend {
+ public:
+  virtual ~ConsoleBackend() = default;
+
+  /// Names of the queues that have dead-letter or corrupt entries, sorted.
+  virtual std::vector<std::string> queues() = 0;
+  /// Dead-letter depth of the queue.
+  virtual std::size_t size(std::string_view queue) = 0;
+  /// Corrupt-list depth of the queue.
+  virtual std::size_t corrupt_size(std::string_view queue) = 0;
+  /// Entries [start, start + count) of the dead-letter list, oldest first.
+  virtual std::vector<Entry> peek(std::string_view queue, std::size_t start, std::size_t count) = 0;
+  /// Items [start, start + count) of the corrupt list.
+  virtual std::vector<Entry> corrupt(std::string_view queue, std::size_t start,
+                                     std::size_t count) = 0;
+  /// The entry with this id, or nullopt.
+  virtual std::optional<Entry> get(std::string_view queue, std::string_view id) = 0;
+  /// Removes the entry with this id; false when there is none.
+  virtual bool remove(std::string_view queue, std::string_view id) = 0;
+  /// Deletes the dead-letter list; returns how many entries it had.
+  virtual std::size_t purge(std::string_view queue) = 0;
+  /// Deletes the corrupt list; returns how many items it had.
+  virtual std::size_t purge_corrupt(std::string_view queue) = 0;
+  /// Replays as dlq::DeadLetterQueue::replay does (progress and cancel in `options`).
+  virtual ReplayReport replay(std::string_view queue, const ReplayOptions& options) = 0;
+  /// Finishes interrupted replays (dlq::DeadLetterQueue::recover); returns items fixed.
+  virtual std::size_t recover(std::string_view queue) = 0;
+
+  /// Jobs waiting in the source queue, when the backend can tell. Default: nullopt.
+  virtual std::optional<std::size_t> waiting(std::string_view /*queue*/) { return std::nullopt; }
+
+  /// Depths and age of each queue. Default: size, corrupt_size and the oldest entry (one
+  /// peek of one entry) per queue: cost independent of the queue's length.
+  virtual std::vector<QueueStats> stats(const std::vector<std::string>& names) {
+    std::vector<QueueStats> out;
+    out.reserve(names.size());
+    for (const auto& name : names) {
+      QueueStats s;
+      s.name = name;
+      s.dead = size(name);
+      s.corrupt = corrupt_size(name);
+      s.waiting = waiting(name);
+      if (s.dead > 0) {
+        const auto first = peek(name, 0, 1);
+        if (!first.empty() && first.front().ok() && first.front().dead_lettered_time) {
+          s.oldest_at = first.front().dead_lettered_at;
+          s.oldest_time = first.front().dead_lettered_time;
+        }
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  /// One page of entries matching `filter`, continuing at `from` (nullopt = the head),
+  /// within `limits`. Default: dlq::http::scan over peek (see dlq/http/search.hpp).
+  virtual SearchPage search(std::string_view queue, const EntryQuery& filter,
+                            const std::optional<Cursor>& from, const ScanLimits& limits) {
+    return scan([this](std::string_view q, std::size_t s, std::size_t n) { return peek(q, s, n); },
+                queue, filter, from, limits, std::chrono::system_clock::now());
+  }
+
+  /// Deletes (does not replay) the entries of `queue` that match `query`, among those
+  /// present when it starts, oldest first; `query` must not be empty (purge deletes all).
+  /// Checks `cancel` (may be null) before every entry and calls `progress` (may be empty)
+  /// after every window. With `dry_run` it only counts. Default: a scan (see search) that
+  /// removes each match by id, each removal atomic on its own; a batched library discard
+  /// replaces it here.
+  /// @throws dlq::invalid_argument for an empty query; the store's errors (entries deleted
+  ///         before the failure stay deleted; the report so far is lost with the exception).
+  virtual DiscardReport discard(std::string_view queue, const EntryQuery& query, bool dry_run,
+                                const std::atomic<bool>* cancel,
+                                const std::function<void(const DiscardReport&)>& progress) {
+    if (query.empty())
+      throw dlq::invalid_argument(dlq::detail::message("http", "discard", "no condition given",
+                                                       "give a filter, or purge the whole queue"));
+    DiscardReport report;
+    report.dry_run = dry_run;
+    std::size_t budget = size(queue);  // the entries present at the start
+    ScanLimits limits;
+    limits.limit = 500;
+    limits.max_examined = 5000;
+    std::optional<Cursor> at;
+    while (budget > 0) {
+      limits.max_examined = std::min<std::size_t>(5000, budget);
+      SearchPage page = search(queue, query, at, limits);
+      std::size_t removed_here = 0;
+      for (const auto& e : page.entries) {
+        if (cancel && cancel->load()) {
+          report.cancelled = true;
+          break;
+        }
+        ++report.matched;
+        if (!dry_run && remove(queue, e.id)) {
+          ++report.deleted;
+          ++removed_here;
+        }
+      }
+      report.examined += page.examined;
+      budget -= std::min(budget, page.examined);
+      if (progress) progress(report);
+      if (report.cancelled || !page.next) break;
+      at = page.next;
+      at->position -= std::min(at->position, removed_here);  // they were before it
+    }
+    return report;
+  }
+
+  /// Counters of this process's queue front end, when there is one (dlq::Counters).
+  virtual std::optional<Counters> counters() { return std::nullopt; }
+
+  /// The Prometheus text exposition served at /metrics. Default: a minimal exposition from
+  /// stats() and counters() (see docs/console.md); a richer library exposition replaces it.
+  virtual std::string metrics_text();
+};
+
+namespace detail {
+
+/// Escapes a Prometheus label value (\\, \" and \n).
+inline std::string prometheus_label(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (const char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
+inline std::string ConsoleBackend::metrics_text() {
+  const auto all = stats(queues());
+  const auto now = std::chrono::system_clock::now();
+  std::string out;
+  out +=
+      "# HELP dlq_entries Items in a queue's dead-letter (list=\"dead\") or corrupt "
+      "(list=\"corrupt\") list.\n# TYPE dlq_entries gauge\n";
+  for (const auto& s : all) {
+    const std::string q = detail::prometheus_label(s.name);
+    out += "dlq_entries{queue=\"" + q + "\",list=\"dead\"} " + std::to_string(s.dead) + "\n";
+    out += "dlq_entries{queue=\"" + q + "\",list=\"corrupt\"} " + std::to_string(s.corrupt) + "\n";
+  }
+  out +=
+      "# HELP dlq_oldest_entry_age_seconds Age of the oldest dead letter of a queue (absent "
+      "when the queue is empty or its oldest entry has no readable time).\n"
+      "# TYPE dlq_oldest_entry_age_seconds gauge\n";
+  for (const auto& s : all) {
+    if (!s.oldest_time) continue;
+    const double age = std::max(0.0, std::chrono::duration<double>(now - *s.oldest_time).count());
+    out += "dlq_oldest_entry_age_seconds{queue=\"" + detail::prometheus_label(s.name) + "\"} " +
+           std::to_string(age) + "\n";
+  }
+  if (const auto c = counters()) {
+    out +=
+        "# HELP dlq_replayed_total Entries replayed by this process since it started (per "
+        "process: sum over instances).\n# TYPE dlq_replayed_total counter\n";
+    out += "dlq_replayed_total " + std::to_string(c->replayed) + "\n";
+    out +=
+        "# HELP dlq_corrupt_total Unreadable entries met by replays of this process.\n"
+        "# TYPE dlq_corrupt_total counter\n";
+    out += "dlq_corrupt_total " + std::to_string(c->corrupt) + "\n";
+  }
+  return out;
+}
+
+/// A ConsoleBackend over a dlq::DeadLetterQueue<Storage> the application owns (it must
+/// outlive the backend).
+template <class Storage>
+class QueueBackend : public ConsoleBackend {
+ public:
+  /// @param queue the application's queue front end (kept by reference)
+  explicit QueueBackend(DeadLetterQueue<Storage>& queue) : q_(queue) {}
+
+  std::vector<std::string> queues() override { return q_.queues(); }
+  std::size_t size(std::string_view queue) override { return q_.size(queue); }
+  std::size_t corrupt_size(std::string_view queue) override { return q_.corrupt_size(queue); }
+  std::vector<Entry> peek(std::string_view queue, std::size_t start, std::size_t count) override {
+    return q_.peek(queue, start, count);
+  }
+  std::vector<Entry> corrupt(std::string_view queue, std::size_t start,
+                             std::size_t count) override {
+    return q_.corrupt(queue, start, count);
+  }
+  std::optional<Entry> get(std::string_view queue, std::string_view id) override {
+    return q_.get(queue, id);
+  }
+  bool remove(std::string_view queue, std::string_view id) override { return q_.remove(queue, id); }
+  std::size_t purge(std::string_view queue) override { return q_.purge(queue); }
+  std::size_t purge_corrupt(std::string_view queue) override { return q_.purge_corrupt(queue); }
+  ReplayReport replay(std::string_view queue, const ReplayOptions& options) override {
+    return q_.replay(queue, options);
+  }
+  std::size_t recover(std::string_view queue) override { return q_.recover(queue); }
+  std::optional<Counters> counters() override { return q_.counters(); }
+
+ private:
+  DeadLetterQueue<Storage>& q_;
+};
+
+}  // namespace http
+}  // namespace dlq

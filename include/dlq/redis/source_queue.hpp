@@ -1,0 +1,334 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file redis/source_queue.hpp
+/// dlq::RedisSourceQueue — the worker's side of the Redis source lists that a
+/// dlq::RedisListStorage replays into, behind the source-queue interface of
+/// dlq/source_queue.hpp (push, pop, reliable take with ack / nack, recover). Link `dlq::redis`.
+///
+///     dlq::DeadLetterQueue q{dlq::RedisListStorage("redis://127.0.0.1:6379/0")};
+///     dlq::RedisSourceQueue jobs(q.storage());
+///     for (auto& job : jobs.take("orders", "host-7/1", 16)) { ... jobs.ack(...) / dead_letter }
+///
+/// Keys, for the storage's source key S of queue Q (default `queue:{Q}`): the jobs are the
+/// list S (producers RPUSH, take moves from the head — the Python service's layout works
+/// unchanged), consumer C's in-flight jobs the list `S:inflight:C`, and the set `S:consumers`
+/// names the consumers that hold jobs. All three share S's hash tag, so on Redis Cluster a
+/// queue's keys are in one slot; every command goes through the storage's router (MOVED /
+/// ASK followed as for the dead-letter lists).
+///
+/// Every move is one server-side step: take is one script (LRANGE of the consumer's in-flight
+/// list, else up to `max` LMOVE from S into it, plus SADD), ack and nack one script (LREM from
+/// the in-flight list; nack then RPUSH to S, after checking S is a list so nothing is removed
+/// that cannot be put back), recover one script per 1000 jobs (LMOVE). A job is at every
+/// instant in S, in one in-flight list, or acked; an answer lost to a timeout leaves the
+/// jobs in flight, where the next take() of the same consumer or recover() finds them.
+/// On lists a job is identified by its bytes: ack/nack remove one in-flight item equal to
+/// the payload (identical payloads are interchangeable).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "dlq/errors.hpp"
+#include "dlq/redis/cluster.hpp"
+#include "dlq/redis/connection.hpp"
+#include "dlq/redis/list_storage.hpp"
+#include "dlq/redis/script.hpp"
+#include "dlq/source_queue.hpp"
+
+namespace dlq {
+
+namespace detail {
+
+// KEYS: source, in-flight, consumers. ARGV: max, consumer.
+inline constexpr std::string_view source_take_script = R"lua(
+local max = tonumber(ARGV[1])
+local held = redis.call('LRANGE', KEYS[2], 0, max - 1)
+if #held > 0 then return held end
+local out = {}
+for i = 1, max do
+  local v = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
+  if not v then break end
+  out[i] = v
+end
+if #out > 0 then redis.call('SADD', KEYS[3], ARGV[2]) end
+return out
+)lua";
+
+// KEYS: in-flight, source, consumers. ARGV: requeue ("1"/"0"), consumer, payloads...
+inline constexpr std::string_view source_settle_script = R"lua(
+if ARGV[1] == '1' then
+  local t = redis.call('TYPE', KEYS[2]).ok
+  if t ~= 'list' and t ~= 'none' then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is a ' .. t .. ', not a list; nothing was moved')
+  end
+end
+local n = 0
+for i = 3, #ARGV do
+  if redis.call('LREM', KEYS[1], 1, ARGV[i]) == 1 then
+    n = n + 1
+    if ARGV[1] == '1' then redis.call('RPUSH', KEYS[2], ARGV[i]) end
+  end
+end
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[2]) end
+return n
+)lua";
+
+// KEYS: in-flight, source, consumers. ARGV: consumer, max.
+inline constexpr std::string_view source_recover_script = R"lua(
+local n = 0
+local max = tonumber(ARGV[2])
+while n < max do
+  local v = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
+  if not v then break end
+  n = n + 1
+end
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[1]) end
+return n
+)lua";
+
+}  // namespace detail
+
+/// The source lists of a RedisListStorage behind the source-queue interface (see the file
+/// comment and dlq/source_queue.hpp). A handle: it refers to the storage, which must outlive
+/// it; copies share the loaded scripts. Thread-safe (connections come from the storage's
+/// pool).
+class RedisSourceQueue {
+ public:
+  /// A handle on `storage`'s source lists (no I/O).
+  explicit RedisSourceQueue(RedisListStorage& storage)
+      : storage_(&storage), scripts_(std::make_shared<Scripts>()) {}
+
+  /// The key of `queue`'s job list.
+  std::string key(std::string_view queue) const { return storage_->source_key(queue); }
+  /// The key of the list of jobs `consumer` holds from `queue`.
+  std::string in_flight_key(std::string_view queue, std::string_view consumer) const {
+    return key(queue) + ":inflight:" + std::string(consumer);
+  }
+  /// The key of the set of consumers that hold jobs from `queue`.
+  std::string consumers_key(std::string_view queue) const { return key(queue) + ":consumers"; }
+
+  /// Appends a job at the tail of `queue`: one RPUSH.
+  /// @throws dlq::invalid_argument (empty queue name, or a layout Redis Cluster cannot hold);
+  ///         the dlq::storage_error subclasses (dlq::reply_error WRONGTYPE when the key is
+  ///         not a list).
+  void push(std::string_view queue, std::string_view payload) {
+    check(queue, "push");
+    const std::string k = key(queue);
+    run_one(k, redis::Effect::write, {"RPUSH", k, payload}, &redis::integer);
+  }
+
+  /// Removes and returns the oldest job (at-most-once: one LPOP); nullopt when empty.
+  /// @throws as push().
+  std::optional<std::string> pop(std::string_view queue) {
+    check(queue, "pop");
+    const std::string k = key(queue);
+    return run_one(k, redis::Effect::write, {"LPOP", k},
+                   [](const redis::Reply& r, const redis::Connection& conn,
+                      const std::string& label) -> std::optional<std::string> {
+                     const redisReply& reply = redis::check(r, conn, label);
+                     if (reply.type == REDIS_REPLY_NIL) return std::nullopt;
+                     if (reply.type != REDIS_REPLY_STRING)
+                       redis::detail::throw_unexpected_reply(reply, conn.endpoint(), label);
+                     return std::string(reply.str, reply.len);
+                   });
+  }
+
+  /// Reliable take (see dlq/source_queue.hpp): one script. `max` 0 = 1; values above 1000
+  /// are lowered to 1000 (the script blocks the server while it runs).
+  /// @throws as push(); a timeout leaves any moved jobs in `consumer`'s in-flight list.
+  std::vector<SourceJob> take(std::string_view queue, std::string_view consumer,
+                              std::size_t max = 1) {
+    check(queue, consumer, "take");
+    max = std::min<std::size_t>(std::max<std::size_t>(max, 1), 1000);
+    const std::string k = key(queue), held = in_flight_key(queue, consumer),
+                      set = consumers_key(queue);
+    std::vector<std::string> payloads = run_script(
+        k, scripts_->take, "source take script on " + k,
+        [&](redis::Command& c) {
+          c.arg(3).arg(std::string_view(k)).arg(std::string_view(held)).arg(std::string_view(set));
+          c.arg(max).arg(consumer);
+        },
+        [](const redis::Reply& r, const redis::Connection& conn, const std::string& label) {
+          return redis::strings(r, conn, label);
+        });
+    std::vector<SourceJob> out;
+    out.reserve(payloads.size());
+    for (std::string& p : payloads)
+      out.push_back(SourceJob{{}, std::move(p), 0});
+    return out;
+  }
+
+  /// Removes finished jobs from `consumer`'s in-flight list: one script. Returns how many
+  /// were there.
+  /// @throws as push().
+  std::size_t ack(std::string_view queue, std::string_view consumer,
+                  const std::vector<SourceJob>& jobs) {
+    return settle(queue, consumer, jobs, false, "ack");
+  }
+
+  /// Moves jobs from `consumer`'s in-flight list to the tail of `queue`: one script. Returns
+  /// how many were there.
+  /// @throws as push(); dlq::reply_error WRONGTYPE (nothing moved) when the queue's key holds
+  ///         another type.
+  std::size_t nack(std::string_view queue, std::string_view consumer,
+                   const std::vector<SourceJob>& jobs) {
+    return settle(queue, consumer, jobs, true, "nack");
+  }
+
+  /// Moves every job `consumer` holds to the tail of `queue`, in order (one script per 1000
+  /// jobs). Returns how many.
+  /// @throws as push().
+  std::size_t recover(std::string_view queue, std::string_view consumer) {
+    check(queue, consumer, "recover");
+    const std::string k = key(queue), held = in_flight_key(queue, consumer),
+                      set = consumers_key(queue);
+    constexpr long long chunk = 1000;
+    std::size_t moved = 0;
+    for (;;) {
+      const long long n = run_script(
+          k, scripts_->recover, "source recover script on " + held,
+          [&](redis::Command& c) {
+            c.arg(3)
+                .arg(std::string_view(held))
+                .arg(std::string_view(k))
+                .arg(std::string_view(set));
+            c.arg(consumer).arg(chunk);
+          },
+          [](const redis::Reply& r, const redis::Connection& conn, const std::string& label) {
+            return redis::integer(r, conn, label);
+          });
+      moved += static_cast<std::size_t>(n);
+      if (n < chunk) return moved;
+    }
+  }
+
+  /// Jobs waiting in `queue`: one LLEN.
+  /// @throws as push().
+  std::size_t size(std::string_view queue) {
+    check(queue, "size");
+    return length(key(queue));
+  }
+
+  /// Jobs `consumer` holds from `queue`: one LLEN.
+  /// @throws as push().
+  std::size_t in_flight(std::string_view queue, std::string_view consumer) {
+    check(queue, consumer, "in_flight");
+    return length(in_flight_key(queue, consumer));
+  }
+
+  /// The consumers that hold jobs from `queue` (to recover() those that are gone), sorted:
+  /// one SMEMBERS.
+  /// @throws as push().
+  std::vector<std::string> consumers(std::string_view queue) {
+    check(queue, "consumers");
+    const std::string set = consumers_key(queue);
+    std::vector<std::string> out =
+        run_one(set, redis::Effect::read, {"SMEMBERS", set}, &redis::strings);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  struct Scripts {
+    redis::Script take{"source take script", std::string(detail::source_take_script)};
+    redis::Script settle{"source settle script", std::string(detail::source_settle_script)};
+    redis::Script recover{"source recover script", std::string(detail::source_recover_script)};
+  };
+  using Lease = std::optional<redis::ConnectionPool::Lease>;
+  template <class Read>
+  using read_result = std::invoke_result_t<Read&, const redis::Reply&, const redis::Connection&,
+                                           const std::string&>;
+
+  static void check(std::string_view queue, const char* where) {
+    if (queue.empty())
+      throw invalid_argument(
+          detail::message("redis", where, "the queue name is empty", "pass the queue's name"));
+  }
+  static void check(std::string_view queue, std::string_view consumer, const char* where) {
+    check(queue, where);
+    if (consumer.empty())
+      throw invalid_argument(detail::message("redis", where, "the consumer name is empty",
+                                             "name each worker thread, e.g. \"host-7/2\""));
+  }
+
+  // The router, after the storage checked that its layout suits the server (Cluster: hash
+  // tags).
+  redis::Router& router() {
+    storage_->cluster_mode();
+    return storage_->router();
+  }
+
+  // Runs one command (`args`, keys in `k`'s slot) on the master of `k`'s slot and returns
+  // read(reply, connection, label).
+  template <class Read>
+  read_result<Read> run_one(const std::string& k, redis::Effect effect,
+                            std::initializer_list<std::string_view> args, Read read) {
+    const std::string label = std::string(*args.begin()) + " " + k;
+    Lease lease;
+    auto replies = router().run(lease, k, effect, [&](const std::string&) {
+      redis::Command c;
+      for (std::string_view a : args)
+        c.arg(a);
+      c.label(label);
+      std::vector<redis::Command> v;
+      v.push_back(std::move(c));
+      return v;
+    });
+    return read(replies[0], **lease, label);
+  }
+
+  std::size_t length(const std::string& k) {
+    return static_cast<std::size_t>(run_one(k, redis::Effect::read, {"LLEN", k}, &redis::integer));
+  }
+
+  template <class Args, class Read>
+  read_result<Read> run_script(const std::string& k, redis::Script& script,
+                               const std::string& label, Args args, Read read) {
+    Lease lease;
+    auto replies = router().run(
+        lease, k, redis::Effect::write,
+        [&](const std::string& sha) {
+          redis::Command c("EVALSHA");
+          c.arg_copy(sha);
+          args(c);
+          c.label(label);
+          std::vector<redis::Command> v;
+          v.push_back(std::move(c));
+          return v;
+        },
+        &script);
+    return read(replies[0], **lease, label);
+  }
+
+  std::size_t settle(std::string_view queue, std::string_view consumer,
+                     const std::vector<SourceJob>& jobs, bool requeue, const char* where) {
+    check(queue, consumer, where);
+    if (jobs.empty()) return 0;
+    const std::string k = key(queue), held = in_flight_key(queue, consumer),
+                      set = consumers_key(queue);
+    const long long n = run_script(
+        k, scripts_->settle, std::string("source ") + where + " script on " + held,
+        [&](redis::Command& c) {
+          c.arg(3).arg(std::string_view(held)).arg(std::string_view(k)).arg(std::string_view(set));
+          c.arg(std::string_view(requeue ? "1" : "0")).arg(consumer);
+          for (const SourceJob& j : jobs)
+            c.arg(std::string_view(j.payload));
+        },
+        [](const redis::Reply& r, const redis::Connection& conn, const std::string& label) {
+          return redis::integer(r, conn, label);
+        });
+    return static_cast<std::size_t>(n);
+  }
+
+  RedisListStorage* storage_;
+  std::shared_ptr<Scripts> scripts_;
+};
+
+}  // namespace dlq

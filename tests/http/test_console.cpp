@@ -1,0 +1,302 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// dlq::http::Console in-process: mounted on a loopback httplib::Server over
+// dlq::MemoryStorage, driven through httplib::Client. The security rules, the JSON errors,
+// the continuation token while the list moves, background replays (progress, cancel, the
+// limit on concurrent ones) and the scan bound.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <dlq/dlq.hpp>
+#include <dlq/http.hpp>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using json = nlohmann::json;
+
+// A console on 127.0.0.1:<free port> over a memory queue; stopped and joined on destruction.
+struct Served {
+  explicit Served(dlq::http::ConsoleOptions o = {})
+      : backend(queue), console(backend, std::move(o)) {
+    console.mount(server);
+    port = server.bind_to_any_port("127.0.0.1");
+    REQUIRE(port > 0);
+    thread = std::thread([this] { server.listen_after_bind(); });
+    while (!server.is_running())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~Served() {
+    server.stop();
+    thread.join();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30, 0);
+    return c;
+  }
+  dlq::DeadLetterQueue<dlq::MemoryStorage> queue;
+  dlq::http::QueueBackend<dlq::MemoryStorage> backend;
+  dlq::http::Console console;
+  httplib::Server server;
+  int port = 0;
+  std::thread thread;
+};
+
+json body_of(const httplib::Result& r) {
+  REQUIRE(r);
+  return json::parse(r->body);
+}
+
+std::string error_code(const httplib::Result& r) {
+  return body_of(r)["error"]["code"];
+}
+
+httplib::Result post(httplib::Client& c, const std::string& path, const json& body,
+                     const httplib::Headers& h = {}) {
+  return c.Post(path.c_str(), h, body.dump(), "application/json");
+}
+
+json wait_op(httplib::Client& c, const std::string& id) {
+  for (int i = 0; i < 2000; ++i) {
+    auto op = body_of(c.Get(("/api/operation?id=" + id).c_str()));
+    if (op["state"] != "running") return op;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  FAIL("operation did not finish");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("check_listen refuses a non-loopback bind without a token") {
+  CHECK_NOTHROW(dlq::http::check_listen("127.0.0.1", ""));
+  CHECK_NOTHROW(dlq::http::check_listen("::1", ""));
+  CHECK_NOTHROW(dlq::http::check_listen("localhost", ""));
+  CHECK_THROWS_AS(dlq::http::check_listen("0.0.0.0", ""), dlq::invalid_argument);
+  CHECK_THROWS_AS(dlq::http::check_listen("10.1.2.3", ""), dlq::invalid_argument);
+  CHECK_THROWS_AS(dlq::http::check_listen("127.0.0.1.evil.com", ""), dlq::invalid_argument);
+  CHECK_NOTHROW(dlq::http::check_listen("0.0.0.0", "a-long-token-of-some-sort"));
+}
+
+TEST_CASE("redact_secrets masks URL passwords") {
+  CHECK(dlq::http::redact_secrets("cannot reach redis://user:hunter2@10.0.0.1:6379/0 now") ==
+        "cannot reach redis://***@10.0.0.1:6379/0 now");
+  CHECK(dlq::http::redact_secrets("redis://:pw@h/0 and redis://h2/1") ==
+        "redis://***@h/0 and redis://h2/1");
+  CHECK(dlq::http::redact_secrets("no url here") == "no url here");
+}
+
+TEST_CASE("a continuation token survives entries replayed from the head between pages") {
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  for (int i = 0; i < 300; ++i)
+    q.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}", "boom", 1, "w");
+  dlq::http::QueueBackend<dlq::MemoryStorage> b(q);
+  dlq::http::ScanLimits lim;
+  lim.limit = 100;
+  auto first = b.search("orders", {}, std::nullopt, lim);
+  REQUIRE(first.entries.size() == 100);
+  REQUIRE(first.next);
+  // the token is opaque text and round-trips
+  const auto token = first.next->encode();
+  const auto cursor = dlq::http::Cursor::decode(token);
+  CHECK(cursor.position == 100);
+  q.replay("orders", dlq::ReplayOptions::first(40));  // the list moves left by 40
+  auto second = b.search("orders", {}, cursor, lim);
+  REQUIRE(second.entries.size() == 100);
+  CHECK(second.entries.front().payload == "{\"n\":100}");
+  CHECK(second.entries.back().payload == "{\"n\":199}");
+  // a replay takes the head past the cursor (the last entry seen is gone): the scan goes on
+  // at the first entry not older than it, found by binary search; nothing is passed over
+  const auto cursor2 = *second.next;                   // after n = 199
+  q.replay("orders", dlq::ReplayOptions::first(200));  // n = 40 .. 239 go
+  auto third = b.search("orders", {}, cursor2, lim);
+  REQUIRE(!third.entries.empty());
+  CHECK(third.entries.front().payload == "{\"n\":240}");
+  CHECK_THROWS_AS(dlq::http::Cursor::decode("!!!"), dlq::invalid_argument);
+  CHECK_THROWS_AS(dlq::http::Cursor::decode("YWJj"), dlq::invalid_argument);  // "abc"
+}
+
+TEST_CASE("a filtered scan examines at most max_examined entries per call and resumes") {
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  for (int i = 0; i < 5000; ++i)
+    q.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}",
+                  i % 1000 == 999 ? "rare" : "common", 1, "w");
+  dlq::http::QueueBackend<dlq::MemoryStorage> b(q);
+  dlq::http::ScanLimits lim;
+  lim.max_examined = 700;
+  dlq::http::EntryQuery f;
+  f.error = "RARE";
+  std::optional<dlq::http::Cursor> at;
+  std::vector<std::string> found;
+  int calls = 0;
+  do {
+    auto page = b.search("orders", f, at, lim);
+    CHECK(page.examined <= 700);
+    for (const auto& e : page.entries)
+      found.push_back(e.payload);
+    at = page.next;
+    ++calls;
+  } while (at);
+  CHECK(found == std::vector<std::string>{"{\"n\":999}", "{\"n\":1999}", "{\"n\":2999}",
+                                          "{\"n\":3999}", "{\"n\":4999}"});
+  CHECK(calls >= 8);
+}
+
+TEST_CASE("console API over memory: pages, entry, replay with progress, JSON errors") {
+  Served s;
+  for (int i = 0; i < 120; ++i)
+    s.queue.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}",
+                        i % 2 ? "timeout" : "declined", 1, i % 3 ? "w1" : "w2");
+  auto c = s.client();
+
+  auto page = body_of(c.Get("/api/entries?queue=orders&limit=50&error=TIMEOUT"));
+  CHECK(page["entries"].size() == 50);
+  CHECK(page["filtered"] == true);
+  REQUIRE(page["next"].is_string());
+  const std::string id = page["entries"][0]["id"];
+  auto entry = body_of(c.Get(("/api/entry?queue=orders&id=" + id).c_str()));
+  CHECK(entry["payload_kind"] == "json");
+  CHECK(entry["error"] == "timeout");
+
+  auto op = body_of(post(c, "/api/replay", {{"queue", "orders"}, {"filter", {{"worker", "w2"}}}}));
+  auto done = wait_op(c, op["id"]);
+  CHECK(done["state"] == "done");
+  CHECK(done["report"]["replayed"] == 40);
+  CHECK(s.queue.size("orders") == 80);
+
+  CHECK(error_code(c.Get("/api/entries?queue=missing")) == "unknown_queue");
+  CHECK(error_code(c.Post("/api/replay", "{oops", "application/json")) == "bad_json");
+  CHECK(error_code(c.Post("/api/replay", "queue=orders", "text/plain")) ==
+        "unsupported_media_type");
+  auto r = c.Post("/api/replay", std::string(2 << 20, ' '), "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 413);
+  CHECK(error_code(post(c, "/api/purge", {{"queue", "orders"}, {"confirm", "ORDERS"}})) ==
+        "confirmation_mismatch");
+  CHECK(s.queue.size("orders") == 80);
+  httplib::Headers evil{{"Host", "evil.example"}};
+  CHECK(error_code(c.Get("/api/queues", evil)) == "forbidden_host");
+}
+
+TEST_CASE("a paced replay is cancelled between batches; the limit on running replays holds") {
+  dlq::http::ConsoleOptions o;
+  o.max_operations = 1;
+  Served s(o);
+  for (int i = 0; i < 400; ++i)
+    s.queue.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}", "x", 1, "w");
+  auto c = s.client();
+  auto op = body_of(post(c, "/api/replay", {{"queue", "orders"}, {"all", true}, {"rate", 100}}));
+  REQUIRE(op["state"] == "running");
+  auto second = post(c, "/api/replay", {{"queue", "orders"}, {"all", true}});
+  CHECK(second->status == 429);
+  CHECK(error_code(second) == "too_many_operations");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(post(c, "/api/cancel", {{"id", op["id"]}})->status == 202);
+  auto done = wait_op(c, op["id"]);
+  CHECK(done["state"] == "cancelled");
+  const std::size_t replayed = done["report"]["replayed"];
+  CHECK(replayed > 0);
+  CHECK(replayed < 400);
+  CHECK(s.queue.size("orders") + replayed == 400);  // exactly what the report says moved
+}
+
+TEST_CASE("token and read-only are enforced on the server") {
+  dlq::http::ConsoleOptions o;
+  o.token = "tok-0123456789abcdef";
+  o.read_only = true;
+  Served s(o);
+  s.queue.send_to_dlq("orders", "{}", "x", 1, "w");
+  auto c = s.client();
+  auto r = c.Get("/api/queues");
+  CHECK(r->status == 401);
+  CHECK(error_code(r) == "unauthorized");
+  CHECK(c.Get("/metrics")->status == 401);
+  CHECK(c.Get("/")->status == 200);  // the page itself holds no data
+  httplib::Headers auth{{"Authorization", "Bearer tok-0123456789abcdef"}};
+  CHECK(c.Get("/api/queues", auth)->status == 200);
+  auto w = post(c, "/api/replay", {{"queue", "orders"}, {"all", true}}, auth);
+  CHECK(w->status == 403);
+  CHECK(error_code(w) == "read_only");
+  CHECK(s.queue.size("orders") == 1);
+  // a refused POST leaves a kept-alive connection usable (its body was dropped)
+  httplib::Client kept("127.0.0.1", s.port);
+  kept.set_keep_alive(true);
+  CHECK(kept.Post("/api/replay", std::string(100000, ' '), "application/json")->status == 401);
+  CHECK(kept.Post("/api/replay", auth, "x=1", "text/plain")->status == 403);
+  auto after = kept.Get("/api/queues", auth);
+  REQUIRE(after);
+  CHECK(after->status == 200);
+  CHECK(body_of(after)["read_only"] == true);
+}
+
+TEST_CASE("mounted under a prefix; a replay by ids names every id it moved") {
+  dlq::http::ConsoleOptions o;
+  o.prefix = "/ops/dlq/";
+  Served s(o);
+  const auto a = s.queue.send_to_dlq("orders", "{\"a\":1}", "x", 1, "w");
+  s.queue.send_to_dlq("orders", "{\"b\":2}", "x", 1, "w");
+  auto c = s.client();
+  auto page = c.Get("/ops/dlq/");
+  REQUIRE(page);
+  CHECK(page->status == 200);
+  CHECK(page->get_header_value("Content-Security-Policy").find("script-src 'self'") !=
+        std::string::npos);
+  auto bare = c.Get("/ops/dlq");
+  REQUIRE(bare);
+  CHECK(bare->status == 302);
+  CHECK(bare->get_header_value("Location") == "/ops/dlq/");
+  CHECK(c.Get("/api/queues")->status == 404);  // nothing outside the prefix
+  auto op =
+      body_of(post(c, "/ops/dlq/api/replay",
+                   {{"queue", "orders"}, {"ids", {a, "0190c000-0000-7000-8000-000000000000"}}}));
+  const std::string path = "/ops/dlq/api/operation?id=" + op["id"].get<std::string>();
+  auto done = body_of(c.Get(path.c_str()));
+  for (int i = 0; i < 2000 && done["state"] == "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    done = body_of(c.Get(path.c_str()));
+  }
+  CHECK(done["report"]["replayed_ids"] == json::array({a}));
+  CHECK(done["report"]["skipped"][0]["reason"] == "not_found");
+  CHECK(s.queue.storage().source_pop("orders") == std::optional<std::string>("{\"a\":1}"));
+  dlq::http::ConsoleOptions bad;
+  bad.prefix = "/a(b)";
+  CHECK_THROWS_AS(dlq::http::Console(s.backend, bad), dlq::invalid_argument);
+}
+
+TEST_CASE("discard deletes exactly the entries matching the query; dry run and cancel") {
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  for (int i = 0; i < 3000; ++i)
+    q.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}", i % 7 == 0 ? "gone" : "kept", 1,
+                  "w");
+  dlq::http::QueueBackend<dlq::MemoryStorage> b(q);
+  dlq::http::EntryQuery query;
+  query.error = "gone";
+  auto dry = b.discard("orders", query, true, nullptr, {});
+  CHECK(dry.matched == 429);
+  CHECK(dry.deleted == 0);
+  CHECK(q.size("orders") == 3000);
+  std::atomic<bool> cancel{false};
+  std::size_t calls = 0;
+  auto done =
+      b.discard("orders", query, false, &cancel, [&](const dlq::http::DiscardReport&) { ++calls; });
+  CHECK(done.deleted == 429);
+  CHECK(calls >= 1);
+  CHECK(q.size("orders") == 3000 - 429);
+  std::size_t expect = 0;  // the rest, in order, none of the matches
+  for (const auto& e : q.peek("orders", 0, 3000)) {
+    while (expect % 7 == 0)
+      ++expect;
+    CHECK(e.payload == "{\"n\":" + std::to_string(expect) + "}");
+    ++expect;
+  }
+  cancel = true;
+  query.error = "kept";
+  CHECK(b.discard("orders", query, false, &cancel, {}).cancelled);
+  CHECK(q.size("orders") == 3000 - 429);
+  CHECK_THROWS_AS(b.discard("orders", {}, false, nullptr, {}), dlq::invalid_argument);
+}

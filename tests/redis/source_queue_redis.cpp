@@ -1,0 +1,105 @@
+// The source-queue contract (tests/contract/source_queue_suite.hpp) on dlq::RedisSourceQueue:
+#include "dlq/dlq.hpp"
+// the shared test server, and (built with DLQ_SOURCE_CLUSTER) the 3-master test cluster with
+// the default layout's shape, each queue in its own hash slot.
+#include <stdexcept>
+#include <string>
+
+#include "dlq/redis/list_storage.hpp"
+#include "dlq/redis/source_queue.hpp"
+#include "redis/redis_test_util.hpp"
+#if DLQ_SOURCE_CLUSTER
+#include "redis/cluster_test_util.hpp"
+#endif
+
+namespace {
+
+std::string url() {
+#if DLQ_SOURCE_CLUSTER
+  return dlq::test::cluster_url();
+#else
+  return dlq::test::shared_redis_url();
+#endif
+}
+
+}  // namespace
+
+struct RedisSource {
+  using Queue = dlq::DeadLetterQueue<dlq::RedisListStorage>;
+  Queue queue{dlq::RedisListStorage(url(), dlq::test::unique_layout())};
+  dlq::RedisSourceQueue source{queue.storage()};
+  RedisSource() {
+#if DLQ_SOURCE_CLUSTER
+    if (!queue.storage().cluster_mode()) throw std::runtime_error("expected a Redis Cluster");
+#endif
+  }
+  dlq::RedisSourceQueue& jobs() {
+    return source;
+  }
+  Queue& dlq() {
+    return queue;
+  }
+};
+
+#define DLQ_SOURCE_FIXTURES RedisSource
+#include "contract/source_queue_suite.hpp"
+
+TEST_CASE("redis source queue: in-flight keys share the queue's hash tag; consumers are listed",
+          "[source][redis]") {
+  RedisSource f;
+  auto& jobs = f.jobs();
+  const std::string k = jobs.key("orders");
+  CHECK(dlq::redis::key_slot(jobs.in_flight_key("orders", "w{1}")) == dlq::redis::key_slot(k));
+  CHECK(dlq::redis::key_slot(jobs.consumers_key("orders")) == dlq::redis::key_slot(k));
+  for (const char* p : {"1", "2", "3"})
+    jobs.push("orders", p);
+  auto a = jobs.take("orders", "w2", 1);
+  (void)jobs.take("orders", "w1", 1);
+  CHECK(jobs.consumers("orders") == std::vector<std::string>{"w1", "w2"});
+  jobs.ack("orders", "w2", a);
+  CHECK(jobs.consumers("orders") == std::vector<std::string>{"w1"});
+  jobs.recover("orders", "w1");
+  CHECK(jobs.consumers("orders").empty());
+}
+
+TEST_CASE("redis source queue: one take moves at most 1000 jobs", "[source][redis]") {
+  RedisSource f;
+  auto& jobs = f.jobs();
+  for (int i = 0; i < 1200; ++i)
+    jobs.push("orders", std::to_string(i));
+  CHECK(jobs.take("orders", "w1", 5000).size() == 1000);
+  CHECK(jobs.size("orders") == 200);
+  CHECK(jobs.recover("orders", "w1") == 1000);
+}
+
+#if !DLQ_SOURCE_CLUSTER
+TEST_CASE("redis source queue: nack onto a key of another type moves nothing", "[source][redis]") {
+  RedisSource f;
+  auto& jobs = f.jobs();
+  jobs.push("orders", "j");
+  auto taken = jobs.take("orders", "w1", 1);
+  dlq::test::RawClient raw(url());
+  raw.cmd({"DEL", jobs.key("orders")});
+  raw.cmd({"SET", jobs.key("orders"), "not a list"});
+  CHECK_THROWS_AS(jobs.nack("orders", "w1", taken), dlq::reply_error);
+  CHECK(jobs.in_flight("orders", "w1") == 1);  // still held: nothing lost
+  CHECK_THROWS_AS(jobs.push("orders", "x"), dlq::reply_error);
+}
+
+TEST_CASE("redis source queue: the Python service's untagged layout works on one server",
+          "[source][redis]") {
+  const std::string prefix = dlq::test::unique_prefix();
+  dlq::RedisListOptions o;
+  o.dead_key = prefix + "dlq:*";
+  o.source_key = prefix + "queue:*";
+  o.corrupt_key = prefix + "dlq:*:corrupt";
+  dlq::RedisListStorage storage(url(), o);
+  dlq::RedisSourceQueue jobs(storage);
+  jobs.push("pyq", R"({"a":1})");
+  dlq::test::RawClient raw(url());
+  CHECK(raw.list(prefix + "queue:pyq") == std::vector<std::string>{R"({"a":1})"});
+  auto taken = jobs.take("pyq", "w1", 1);
+  CHECK(raw.list(prefix + "queue:pyq:inflight:w1") == std::vector<std::string>{R"({"a":1})"});
+  CHECK(jobs.ack("pyq", "w1", taken) == 1);
+}
+#endif
