@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "format.hpp"
+#include "ops_commands.hpp"
 #include "store.hpp"
 
 namespace dlqctl {
@@ -128,6 +129,8 @@ struct Args {
   // trim
   std::string max_age;
   std::size_t max_length = 0;
+  // search, discard, audit, edited replay (ops_commands.hpp)
+  OpsArgs ops;
 };
 
 /// Runs one command once the command line is parsed.
@@ -151,6 +154,9 @@ class Commands {
     if (command_ == "stats") return stats();
     if (command_ == "metrics") return metrics();
     if (command_ == "corrupt") return corrupt();
+    if (command_ == "search") return ops_search(io_, store(), a_);
+    if (command_ == "discard") return ops_discard(io_, store(), a_);
+    if (command_ == "audit") return ops_audit(io_, store(), a_);
     throw usage_error("unknown command '" + command_ + "'");
   }
 
@@ -351,6 +357,8 @@ class Commands {
   }
 
   int replay() {
+    if (!a_.ops.set_payload.empty() || !a_.ops.transform_cmd.empty())
+      return ops_replay_edited(io_, store(), a_);
     const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (a_.ids.empty() ? 0 : 1);
     if (chosen != 1)
       throw usage_error(
@@ -785,6 +793,9 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   app.add_option("--corrupt-key", a.store.corrupt_key,
                  "Redis key pattern of corrupt lists (default dlq:{*}:corrupt)")
       ->envname("DLQ_CORRUPT_KEY");
+  app.add_option("--actor", a.store.actor,
+                 "who operates, for the audit trail (default: the OS user)")
+      ->envname("DLQ_ACTOR");
   app.add_option("--timeout", a.timeout,
                  "connect/command timeout (Redis), lock wait (SQLite): 500ms, 5s, 1m")
       ->envname("DLQ_TIMEOUT")
@@ -915,6 +926,8 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
       ->capture_default_str();
   corrupt->add_flag("--json", a.json, "JSON Lines: {id, problem, raw or raw_base64}");
 
+  detail::add_ops_commands(app, a, replay);
+
   std::vector<const char*> argv;
   argv.push_back("dlqctl");
   for (const auto& s : args)
@@ -958,6 +971,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
         std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(a.timeout));
     if (a.store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
     a.store.create_if_missing = command == "send";
+    if (a.store.actor.empty()) a.store.actor = detail::os_user();
     detail::Commands commands(io, open, a, command);
     return commands.run();
   } catch (const usage_error& e) {

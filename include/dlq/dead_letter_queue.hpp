@@ -34,14 +34,17 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/audit.hpp"
 #include "dlq/detail/batched_walk.hpp"
 #include "dlq/detail/compiled.hpp"
 #include "dlq/detail/queue_core.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/operations.hpp"
 #include "dlq/policies.hpp"
 #include "dlq/replay.hpp"
 #include "dlq/retention.hpp"
+#include "dlq/search.hpp"
 #include "dlq/stats.hpp"
 #include "dlq/storage.hpp"
 
@@ -162,7 +165,7 @@ class DeadLetterQueue {
   DLQ_OUT_OF_LINE
   bool remove(std::string_view queue, std::string_view id) {
     detail::queue_core::validate_queue(queue, "remove");
-    return guarded([&] {
+    const bool removed = guarded([&] {
       for (int attempt = 0; attempt < 3; ++attempt) {
         auto raw = find_raw(queue, ListKind::dead, id);
         if (!raw) return false;
@@ -170,6 +173,9 @@ class DeadLetterQueue {
       }
       return false;
     });
+    audit_simple("remove", queue, {{"removed", removed ? 1 : 0}}, {std::string(id)},
+                 removed ? "ok" : "not found");
+    return removed;
   }
 
   /// Deletes every entry of the queue's dead-letter list; returns exactly how many were
@@ -177,7 +183,9 @@ class DeadLetterQueue {
   DLQ_OUT_OF_LINE
   std::size_t purge(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "purge");
-    return guarded([&] { return storage_.purge(queue, ListKind::dead); });
+    const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::dead); });
+    audit_simple("purge", queue, {{"purged", n}});
+    return n;
   }
 
   /// Dead-letter depth of each named queue, read in one storage call (the seed's
@@ -252,7 +260,9 @@ class DeadLetterQueue {
   DLQ_OUT_OF_LINE
   std::size_t purge_corrupt(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "purge_corrupt");
-    return guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
+    const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
+    audit_simple("purge_corrupt", queue, {{"purged", n}});
+    return n;
   }
 
   // --- operators: replay -----------------------------------------------------------------
@@ -264,7 +274,10 @@ class DeadLetterQueue {
   DLQ_OUT_OF_LINE
   ReplayReport replay(std::string_view queue, const ReplayOptions& options = {}) {
     detail::queue_core::validate_queue(queue, "replay");
-    return guarded([&] { return run_replay(queue, options, false).report; });
+    return guarded([&] {
+      return run_replay(queue, options, false, options.transform ? "replay_edited" : "replay")
+          .report;
+    });
   }
 
   /// Replays every entry present now back to its source queue (the seed's replay_all).
@@ -276,7 +289,7 @@ class DeadLetterQueue {
   std::optional<Entry> replay_one(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "replay_one");
     return guarded([&]() -> std::optional<Entry> {
-      auto result = run_replay(queue, ReplayOptions::first(1), true);
+      auto result = run_replay(queue, ReplayOptions::first(1), true, "replay");
       if (result.replayed_raw.empty()) return std::nullopt;
       return parse_entry(std::move(result.replayed_raw.front()));
     });
@@ -295,10 +308,98 @@ class DeadLetterQueue {
   std::size_t recover(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "recover");
     if constexpr (detail::has_recover<storage_type>::value) {
-      return guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
+      const std::size_t n =
+          guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
+      audit_simple("recover", queue, {{"fixed", n}});
+      return n;
     } else {
       return 0;
     }
+  }
+
+  // --- operators: search, discard, edit, audit (dlq/search.hpp, dlq/operations.hpp) -----
+
+  /// One page of a resumable search of the dead-letter list (see dlq/search.hpp): the
+  /// entries `filter` matches from the `continuation` point on (empty = from the oldest), at
+  /// most `limit` (0 = 100), after examining at most `max_examined` entries (0 = 10 000).
+  /// Pass page.continuation to the next call until page.done(). Age conditions are measured
+  /// by Options::clock. Read-only: not audited.
+  /// @throws dlq::invalid_argument for an empty queue name or a malformed continuation;
+  ///         dlq::storage_error when the backend fails.
+  SearchPage search(std::string_view queue, const Filter& filter,
+                    std::string_view continuation = {}, std::size_t limit = 100,
+                    std::size_t max_examined = 0) {
+    detail::queue_core::validate_queue(queue, "search");
+    return guarded([&] {
+      return search_page(storage_, queue, filter, continuation, limit, core_->now(), max_examined);
+    });
+  }
+
+  /// Deletes the entries `options` matches, in atomic batches (see dlq/operations.hpp);
+  /// every deletion is counted (Counters::discarded) and emitted (EventKind::discarded); one
+  /// audit record, also when it fails part-way.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
+  ///         backend fails (batches applied before stay applied and are in the audit
+  ///         record); dlq::conflict_error when other clients keep changing the same entries.
+  DiscardReport discard(std::string_view queue, const DiscardOptions& options = {}) {
+    detail::queue_core::validate_queue(queue, "discard");
+    DiscardReport report;
+    AuditRecord rec = audit_record("discard", queue, options.actor);
+    rec.filter = options.describe();
+    if (options.limit != 0) rec.detail["limit"] = options.limit;
+    auto finish = [&](std::string outcome) {
+      rec.counts = {{"examined", report.examined},
+                    {"discarded", report.discarded},
+                    {"batches", report.batches}};
+      rec.outcome = std::move(outcome);
+      detail::audit_ids ids{core_->options.audit_max_ids, {}, 0};
+      for (const auto& id : report.discarded_ids)
+        ids.add(id);
+      rec.ids = std::move(ids.ids);
+      rec.ids_omitted = ids.omitted;
+      detail::write_audit(*core_, storage_, rec);
+    };
+    try {
+      guarded([&] {
+        detail::storage_dead_list<storage_type> list(storage_, queue);
+        detail::discard_engine(*core_, list, queue).run(options, report);
+      });
+    } catch (const std::exception& e) {
+      finish(std::string("failed: ") + e.what());
+      throw;
+    }
+    finish(report.cancelled ? "cancelled" : report.dry_run ? "dry_run" : "ok");
+    return report;
+  }
+
+  /// Replays the entry `id` with `new_payload` instead of its stored payload, in one atomic
+  /// step (see ReplayOptions::transform); a parked entry is replayed too. The audit record
+  /// ("replay_edited", by `actor`, default Options::actor) holds the SHA-256 of the old and
+  /// new payload. Returns the report: replayed == 1 on success, else the id is in skipped
+  /// (not_found, or corrupt: an unreadable entry has no payload to edit).
+  /// @throws as replay().
+  ReplayReport replay_edited(std::string_view queue, std::string_view id, std::string new_payload,
+                             std::string actor = {}, std::string to_queue = {}) {
+    detail::queue_core::validate_queue(queue, "replay_edited");
+    ReplayOptions o = ReplayOptions::by_ids({std::string(id)});
+    o.actor = std::move(actor);
+    o.to_queue = std::move(to_queue);
+    o.transform = [&new_payload](const Entry&) -> std::optional<std::string> {
+      return new_payload;
+    };
+    return guarded([&] { return run_replay(queue, o, false, "replay_edited").report; });
+  }
+
+  /// The queue's audit records made at or after `since` (by Options::clock when written),
+  /// oldest first, at most `limit` (0 = 1000). Empty on a storage without an audit trail
+  /// (see dlq/audit.hpp).
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error.
+  std::vector<AuditRecord> audit(std::string_view queue,
+                                 std::chrono::system_clock::time_point since = {},
+                                 std::size_t limit = 1000) {
+    detail::queue_core::validate_queue(queue, "audit");
+    if (limit == 0) limit = 1000;
+    return guarded([&] { return detail::read_audit(storage_, queue, since, limit); });
   }
 
   // --- retention -------------------------------------------------------------------------
@@ -309,10 +410,15 @@ class DeadLetterQueue {
   DLQ_OUT_OF_LINE
   TrimReport trim(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "trim");
-    return guarded([&] {
+    const TrimReport done = guarded([&] {
       detail::storage_dead_list<storage_type> list(storage_, queue);
       return detail::trim(*core_, list, queue);
     });
+    if (done.evicted() != 0)  // a timer's empty runs would drown the trail
+      audit_simple("trim", queue,
+                   {{"evicted_for_length", done.evicted_for_length},
+                    {"evicted_for_age", done.evicted_for_age}});
+    return done;
   }
 
   /// trim() on every queue that has entries; returns the totals.
@@ -328,10 +434,74 @@ class DeadLetterQueue {
   }
 
  private:
+  // Runs a replay and writes its audit record (also when it fails: what was applied before
+  // the failure stays applied and is recorded).
   detail::replay_engine::result run_replay(std::string_view queue, const ReplayOptions& options,
-                                           bool keep_replayed) {
+                                           bool keep_replayed, std::string_view operation) {
     detail::storage_dead_list<storage_type> list(storage_, queue);
-    return detail::replay_engine(*core_, list, queue).run(options, keep_replayed);
+    detail::replay_engine engine(*core_, list, queue);
+    constexpr bool audited = detail::has_audit<storage_type>::value;
+    engine.collect_audit(audited);
+    if constexpr (!audited) {
+      return engine.run(options, keep_replayed);
+    } else {
+      AuditRecord rec = audit_record(operation, queue, options.actor);
+      rec.filter = options.describe();
+      if (options.filter) rec.filter["filter"] = true;
+      if (options.limit != 0) rec.detail["limit"] = options.limit;
+      rec.detail["destination"] = options.to_queue.empty() ? std::string(queue) : options.to_queue;
+      auto finish = [&](const detail::replay_engine::result& r, std::string outcome) {
+        const ReplayReport& p = r.report;
+        rec.counts = {{"examined", p.examined},   {"replayed", p.replayed},
+                      {"set_aside", p.set_aside}, {"skipped", p.skipped.size()},
+                      {"edited", p.edited},       {"batches", p.batches}};
+        rec.outcome = std::move(outcome);
+        rec.ids = r.ids.ids;
+        rec.ids_omitted = r.ids.omitted;
+        if (!r.edits.empty()) rec.detail["edits"] = r.edits;
+        detail::write_audit(*core_, storage_, rec);
+      };
+      try {
+        auto r = engine.run(options, keep_replayed);
+        finish(r, r.report.cancelled ? "cancelled" : r.report.dry_run ? "dry_run" : "ok");
+        return r;
+      } catch (const std::exception& e) {
+        finish(engine.partial(), std::string("failed: ") + e.what());
+        throw;
+      }
+    }
+  }
+
+  AuditRecord audit_record(std::string_view operation, std::string_view queue,
+                           std::string_view actor) const {
+    AuditRecord r;
+    r.operation = std::string(operation);
+    r.queue = std::string(queue);
+    r.actor = std::string(actor);
+    return r;
+  }
+
+  // One audit record for a simple operation (no filter), written after it.
+  void audit_simple(std::string_view operation, std::string_view queue,
+                    nlohmann::ordered_json counts, const std::vector<std::string>& ids = {},
+                    std::string outcome = "ok") {
+    if constexpr (detail::has_audit<storage_type>::value) {
+      AuditRecord r = audit_record(operation, queue, {});
+      r.counts = std::move(counts);
+      detail::audit_ids bounded{core_->options.audit_max_ids, {}, 0};
+      for (const auto& id : ids)
+        bounded.add(id);
+      r.ids = std::move(bounded.ids);
+      r.ids_omitted = bounded.omitted;
+      r.outcome = std::move(outcome);
+      detail::write_audit(*core_, storage_, r);
+    } else {
+      (void)operation;
+      (void)queue;
+      (void)counts;
+      (void)ids;
+      (void)outcome;
+    }
   }
 
   // The jobs of one queue within a send (in order of first use).

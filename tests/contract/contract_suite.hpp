@@ -1024,3 +1024,5 @@ TEMPLATE_TEST_CASE(
   CHECK(q.size("orders") <= 100);
 }
 #include "contract/observability_suite.hpp"
+// --- operator operations (issue 14): search, discard, edited replay, audit ---------------
+#include "contract/operations_suite.hpp"

@@ -135,6 +135,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -148,6 +149,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/audit.hpp"
 #include "dlq/detail/function_ref.hpp"
 #include "dlq/detail/id.hpp"
 #include "dlq/detail/meta/detected.hpp"
@@ -803,6 +805,63 @@ class KeyValueStorage {
     return shared_->superseded.load(std::memory_order_relaxed);
   }
 
+  // --- the audit trail (see dlq/audit.hpp) ---------------------------------------------
+
+  /// Most audit records kept per queue: past this (plus a tenth) the oldest are removed.
+  static constexpr std::size_t audit_max_records = 10000;
+
+  /// The collection holding `queue`'s audit records: "<prefix>{<queue>}:audit".
+  std::string audit_collection(std::string_view queue) const {
+    return prefix_ + "{" + std::string(queue) + "}:audit";
+  }
+
+  /// Appends one audit record made at `at`: one save (a record "<ms> <json>" under a fresh
+  /// time-ordered id); every 64th append of this adapter also counts the trail and removes
+  /// the oldest records past the cap.
+  void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
+                    std::string_view record) {
+    const std::string coll = audit_collection(queue);
+    static detail::id_generator ids;
+    const std::string id = ids.next(at);
+    const std::string value = std::to_string(detail::audit_ms(at)) + " " + std::string(record);
+    store_.save({kv::Write{coll, id, value}});
+    if (shared_->audit_appends.fetch_add(1, std::memory_order_relaxed) % 64 != 63) return;
+    const std::size_t n = count(coll);
+    if (n <= audit_max_records + audit_max_records / 10) return;
+    kv::Window oldest;
+    oldest.limit = n - audit_max_records;
+    std::vector<kv::Removal> removals;
+    const std::vector<kv::Item> items = store_.list(coll, oldest);
+    for (const kv::Item& item : items)
+      removals.push_back(kv::Removal{coll, item.id, item.version, {}});
+    store_.remove(removals);
+  }
+
+  /// The queue's audit records made at or after `since`, oldest first, at most `limit`.
+  std::vector<std::string> audit_read(std::string_view queue,
+                                      std::chrono::system_clock::time_point since,
+                                      std::size_t limit) {
+    const std::string coll = audit_collection(queue);
+    const std::int64_t since_ms = detail::audit_ms(since);
+    std::vector<std::string> out;
+    kv::Window window;
+    window.limit = page_size;
+    while (out.size() < limit) {
+      const std::vector<kv::Item> page = store_.list(coll, window);
+      for (const kv::Item& item : page) {
+        const auto space = item.value.find(' ');
+        if (space == std::string::npos) continue;
+        const std::int64_t ms = std::strtoll(item.value.substr(0, space).c_str(), nullptr, 10);
+        if (ms < since_ms) continue;
+        out.push_back(item.value.substr(space + 1));
+        if (out.size() >= limit) break;
+      }
+      if (page.size() < window.limit) break;
+      window.after = page.back().version;
+    }
+    return out;
+  }
+
  private:
   static constexpr std::size_t page_size = 1000;
 
@@ -811,6 +870,7 @@ class KeyValueStorage {
     std::set<std::string, std::less<>> registered;
     std::mutex replay_mutex;  // one replay step at a time: no duplicate pushes within a process
     std::atomic<std::size_t> superseded{0};
+    std::atomic<std::size_t> audit_appends{0};
     // The records the running replay step is pushing and removing (flight_key), and its
     // thread: remove and purge wait for the step rather than delete such a record.
     std::mutex flight_mutex;  // guards in_flight and replaying; held by remove and purge

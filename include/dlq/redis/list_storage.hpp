@@ -63,8 +63,10 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/audit.hpp"
 #include "dlq/detail/kept_prefix.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/redis/audit_stream.hpp"
 #include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/key_pattern.hpp"
@@ -109,6 +111,9 @@ struct RedisListOptions {
   std::chrono::milliseconds receipt_ttl{600000};
   /// Connection pool: how many connections all threads share, how long to wait for one.
   redis::PoolOptions pool;
+  /// Audit records kept per queue (the stream `<dead key>:audit` is capped with XADD MAXLEN
+  /// ~ this; see dlq/redis/audit_stream.hpp). Default 10 000; 0 = 10 000.
+  std::size_t audit_max_records = 10000;
 };
 
 namespace detail {
@@ -652,6 +657,25 @@ class RedisListStorage {
     }
     cursor.applied(plan.kept, std::move(applied.read_ahead));
     return result;
+  }
+
+  /// The Redis key of a queue's audit stream: `<dead key>:audit` (see dlq/audit.hpp).
+  std::string audit_key(std::string_view queue) const { return dead_.key(queue) + ":audit"; }
+
+  /// Appends one audit record (dlq/audit.hpp): one XADD … MAXLEN ~ (audit_stream.hpp).
+  void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
+                    std::string_view record) {
+    check_queue(queue, "audit_append");
+    const std::size_t cap = options_.audit_max_records == 0 ? 10000 : options_.audit_max_records;
+    redis::audit_stream::append(routed(), audit_key(queue), detail::audit_ms(at), record, cap);
+  }
+
+  /// The queue's audit records made at or after `since`, oldest first, at most `limit`.
+  std::vector<std::string> audit_read(std::string_view queue,
+                                      std::chrono::system_clock::time_point since,
+                                      std::size_t limit) {
+    check_queue(queue, "audit_read");
+    return redis::audit_stream::read(routed(), audit_key(queue), detail::audit_ms(since), limit);
   }
 
   /// Repairs what an interrupted replay can leave behind: stray tombstones, written only by

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <limits>
@@ -25,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dlq/detail/counter_map.hpp"
@@ -261,6 +263,35 @@ class MemoryStorage {
   /// Nothing to recover: a replay step applies at once or not at all. Returns 0.
   std::size_t recover(std::string_view /*queue*/) { return 0; }
 
+  // --- the audit trail (see dlq/audit.hpp) -----------------------------------------------
+
+  /// Most audit records kept per queue; older ones are dropped first.
+  static constexpr std::size_t audit_max_records = 10000;
+
+  /// Appends one audit record (JSON text) made at `at` to the queue's trail.
+  void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
+                    std::string_view record) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto& trail = state_->audit[std::string(queue)];
+    trail.emplace_back(at, std::string(record));
+    if (trail.size() > audit_max_records) trail.pop_front();
+  }
+
+  /// The queue's audit records made at or after `since`, oldest first, at most `limit`.
+  std::vector<std::string> audit_read(std::string_view queue,
+                                      std::chrono::system_clock::time_point since,
+                                      std::size_t limit) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<std::string> out;
+    const auto it = state_->audit.find(queue);
+    if (it == state_->audit.end()) return out;
+    for (const auto& [at, record] : it->second) {
+      if (out.size() >= limit) break;
+      if (at >= since) out.push_back(record);
+    }
+    return out;
+  }
+
   // --- the source queues (where replay puts jobs back) ----------------------------------
 
   /// Appends a job payload to a source queue (what a producer does).
@@ -382,6 +413,9 @@ class MemoryStorage {
     std::mutex mutex;
     std::map<std::string, lists, std::less<>> queues;
     detail::counter_map counters;
+    std::map<std::string, std::deque<std::pair<std::chrono::system_clock::time_point, std::string>>,
+             std::less<>>
+        audit;
   };
 
   static std::deque<std::string>& list_of(lists& l, ListKind kind) {
