@@ -13,11 +13,12 @@
 ///     auto page = dlq.peek("orders");                             // inspect
 ///     auto report = dlq.replay_all("orders");                     // move back to the queue
 ///
-/// The send path, the same for one job and for a batch: validate every job; retention
-/// before the push (Overflow::reject refuses what does not fit); prepare each envelope (id,
-/// poison count, JSON); push; retention after the push (Overflow::evict_oldest evicts the
-/// oldest beyond max_length); count and report every entry stored. See dlq/replay.hpp for
-/// what a replay does.
+/// The send path, the same for one job and for a batch: validate every job; check that the
+/// jobs fit (Overflow::reject); prepare each envelope (id, poison count, JSON); push each
+/// queue's jobs under its retention — Overflow::reject stores all of them or none,
+/// Overflow::evict_oldest evicts the oldest beyond max_length atomically with the push where
+/// the storage can (push_capped: every shipped storage), and every eviction is reported with
+/// its id; count and report every entry stored. See dlq/replay.hpp for what a replay does.
 #pragma once
 
 #include <algorithm>
@@ -77,8 +78,11 @@ class DeadLetterQueue {
 
   /// Dead-letters one job: stores `payload` (any bytes; kept byte-exact) with `failure`
   /// under the source queue `queue`, and returns the new entry's id. One storage round trip
-  /// (one more with the poison guard on; eviction, when the queue is over its retention
-  /// length, happens after the entry is stored and never makes the send fail).
+  /// (one more with the poison guard on). Under Retention::max_length the queue never holds
+  /// more than max_length entries after a send, whatever other senders do: Overflow::reject
+  /// refuses the entry, Overflow::evict_oldest evicts the oldest in the same atomic step as
+  /// the push (a storage without push_capped evicts right after it; a failure there is
+  /// logged and trim() retries, the send does not fail).
   /// @throws dlq::invalid_argument for an empty queue name, a negative attempt, a context
   ///         that is not a JSON object, or a payload that is not JSON under
   ///         Payloads::json_only; dlq::queue_full_error when retention rejects the entry;
@@ -99,9 +103,18 @@ class DeadLetterQueue {
     return send_to_dlq(queue, payload, f);
   }
 
-  /// Dead-letters several jobs in one storage call (one round trip on Redis) and returns
-  /// their ids in order. Validates every job, and checks rejecting retention, before storing
-  /// any. With the poison guard on, each job's count costs one storage call before the push.
+  /// Dead-letters several jobs and returns their ids in order. Validates every job before
+  /// storing any. One storage call (one round trip on Redis) when no queue of the batch has a
+  /// max_length, else one per queue of the batch. With Overflow::reject a batch is all or
+  /// nothing: the jobs of one queue are stored together only if they all fit (atomically, on
+  /// every shipped storage) — else it throws queue_full_error having stored nothing. A batch
+  /// over several queues is first checked against each, so one full queue refuses it whole;
+  /// only when another sender fills a queue between that check and the push are the jobs of
+  /// the queues pushed before it stored while the error is thrown (send one queue's jobs per
+  /// batch where that matters).
+  /// With Overflow::evict_oldest the oldest entries beyond max_length are evicted atomically
+  /// with the push and each is reported. With the poison guard on, each job's count costs one
+  /// storage call before the push.
   /// @throws as send_to_dlq.
   std::vector<std::string> send_batch(const std::vector<FailedJob>& jobs) {
     std::vector<detail::job_view> views;
@@ -275,6 +288,12 @@ class DeadLetterQueue {
     return detail::replay_engine(*core_, list, queue).run(options, keep_replayed);
   }
 
+  // The jobs of one queue within a send (in order of first use).
+  struct queue_part {
+    std::string_view queue;
+    std::vector<std::size_t> jobs;  // indexes into the send's jobs
+  };
+
   // The send path (see the file comment).
   std::vector<std::string> send(const detail::job_view* jobs, std::size_t n, const char* where) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -284,27 +303,26 @@ class DeadLetterQueue {
     }
     if (n == 0) return {};
     return guarded([&] {
-      std::vector<std::pair<std::string_view, std::size_t>> per_queue;  // in order of first use
+      std::vector<queue_part> parts;
       for (std::size_t i = 0; i < n; ++i) {
-        auto it = std::find_if(per_queue.begin(), per_queue.end(),
-                               [&](const auto& q) { return q.first == jobs[i].queue; });
-        if (it == per_queue.end()) {
-          per_queue.emplace_back(jobs[i].queue, 1);
-        } else {
-          ++it->second;
-        }
+        auto it = std::find_if(parts.begin(), parts.end(),
+                               [&](const queue_part& p) { return p.queue == jobs[i].queue; });
+        if (it == parts.end()) it = parts.insert(parts.end(), queue_part{jobs[i].queue, {}});
+        it->jobs.push_back(i);
       }
-      const bool single = n == 1;
-      for (const auto& [queue, count] : per_queue)
-        admit(queue, count, single);
+      for (const auto& part : parts)
+        admit(part, parts.size() > 1);
       const auto now = core_->now();
       std::vector<detail::prepared_entry> entries;
       entries.reserve(n);
       for (std::size_t i = 0; i < n; ++i)
         entries.push_back(prepare(jobs[i], now));
-      const std::size_t length = push(entries);
-      for (const auto& [queue, count] : per_queue)
-        evict(queue, length);
+      if (parts.size() > 1 && !any_retention(parts)) {
+        push_all(entries);  // one storage call for the whole batch
+      } else {
+        for (const auto& part : parts)
+          push_part(part, entries);
+      }
       std::vector<std::string> ids;
       ids.reserve(n);
       for (auto& e : entries) {
@@ -315,13 +333,28 @@ class DeadLetterQueue {
     });
   }
 
-  // Retention before the push: Overflow::reject refuses `count` entries that do not fit.
-  // A single entry is checked by the push itself where the storage has push_bounded.
-  void admit(std::string_view queue, std::size_t count, bool single) {
-    const Retention& r = core_->retention_of(queue);
+  bool any_retention(const std::vector<queue_part>& parts) const {
+    return std::any_of(parts.begin(), parts.end(), [this](const queue_part& p) {
+      return core_->retention_of(p.queue).max_length != 0;
+    });
+  }
+
+  // Whether the storage can push `count` entries under Overflow::reject atomically.
+  static constexpr bool bounded_atomically(std::size_t count) {
+    return detail::has_push_bounded_many<storage_type>::value ||
+           (count == 1 && detail::has_push_bounded<storage_type>::value);
+  }
+
+  // Retention before the push (Overflow::reject): a part that does not fit refuses the whole
+  // send before anything is stored. Where the storage bounds the push atomically, the push
+  // decides (this check runs only when the send spans several queues, so that one full queue
+  // refuses the whole batch).
+  void admit(const queue_part& part, bool several_queues) {
+    const Retention& r = core_->retention_of(part.queue);
     if (r.max_length == 0 || r.overflow != Overflow::reject) return;
-    if (single && detail::has_push_bounded<storage_type>::value) return;
-    if (storage_.size(queue, ListKind::dead) + count > r.max_length) core_->reject(queue, r);
+    if (!several_queues && bounded_atomically(part.jobs.size())) return;
+    if (storage_.size(part.queue, ListKind::dead) + part.jobs.size() > r.max_length)
+      core_->reject(part.queue, r);
   }
 
   // The prepare step: id, poison count and envelope of one job.
@@ -344,41 +377,67 @@ class DeadLetterQueue {
     }
   }
 
-  // Stores the entries: one push (push_bounded under a rejecting retention, where the
-  // storage has it) or one push_many. Returns the dead list's new length when the storage
-  // says it (one entry), else 0.
-  std::size_t push(const std::vector<detail::prepared_entry>& entries) {
-    if (entries.size() > 1) {
-      std::vector<Record> records;
-      records.reserve(entries.size());
-      for (const auto& e : entries)
-        records.push_back(e.record());
+  void push_all(const std::vector<detail::prepared_entry>& entries) {
+    std::vector<Record> records;
+    records.reserve(entries.size());
+    for (const auto& e : entries)
+      records.push_back(e.record());
+    storage_.push_many(records);
+  }
+
+  // Pushes one queue's part under the queue's retention: Overflow::reject pushes all or
+  // nothing; Overflow::evict_oldest evicts the oldest beyond max_length — atomically with the
+  // push where the storage has push_capped, else right after it (a sweep).
+  void push_part(const queue_part& part, const std::vector<detail::prepared_entry>& entries) {
+    std::vector<Record> records;
+    records.reserve(part.jobs.size());
+    for (std::size_t i : part.jobs)
+      records.push_back(entries[i].record());
+    const Retention& r = core_->retention_of(part.queue);
+    if (r.max_length != 0 && r.overflow == Overflow::reject) {
+      bool stored = true;
+      if constexpr (detail::has_push_bounded_many<storage_type>::value) {
+        stored = storage_.push_bounded(records, r.max_length);
+      } else if constexpr (detail::has_push_bounded<storage_type>::value) {
+        if (records.size() == 1) {
+          stored = storage_.push_bounded(records.front(), r.max_length);
+        } else {
+          storage_.push_many(records);  // checked by admit(): approximate under races
+        }
+      } else {
+        push_records(records);  // checked by admit(): approximate under races
+      }
+      if (!stored) core_->reject(part.queue, r);
+      return;
+    }
+    if (r.max_length != 0) {  // Overflow::evict_oldest
+      if constexpr (detail::has_push_capped<storage_type>::value) {
+        const std::vector<std::string> evicted = storage_.push_capped(records, r.max_length);
+        detail::report_evictions(*core_, part.queue, evicted, "max_length");
+        detail::log_evictions(*core_, part.queue, evicted.size(), "max_length");
+      } else {
+        const std::size_t length = push_records(records);
+        detail::storage_dead_list<storage_type> list(storage_, part.queue);
+        detail::enforce_length(*core_, list, part.queue, r, length);
+      }
+      return;
+    }
+    push_records(records);
+  }
+
+  // push (one record) or push_many; returns the dead list's new length when the storage
+  // says it (push returning a length), else 0.
+  std::size_t push_records(const std::vector<Record>& records) {
+    if (records.size() != 1) {
       storage_.push_many(records);
       return 0;
     }
-    const Record record = entries.front().record();
-    const Retention& r = core_->retention_of(record.queue);
-    if constexpr (detail::has_push_bounded<storage_type>::value) {
-      if (r.max_length != 0 && r.overflow == Overflow::reject) {
-        if (!storage_.push_bounded(record, r.max_length)) core_->reject(record.queue, r);
-        return 0;
-      }
-    }
     if constexpr (detail::push_returns_size<storage_type>::value) {
-      return static_cast<std::size_t>(storage_.push(record));
+      return static_cast<std::size_t>(storage_.push(records.front()));
     } else {
-      storage_.push(record);
+      storage_.push(records.front());
       return 0;
     }
-  }
-
-  // Retention after the push: Overflow::evict_oldest evicts the oldest beyond max_length.
-  // `length` is the list's length after the push when known (one queue), else 0.
-  void evict(std::string_view queue, std::size_t length) {
-    const Retention& r = core_->retention_of(queue);
-    if (r.max_length == 0 || r.overflow != Overflow::evict_oldest) return;
-    detail::storage_dead_list<storage_type> list(storage_, queue);
-    detail::enforce_length(*core_, list, queue, r, length);
   }
 
   static std::vector<Entry> parse_all(std::vector<std::string> raws) {

@@ -34,6 +34,18 @@
 ///                                                           // push only while the list has
 ///                                                           // fewer than max_length items,
 ///                                                           // atomically; false = full
+///     bool push_bounded(const std::vector<dlq::Record>& records, std::size_t max_length);
+///                                                           // records of one queue: push all
+///                                                           // of them only if the list then
+///                                                           // holds at most max_length items,
+///                                                           // atomically; false = none pushed
+///     std::vector<std::string> push_capped(const std::vector<dlq::Record>& records,
+///                                          std::size_t max_length);
+///                                                           // records of one queue: push them
+///                                                           // and, atomically with the push,
+///                                                           // remove the oldest items beyond
+///                                                           // max_length; returns the removed
+///                                                           // items, oldest first
 ///     std::int64_t bump_count(std::string_view queue, std::string_view key,
 ///                             std::chrono::seconds ttl);    // +1 to a counter that expires
 ///                                                           // ttl after its last bump; returns
@@ -178,6 +190,12 @@ template <class S>
 using push_bounded =
     decltype(std::declval<S&>().push_bounded(std::declval<const Record&>(), std::size_t{}));
 template <class S>
+using push_bounded_many = decltype(std::declval<S&>().push_bounded(
+    std::declval<const std::vector<Record>&>(), std::size_t{}));
+template <class S>
+using push_capped = decltype(std::declval<S&>().push_capped(
+    std::declval<const std::vector<Record>&>(), std::size_t{}));
+template <class S>
 using bump_count = decltype(std::declval<S&>().bump_count(std::string_view{}, std::string_view{},
                                                           std::chrono::seconds{}));
 template <class S>
@@ -213,6 +231,11 @@ template <class S>
 using push_returns_size = meta::is_detected_convertible<std::size_t, ops::push, S>;
 template <class S>
 using has_push_bounded = meta::is_detected_convertible<bool, ops::push_bounded, S>;
+template <class S>
+using has_push_bounded_many = meta::is_detected_convertible<bool, ops::push_bounded_many, S>;
+template <class S>
+using has_push_capped =
+    meta::is_detected_convertible<std::vector<std::string>, ops::push_capped, S>;
 template <class S>
 using has_bump_count = meta::is_detected_convertible<std::int64_t, ops::bump_count, S>;
 template <class S>

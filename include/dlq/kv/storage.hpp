@@ -53,6 +53,9 @@
 ///     // Optional, for the front end's policies (see "Policies" below)
 ///     std::size_t save_and_count(const std::vector<dlq::kv::Write>& writes);
 ///     bool save_if_below(const dlq::kv::Write& write, std::size_t max_records);
+///     bool save_if_fits(const std::vector<dlq::kv::Write>& writes, std::size_t max_records);
+///     std::vector<dlq::kv::Item> save_capped(const std::vector<dlq::kv::Write>& writes,
+///                                            std::size_t max_records);
 ///     std::int64_t increment(std::string_view collection, std::string_view key,
 ///                            std::chrono::seconds ttl);
 ///     // Optional, for exactly-once replay into a sink that writes into the same store
@@ -61,10 +64,11 @@
 ///     bool shares_data_with(const Store& other) const;
 ///
 /// Policies. KeyValueStorage offers the storage contract's optional members push (returning
-/// the new length), push_bounded and bump_count exactly when the store has the member they
-/// need; otherwise it does not declare them and dlq::DeadLetterQueue falls back (a size()
-/// call after each send for retention, size() then push for Overflow::reject — approximate
-/// under concurrent senders — and poison counts kept inside each process).
+/// the new length), push_capped, push_bounded (one record, and a batch) and bump_count
+/// exactly when the store has the member they need; otherwise it does not declare them and
+/// dlq::DeadLetterQueue falls back (eviction right after the push for Overflow::evict_oldest,
+/// size() then push for Overflow::reject — both approximate under concurrent senders — and
+/// poison counts kept inside each process).
 ///
 ///   - `save_and_count(writes)`: as save, atomically, and returns how many records the
 ///     collection of the *last* write holds after the save (0 when `writes` is empty).
@@ -75,6 +79,16 @@
 ///     false, having written nothing, when the collection is full. `max_records` 0 = nothing
 ///     new is ever admitted (replacements still are). Backs push_bounded, so that
 ///     Overflow::reject is exact under any number of concurrent senders and processes.
+///   - `save_if_fits(writes, max_records)`: atomically, saves every write (all of one
+///     collection; insert or replace, as save) only if the collection then holds at most
+///     `max_records` records (a replacement never counts as growth). Returns false, having
+///     written nothing, when they do not fit. Backs the batch push_bounded, so that a batch
+///     under Overflow::reject is stored whole or not at all, exactly under concurrency.
+///   - `save_capped(writes, max_records)`: as save, atomically, and in the same atomic step
+///     removes the oldest records of the *last* write's collection beyond `max_records`;
+///     returns the removed records, oldest first. Backs push_capped, so that
+///     Overflow::evict_oldest keeps exactly max_length records under any number of
+///     concurrent senders and reports every eviction.
 ///   - `increment(collection, key, ttl)`: atomically adds one to the counter named (collection,
 ///     key) and returns its new value (1 for a counter that did not exist or had expired). The
 ///     counter expires `ttl` after its last increment (clamped to between one second and 100
@@ -200,6 +214,12 @@ template <class S>
 using save_if_below =
     decltype(std::declval<S&>().save_if_below(std::declval<const Write&>(), std::size_t{}));
 template <class S>
+using save_if_fits = decltype(std::declval<S&>().save_if_fits(
+    std::declval<const std::vector<Write>&>(), std::size_t{}));
+template <class S>
+using save_capped = decltype(std::declval<S&>().save_capped(
+    std::declval<const std::vector<Write>&>(), std::size_t{}));
+template <class S>
 using increment = decltype(std::declval<S&>().increment(std::string_view{}, std::string_view{},
                                                         std::chrono::seconds{}));
 }  // namespace ops
@@ -222,6 +242,10 @@ template <class S>
 using has_save_and_count = meta::is_detected_convertible<std::size_t, ops::save_and_count, S>;
 template <class S>
 using has_save_if_below = meta::is_detected_convertible<bool, ops::save_if_below, S>;
+template <class S>
+using has_save_if_fits = meta::is_detected_convertible<bool, ops::save_if_fits, S>;
+template <class S>
+using has_save_capped = meta::is_detected_convertible<std::vector<Item>, ops::save_capped, S>;
 template <class S>
 using has_increment = meta::is_detected_convertible<std::int64_t, ops::increment, S>;
 
@@ -349,10 +373,12 @@ inline constexpr bool joint_capable_v = is_store_sink<sink_target_t<Sink>, Kv>::
 ///   transaction per step). The removal is one atomic store call for the whole step and applies to
 ///   a record only if its version is still the one read; a record replaced meanwhile stays.
 /// - Policies (dlq::Retention, dlq::PoisonGuard): push returns the dead list's new length,
-///   push_bounded is atomic in the store and bump_count keeps the poison guard's counts in
-///   the store — shared by every process using it — when the store has save_and_count,
-///   save_if_below and increment (MemoryStore, SqliteStore and RedisStore all do); see
-///   "Policies" at the top of this file for the fallbacks otherwise.
+///   push_capped saves and evicts in one atomic store call, push_bounded (one record or a
+///   batch, all or nothing) is atomic in the store and bump_count keeps the poison guard's
+///   counts in the store — shared by every process using it — when the store has
+///   save_and_count, save_capped, save_if_below / save_if_fits and increment (MemoryStore,
+///   SqliteStore and RedisStore all do); see "Policies" at the top of this file for the
+///   fallbacks otherwise.
 ///
 /// Thread-safe when the store is (every shipped store is). Copies share the queue registry
 /// cache, the counters and the replay lock.
@@ -463,16 +489,51 @@ class KeyValueStorage {
   template <class K = Kv, std::enable_if_t<kv::detail::has_save_if_below<K>::value, int> = 0>
   bool push_bounded(const Record& record, std::size_t max_length) {
     check_queue(record.queue, "push_bounded");
-    if (!known_queue(record.queue)) {
-      const std::string registry = registry_collection();
-      store_.save({kv::Write{registry, record.queue, {}}});
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      shared_->registered.emplace(record.queue);
-    }
+    register_queue(record.queue);
     const std::string coll = collection(record.queue, ListKind::dead);
     std::string derived;
     return store_.save_if_below(kv::Write{coll, record_key(record, derived), record.envelope},
                                 max_length);
+  }
+
+  /// Stores `records` (all of one queue; keyed as push does) only if the queue's dead list
+  /// then holds at most `max_length` records, atomically in the store (kv store member
+  /// save_if_fits): all of them or none. Replacing the record of a job already in the list is
+  /// not growth. Declared only when the store has save_if_fits. A queue this adapter has not
+  /// written to before is first entered in the queue registry (one more store call, once).
+  /// @returns false, having stored nothing, when they do not fit.
+  /// @throws dlq::invalid_argument if a record's queue name is empty; what the store throws.
+  template <class K = Kv, std::enable_if_t<kv::detail::has_save_if_fits<K>::value, int> = 0>
+  bool push_bounded(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return true;
+    const std::string_view queue = records.front().queue;
+    check_queue(queue, "push_bounded");
+    register_queue(queue);
+    const std::string coll = collection(queue, ListKind::dead);
+    std::vector<std::string> derived(records.size());
+    std::vector<kv::Write> writes;
+    writes.reserve(records.size());
+    for (std::size_t i = 0; i < records.size(); ++i)
+      writes.push_back(kv::Write{coll, record_key(records[i], derived[i]), records[i].envelope});
+    return store_.save_if_fits(writes, max_length);
+  }
+
+  /// Stores `records` (all of one queue; keyed as push does) and, in the same atomic store
+  /// call (kv store member save_capped), removes the oldest records of the queue's dead list
+  /// beyond `max_length`. Declared only when the store has save_capped.
+  /// @returns the removed records' bytes, oldest first.
+  /// @throws dlq::invalid_argument if a record's queue name is empty; what the store throws.
+  template <class K = Kv, std::enable_if_t<kv::detail::has_save_capped<K>::value, int> = 0>
+  std::vector<std::string> push_capped(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return {};
+    std::vector<kv::Item> removed = write_records(records, [&](const std::vector<kv::Write>& w) {
+      return store_.save_capped(w, max_length);
+    });
+    std::vector<std::string> out;
+    out.reserve(removed.size());
+    for (kv::Item& item : removed)
+      out.push_back(std::move(item.value));
+    return out;
   }
 
   /// Adds one to the counter `key` of `queue` (the poison-loop guard's count of one job) and
@@ -896,6 +957,15 @@ class KeyValueStorage {
         shared_->registered.emplace(q);
     }
     return result;
+  }
+
+  // Enters `queue` in the queue registry (one store call) unless this adapter knows it.
+  void register_queue(std::string_view queue) {
+    if (known_queue(queue)) return;
+    const std::string registry = registry_collection();
+    store_.save({kv::Write{registry, queue, {}}});
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    shared_->registered.emplace(queue);
   }
 
   bool known_queue(std::string_view queue) {

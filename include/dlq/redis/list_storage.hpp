@@ -24,7 +24,7 @@
 /// starts with `}` cannot be replayed. Reads from replicas and databases other than 0 are not
 /// supported.
 ///
-/// Costs, in round trips: push 1 (RPUSH); push_bounded 1 (a script); bump_count 1
+/// Costs, in round trips: push 1 (RPUSH); push_bounded, push_capped 1 (a script); bump_count 1
 /// (MULTI/EXEC); push_many 1 (pipelined; in a cluster one per master); size, range, remove 1;
 /// purge 1 (a script); sizes 1 (pipelined); queues: SCAN MATCH … TYPE list (never KEYS);
 /// replay_step 1 per batch (the next window is read in the same round trip as the script).
@@ -73,6 +73,7 @@
 #include "dlq/redis/script.hpp"
 #include "dlq/redis/scripts/list_purge.hpp"
 #include "dlq/redis/scripts/list_push_bounded.hpp"
+#include "dlq/redis/scripts/list_push_capped.hpp"
 #include "dlq/redis/scripts/recover_tombstone.hpp"
 #include "dlq/redis/scripts/replay_step.hpp"
 #include "dlq/storage.hpp"
@@ -378,6 +379,42 @@ class RedisListStorage {
     return redis::integer(replies[0], **lease, label) > 0;
   }
 
+  /// Appends `records` (all of one queue) only if the dead list then holds at most
+  /// `max_length` items, atomically (one script: LLEN, then RPUSH): all of them or none. One
+  /// round trip. @return false (and nothing stored) when they do not fit. @throws as push().
+  bool push_bounded(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return true;
+    check_queue(records.front().queue, "push_bounded");
+    const std::string k = dead_.key(records.front().queue);
+    const std::string label = "bounded batch push script on " + k;
+    Lease lease;
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
+        [&](const std::string& sha) {
+          return one(push_script_call(sha, k, max_length, records, label));
+        },
+        &shared_->bounded_batch_push_script);
+    return redis::integer(replies[0], **lease, label) > 0;
+  }
+
+  /// Appends `records` (all of one queue) and, in the same script, removes the oldest items
+  /// of the dead list beyond `max_length` (at most 10000 per call). One round trip.
+  /// @return the removed items, oldest first. @throws as push().
+  std::vector<std::string> push_capped(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return {};
+    check_queue(records.front().queue, "push_capped");
+    const std::string k = dead_.key(records.front().queue);
+    const std::string label = "capped push script on " + k;
+    Lease lease;
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
+        [&](const std::string& sha) {
+          return one(push_script_call(sha, k, max_length, records, label));
+        },
+        &shared_->capped_push_script);
+    return redis::strings(replies[0], **lease, label);
+  }
+
   /// Adds one to the counter `key` of `queue` (the poison-loop guard's) and returns its new
   /// value; the counter expires `ttl` after its last bump. INCR + EXPIRE in one MULTI/EXEC,
   /// one round trip. The counter lives at `<dead key>:count:<key>` (same hash tag; a string,
@@ -662,6 +699,20 @@ class RedisListStorage {
 
  private:
   using Lease = std::optional<redis::ConnectionPool::Lease>;
+
+  // EVALSHA of a push script over one list: KEYS[1] the list, ARGV[1] the limit, ARGV[2…]
+  // the envelopes.
+  static redis::Command push_script_call(const std::string& sha, const std::string& key,
+                                         std::size_t limit, const std::vector<Record>& records,
+                                         const std::string& label) {
+    redis::Command c("EVALSHA");
+    c.reserve(4 + records.size());
+    c.arg_copy(sha).arg(1).arg(std::string_view(key)).arg(limit);
+    for (const Record& r : records)
+      c.arg(r.envelope);
+    c.label(label);
+    return c;
+  }
 
   static std::vector<redis::Command> one(redis::Command c) {
     std::vector<redis::Command> v;
@@ -1115,11 +1166,16 @@ class RedisListStorage {
           purge_script("purge script", std::string(redis::scripts::list_purge)),
           bounded_push_script("bounded push script",
                               std::string(redis::scripts::list_push_bounded)),
+          bounded_batch_push_script("bounded batch push script",
+                                    std::string(redis::scripts::list_push_bounded_batch)),
+          capped_push_script("capped push script", std::string(redis::scripts::list_push_capped)),
           recover_script("recover script", std::string(redis::scripts::recover_tombstone)) {}
     redis::Router router;
     redis::Script replay_script;
     redis::Script purge_script;
     redis::Script bounded_push_script;
+    redis::Script bounded_batch_push_script;
+    redis::Script capped_push_script;
     redis::Script recover_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};

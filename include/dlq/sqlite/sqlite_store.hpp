@@ -77,6 +77,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -793,6 +794,60 @@ class SqliteStore {
       }
       if (admitted) save_rows(c, {write});
       return admitted;
+    });
+  }
+
+  /// Saves every write (all of one collection; as save) only if the collection then holds at
+  /// most `max_records` records (an id already there is a replacement, not growth) —
+  /// checked and written in one transaction, so exact across threads and processes.
+  /// @returns false (nothing written) when they do not fit. @throws as save.
+  bool save_if_fits(const std::vector<Write>& writes, std::size_t max_records) {
+    if (writes.empty()) return true;
+    const std::string_view coll = writes.front().collection;
+    return db_->write("saving records", [&](detail::sqlite_connection& c) {
+      std::set<std::string_view> added;
+      for (const Write& w : writes) {
+        if (added.count(w.id) != 0) continue;
+        detail::sqlite_use e(c, detail::sqlite_stmt::exists);
+        e.bind(1, coll);
+        e.bind(2, w.id);
+        if (!e.step("saving records")) added.insert(w.id);
+      }
+      if (count_rows(c, coll) + added.size() > max_records) return false;
+      save_rows(c, writes);
+      return true;
+    });
+  }
+
+  /// As save, and in the same transaction removes the oldest records of the last write's
+  /// collection beyond `max_records`. @returns the removed records, oldest first.
+  /// @throws as save.
+  std::vector<Item> save_capped(const std::vector<Write>& writes, std::size_t max_records) {
+    if (writes.empty()) return {};
+    const std::string_view coll = writes.back().collection;
+    return db_->write("saving records", [&](detail::sqlite_connection& c) {
+      save_rows(c, writes);
+      std::vector<Item> removed;
+      const std::size_t n = count_rows(c, coll);
+      if (n <= max_records) return removed;
+      {
+        detail::sqlite_use s(c, detail::sqlite_stmt::list);
+        s.bind(1, coll);
+        s.bind(2, sqlite3_int64{0});
+        s.bind(3, detail::sqlite_clamp(n - max_records));
+        s.bind(4, sqlite3_int64{0});
+        while (s.step("evicting records"))
+          removed.push_back(Item{s.text(0), s.text(1), static_cast<std::uint64_t>(s.integer(2))});
+      }
+      detail::sqlite_use d(c, detail::sqlite_stmt::remove);
+      for (const Item& item : removed) {
+        d.bind(1, coll);
+        d.bind(2, item.id);
+        d.bind(3, detail::sqlite_clamp(item.version));
+        d.step("evicting a record");
+        d.reset();
+      }
+      return removed;
     });
   }
 

@@ -63,6 +63,34 @@ class MemoryStorage {
     return true;
   }
 
+  /// Appends `records` (all of one queue) only if the dead-letter list then holds at most
+  /// `max_length` items, atomically: all of them or none. False when they do not fit.
+  bool push_bounded(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return true;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto& dead = lists_for(records.front().queue).dead;
+    if (dead.size() + records.size() > max_length) return false;
+    for (const Record& r : records)
+      dead.emplace_back(r.envelope);
+    return true;
+  }
+
+  /// Appends `records` (all of one queue) and, under the same lock, removes the oldest items
+  /// beyond `max_length`; returns the removed items, oldest first.
+  std::vector<std::string> push_capped(const std::vector<Record>& records, std::size_t max_length) {
+    std::vector<std::string> evicted;
+    if (records.empty()) return evicted;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto& dead = lists_for(records.front().queue).dead;
+    for (const Record& r : records)
+      dead.emplace_back(r.envelope);
+    while (dead.size() > max_length) {
+      evicted.push_back(std::move(dead.front()));
+      dead.pop_front();
+    }
+    return evicted;
+  }
+
   /// Adds one to the counter `key` of `queue` and returns its new value. A counter expires
   /// `ttl` after its last bump; at most 100 000 are kept — beyond that the ones closest to
   /// expiry are dropped first — so the bookkeeping stays bounded.

@@ -135,6 +135,24 @@ struct Bench {
       q.send_to_dlq("q", p, "payment timeout", 3, "w-1");
     return static_cast<double>(n) / seconds_since(t0);
   }
+  // dlq_send with Retention::max_length = n / 2 (evict_oldest): the second half of the sends
+  // each evict one entry, in the capped push script.
+  double dlq_send_max_length(std::size_t n) {
+    clear();
+    dlq::Options o;
+    o.retention.max_length = n / 2;
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage, o);
+    const std::string p = payload(0, 300);
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < n; ++i)
+      q.send_to_dlq("q", p, "payment timeout", 3, "w-1");
+    const double rate = static_cast<double>(n) / seconds_since(t0);
+    if (q.size("q") != n / 2) {
+      std::fprintf(stderr, "max_length send kept %zu of %zu\n", q.size("q"), n / 2);
+      std::exit(1);
+    }
+    return rate;
+  }
   double dlq_send_batch(std::size_t n, std::size_t batch) {
     clear();
     dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
@@ -447,6 +465,17 @@ int main(int argc, char** argv) {
     measure("replay_all_100k", [&] { return b.replay_all(100000, 300); });
     measure("dlq_send", [&] { return b.dlq_send(20000); });
     measure("dlq_send_batch_64", [&] { return b.dlq_send_batch(200000, 64); });
+    {  // what exact retention costs a send: max_length (evicting) against none, alternated
+      std::vector<double> with, without;
+      for (int i = 0; i < runs; ++i) {
+        without.push_back(b.dlq_send(20000));
+        with.push_back(b.dlq_send_max_length(20000));
+      }
+      std::printf("dlq_send_no_max_length %.0f\n", median(without));
+      std::printf("dlq_send_max_length_evicting %.0f\n", median(with));
+      std::printf("dlq_send_max_length_ratio %.2f\n", median(with) / median(without));
+      std::fflush(stdout);
+    }
     measure("dlq_replay_all_100k", [&] { return b.dlq_replay_all(100000); });
     measure("lmove_lua_100k", [&] { return b.lmove_lua(100000); });
     measure("lmove_lua_envelopes_100k", [&] { return b.lmove_lua_envelopes(100000); });
