@@ -138,11 +138,14 @@ struct Entry {
   /// The payload parsed as JSON (a JSON payload), or a JSON string (a base64 payload: the
   /// base64 text). Returns a discarded value when the payload does not parse or nests
   /// deeper than 256 levels (detail::max_json_depth: printing it would overflow the stack).
-  nlohmann::json payload_json() const {
+  /// (A template only so that a translation unit that never calls it does not compile
+  /// nlohmann's parser; Json is always nlohmann::json.)
+  template <class Json = nlohmann::json>
+  Json payload_json() const {
     if (payload_encoding == PayloadEncoding::json) {
       if (detail::nests_deeper_than(payload, detail::max_json_depth))
-        return nlohmann::json(nlohmann::json::value_t::discarded);
-      return nlohmann::json::parse(payload, nullptr, false);
+        return Json(Json::value_t::discarded);
+      return Json::parse(payload, nullptr, false);
     }
     return detail::base64::encode(payload);
   }
@@ -156,17 +159,20 @@ struct Entry {
   ///     overflow the stack of dump()) gives {"id", "note", "raw" or "raw_base64"};
   ///   - a corrupt entry gives {"id", "problem", "raw" (text) or "raw_base64"}.
   /// Never throws for bad data, and the result always dumps (valid UTF-8 throughout).
-  nlohmann::ordered_json to_json() const {
+  /// (A template only so that a translation unit that never calls it does not compile
+  /// nlohmann's parser; Json is always nlohmann::ordered_json.)
+  template <class Json = nlohmann::ordered_json>
+  Json to_json() const {
     const bool too_deep = ok() && detail::nests_deeper_than(raw, detail::max_json_depth);
     if (ok() && !too_deep) {
-      auto j = nlohmann::ordered_json::parse(raw, nullptr, false);
+      auto j = Json::parse(raw, nullptr, false);
       if (j.is_object()) {
         if (!j.contains("id")) j["id"] = id;
         return j;
       }
-      if (auto fields = fields_as_json()) return std::move(*fields);
+      if (auto fields = fields_as_json<Json>()) return std::move(*fields);
     }
-    nlohmann::ordered_json j;
+    Json j;
     j["id"] = id;
     if (ok())
       j["note"] = too_deep
@@ -186,8 +192,9 @@ struct Entry {
  private:
   /// The fields of a readable entry one by one (to_json when the whole does not parse as
   /// strict JSON): each value that nlohmann cannot parse is shown as a string of its text.
-  std::optional<nlohmann::ordered_json> fields_as_json() const {
-    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  template <class Json>
+  std::optional<Json> fields_as_json() const {
+    Json out = Json::object();
     std::string as_text;  // the fields shown as raw text, for the note
     std::string key_buffer;
     bool clean = true;
@@ -200,7 +207,7 @@ struct Entry {
             clean = false;
             return;
           }
-          auto v = nlohmann::ordered_json::parse(value, nullptr, false);
+          auto v = Json::parse(value, nullptr, false);
           if (v.is_discarded()) {
             v = std::string(value);
             if (!as_text.empty()) as_text += ", ";

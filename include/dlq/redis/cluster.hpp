@@ -249,9 +249,8 @@ class Router {
   /// @throws the errors of Connection::run; dlq::reply_error (MOVED, ASK, TRYAGAIN,
   ///         CLUSTERDOWN; outcome known: not executed) when the bound of redirections or
   ///         retries is reached.
-  template <class Build>
   std::vector<Reply> run(std::optional<ConnectionPool::Lease>& lease, std::string_view key,
-                         Effect effect, Build&& build, Script* script = nullptr,
+                         Effect effect, Script::Build build, Script* script = nullptr,
                          std::size_t check_at = 0, long long* client_before = nullptr) {
     const bool routed = clustered();
     if (!lease) lease.emplace(acquire(key));
@@ -358,9 +357,8 @@ class Router {
     ++counter;
   }
 
-  template <class Build>
-  std::vector<Reply> send(Connection& conn, Build& build, Script* script, std::size_t check_at,
-                          Effect effect, bool asking) {
+  std::vector<Reply> send(Connection& conn, Script::Build build, Script* script,
+                          std::size_t check_at, Effect effect, bool asking) {
     for (int pass = 0;; ++pass) {
       std::vector<Command> cmds = build(script != nullptr ? script->sha(conn) : std::string());
       std::vector<Reply> replies;

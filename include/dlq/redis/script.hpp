@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/detail/function_ref.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/redis/connection.hpp"
 
@@ -57,8 +58,10 @@ class Script {
   /// `build(sha)` must return the commands; it is called again (and the pipeline re-sent,
   /// once) when the server answered NOSCRIPT — the other commands must be safe to repeat
   /// (reads), as NOSCRIPT guarantees only that the script itself did not run.
-  template <class Build>
-  std::vector<Reply> run_pipeline(Connection& conn, std::size_t script_at, Build&& build,
+  /// A pipeline builder: the script's SHA1 in, the commands out (referenced, not owned).
+  using Build = dlq::detail::function_ref<std::vector<Command>(const std::string&)>;
+
+  std::vector<Reply> run_pipeline(Connection& conn, std::size_t script_at, Build build,
                                   Effect effect) {
     for (int pass = 0;; ++pass) {
       std::vector<Command> cmds = build(sha(conn));
