@@ -279,3 +279,40 @@ TEST_CASE("the poison counts are bounded", "[frontend][poison]") {
   CHECK(counts.bump("x", std::chrono::seconds(1), now) == 1);
   CHECK(counts.bump("x", std::chrono::seconds(1), now + std::chrono::seconds(2)) == 1);  // expired
 }
+
+TEST_CASE("send_batch with one bad job stores nothing and counts no failure", "[frontend]") {
+  dlq::Options o;
+  o.payloads = dlq::Payloads::json_only;
+  o.retention_for["small"].max_length = 1;
+  o.retention_for["small"].overflow = dlq::Overflow::reject;
+  o.poison_guard.park_after = 1;
+  Queue q(dlq::MemoryStorage{}, o);
+  auto job = [](std::string queue, std::string payload, std::string job_id = "j1") {
+    dlq::FailedJob j;
+    j.queue = std::move(queue);
+    j.payload = std::move(payload);
+    j.failure.error = "e";
+    j.failure.attempt = 3;
+    j.failure.job_id = std::move(job_id);
+    return j;
+  };
+  // An empty queue name, a payload json_only refuses, a queue that would overflow: each
+  // time the good jobs before and after the bad one are not stored either.
+  CHECK_THROWS_AS(q.send_batch({job("orders", "{}"), job("", "{}", "j2")}), dlq::invalid_argument);
+  CHECK_THROWS_AS(q.send_batch({job("orders", "{}"), job("orders", "\xff binary", "j2"),
+                                job("orders", "[]", "j3")}),
+                  dlq::invalid_argument);
+  CHECK_THROWS_AS(
+      q.send_batch({job("orders", "{}"), job("small", "1", "j2"), job("small", "2", "j3")}),
+      dlq::queue_full_error);
+  CHECK(q.size("orders") == 0);
+  CHECK(q.size("small") == 0);
+  // None of the refused batches counted toward the poison guard: j1 failing once now is
+  // its first dead-lettering, not a repeat to park.
+  q.send_batch({job("orders", "{}"), job("small", "1", "j2")});
+  const auto entries = q.peek("orders");
+  REQUIRE(entries.size() == 1);
+  CHECK_FALSE(entries[0].parked);
+  CHECK(entries[0].dead_letter_count <= 1);
+  CHECK(q.size("small") == 1);
+}
