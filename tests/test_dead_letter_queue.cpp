@@ -316,3 +316,24 @@ TEST_CASE("send_batch with one bad job stores nothing and counts no failure", "[
   CHECK(entries[0].dead_letter_count <= 1);
   CHECK(q.size("small") == 1);
 }
+
+TEST_CASE("a send refused by a full queue does not count toward the poison guard", "[frontend]") {
+  dlq::Options o;
+  o.retention.max_length = 1;
+  o.retention.overflow = dlq::Overflow::reject;
+  o.poison_guard.park_after = 1;
+  Queue q(dlq::MemoryStorage{}, o);
+  dlq::Failure f;
+  f.error = "e";
+  f.attempt = 3;
+  f.job_id = "j2";
+  q.send_to_dlq("orders", "1", "e", 3, "w");  // fills the queue
+  for (int i = 0; i < 3; ++i)  // the worker retries while the queue is full: never stored
+    CHECK_THROWS_AS(q.send_to_dlq("orders", "2", f), dlq::queue_full_error);
+  CHECK(q.purge("orders") == 1);
+  q.send_to_dlq("orders", "2", f);  // the first time j2 is actually dead-lettered
+  const auto entries = q.peek("orders");
+  REQUIRE(entries.size() == 1);
+  CHECK_FALSE(entries[0].parked);
+  CHECK(entries[0].dead_letter_count <= 1);
+}
