@@ -316,11 +316,15 @@ class DeadLetterQueue {
   }
 
   // Retention before the push: Overflow::reject refuses `count` entries that do not fit.
-  // A single entry is checked by the push itself where the storage has push_bounded.
+  // A single entry is checked by the push itself where the storage has push_bounded — and
+  // also here when the poison guard is on, so that a send refused by a full queue does not
+  // bump the job's count (prepare bumps it before the push).
   void admit(std::string_view queue, std::size_t count, bool single) {
     const Retention& r = core_->retention_of(queue);
     if (r.max_length == 0 || r.overflow != Overflow::reject) return;
-    if (single && detail::has_push_bounded<storage_type>::value) return;
+    if (single && detail::has_push_bounded<storage_type>::value &&
+        core_->options.poison_guard.park_after <= 0)
+      return;
     if (storage_.size(queue, ListKind::dead) + count > r.max_length) core_->reject(queue, r);
   }
 
