@@ -337,3 +337,21 @@ TEST_CASE("a send refused by a full queue does not count toward the poison guard
   CHECK_FALSE(entries[0].parked);
   CHECK(entries[0].dead_letter_count <= 1);
 }
+
+TEST_CASE("an eviction that fails after the push still reports the entry as stored", "[frontend]") {
+  // Evicting is housekeeping after the entry was stored: its failure must not make the
+  // worker think the send failed (it would dead-letter the job again: a duplicate).
+  dlq::Options o;
+  o.retention.max_length = 1;
+  dlq::DeadLetterQueue<FlakyStorage> q(FlakyStorage{}, o);
+  q.send_to_dlq("orders", "1", "e");
+  q.storage().fail_at_step = q.storage().steps + 1;  // the eviction's step times out
+  std::string id;
+  CHECK_NOTHROW(id = q.send_to_dlq("orders", "2", "e"));
+  CHECK_FALSE(id.empty());
+  CHECK(q.size("orders") == 2);  // over the bound until the next send or trim()
+  q.send_to_dlq("orders", "3", "e");
+  const auto left = q.peek("orders");
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].payload == "3");
+}
