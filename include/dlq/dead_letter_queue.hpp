@@ -294,9 +294,8 @@ class DeadLetterQueue {
           ++it->second;
         }
       }
-      const bool single = n == 1;
       for (const auto& [queue, count] : per_queue)
-        admit(queue, count, single);
+        admit(queue, count, n == 1 ? &jobs[0] : nullptr);
       const auto now = core_->now();
       std::vector<detail::prepared_entry> entries;
       entries.reserve(n);
@@ -316,15 +315,23 @@ class DeadLetterQueue {
   }
 
   // Retention before the push: Overflow::reject refuses `count` entries that do not fit.
-  // A single entry is checked by the push itself where the storage has push_bounded — and
-  // also here when the poison guard is on, so that a send refused by a full queue does not
-  // bump the job's count (prepare bumps it before the push).
-  void admit(std::string_view queue, std::size_t count, bool single) {
+  // A single entry (`single`) is checked by the push itself where the storage has
+  // push_bounded — and also here when the poison guard is on, so that a send refused by a
+  // full queue does not bump the job's count (prepare bumps it before the push). A job
+  // already stored under its job id (keyed_by_job_id) is a replacement, not growth: let
+  // push_bounded admit it.
+  void admit(std::string_view queue, std::size_t count, const detail::job_view* single) {
     const Retention& r = core_->retention_of(queue);
     if (r.max_length == 0 || r.overflow != Overflow::reject) return;
-    if (single && detail::has_push_bounded<storage_type>::value &&
-        core_->options.poison_guard.park_after <= 0)
-      return;
+    if (single != nullptr && detail::has_push_bounded<storage_type>::value) {
+      if (core_->options.poison_guard.park_after <= 0) return;
+      if (storage_.size(queue, ListKind::dead) < r.max_length) return;
+      if constexpr (detail::keyed_by_job_id<storage_type>::value) {
+        const std::string& job_id = single->failure->job_id;
+        if (!job_id.empty() && find_raw(queue, ListKind::dead, job_id)) return;
+      }
+      core_->reject(queue, r);
+    }
     if (storage_.size(queue, ListKind::dead) + count > r.max_length) core_->reject(queue, r);
   }
 

@@ -462,3 +462,36 @@ TEMPLATE_LIST_TEST_CASE("Payloads::json_only refuses non-JSON payloads and store
   CHECK(q.replay_all("orders").replayed == 1);
   CHECK(storage.sink().contents("orders") == std::vector<std::string>{"{\"a\":1}\n"});
 }
+
+TEMPLATE_LIST_TEST_CASE(
+    "with the poison guard on, a job already in a full queue may fail again; a refused new "
+    "job's count is not bumped",
+    "[kv][front-end][retention]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::KeyValueStorage storage(fx.make());
+  if constexpr (!dlq::detail::has_push_bounded<decltype(storage)>::value) {
+    return;  // a store without push_bounded: the front end checks the length (no replacements)
+  } else {
+    dlq::Options options;
+    options.retention.max_length = 2;
+    options.retention.overflow = dlq::Overflow::reject;
+    options.poison_guard.park_after = 2;
+    dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+    q.send_to_dlq("orders", "{}", job_failure("a", 1, "e"));
+    q.send_to_dlq("orders", "{}", job_failure("b", 1, "e"));
+    // "a" fails again after a replay: its record is replaced (no growth) and counted.
+    CHECK_NOTHROW(q.send_to_dlq("orders", "{}", job_failure("a", 2, "again")));
+    CHECK(q.size("orders") == 2);
+    // "c" is refused while the queue is full, three times; once there is room it is stored
+    // as its first dead-lettering, not parked.
+    for (int i = 0; i < 3; ++i)
+      CHECK_THROWS_AS(q.send_to_dlq("orders", "{}", job_failure("c", 1, "e")),
+                      dlq::queue_full_error);
+    CHECK(q.remove("orders", "b"));
+    q.send_to_dlq("orders", "{}", job_failure("c", 1, "e"));
+    const auto c = q.get("orders", "c");
+    REQUIRE(c);
+    CHECK_FALSE(c->parked);
+    CHECK(c->dead_letter_count == 1);
+  }
+}
