@@ -495,3 +495,52 @@ TEMPLATE_LIST_TEST_CASE(
     CHECK(c->dead_letter_count == 1);
   }
 }
+
+inline std::string testing_join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v)
+    out += x + " ";
+  return out;
+}
+
+TEMPLATE_LIST_TEST_CASE("remove and purge from inside a replay filter neither deadlock nor double",
+                        "[kv][front-end][replay][remove]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::kv::MemoryQueues queues;
+  dlq::KeyValueStorage storage(fx.make(), queues);
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage);
+  for (int i = 0; i < 6; ++i)
+    q.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}",
+                  job_failure("job-" + std::to_string(i), 1, "e"));
+  // The filter removes the entry it is asked about (job-1) and another one (job-4): the
+  // removed entries are not replayed, every other one is, each once.
+  std::vector<bool> removed;
+  dlq::ReplayOptions o;
+  std::vector<std::string> seen;
+  o.filter = [&](const dlq::Entry& e) {
+    seen.push_back(e.id);
+    if (e.id == "job-1") removed.push_back(q.remove("orders", "job-1"));
+    if (e.id == "job-2" && removed.size() == 1) removed.push_back(q.remove("orders", "job-4"));
+    return true;
+  };
+  const auto report = q.replay("orders", o);
+  INFO(::testing_join(seen));
+  CHECK(removed == std::vector<bool>{true, true});
+  CHECK(queues.contents("orders") ==
+        std::vector<std::string>{R"({"n":0})", R"({"n":2})", R"({"n":3})", R"({"n":5})"});
+  CHECK(report.replayed == 4);
+  CHECK(q.size("orders") == 0);
+  // A purge from inside the filter empties the queue; nothing is replayed after it.
+  for (int i = 0; i < 3; ++i)
+    q.send_to_dlq("orders", "{}", job_failure("p-" + std::to_string(i), 1, "e"));
+  queues.clear();
+  std::size_t purged = 0;
+  o.filter = [&](const dlq::Entry&) {
+    if (purged == 0) purged = q.purge("orders");
+    return true;
+  };
+  CHECK(q.replay("orders", o).replayed == 0);
+  CHECK(purged == 3);
+  CHECK(queues.size("orders") == 0);
+  CHECK(q.size("orders") == 0);
+}
