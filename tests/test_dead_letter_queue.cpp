@@ -306,3 +306,79 @@ TEST_CASE("an eviction sweep redone after a conflict still evicts down to max_le
   CHECK(q.counters().evicted == 50);
   CHECK(q.counters().conflicts == 1);
 }
+
+TEST_CASE("send_batch with one bad job stores nothing and counts no failure", "[frontend]") {
+  dlq::Options o;
+  o.payloads = dlq::Payloads::json_only;
+  o.retention_for["small"].max_length = 1;
+  o.retention_for["small"].overflow = dlq::Overflow::reject;
+  o.poison_guard.park_after = 1;
+  Queue q(dlq::MemoryStorage{}, o);
+  auto job = [](std::string queue, std::string payload, std::string job_id = "j1") {
+    dlq::FailedJob j;
+    j.queue = std::move(queue);
+    j.payload = std::move(payload);
+    j.failure.error = "e";
+    j.failure.attempt = 3;
+    j.failure.job_id = std::move(job_id);
+    return j;
+  };
+  // An empty queue name, a payload json_only refuses, a queue that would overflow: each
+  // time the good jobs before and after the bad one are not stored either.
+  CHECK_THROWS_AS(q.send_batch({job("orders", "{}"), job("", "{}", "j2")}), dlq::invalid_argument);
+  CHECK_THROWS_AS(q.send_batch({job("orders", "{}"), job("orders", "\xff binary", "j2"),
+                                job("orders", "[]", "j3")}),
+                  dlq::invalid_argument);
+  CHECK_THROWS_AS(
+      q.send_batch({job("orders", "{}"), job("small", "1", "j2"), job("small", "2", "j3")}),
+      dlq::queue_full_error);
+  CHECK(q.size("orders") == 0);
+  CHECK(q.size("small") == 0);
+  // None of the refused batches counted toward the poison guard: j1 failing once now is
+  // its first dead-lettering, not a repeat to park.
+  q.send_batch({job("orders", "{}"), job("small", "1", "j2")});
+  const auto entries = q.peek("orders");
+  REQUIRE(entries.size() == 1);
+  CHECK_FALSE(entries[0].parked);
+  CHECK(entries[0].dead_letter_count <= 1);
+  CHECK(q.size("small") == 1);
+}
+
+TEST_CASE("a send refused by a full queue does not count toward the poison guard", "[frontend]") {
+  dlq::Options o;
+  o.retention.max_length = 1;
+  o.retention.overflow = dlq::Overflow::reject;
+  o.poison_guard.park_after = 1;
+  Queue q(dlq::MemoryStorage{}, o);
+  dlq::Failure f;
+  f.error = "e";
+  f.attempt = 3;
+  f.job_id = "j2";
+  q.send_to_dlq("orders", "1", "e", 3, "w");  // fills the queue
+  for (int i = 0; i < 3; ++i)  // the worker retries while the queue is full: never stored
+    CHECK_THROWS_AS(q.send_to_dlq("orders", "2", f), dlq::queue_full_error);
+  CHECK(q.purge("orders") == 1);
+  q.send_to_dlq("orders", "2", f);  // the first time j2 is actually dead-lettered
+  const auto entries = q.peek("orders");
+  REQUIRE(entries.size() == 1);
+  CHECK_FALSE(entries[0].parked);
+  CHECK(entries[0].dead_letter_count <= 1);
+}
+
+TEST_CASE("an eviction that fails after the push still reports the entry as stored", "[frontend]") {
+  // Evicting is housekeeping after the entry was stored: its failure must not make the
+  // worker think the send failed (it would dead-letter the job again: a duplicate).
+  dlq::Options o;
+  o.retention.max_length = 1;
+  dlq::DeadLetterQueue<FlakyStorage> q(FlakyStorage{}, o);
+  q.send_to_dlq("orders", "1", "e");
+  q.storage().fail_at_step = q.storage().steps + 1;  // the eviction's step times out
+  std::string id;
+  CHECK_NOTHROW(id = q.send_to_dlq("orders", "2", "e"));
+  CHECK_FALSE(id.empty());
+  CHECK(q.size("orders") == 2);  // over the bound until the next send or trim()
+  q.send_to_dlq("orders", "3", "e");
+  const auto left = q.peek("orders");
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].payload == "3");
+}

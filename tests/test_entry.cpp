@@ -219,6 +219,60 @@ TEST_CASE("a JSON payload with surrounding whitespace is embedded and replayed b
   const auto seed = dlq::parse_entry(R"({"original_payload": {"a": 1}, "queue": "q"})");
   CHECK(seed.payload == R"({"a": 1})");
 }
+
+TEST_CASE("payload_whitespace widens the cut only to whitespace between the ':' and the next field",
+          "[entry]") {
+  // Hand-made (or Python-rewritten) envelopes carrying the flag, with odd spacing anywhere:
+  // the cut is exactly the bytes between the ':' after "original_payload" and the ',' or '}'
+  // after its value, never a separator or a byte of another field.
+  struct Case {
+    std::string raw, payload;
+  };
+  const std::string big_ws(200000, ' ');
+  const Case cases[] = {
+      {"{\"original_payload\" :\t {\"a\": [1, {\"b\" : \" }, \"}]} \n , \"payload_whitespace\" : "
+       "true}",
+       "\t {\"a\": [1, {\"b\" : \" }, \"}]} \n "},
+      {"{\"payload_whitespace\":true,\"original_payload\":\r\n7\r\n}", "\r\n7\r\n"},
+      {"  {\"payload_whitespace\":true,\"original_payload\":\"x\"}  ", "\"x\""},
+      {"{\"original_payload\":" + big_ws + "[[[[]]]]" + big_ws + ",\"payload_whitespace\":true}",
+       big_ws + "[[[[]]]]" + big_ws},
+      // The last duplicate wins for both the payload and the flag.
+      {"{\"original_payload\": 1 ,\"payload_whitespace\":true,\"original_payload\": 2 ,"
+       "\"payload_whitespace\":false}",
+       "2"},
+      // Only the literal true widens: a string "true" or 1 does not.
+      {"{\"original_payload\": 3 ,\"payload_whitespace\":\"true\"}", "3"},
+      {"{\"original_payload\": 4 ,\"payload_whitespace\":1}", "4"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.raw.substr(0, 120));
+    const auto e = dlq::parse_entry(c.raw);
+    REQUIRE(e.ok());
+    CHECK(e.payload == c.payload);
+    CHECK(e.payload_encoding == dlq::PayloadEncoding::json);
+  }
+  // The flag on a base64 payload changes nothing: the decoded bytes come back.
+  const auto b = dlq::parse_entry(
+      R"({"original_payload": "AAE=" ,"payload_encoding":"base64","payload_whitespace":true})");
+  REQUIRE(b.ok());
+  CHECK(b.payload == std::string("\0\1", 2));
+  // Sent payloads of every shape round-trip byte-exact, also huge and deeply nested ones.
+  dlq::Failure f;
+  f.error = "e";
+  const std::string nested = std::string(500, '[') + std::string(500, ']');
+  for (const std::string& p :
+       {"\n" + nested + "\n", big_ws + "{}" + big_ws, std::string("\t\"\\u0000\"\r"),
+        std::string(" -0.5e+10 "), std::string("\n\ntrue"), std::string("null ")}) {
+    INFO(p.size());
+    const std::string raw = envelope(p, f);
+    CHECK(raw.find("\"payload_whitespace\":true") != std::string::npos);
+    const auto e = dlq::parse_entry(raw);
+    REQUIRE(e.ok());
+    CHECK(e.payload == p);
+  }
+}
+
 TEST_CASE("json_only refuses a payload that is not JSON with invalid_argument", "[entry]") {
   dlq::Failure f;
   f.error = "e";

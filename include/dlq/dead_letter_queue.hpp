@@ -527,7 +527,7 @@ class DeadLetterQueue {
         it->jobs.push_back(i);
       }
       for (const auto& part : parts)
-        admit(part, parts.size() > 1);
+        admit(part, parts.size() > 1, n == 1 ? &jobs[0] : nullptr);
       const auto now = core_->now();
       std::vector<detail::prepared_entry> entries;
       entries.reserve(n);
@@ -564,11 +564,22 @@ class DeadLetterQueue {
   // Retention before the push (Overflow::reject): a part that does not fit refuses the whole
   // send before anything is stored. Where the storage bounds the push atomically, the push
   // decides (this check runs only when the send spans several queues, so that one full queue
-  // refuses the whole batch).
-  void admit(const queue_part& part, bool several_queues) {
+  // refuses the whole batch) — except that a single job (`single`) is also checked here when
+  // the poison guard is on, so that a send refused by a full queue does not bump the job's
+  // count (prepare bumps it before the push). A job already stored under its job id
+  // (keyed_by_job_id) is a replacement, not growth: the push admits it.
+  void admit(const queue_part& part, bool several_queues, const detail::job_view* single) {
     const Retention& r = core_->retention_of(part.queue);
     if (r.max_length == 0 || r.overflow != Overflow::reject) return;
-    if (!several_queues && bounded_atomically(part.jobs.size())) return;
+    if (!several_queues && bounded_atomically(part.jobs.size())) {
+      if (single == nullptr || core_->options.poison_guard.park_after <= 0) return;
+      if (storage_.size(part.queue, ListKind::dead) < r.max_length) return;
+      if constexpr (detail::keyed_by_job_id<storage_type>::value) {
+        const std::string& job_id = single->failure->job_id;
+        if (!job_id.empty() && find_raw(part.queue, ListKind::dead, job_id)) return;
+      }
+      core_->reject(part.queue, r);
+    }
     if (storage_.size(part.queue, ListKind::dead) + part.jobs.size() > r.max_length)
       core_->reject(part.queue, r);
   }

@@ -12,6 +12,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
@@ -230,6 +231,108 @@ TEMPLATE_TEST_CASE("source queue: empty names are refused with invalid_argument"
   CHECK_THROWS_AS(jobs.push("", "x"), dlq::invalid_argument);
   CHECK_THROWS_AS(jobs.take("", "w1", 1), dlq::invalid_argument);
   CHECK_THROWS_AS(jobs.take("orders", "", 1), dlq::invalid_argument);
+}
+
+TEMPLATE_TEST_CASE("source queue: moves with an empty queue or consumer name are refused",
+                   "[source]", DLQ_SOURCE_FIXTURES) {
+  TestType f;
+  auto& jobs = f.jobs();
+  jobs.push("orders", "a");
+  auto taken = jobs.take("orders", "w1", 1);
+  REQUIRE(taken.size() == 1);
+  CHECK_THROWS_AS(jobs.pop(""), dlq::invalid_argument);
+  CHECK_THROWS_AS(jobs.ack("orders", "", taken), dlq::invalid_argument);
+  CHECK_THROWS_AS(jobs.ack("", "w1", taken), dlq::invalid_argument);
+  CHECK_THROWS_AS(jobs.nack("orders", "", taken), dlq::invalid_argument);
+  CHECK_THROWS_AS(jobs.nack("", "w1", taken), dlq::invalid_argument);
+  CHECK_THROWS_AS(jobs.recover("orders", ""), dlq::invalid_argument);
+  CHECK_THROWS_AS(jobs.recover("", "w1"), dlq::invalid_argument);
+  CHECK(jobs.in_flight("orders", "w1") == 1);  // nothing moved
+  CHECK(jobs.size("orders") == 0);
+}
+
+TEMPLATE_TEST_CASE("source queue: ack after recover handed the job to another consumer is a no-op",
+                   "[source]", DLQ_SOURCE_FIXTURES) {
+  TestType f;
+  auto& jobs = f.jobs();
+  jobs.push("orders", "x");
+  auto stale = jobs.take("orders", "w1", 1);
+  REQUIRE(stale.size() == 1);
+  CHECK(jobs.recover("orders", "w1") == 1);  // w1 was presumed dead
+  auto fresh = jobs.take("orders", "w2", 1);
+  REQUIRE(payloads(fresh) == std::vector<std::string>{"x"});
+  CHECK(jobs.ack("orders", "w1", stale) == 0);   // the late ack of w1 touches nothing
+  CHECK(jobs.nack("orders", "w1", stale) == 0);  // nor does a late nack
+  CHECK(jobs.size("orders") == 0);
+  CHECK(jobs.in_flight("orders", "w2") == 1);
+  CHECK(jobs.ack("orders", "w2", fresh) == 1);
+  CHECK(jobs.ack("orders", "w2", fresh) == 0);  // acked twice: counted once
+  CHECK(jobs.in_flight("orders", "w2") == 0);
+}
+
+TEMPLATE_TEST_CASE("source queue: ack or nack of a job the consumer does not hold moves nothing",
+                   "[source]", DLQ_SOURCE_FIXTURES) {
+  TestType f;
+  auto& jobs = f.jobs();
+  jobs.push("orders", "a");
+  jobs.push("orders", "b");
+  auto mine = jobs.take("orders", "w1", 1);
+  auto theirs = jobs.take("orders", "w2", 1);
+  REQUIRE(payloads(theirs) == std::vector<std::string>{"b"});
+  CHECK(jobs.nack("orders", "w1", {dlq::SourceJob{"no-such-id", "never pushed", 7}}) == 0);
+  CHECK(jobs.ack("orders", "w1", {dlq::SourceJob{"no-such-id", "never pushed", 7}}) == 0);
+  CHECK(jobs.ack("orders", "w1", theirs) == 0);
+  CHECK(jobs.nack("orders", "w1", theirs) == 0);
+  CHECK(jobs.ack("orders", "w1", {}) == 0);
+  CHECK(jobs.in_flight("orders", "w1") == 1);
+  CHECK(jobs.in_flight("orders", "w2") == 1);
+  CHECK(jobs.size("orders") == 0);
+  CHECK(jobs.ack("orders", "w1", mine) == 1);
+  CHECK(jobs.ack("orders", "w2", theirs) == 1);
+}
+
+TEMPLATE_TEST_CASE(
+    "source queue: 8 threads taking, nacking and recovering each other ack every "
+    "job exactly once",
+    "[source][threads]", DLQ_SOURCE_FIXTURES) {
+  TestType f;
+  auto& jobs = f.jobs();
+  constexpr int n = 400;
+  for (int i = 0; i < n; ++i)
+    jobs.push("orders", "job-" + std::to_string(i));
+  std::mutex m;
+  std::multiset<std::string> acked;  // payloads whose ack counted
+  std::atomic<int> left{n};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string me = "w" + std::to_string(t);
+      const std::string other = "w" + std::to_string((t + 1) % 8);
+      for (int round = 0; left.load() > 0 && round < 100000; ++round) {
+        auto batch = jobs.take("orders", me, 3);
+        if (round % 7 == 3) jobs.recover("orders", other);  // presumes a neighbour dead
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          if ((round + i) % 5 == 0) {
+            jobs.nack("orders", me, {batch[i]});
+            continue;
+          }
+          if (jobs.ack("orders", me, {batch[i]}) == 1) {
+            std::lock_guard<std::mutex> lock(m);
+            acked.insert(batch[i].payload);
+            left.fetch_sub(1);
+          }
+        }
+        if (batch.empty()) std::this_thread::yield();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  CHECK(acked.size() == static_cast<std::size_t>(n));
+  CHECK(std::set<std::string>(acked.begin(), acked.end()).size() == static_cast<std::size_t>(n));
+  CHECK(jobs.size("orders") == 0);
+  for (int t = 0; t < 8; ++t)
+    CHECK(jobs.in_flight("orders", "w" + std::to_string(t)) == 0);
 }
 
 TEMPLATE_TEST_CASE("source queue: threads sharing one queue each get every job once",

@@ -462,3 +462,85 @@ TEMPLATE_LIST_TEST_CASE("Payloads::json_only refuses non-JSON payloads and store
   CHECK(q.replay_all("orders").replayed == 1);
   CHECK(storage.sink().contents("orders") == std::vector<std::string>{"{\"a\":1}\n"});
 }
+
+TEMPLATE_LIST_TEST_CASE(
+    "with the poison guard on, a job already in a full queue may fail again; a refused new "
+    "job's count is not bumped",
+    "[kv][front-end][retention]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::KeyValueStorage storage(fx.make());
+  if constexpr (!dlq::detail::has_push_bounded<decltype(storage)>::value) {
+    return;  // a store without push_bounded: the front end checks the length (no replacements)
+  } else {
+    dlq::Options options;
+    options.retention.max_length = 2;
+    options.retention.overflow = dlq::Overflow::reject;
+    options.poison_guard.park_after = 2;
+    dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+    q.send_to_dlq("orders", "{}", job_failure("a", 1, "e"));
+    q.send_to_dlq("orders", "{}", job_failure("b", 1, "e"));
+    // "a" fails again after a replay: its record is replaced (no growth) and counted.
+    CHECK_NOTHROW(q.send_to_dlq("orders", "{}", job_failure("a", 2, "again")));
+    CHECK(q.size("orders") == 2);
+    // "c" is refused while the queue is full, three times; once there is room it is stored
+    // as its first dead-lettering, not parked.
+    for (int i = 0; i < 3; ++i)
+      CHECK_THROWS_AS(q.send_to_dlq("orders", "{}", job_failure("c", 1, "e")),
+                      dlq::queue_full_error);
+    CHECK(q.remove("orders", "b"));
+    q.send_to_dlq("orders", "{}", job_failure("c", 1, "e"));
+    const auto c = q.get("orders", "c");
+    REQUIRE(c);
+    CHECK_FALSE(c->parked);
+    CHECK(c->dead_letter_count == 1);
+  }
+}
+
+inline std::string testing_join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v)
+    out += x + " ";
+  return out;
+}
+
+TEMPLATE_LIST_TEST_CASE("remove and purge from inside a replay filter neither deadlock nor double",
+                        "[kv][front-end][replay][remove]", kvtest::kv_fixtures) {
+  TestType fx;
+  dlq::kv::MemoryQueues queues;
+  dlq::KeyValueStorage storage(fx.make(), queues);
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage);
+  for (int i = 0; i < 6; ++i)
+    q.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}",
+                  job_failure("job-" + std::to_string(i), 1, "e"));
+  // The filter removes the entry it is asked about (job-1) and another one (job-4): the
+  // removed entries are not replayed, every other one is, each once.
+  std::vector<bool> removed;
+  dlq::ReplayOptions o;
+  std::vector<std::string> seen;
+  o.filter = [&](const dlq::Entry& e) {
+    seen.push_back(e.id);
+    if (e.id == "job-1") removed.push_back(q.remove("orders", "job-1"));
+    if (e.id == "job-2" && removed.size() == 1) removed.push_back(q.remove("orders", "job-4"));
+    return true;
+  };
+  const auto report = q.replay("orders", o);
+  INFO(::testing_join(seen));
+  CHECK(removed == std::vector<bool>{true, true});
+  CHECK(queues.contents("orders") ==
+        std::vector<std::string>{R"({"n":0})", R"({"n":2})", R"({"n":3})", R"({"n":5})"});
+  CHECK(report.replayed == 4);
+  CHECK(q.size("orders") == 0);
+  // A purge from inside the filter empties the queue; nothing is replayed after it.
+  for (int i = 0; i < 3; ++i)
+    q.send_to_dlq("orders", "{}", job_failure("p-" + std::to_string(i), 1, "e"));
+  queues.clear();
+  std::size_t purged = 0;
+  o.filter = [&](const dlq::Entry&) {
+    if (purged == 0) purged = q.purge("orders");
+    return true;
+  };
+  CHECK(q.replay("orders", o).replayed == 0);
+  CHECK(purged == 3);
+  CHECK(queues.size("orders") == 0);
+  CHECK(q.size("orders") == 0);
+}

@@ -2,8 +2,10 @@
 #include "dlq/dlq.hpp"
 // the shared test server, and (built with DLQ_SOURCE_CLUSTER) the 3-master test cluster with
 // the default layout's shape, each queue in its own hash slot.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "dlq/redis/list_storage.hpp"
 #include "dlq/redis/source_queue.hpp"
@@ -72,6 +74,33 @@ TEST_CASE("redis source queue: one take moves at most 1000 jobs", "[source][redi
   CHECK(jobs.recover("orders", "w1") == 1000);
 }
 
+TEST_CASE("redis source queue: consumer names with hash tags, separators and raw bytes work",
+          "[source][redis]") {
+  RedisSource f;
+  auto& jobs = f.jobs();
+  const std::vector<std::string> names = {
+      "w{1}", "}{", "a:inflight:b", "sp ace\nnl", std::string("\xff\xfe\0x", 4), "{orders}"};
+  for (const auto& n : names)
+    jobs.push("orders", "job-" + n);
+  std::vector<std::vector<dlq::SourceJob>> taken;
+  for (const auto& n : names) {
+    taken.push_back(jobs.take("orders", n, 1));
+    REQUIRE(taken.back().size() == 1);
+    CHECK(taken.back()[0].payload == "job-" + n);
+    CHECK(jobs.in_flight("orders", n) == 1);
+  }
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(jobs.consumers("orders") == sorted);
+  CHECK(jobs.recover("orders", names[0]) == 1);
+  CHECK(jobs.nack("orders", names[1], taken[1]) == 1);
+  for (std::size_t i = 2; i < names.size(); ++i)
+    CHECK(jobs.ack("orders", names[i], taken[i]) == 1);
+  CHECK(jobs.consumers("orders").empty());
+  CHECK(payloads(jobs.take("orders", "last", 5)) ==
+        std::vector<std::string>{"job-" + names[0], "job-" + names[1]});
+}
+
 #if !DLQ_SOURCE_CLUSTER
 TEST_CASE("redis source queue: nack onto a key of another type moves nothing", "[source][redis]") {
   RedisSource f;
@@ -84,6 +113,27 @@ TEST_CASE("redis source queue: nack onto a key of another type moves nothing", "
   CHECK_THROWS_AS(jobs.nack("orders", "w1", taken), dlq::reply_error);
   CHECK(jobs.in_flight("orders", "w1") == 1);  // still held: nothing lost
   CHECK_THROWS_AS(jobs.push("orders", "x"), dlq::reply_error);
+}
+
+TEST_CASE("redis source queue: take and recover onto keys of another type move nothing",
+          "[source][redis]") {
+  RedisSource f;
+  auto& jobs = f.jobs();
+  dlq::test::RawClient raw(url());
+  for (const char* p : {"a", "b"})
+    jobs.push("orders", p);
+  raw.cmd({"SET", jobs.in_flight_key("orders", "w1"), "not a list"});
+  CHECK_THROWS_AS(jobs.take("orders", "w1", 2), dlq::reply_error);
+  CHECK(jobs.size("orders") == 2);  // nothing left the queue
+  raw.cmd({"DEL", jobs.in_flight_key("orders", "w1")});
+  auto taken = jobs.take("orders", "w1", 2);
+  REQUIRE(taken.size() == 2);
+  raw.cmd({"SET", jobs.key("orders"), "not a list"});
+  CHECK_THROWS_AS(jobs.recover("orders", "w1"), dlq::reply_error);
+  CHECK(jobs.in_flight("orders", "w1") == 2);  // still held: nothing lost
+  raw.cmd({"DEL", jobs.key("orders")});
+  CHECK(jobs.recover("orders", "w1") == 2);
+  CHECK(jobs.size("orders") == 2);
 }
 
 TEST_CASE("redis source queue: the Python service's untagged layout works on one server",

@@ -3,8 +3,10 @@
 // its cursor goes away), whatever way the replay ends — replay-all, filtered, cancelled,
 // a trim. The receipt's other job, telling a step whose answer was lost whether it ran, is
 // covered by test_faults.cpp and test_lost_answer_filtered_replay.cpp.
+#include <algorithm>
 #include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlq/dlq.hpp"
@@ -106,4 +108,49 @@ TEST_CASE("a receipt lives until the step's answer was read, then goes",
   }
   CHECK(receipts() == 0);
   CHECK(s.size("q", ListKind::dead) == 0);
+}
+
+TEST_CASE("two replayers and a recover() loop on one queue move every entry exactly once",
+          "[redis][replay][receipt][threads]") {
+  // Two processes' worth of replayers (each its own storage and connections) on one queue —
+  // one replays everything, the other only "refused" entries (LSET + LREM path) — while a
+  // third calls recover() in a loop. Every job ends exactly once in the source list or the
+  // dead list, nothing is set aside, and no receipt is left.
+  Fixture f;
+  constexpr int n = 1500;
+  for (int i = 0; i < n; ++i)
+    f.dlq.send_to_dlq("orders", "{\"job\":" + std::to_string(i) + "}",
+                      i % 2 ? "refused" : "timeout", 3, "w");
+  DeadLetterQueue<RedisListStorage> other{RedisListStorage(f.url, test::unique_layout(f.prefix))};
+  std::atomic<bool> done{false};
+  std::atomic<std::size_t> recovered{0};
+  std::thread recoverer([&] {
+    RedisListStorage s(f.url, test::unique_layout(f.prefix));
+    while (!done.load())
+      recovered += s.recover("orders");
+  });
+  std::size_t replayed_all = 0, replayed_refused = 0;
+  std::thread a([&] {
+    ReplayOptions o;
+    replayed_all = f.dlq.replay("orders", o).replayed;
+  });
+  std::thread b([&] {
+    ReplayOptions o;
+    o.error_contains = "refused";
+    replayed_refused = other.replay("orders", o).replayed;
+  });
+  a.join();
+  b.join();
+  done = true;
+  recoverer.join();
+  CHECK(recovered.load() == 0);
+  std::vector<std::string> all = f.raw.list(f.dlq.storage().source_key("orders"));
+  for (const auto& raw : f.raw.list(f.dlq.storage().key("orders", ListKind::dead)))
+    all.push_back(parse_entry(raw).payload);
+  CHECK(all.size() == static_cast<std::size_t>(n));
+  std::sort(all.begin(), all.end());
+  CHECK(std::unique(all.begin(), all.end()) == all.end());
+  CHECK(replayed_all + replayed_refused + f.dlq.size("orders") == static_cast<std::size_t>(n));
+  CHECK(f.dlq.corrupt_size("orders") == 0);
+  CHECK(f.receipts().empty());
 }

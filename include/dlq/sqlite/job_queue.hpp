@@ -153,10 +153,7 @@ class JobQueue {
   /// jobs; jobs another consumer took in the meantime are skipped.
   /// @throws dlq::invalid_argument for an empty queue or consumer name; what the store throws.
   std::vector<Job> take(std::string_view queue, std::string_view consumer, std::size_t max = 1) {
-    validate(queue, "take");
-    if (consumer.empty())
-      throw invalid_argument(dlq::detail::message("jobs", "take", "the consumer name is empty",
-                                                  "name each worker, e.g. its host and pid"));
+    validate(queue, consumer, "take");
     if (max == 0) max = 1;
     const std::string held_coll = held_collection(queue, consumer);
     Window window;
@@ -180,8 +177,9 @@ class JobQueue {
 
   /// Acknowledges jobs `consumer` took and finished (done, or dead-lettered): removes them.
   /// Returns how many were removed (a job already acked or released is not counted).
-  /// @throws what the store throws.
+  /// @throws dlq::invalid_argument for an empty queue or consumer name; what the store throws.
   std::size_t ack(std::string_view queue, std::string_view consumer, const std::vector<Job>& done) {
+    validate(queue, consumer, "ack");
     if (done.empty()) return 0;
     const std::string held_coll = held_collection(queue, consumer);
     std::vector<Removal> removals;
@@ -210,9 +208,10 @@ class JobQueue {
 
   /// Gives jobs `consumer` took back: moves them to the end of `queue`'s ready list. Returns
   /// how many were moved (a job already acked or released is not counted).
-  /// @throws what the store throws.
+  /// @throws dlq::invalid_argument for an empty queue or consumer name; what the store throws.
   std::size_t nack(std::string_view queue, std::string_view consumer,
                    const std::vector<Job>& jobs) {
+    validate(queue, consumer, "nack");
     if (jobs.empty()) return 0;
     const std::string held_coll = held_collection(queue, consumer);
     const std::string ready = ready_collection(queue);
@@ -235,8 +234,9 @@ class JobQueue {
 
   /// Puts every job `consumer` holds back at the end of `queue`'s ready list (for a consumer
   /// that is gone for good). Returns how many were moved.
-  /// @throws what the store throws.
+  /// @throws dlq::invalid_argument for an empty queue or consumer name; what the store throws.
   std::size_t release(std::string_view queue, std::string_view consumer) {
+    validate(queue, consumer, "release");
     const std::string held_coll = held_collection(queue, consumer);
     const std::string ready = ready_collection(queue);
     std::size_t moved = 0;
@@ -260,6 +260,12 @@ class JobQueue {
     if (queue.empty())
       throw invalid_argument(
           dlq::detail::message("jobs", where, "the queue name is empty", "pass the queue's name"));
+  }
+  static void validate(std::string_view queue, std::string_view consumer, const char* where) {
+    validate(queue, where);
+    if (consumer.empty())
+      throw invalid_argument(dlq::detail::message("jobs", where, "the consumer name is empty",
+                                                  "name each worker, e.g. its host and pid"));
   }
 
   static std::string next_id() {
