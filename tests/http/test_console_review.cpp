@@ -68,6 +68,26 @@ const std::vector<std::string> mutating = {"/api/replay", "/api/discard", "/api/
 
 }  // namespace
 
+TEST_CASE("redact_secrets masks passwords the Redis URL parser accepts ('/', '@', ?password=)") {
+  // dlq::RedisOptions::from_url takes everything before the last '@' as user-info, so a
+  // password may hold '/' and '@'; it also reads ?password=.
+  const std::string a = dlq::http::redact_secrets("cannot reach redis://:pa/ss@127.0.0.1:1/0");
+  CHECK(a.find("pa/ss") == std::string::npos);
+  CHECK(a.find("ss@") == std::string::npos);
+  const std::string b = dlq::http::redact_secrets("cannot reach redis://u:p@ss@127.0.0.1:1/0 x");
+  CHECK(b.find("p@ss") == std::string::npos);
+  CHECK(b.find("ss@") == std::string::npos);
+  CHECK(b.find("127.0.0.1:1/0 x") != std::string::npos);
+  const std::string c =
+      dlq::http::redact_secrets("cannot reach redis://127.0.0.1:1/0?password=hunter2 now");
+  CHECK(c.find("hunter2") == std::string::npos);
+  CHECK(c.find(" now") != std::string::npos);
+  // what it did right stays right
+  CHECK(dlq::http::redact_secrets("redis://:pw@h/0 and redis://h2/1") ==
+        "redis://***@h/0 and redis://h2/1");
+  CHECK(dlq::http::redact_secrets("no url here") == "no url here");
+}
+
 TEST_CASE("every mutating route needs the token, and POST only") {
   dlq::http::ConsoleOptions o;
   o.token = "tok-0123456789abcdef";
