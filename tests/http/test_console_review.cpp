@@ -88,6 +88,27 @@ TEST_CASE("redact_secrets masks passwords the Redis URL parser accepts ('/', '@'
   CHECK(dlq::http::redact_secrets("no url here") == "no url here");
 }
 
+TEST_CASE("a numeric query parameter too large to represent is refused, not wrapped around") {
+  Served s;
+  fill(s, 3);
+  auto c = s.client();
+  // 2^64 * 10^45: wraps to 0 in 64-bit arithmetic
+  const std::string huge = "18446744073709551616" + std::string(45, '0');
+  auto r = c.Get(("/api/entries?queue=orders&limit=" + huge).c_str());
+  REQUIRE(r);
+  CHECK(r->status == 400);
+  CHECK(error_code(r) == "bad_parameter");
+  auto k = c.Get(("/api/corrupt?queue=orders&start=" + huge).c_str());
+  REQUIRE(k);
+  CHECK(k->status == 400);
+  for (const char* v : {"-1", "1e3", "0x10", " 5", "5 ", "abc"}) {
+    auto b = c.Get("/api/entries", httplib::Params{{"queue", "orders"}, {"limit", v}},
+                   httplib::Headers{});
+    REQUIRE(b);
+    CHECK(b->status == 400);
+  }
+}
+
 TEST_CASE("every mutating route needs the token, and POST only") {
   dlq::http::ConsoleOptions o;
   o.token = "tok-0123456789abcdef";
