@@ -139,6 +139,32 @@ TEST_CASE("an age filter too large to represent is refused, not overflowed") {
   CHECK(s.queue.size("orders") == 3);
 }
 
+TEST_CASE("fields of the wrong JSON type get 400 bad_field, never 500") {
+  Served s;
+  fill(s, 2);
+  auto c = s.client();
+  const std::vector<json> bodies = {
+      {{"queue", "orders"}, {"all", 1}},
+      {{"queue", "orders"}, {"all", "yes"}},
+      {{"queue", "orders"}, {"all", true}, {"dry_run", "no"}},
+      {{"queue", "orders"}, {"all", true}, {"rate", "fast"}},
+      {{"queue", "orders"}, {"all", true}, {"limit", -1}},
+      {{"queue", "orders"}, {"all", true}, {"to", 5}},
+      {{"queue", 5}, {"all", true}},
+      {{"queue", "orders"}, {"ids", "abc"}},
+      {{"queue", "orders"}, {"ids", json::array({1, 2})}},
+      {{"queue", "orders"}, {"filter", "timeout"}},
+      {{"queue", "orders"}, {"filter", {{"error", 5}}}},
+  };
+  for (const auto& b : bodies) {
+    INFO(b.dump());
+    auto r = post(c, "/api/replay", b);
+    REQUIRE(r);
+    CHECK(r->status == 400);
+  }
+  CHECK(s.queue.size("orders") == 2);
+}
+
 TEST_CASE("every mutating route needs the token, and POST only") {
   dlq::http::ConsoleOptions o;
   o.token = "tok-0123456789abcdef";
