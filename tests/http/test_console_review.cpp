@@ -230,6 +230,30 @@ TEST_CASE("read-only refuses every mutating route, whatever the body") {
   CHECK(s.queue.size("orders") == 2);
 }
 
+TEST_CASE("without a token, a Host header that is not exactly a loopback name is refused") {
+  Served s;
+  fill(s, 2);
+  auto c = s.client();
+  for (const char* host : {"evil.example", "evil.example:80", "127.0.0.1.evil.example",
+                           "localhost.evil.example", "LOCALHOST.evil.example", "[::ffff:7f00:1]",
+                           "[::1].evil.example", "[::1]evil.example", "[::1]:80x", "10.0.0.1",
+                           "127.0.0.1@evil.example", "0.0.0.0", "127.0.0", "127.0.0.1.", ""}) {
+    INFO(host);
+    auto r = c.Get("/api/queues", httplib::Headers{{"Host", host}});
+    REQUIRE(r);
+    CHECK(r->status == 403);
+    auto w = post(c, "/api/purge", {{"queue", "orders"}, {"confirm", "orders"}},
+                  httplib::Headers{{"Host", host}});
+    REQUIRE(w);
+    CHECK(w->status == 403);
+    CHECK(s.queue.size("orders") == 2);
+  }
+  for (const char* host : {"127.0.0.1:8080", "localhost:1", "[::1]:8080", "[::1]", "127.9.9.9"}) {
+    INFO(host);
+    CHECK(c.Get("/api/queues", httplib::Headers{{"Host", host}})->status == 200);
+  }
+}
+
 TEST_CASE("garbled or forged continuation tokens get 400, never a crash") {
   Served s;
   fill(s, 5);
