@@ -254,6 +254,39 @@ TEST_CASE("without a token, a Host header that is not exactly a loopback name is
   }
 }
 
+TEST_CASE("without a token, bodies a cross-site form can send are refused before any change") {
+  Served s;
+  fill(s, 2);
+  auto c = s.client();
+  const std::string body = "{\"queue\":\"orders\",\"confirm\":\"orders\"}";
+  for (const char* type : {"text/plain", "application/x-www-form-urlencoded",
+                           "text/plain; application/json", "Application/JSON", ""}) {
+    INFO(type);
+    auto r = c.Post("/api/purge", body, type);
+    REQUIRE(r);
+    CHECK(r->status == 415);
+    CHECK(s.queue.size("orders") == 2);
+  }
+  // a real multipart form (what <form enctype=multipart/form-data> sends)
+  httplib::MultipartFormDataItems form = {{"queue", "orders", "", ""},
+                                          {"confirm", "orders", "", ""}};
+  auto m = c.Post("/api/purge", form);
+  REQUIRE(m);
+  CHECK(m->status >= 400);
+  CHECK(m->status < 500);
+  CHECK(s.queue.size("orders") == 2);
+  // a body-less POST
+  auto e = c.Post("/api/purge");
+  REQUIRE(e);
+  CHECK(e->status == 415);
+  CHECK(s.queue.size("orders") == 2);
+  // a JSON type with parameters is fine
+  auto ok = c.Post("/api/delete", "{\"queue\":\"orders\",\"ids\":[\"nope\"]}",
+                   "application/json; charset=utf-8");
+  REQUIRE(ok);
+  CHECK(ok->status == 200);
+}
+
 TEST_CASE("garbled or forged continuation tokens get 400, never a crash") {
   Served s;
   fill(s, 5);
