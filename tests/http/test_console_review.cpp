@@ -335,6 +335,19 @@ TEST_CASE("a deeply nested JSON body is refused or ignored without harm") {
   CHECK(s.queue.size("orders") == 1);
 }
 
+TEST_CASE("delete by ids reports unknown ids and counts a repeated id once") {
+  Served s;
+  fill(s, 3);
+  auto c = s.client();
+  auto page = body_of(c.Get("/api/entries?queue=orders"));
+  const std::string id = page["entries"][0]["id"];
+  auto d = body_of(
+      post(c, "/api/delete", {{"queue", "orders"}, {"ids", json::array({id, id, "unknown-1"})}}));
+  CHECK(d["deleted"] == 1);
+  CHECK(d["missing"] == json::array({"unknown-1"}));
+  CHECK(s.queue.size("orders") == 2);
+}
+
 TEST_CASE("a replay by ids with a repeated id moves it once") {
   Served s;
   fill(s, 3);
