@@ -274,6 +274,8 @@ TEST_CASE("without a token, bodies a cross-site form can send are refused before
   REQUIRE(m);
   CHECK(m->status >= 400);
   CHECK(m->status < 500);
+  CHECK(!m->has_header("EXCEPTION_WHAT"));  // httplib's text of an escaped exception
+  CHECK(m->get_header_value("Content-Type").find("application/json") == 0);
   CHECK(s.queue.size("orders") == 2);
   // a body-less POST
   auto e = c.Post("/api/purge");
