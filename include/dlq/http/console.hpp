@@ -120,21 +120,37 @@ inline void check_listen(std::string_view host, std::string_view token) {
         "give it a token (dlqctl serve --token-file FILE) or listen on 127.0.0.1"));
 }
 
-/// Masks the password of every URL in `text` (scheme://user:password@host → ***).
+/// Masks the password of every URL in `text`: the user-info (scheme://user:password@host →
+/// scheme://***@host; everything up to the last '@' before the URL ends at whitespace, a
+/// quote or '?', as the Redis URL parser reads it, so a password may hold '/' and '@') and
+/// every `password=` value (up to '&', whitespace or a quote).
 inline std::string redact_secrets(std::string text) {
+  const auto ends_url = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' || c == '"';
+  };
   std::size_t from = 0;
   while ((from = text.find("://", from)) != std::string::npos) {
     const std::size_t start = from + 3;
     std::size_t end = start;
-    while (end < text.size() && text[end] != '/' && text[end] != ' ' && text[end] != '@' &&
-           text[end] != '\'' && text[end] != '"')
+    while (end < text.size() && !ends_url(text[end]) && text[end] != '?')
       ++end;
-    if (end < text.size() && text[end] == '@') {
-      text.replace(start, end - start, "***");
+    const std::size_t at = end > start ? text.rfind('@', end - 1) : std::string::npos;
+    if (at != std::string::npos && at >= start) {
+      text.replace(start, at - start, "***");
       from = start + 4;
     } else {
       from = start;
     }
+  }
+  const std::string key = "password=";
+  from = 0;
+  while ((from = text.find(key, from)) != std::string::npos) {
+    const std::size_t start = from + key.size();
+    std::size_t end = start;
+    while (end < text.size() && !ends_url(text[end]) && text[end] != '&')
+      ++end;
+    text.replace(start, end - start, "***");
+    from = start + 3;
   }
   return text;
 }
