@@ -513,14 +513,17 @@ class Console {
     if (!q.has_param(name)) return dflt;
     const std::string v = q.get_param_value(name);
     std::size_t n = 0;
-    if (v.empty() || v.size() > 12) n = max + 1;
+    const bool too_long = v.size() > 12;  // more digits than any limit: never accumulated
     for (const char c : v) {
       if (c < '0' || c > '9')
         throw bad("bad_parameter", q.path, std::string("'") + name + "' is not a whole number",
                   "use digits only, e.g. " + std::string(name) + "=50");
-      n = n * 10 + static_cast<std::size_t>(c - '0');
+      if (!too_long) n = n * 10 + static_cast<std::size_t>(c - '0');
     }
-    if (n > max)
+    if (v.empty())
+      throw bad("bad_parameter", q.path, std::string("'") + name + "' is empty",
+                "use digits only, e.g. " + std::string(name) + "=50");
+    if (too_long || n > max)
       throw bad("bad_parameter", q.path,
                 std::string("'") + name + "' is larger than " + std::to_string(max),
                 "ask for at most " + std::to_string(max));
