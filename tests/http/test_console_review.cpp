@@ -383,3 +383,20 @@ TEST_CASE("purge needs the queue's name typed back exactly") {
   auto ok = body_of(post(c, "/api/purge", {{"queue", "orders"}, {"confirm", "orders"}}));
   CHECK(ok["deleted"] == 2);
 }
+
+TEST_CASE("EntryQuery compares ages beyond the clock's range without overflowing") {
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  q.send_to_dlq("orders", "{}", "x", 1, "w");
+  const dlq::Entry e = q.peek("orders", 0, 1).at(0);
+  const auto now = std::chrono::system_clock::now() + std::chrono::seconds(10);
+  dlq::http::EntryQuery older;
+  older.min_age = std::chrono::seconds(571849066285);  // 3.9 ms once in 64-bit nanoseconds
+  CHECK_FALSE(older.matches(e, now));
+  older.min_age = std::chrono::seconds(5);
+  CHECK(older.matches(e, now));
+  dlq::http::EntryQuery newer;
+  newer.max_age = std::chrono::seconds(571849066285);
+  CHECK(newer.matches(e, now));
+  newer.max_age = std::chrono::seconds(-571849066285);
+  CHECK_FALSE(newer.matches(e, now));
+}
