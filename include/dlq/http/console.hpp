@@ -567,7 +567,8 @@ class Console {
     return ids;
   }
 
-  // Parses an age such as "90", "90s", "15m", "2h", "7d" (seconds when unitless).
+  // Parses an age such as "90", "90s", "15m", "2h", "7d" (seconds when unitless), at most
+  // 100 years.
   static std::optional<std::chrono::seconds> age_value(const std::string& v, const char* name) {
     if (v.empty()) return std::nullopt;
     std::size_t i = 0;
@@ -583,6 +584,10 @@ class Console {
     if (i == 0 || unit == 0)
       throw bad("bad_parameter", name, "'" + printable(v) + "' is not an age",
                 "use a number with s, m, h or d, e.g. 15m or 2d");
+    constexpr std::int64_t max_seconds = std::int64_t{36500} * 86400;  // 100 years
+    if (n > max_seconds / unit)
+      throw bad("bad_parameter", name, "'" + printable(v) + "' is longer than 100 years",
+                "use an age of at most 36500d");
     return std::chrono::seconds(n * unit);
   }
 
