@@ -906,7 +906,9 @@ class Console {
     op->to = string_field(body, "to", false);
     const bool has_ids = body.contains("ids");
     const bool has_filter = body.contains("filter");
-    const bool all = body.value("all", false) == true;
+    if (body.contains("all") && !body["all"].is_boolean())
+      throw bad("bad_field", "body", "'all' must be true or false", "send \"all\": true");
+    const bool all = body.value("all", false);
     if (static_cast<int>(has_ids) + static_cast<int>(has_filter) + static_cast<int>(all) != 1)
       throw bad("bad_request", "replay", "say what to replay: exactly one of ids, filter or all",
                 "send {\"queue\":\"q\",\"ids\":[…]} or {\"filter\":{…}} or {\"all\":true}");
