@@ -355,18 +355,23 @@ class Console {
     if (e.status == 401) r.set_header("WWW-Authenticate", "Bearer realm=\"dlq\"");
   }
 
-  // The Host header names a loopback host (any port).
+  // The Host header is exactly a loopback host, optionally followed by ':' and a port.
   static bool loopback_host_header(const httplib::Request& q) {
-    std::string host = q.get_header_value("Host");
-    if (host.empty()) return false;
-    if (host.front() == '[') {
+    const std::string host = q.get_header_value("Host");
+    std::size_t name_end = host.find(':');
+    if (!host.empty() && host.front() == '[') {
       const auto close = host.find(']');
       if (close == std::string::npos) return false;
-      return is_loopback_host(host.substr(0, close + 1));
+      name_end = close + 1;
     }
-    const auto colon = host.find(':');
-    if (colon != std::string::npos) host.resize(colon);
-    return is_loopback_host(host);
+    if (name_end == std::string::npos) name_end = host.size();
+    const std::string_view port = std::string_view(host).substr(name_end);
+    if (!port.empty()) {
+      if (port.size() < 2 || port.size() > 6 || port.front() != ':') return false;
+      for (const char c : port.substr(1))
+        if (c < '0' || c > '9') return false;
+    }
+    return !host.empty() && is_loopback_host(std::string_view(host).substr(0, name_end));
   }
 
   static bool same_secret(std::string_view a, std::string_view b) {
