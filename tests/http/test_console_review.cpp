@@ -276,6 +276,13 @@ TEST_CASE("without a token, bodies a cross-site form can send are refused before
   CHECK(m->status < 500);
   CHECK(!m->has_header("EXCEPTION_WHAT"));  // httplib's text of an escaped exception
   CHECK(m->get_header_value("Content-Type").find("application/json") == 0);
+  // ... and its body is dropped so that a kept-alive connection stays usable
+  httplib::Client kept("127.0.0.1", s.port);
+  kept.set_keep_alive(true);
+  REQUIRE(kept.Post("/api/purge", form));
+  auto after = kept.Get("/api/queues");
+  REQUIRE(after);
+  CHECK(after->status == 200);
   CHECK(s.queue.size("orders") == 2);
   // a body-less POST
   auto e = c.Post("/api/purge");

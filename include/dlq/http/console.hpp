@@ -482,7 +482,16 @@ class Console {
         f(body, r);
       });
       // Refused before reading (401, 403, 415): drop the body so the connection stays in step.
-      if (!consumed) reader([](const char*, std::size_t) { return true; });
+      // A multipart body must be read through the multipart form of the reader (the plain
+      // form would call httplib's empty part-header receiver and throw).
+      if (!consumed) {
+        const auto drop = [](const char*, std::size_t) { return true; };
+        if (q.is_multipart_form_data()) {
+          reader([](const httplib::MultipartFormData&) { return true; }, drop);
+        } else {
+          reader(drop);
+        }
+      }
     });
   }
 
