@@ -43,6 +43,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -570,13 +571,14 @@ class Console {
       throw bad("too_many_ids", "body",
                 "more than " + std::to_string(opts_.max_ids) + " ids in one request",
                 "split the selection, or act on the filter instead", 413);
-    std::vector<std::string> ids;
+    std::vector<std::string> ids;  // in the order given, each once
+    std::set<std::string> seen;
     for (const auto& v : *it) {
       if (!v.is_string() || v.get_ref<const std::string&>().empty() ||
           v.get_ref<const std::string&>().size() > 200)
         throw bad("bad_id", "body", "every id must be a non-empty string of at most 200 bytes",
                   "take ids from /api/entries");
-      ids.push_back(v.get<std::string>());
+      if (seen.insert(v.get<std::string>()).second) ids.push_back(v.get<std::string>());
     }
     return ids;
   }
