@@ -63,6 +63,10 @@ void fill(Served& s, int n) {
     s.queue.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}", "timeout", 1, "w1");
 }
 
+std::vector<dlq::Entry> q_peek_all(dlq::DeadLetterQueue<dlq::MemoryStorage>& q) {
+  return q.peek("orders", 0, q.size("orders") + 10);
+}
+
 const std::vector<std::string> mutating = {"/api/replay", "/api/discard", "/api/cancel",
                                            "/api/delete", "/api/purge",   "/api/recover"};
 
@@ -406,4 +410,61 @@ TEST_CASE("EntryQuery compares ages beyond the clock's range without overflowing
   CHECK(newer.matches(e, now));
   newer.max_age = std::chrono::seconds(-571849066285);
   CHECK_FALSE(newer.matches(e, now));
+}
+
+TEST_CASE(
+    "a replay by filter while entries are added and deleted moves each match once, "
+    "nothing else") {
+  Served s;
+  std::vector<std::string> ids;
+  auto send = [&](int i) {
+    const char* w = i % 2 ? "w2" : "w1";
+    return s.queue.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}", "x", 1, w);
+  };
+  for (int i = 0; i < 3000; ++i)
+    ids.push_back(send(i));
+  auto c = s.client();
+  auto op = body_of(post(c, "/api/replay", {{"queue", "orders"}, {"filter", {{"worker", "w2"}}}}));
+  std::thread adder([&] {
+    for (int i = 3000; i < 4000; ++i)
+      send(i);
+  });
+  std::size_t deleted_w1 = 0;
+  std::thread deleter([&] {
+    for (int i = 0; i < 3000; i += 10)  // w1 entries only (even n)
+      if (s.queue.remove("orders", ids[static_cast<std::size_t>(i)])) ++deleted_w1;
+  });
+  adder.join();
+  deleter.join();
+  json done;
+  for (int i = 0; i < 4000; ++i) {
+    done = body_of(c.Get(("/api/operation?id=" + op["id"].get<std::string>()).c_str()));
+    if (done["state"] != "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(done["state"] == "done");
+  std::vector<int> seen(4000, 0);
+  std::size_t moved = 0;
+  while (auto p = s.queue.storage().source_pop("orders")) {
+    const int n = json::parse(*p)["n"];
+    CHECK(n % 2 == 1);  // only w2 entries were moved
+    ++seen[static_cast<std::size_t>(n)];
+    ++moved;
+  }
+  CHECK(moved == done["report"]["replayed"].get<std::size_t>());
+  for (const auto& e : q_peek_all(s.queue)) {
+    const int n = json::parse(e.payload)["n"];
+    ++seen[static_cast<std::size_t>(n)];
+  }
+  std::size_t missing = 0;
+  for (int n = 0; n < 4000; ++n) {
+    INFO(n);
+    CHECK(seen[static_cast<std::size_t>(n)] <= 1);  // never doubled
+    if (seen[static_cast<std::size_t>(n)] == 0) {
+      CHECK((n < 3000 && n % 10 == 0));  // gone only when deleted
+      ++missing;
+    }
+  }
+  CHECK(missing == deleted_w1);
+  CHECK(moved >= 1500);  // every w2 entry present when it started
 }
