@@ -468,3 +468,37 @@ TEST_CASE(
   CHECK(missing == deleted_w1);
   CHECK(moved >= 1500);  // every w2 entry present when it started
 }
+
+TEST_CASE(
+    "input echoed in errors is JSON, never HTML; metrics stay valid UTF-8 and one line "
+    "per sample whatever the queue names") {
+  Served s;
+  s.queue.send_to_dlq("q\"x\\y\nz", "{}", "x", 1, "w");
+  s.queue.send_to_dlq(std::string("bad\xff\xfe", 5), "{}", "x", 1, "w");
+  auto c = s.client();
+  auto r = c.Get("/api/entries", httplib::Params{{"queue", "<img src=x onerror=alert(1)>"}},
+                 httplib::Headers{});
+  REQUIRE(r);
+  CHECK(r->status == 404);
+  CHECK(r->get_header_value("Content-Type").find("application/json") == 0);
+  CHECK(r->get_header_value("X-Content-Type-Options") == "nosniff");
+  CHECK(body_of(r)["error"]["message"].get<std::string>().find("<img") != std::string::npos);
+  auto m = c.Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->status == 200);
+  CHECK(dlq::detail::json::is_valid_utf8(m->body));
+  std::size_t from = 0;
+  while (from < m->body.size()) {
+    const auto end = m->body.find('\n', from);
+    const std::string line = m->body.substr(from, end - from);
+    INFO(line);
+    if (!line.empty() && line[0] != '#') {
+      // name{labels} value: the last space separates a number
+      const auto sp = line.rfind(' ');
+      REQUIRE(sp != std::string::npos);
+      CHECK_NOTHROW(std::stod(line.substr(sp + 1)));
+    }
+    if (end == std::string::npos) break;
+    from = end + 1;
+  }
+}
