@@ -502,3 +502,29 @@ TEST_CASE(
     from = end + 1;
   }
 }
+
+TEST_CASE("a slow replay stops soon after cancel, not after its next pause") {
+  Served s;
+  fill(s, 5);
+  auto c = s.client();
+  // 0.01 entries/s: one entry now, the next not before 100 s
+  auto op = body_of(post(c, "/api/replay", {{"queue", "orders"}, {"all", true}, {"rate", 0.01}}));
+  const std::string path = "/api/operation?id=" + op["id"].get<std::string>();
+  json now = body_of(c.Get(path.c_str()));
+  for (int i = 0; i < 2000 && now["progress"]["replayed"] == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    now = body_of(c.Get(path.c_str()));
+  }
+  REQUIRE(now["state"] == "running");
+  CHECK(post(c, "/api/cancel", {{"id", op["id"]}})->status == 202);
+  json done = now;
+  for (int i = 0; i < 1000 && done["state"] == "running"; ++i) {  // up to 5 s of 100
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    done = body_of(c.Get(path.c_str()));
+  }
+  CHECK(done["state"] == "cancelled");
+  if (done["state"] == "cancelled") {
+    const std::size_t replayed = done["report"]["replayed"];
+    CHECK(s.queue.size("orders") + replayed == 5);
+  }
+}
