@@ -528,3 +528,16 @@ TEST_CASE("a slow replay stops soon after cancel, not after its next pause") {
     CHECK(s.queue.size("orders") + replayed == 5);
   }
 }
+
+TEST_CASE("a replay rate outside what pacing can represent is refused") {
+  Served s;
+  fill(s, 2);
+  auto c = s.client();
+  for (const double rate : {1e-300, 1e-9, 1e308, 1e12}) {
+    INFO(rate);
+    auto r = post(c, "/api/replay", {{"queue", "orders"}, {"all", true}, {"rate", rate}});
+    REQUIRE(r);
+    CHECK(r->status == 400);
+  }
+  CHECK(s.queue.size("orders") == 2);
+}
