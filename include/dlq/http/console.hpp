@@ -942,8 +942,11 @@ class Console {
       op->mode = "all";
     }
     if (body.contains("rate")) {
-      if (!body["rate"].is_number() || body["rate"].get<double>() < 0)
-        throw bad("bad_field", "body", "'rate' must be a number >= 0 (entries per second)",
+      const bool number = body["rate"].is_number();
+      const double rate = number ? body["rate"].get<double>() : -1;
+      if (!number || rate < 0 || (rate > 0 && rate < 0.001) || rate > 1e6)
+        throw bad("bad_field", "body",
+                  "'rate' must be 0 or a number from 0.001 to 1000000 (entries per second)",
                   "send e.g. \"rate\": 100, or 0 for no limit");
       op->rate = body["rate"].get<double>();
     }
