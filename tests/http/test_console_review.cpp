@@ -541,3 +541,32 @@ TEST_CASE("a replay rate outside what pacing can represent is refused") {
   }
   CHECK(s.queue.size("orders") == 2);
 }
+
+TEST_CASE("request limits: ids per request, id length, page size; no CORS on OPTIONS") {
+  dlq::http::ConsoleOptions o;
+  o.max_ids = 10;
+  Served s(o);
+  fill(s, 2);
+  auto c = s.client();
+  json many = json::array();
+  for (int i = 0; i < 11; ++i)
+    many.push_back("id-" + std::to_string(i));
+  auto r = post(c, "/api/delete", {{"queue", "orders"}, {"ids", many}});
+  REQUIRE(r);
+  CHECK(r->status == 413);
+  CHECK(error_code(r) == "too_many_ids");
+  auto longid = post(c, "/api/delete", {{"queue", "orders"}, {"ids", {std::string(201, 'a')}}});
+  REQUIRE(longid);
+  CHECK(error_code(longid) == "bad_id");
+  CHECK(post(c, "/api/delete", {{"queue", "orders"}, {"ids", json::array()}})->status == 400);
+  CHECK(c.Get("/api/entries?queue=orders&limit=501")->status == 400);
+  CHECK(body_of(c.Get("/api/entries?queue=orders&limit=0"))["entries"].size() == 1);
+  CHECK(post(c, "/api/cancel", {{"id", "op-999"}})->status == 404);
+  auto opt =
+      c.Options("/api/purge", httplib::Headers{{"Origin", "http://evil.example"},
+                                               {"Access-Control-Request-Method", "POST"},
+                                               {"Access-Control-Request-Headers", "content-type"}});
+  REQUIRE(opt);
+  CHECK_FALSE(opt->has_header("Access-Control-Allow-Origin"));
+  CHECK(s.queue.size("orders") == 2);
+}
