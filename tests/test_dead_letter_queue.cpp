@@ -36,8 +36,17 @@ struct FlakyStorage {
   std::size_t purge(std::string_view q, dlq::ListKind k) { return inner.purge(q, k); }
   std::vector<std::string> queues() { return inner.queues(); }
   std::vector<std::size_t> sizes(const std::vector<std::string>& q) { return inner.sizes(q); }
+  int conflict_at_step = -1;  // that step decides its window, then reports a conflict
+
   dlq::StepResult replay_step(std::string_view q, replay_cursor& c, std::size_t n, dlq::Decider d) {
-    if (++steps == fail_at_step && !fail_after_apply)
+    if (++steps == conflict_at_step) {
+      for (const auto& raw : inner.range(q, dlq::ListKind::dead, c.offset, n)) {
+        dlq::Decision decision;
+        d(raw, decision);
+      }
+      return {0, true};
+    }
+    if (steps == fail_at_step && !fail_after_apply)
       throw dlq::timeout_error("[dlq.test] injected timeout");
     auto r = inner.replay_step(q, c, n, d);
     if (steps == fail_at_step) throw dlq::timeout_error("[dlq.test] injected lost reply", true);
@@ -278,4 +287,22 @@ TEST_CASE("the poison counts are bounded", "[frontend][poison]") {
   const auto now = std::chrono::steady_clock::now();
   CHECK(counts.bump("x", std::chrono::seconds(1), now) == 1);
   CHECK(counts.bump("x", std::chrono::seconds(1), now + std::chrono::seconds(2)) == 1);  // expired
+}
+
+TEST_CASE("an eviction sweep redone after a conflict still evicts down to max_length",
+          "[frontend][retention]") {
+  FlakyStorage storage;
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> filler(storage.inner);
+  for (int i = 0; i < 150; ++i)
+    filler.send_to_dlq("orders", std::to_string(i), "e");
+  dlq::Options options;
+  options.retention.max_length = 100;
+  dlq::DeadLetterQueue<FlakyStorage&> q(storage, options);
+  storage.conflict_at_step = storage.steps + 1;  // the sweep's first batch is redone
+  const dlq::TrimReport report = q.trim("orders");
+  CHECK(report.evicted_for_length == 50);
+  CHECK(q.size("orders") == 100);
+  CHECK(q.peek("orders", 0, 1)[0].payload == "50");
+  CHECK(q.counters().evicted == 50);
+  CHECK(q.counters().conflicts == 1);
 }

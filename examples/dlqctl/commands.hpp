@@ -30,9 +30,11 @@
 
 #include <CLI/CLI.hpp>
 #include <dlq/dlq.hpp>
+#include <dlq/metrics/prometheus.hpp>
 #include <nlohmann/json.hpp>
 
 #include "format.hpp"
+#include "ops_commands.hpp"
 #include "store.hpp"
 
 namespace dlqctl {
@@ -121,9 +123,14 @@ struct Args {
   bool keep_corrupt = false;
   // errors
   std::string by = "error";
+  std::size_t max_examined = 0;
+  // stats, metrics
+  std::vector<std::string> queue_names;
   // trim
   std::string max_age;
   std::size_t max_length = 0;
+  // search, discard, audit, edited replay (ops_commands.hpp)
+  OpsArgs ops;
 };
 
 /// Runs one command once the command line is parsed.
@@ -144,7 +151,12 @@ class Commands {
     if (command_ == "recover") return recover();
     if (command_ == "trim") return trim();
     if (command_ == "errors") return errors();
+    if (command_ == "stats") return stats();
+    if (command_ == "metrics") return metrics();
     if (command_ == "corrupt") return corrupt();
+    if (command_ == "search") return ops_search(io_, store(), a_);
+    if (command_ == "discard") return ops_discard(io_, store(), a_);
+    if (command_ == "audit") return ops_audit(io_, store(), a_);
     throw usage_error("unknown command '" + command_ + "'");
   }
 
@@ -345,6 +357,8 @@ class Commands {
   }
 
   int replay() {
+    if (!a_.ops.set_payload.empty() || !a_.ops.transform_cmd.empty())
+      return ops_replay_edited(io_, store(), a_);
     const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (a_.ids.empty() ? 0 : 1);
     if (chosen != 1)
       throw usage_error(
@@ -564,74 +578,142 @@ class Commands {
     return exit_ok;
   }
 
+  // Groups through the library (dlq::DeadLetterQueue::errors): one scan in windows of 1000,
+  // a progress bar on a terminal, Ctrl-C stops it between windows (the groups so far are
+  // printed, marked as a sample).
   int errors() {
     if (a_.by != "error" && a_.by != "error_type" && a_.by != "worker")
       throw usage_error("--by takes error, error_type or worker (not '" + printable(a_.by) + "')");
-    struct group {
-      std::size_t count = 0;
-      std::string first, last, example;
-      std::int64_t max_attempt = 0;
+    dlq::ErrorsOptions o;
+    o.by_worker = a_.by == "worker";
+    o.max_examined = a_.max_examined;
+    o.cancel = io_.cancel;
+    ProgressBar bar(io_.err, io_.err_is_tty, io_.progress_delay, "errors " + printable(a_.queue));
+    o.on_progress = [&bar](const dlq::ErrorsProgress& p) {
+      bar.update(p.examined, std::max(p.depth, p.examined), p.examined);
     };
-    std::map<std::string, group> groups;
-    constexpr std::size_t page = 1000;
-    std::size_t total = 0;
-    for (std::size_t start = 0;; start += page) {
-      const auto entries = store().peek(a_.queue, start, page);
-      for (const auto& e : entries) {
-        std::string key;
-        if (!e.ok())
-          key = "(unreadable: " + e.problem + ")";
-        else if (a_.by == "error")
-          key = e.error;
-        else if (a_.by == "error_type")
-          key = e.error_type;
-        else
-          key = e.worker;
-        group& g = groups[key];
-        if (g.count++ == 0) {
-          g.example = e.id;
-          g.first = e.dead_lettered_at;
-        }
-        if (!e.dead_lettered_at.empty()) {
-          if (g.first.empty() || e.dead_lettered_at < g.first) g.first = e.dead_lettered_at;
-          if (e.dead_lettered_at > g.last) g.last = e.dead_lettered_at;
-        }
-        g.max_attempt = std::max(g.max_attempt, e.attempt);
-        ++total;
-      }
-      if (entries.size() < page) break;
+    if (io_.trap_interrupts) io_.trap_interrupts(true);
+    dlq::ErrorsReport r;
+    try {
+      r = store().errors(a_.queue, o);
+    } catch (...) {
+      if (io_.trap_interrupts) io_.trap_interrupts(false);
+      throw;
     }
-    std::vector<std::pair<std::string, group>> sorted(groups.begin(), groups.end());
-    std::stable_sort(sorted.begin(), sorted.end(),
-                     [](const auto& x, const auto& y) { return x.second.count > y.second.count; });
+    if (io_.trap_interrupts) io_.trap_interrupts(false);
+    bar.finish();
+    const auto& groups = a_.by == "error"        ? r.by_error
+                         : a_.by == "error_type" ? r.by_error_type
+                                                 : r.by_worker;
+    auto key_of = [](const dlq::ErrorGroup& g) {
+      return g.readable ? g.key : "(unreadable: " + g.key + ")";
+    };
+    auto time_of = [](const std::optional<std::chrono::system_clock::time_point>& t) {
+      return t ? dlq::detail::iso_time::format(*t) : std::string();
+    };
     if (a_.json) {
-      for (const auto& [key, g] : sorted) {
+      for (const auto& g : groups) {
         nlohmann::ordered_json j;
-        j[a_.by] = key;
+        j[a_.by] = key_of(g);
         j["count"] = g.count;
-        j["first_dead_lettered_at"] = g.first;
-        j["last_dead_lettered_at"] = g.last;
+        j["first_dead_lettered_at"] = time_of(g.oldest);
+        j["last_dead_lettered_at"] = time_of(g.newest);
+        j["untimed"] = g.untimed;
         j["max_attempt"] = g.max_attempt;
-        j["example_id"] = g.example;
+        j["example_id"] = g.example_id;
+        io_.out << dump(j) << '\n';
+      }
+    } else {
+      std::string header = a_.by;
+      std::transform(header.begin(), header.end(), header.begin(),
+                     [](char c) { return c == '_' ? ' ' : static_cast<char>(c - 'a' + 'A'); });
+      Table t({{"COUNT", 0, true},
+               {header, 60},
+               {"FIRST (UTC)", 19},
+               {"LAST (UTC)", 19},
+               {"EXAMPLE ID", 40}});
+      for (const auto& g : groups) {
+        const std::string key = key_of(g);
+        t.add({std::to_string(g.count), key.empty() ? "(none)" : key, short_time(time_of(g.oldest)),
+               short_time(time_of(g.newest)), g.example_id});
+      }
+      t.print(io_.out);
+      io_.out << "(" << r.examined << (r.examined == 1 ? " entry" : " entries") << " in '"
+              << printable(a_.queue) << "', " << groups.size()
+              << (groups.size() == 1 ? " group" : " groups") << ")\n";
+    }
+    if (!r.exact) {
+      std::string why = r.cancelled ? "interrupted"
+                        : r.changed ? "the list changed during the scan (a replay or trim ran)"
+                                    : "stopped at --max " + std::to_string(a_.max_examined);
+      io_.err << "dlqctl errors: the counts are a sample of " << r.examined << " of about "
+              << std::max(r.depth_at_start, r.examined) << " entries (" << why << ")\n";
+    }
+    return r.cancelled ? exit_interrupted : exit_ok;
+  }
+
+  // The queues named on the command line, else every queue with dead letters.
+  std::vector<std::string> named_queues() {
+    return a_.queue_names.empty() ? store().queues() : a_.queue_names;
+  }
+
+  // Depths and ages in one call per store (dlq::DeadLetterQueue::stats).
+  int stats() {
+    const auto names = named_queues();
+    const auto all = store().stats(names);
+    auto time_of = [](const std::optional<std::chrono::system_clock::time_point>& t) {
+      return t ? dlq::detail::iso_time::format(*t) : std::string();
+    };
+    if (a_.json) {
+      for (const auto& s : all) {
+        nlohmann::ordered_json j;
+        j["queue"] = s.queue;
+        j["dead"] = s.dead.depth;
+        j["corrupt"] = s.corrupt.depth;
+        j["oldest_dead_lettered_at"] =
+            s.dead.oldest ? nlohmann::ordered_json(time_of(s.dead.oldest)) : nullptr;
+        j["newest_dead_lettered_at"] =
+            s.dead.newest ? nlohmann::ordered_json(time_of(s.dead.newest)) : nullptr;
+        const auto age = s.oldest_age();
+        j["oldest_age_seconds"] =
+            age ? nlohmann::ordered_json(std::chrono::duration<double>(*age).count()) : nullptr;
+        j["oldest_untimed"] = s.dead.oldest_untimed;
+        j["newest_untimed"] = s.dead.newest_untimed;
         io_.out << dump(j) << '\n';
       }
       return exit_ok;
     }
-    std::string header = a_.by;
-    std::transform(header.begin(), header.end(), header.begin(),
-                   [](char c) { return c == '_' ? ' ' : static_cast<char>(c - 'a' + 'A'); });
-    Table t({{"COUNT", 0, true},
-             {header, 60},
-             {"FIRST (UTC)", 19},
-             {"LAST (UTC)", 19},
-             {"EXAMPLE ID", 40}});
-    for (const auto& [key, g] : sorted)
-      t.add({std::to_string(g.count), key.empty() ? "(none)" : key, short_time(g.first),
-             short_time(g.last), g.example});
+    auto end_text = [&](const dlq::ListStats& l,
+                        const std::optional<std::chrono::system_clock::time_point>& t,
+                        bool untimed) {
+      if (l.depth == 0) return std::string("-");
+      if (untimed || !t) return std::string("(no time)");
+      return short_time(time_of(t));
+    };
+    Table t({{"QUEUE", 40},
+             {"DEAD", 0, true},
+             {"CORRUPT", 0, true},
+             {"OLDEST (UTC)", 19},
+             {"NEWEST (UTC)", 19},
+             {"AGE", 0, true}});
+    for (const auto& s : all) {
+      const auto age = s.oldest_age();
+      t.add({s.queue, std::to_string(s.dead.depth), std::to_string(s.corrupt.depth),
+             end_text(s.dead, s.dead.oldest, s.dead.oldest_untimed),
+             end_text(s.dead, s.dead.newest, s.dead.newest_untimed),
+             age ? short_duration(*age) : "-"});
+    }
     t.print(io_.out);
-    io_.out << "(" << total << (total == 1 ? " entry" : " entries") << " in '"
-            << printable(a_.queue) << "', " << sorted.size()
-            << (sorted.size() == 1 ? " group" : " groups") << ")\n";
+    if (all.empty()) io_.out << "(no dead letters in " << store().where() << ")\n";
+    return exit_ok;
+  }
+
+  // The Prometheus text exposition of the stats (gauges only: dlqctl's own counters would
+  // count only this run), for a node-exporter textfile collector or a cron job.
+  int metrics() {
+    dlq::metrics::PrometheusOptions o;
+    o.counters = false;
+    io_.out << dlq::metrics::prometheus_text(store().stats(named_queues()), o);
     return exit_ok;
   }
 
@@ -711,6 +793,9 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   app.add_option("--corrupt-key", a.store.corrupt_key,
                  "Redis key pattern of corrupt lists (default dlq:{*}:corrupt)")
       ->envname("DLQ_CORRUPT_KEY");
+  app.add_option("--actor", a.store.actor,
+                 "who operates, for the audit trail (default: the OS user)")
+      ->envname("DLQ_ACTOR");
   app.add_option("--timeout", a.timeout,
                  "connect/command timeout (Redis), lock wait (SQLite): 500ms, 5s, 1m")
       ->envname("DLQ_TIMEOUT")
@@ -813,6 +898,23 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   queue_arg(errors);
   errors->add_option("--by", a.by, "group by error, error_type or worker")->capture_default_str();
   errors->add_flag("--json", a.json, "JSON Lines: one group per line");
+  errors
+      ->add_option("--max", a.max_examined,
+                   "read at most N entries (oldest first; the counts are then a sample)")
+      ->check(CLI::PositiveNumber);
+
+  auto* stats = app.add_subcommand(
+      "stats", "depth, corrupt depth, oldest and newest entry and age per queue (cheap)");
+  stats->add_option("queues", a.queue_names, "queues (default: every queue with dead letters)");
+  stats->add_flag("--json", a.json,
+                  "JSON Lines: {queue, dead, corrupt, oldest_dead_lettered_at, "
+                  "newest_dead_lettered_at, oldest_age_seconds, oldest_untimed, newest_untimed}");
+
+  auto* metrics = app.add_subcommand(
+      "metrics", "print the stats in the Prometheus text format (for a textfile collector)");
+  metrics->add_option("queues", a.queue_names,
+                      "queues (default: every queue with dead letters; name them to keep a "
+                      "queue's series at 0 when it empties)");
 
   auto* corrupt = app.add_subcommand("corrupt", "list the items replay set aside as unreadable");
   queue_arg(corrupt);
@@ -823,6 +925,8 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
       ->check(whole_number(false))
       ->capture_default_str();
   corrupt->add_flag("--json", a.json, "JSON Lines: {id, problem, raw or raw_base64}");
+
+  detail::add_ops_commands(app, a, replay);
 
   std::vector<const char*> argv;
   argv.push_back("dlqctl");
@@ -867,6 +971,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
         std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(a.timeout));
     if (a.store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
     a.store.create_if_missing = command == "send";
+    if (a.store.actor.empty()) a.store.actor = detail::os_user();
     detail::Commands commands(io, open, a, command);
     return commands.run();
   } catch (const usage_error& e) {

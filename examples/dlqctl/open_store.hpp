@@ -67,8 +67,10 @@ inline std::unique_ptr<Store> open_redis(const StoreSettings& s) {
   if (!s.corrupt_key.empty()) o.corrupt_key = s.corrupt_key;
   o.pool.size = s.pool_size;
   o.pool.wait_timeout = s.timeout;
+  dlq::Options options;
+  options.actor = s.actor;  // the audit trail's "who"
   auto store = std::make_unique<DlqStore<dlq::RedisListStorage>>(
-      "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)));
+      "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)), std::move(options));
   dlq::RedisListStorage* storage = &store->dlq().storage();  // owned by the store
   store->set_destination(
       [storage](std::string_view queue) { return "the Redis list " + storage->source_key(queue); });
@@ -133,7 +135,10 @@ inline std::unique_ptr<Store> open_sqlite(const StoreSettings& s) {
   dlq::kv::SqliteStore sqlite(path, so);
   dlq::kv::JobQueue<> jobs(sqlite);
   using storage_t = dlq::KeyValueStorage<dlq::kv::SqliteStore, dlq::kv::JobQueue<>>;
-  auto store = std::make_unique<DlqStore<storage_t>>("sqlite " + path, storage_t(sqlite, jobs));
+  dlq::Options options;
+  options.actor = s.actor;  // the audit trail's "who"
+  auto store = std::make_unique<DlqStore<storage_t>>("sqlite " + path, storage_t(sqlite, jobs),
+                                                     std::move(options));
   store->set_waiting([jobs](std::string_view queue) mutable -> std::optional<std::size_t> {
     return jobs.size(queue);
   });

@@ -52,6 +52,15 @@ class Store {
   /// can tell; nullopt otherwise.
   virtual std::optional<std::size_t> waiting(std::string_view /*queue*/) { return std::nullopt; }
 
+  // Operator operations (ops_commands.hpp).
+  virtual dlq::SearchPage search(std::string_view queue, const dlq::Filter& filter,
+                                 std::string_view continuation, std::size_t limit,
+                                 std::size_t max_examined) = 0;
+  virtual dlq::DiscardReport discard(std::string_view queue,
+                                     const dlq::DiscardOptions& options) = 0;
+  virtual std::vector<dlq::AuditRecord> audit(std::string_view queue,
+                                              std::chrono::system_clock::time_point since,
+                                              std::size_t limit) = 0;
   /// Where replay puts the jobs of `queue`, in words ("the Redis list queue:{orders}"); ""
   /// when the backend cannot say.
   virtual std::string destination(std::string_view /*queue*/) { return {}; }
@@ -66,6 +75,11 @@ class Store {
   /// dlq:* when dlq:{*} is configured, and the reverse); nullopt when there are none or the
   /// backend has no such thing.
   virtual std::optional<OtherLayout> other_layout() { return std::nullopt; }
+
+  /// Depths and end times of `queues` (dlq::DeadLetterQueue::stats).
+  virtual std::vector<dlq::QueueStats> stats(const std::vector<std::string>& queues) = 0;
+  /// The queue's dead letters grouped by error (dlq::DeadLetterQueue::errors).
+  virtual dlq::ErrorsReport errors(std::string_view queue, const dlq::ErrorsOptions& options) = 0;
 };
 
 /// A Store over dlq::DeadLetterQueue<Storage>. `Storage` may be a reference type to share a
@@ -139,9 +153,28 @@ class DlqStore final : public Store {
   }
   std::size_t corrupt_size(std::string_view queue) override { return dlq_.corrupt_size(queue); }
   std::size_t purge_corrupt(std::string_view queue) override { return dlq_.purge_corrupt(queue); }
+  std::vector<dlq::QueueStats> stats(const std::vector<std::string>& queues) override {
+    return dlq_.stats(queues);
+  }
+  dlq::ErrorsReport errors(std::string_view queue, const dlq::ErrorsOptions& options) override {
+    return dlq_.errors(queue, options);
+  }
   std::optional<std::size_t> waiting(std::string_view queue) override {
     if (waiting_) return waiting_(queue);
     return std::nullopt;
+  }
+  dlq::SearchPage search(std::string_view queue, const dlq::Filter& filter,
+                         std::string_view continuation, std::size_t limit,
+                         std::size_t max_examined) override {
+    return dlq_.search(queue, filter, continuation, limit, max_examined);
+  }
+  dlq::DiscardReport discard(std::string_view queue, const dlq::DiscardOptions& options) override {
+    return dlq_.discard(queue, options);
+  }
+  std::vector<dlq::AuditRecord> audit(std::string_view queue,
+                                      std::chrono::system_clock::time_point since,
+                                      std::size_t limit) override {
+    return dlq_.audit(queue, since, limit);
   }
   std::string destination(std::string_view queue) override {
     return destination_ ? destination_(queue) : std::string();
@@ -183,6 +216,8 @@ struct StoreSettings {
   std::string corrupt_key;
   /// Connect/command timeout (Redis) or lock wait (SQLite).
   std::chrono::milliseconds timeout{5000};
+  /// Who operates, written to the audit trail (Options::actor); dlqctl defaults to the OS user.
+  std::string actor;
   /// Connections the Redis store may open at once (dlqctl serve raises it). Default 2.
   std::size_t pool_size = 2;
   /// Create the store when it does not exist (an embedded file); false = a missing store is

@@ -13,11 +13,12 @@
 ///     auto page = dlq.peek("orders");                             // inspect
 ///     auto report = dlq.replay_all("orders");                     // move back to the queue
 ///
-/// The send path, the same for one job and for a batch: validate every job; retention
-/// before the push (Overflow::reject refuses what does not fit); prepare each envelope (id,
-/// poison count, JSON); push; retention after the push (Overflow::evict_oldest evicts the
-/// oldest beyond max_length); count and report every entry stored. See dlq/replay.hpp for
-/// what a replay does.
+/// The send path, the same for one job and for a batch: validate every job; check that the
+/// jobs fit (Overflow::reject); prepare each envelope (id, poison count, JSON); push each
+/// queue's jobs under its retention — Overflow::reject stores all of them or none,
+/// Overflow::evict_oldest evicts the oldest beyond max_length atomically with the push where
+/// the storage can (push_capped: every shipped storage), and every eviction is reported with
+/// its id; count and report every entry stored. See dlq/replay.hpp for what a replay does.
 #pragma once
 
 #include <algorithm>
@@ -33,13 +34,18 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/audit.hpp"
 #include "dlq/detail/batched_walk.hpp"
+#include "dlq/detail/compiled.hpp"
 #include "dlq/detail/queue_core.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/operations.hpp"
 #include "dlq/policies.hpp"
 #include "dlq/replay.hpp"
 #include "dlq/retention.hpp"
+#include "dlq/search.hpp"
+#include "dlq/stats.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -60,6 +66,7 @@ class DeadLetterQueue {
 
  public:
   /// Creates a queue front end over `storage`.
+  DLQ_OUT_OF_LINE
   explicit DeadLetterQueue(Storage storage = Storage(), Options options = {})
       : storage_(std::forward<Storage>(storage)),
         core_(std::make_unique<detail::queue_core>(std::move(options))) {}
@@ -77,12 +84,16 @@ class DeadLetterQueue {
 
   /// Dead-letters one job: stores `payload` (any bytes; kept byte-exact) with `failure`
   /// under the source queue `queue`, and returns the new entry's id. One storage round trip
-  /// (one more with the poison guard on; eviction, when the queue is over its retention
-  /// length, happens after the entry is stored and never makes the send fail).
+  /// (one more with the poison guard on). Under Retention::max_length the queue never holds
+  /// more than max_length entries after a send, whatever other senders do: Overflow::reject
+  /// refuses the entry, Overflow::evict_oldest evicts the oldest in the same atomic step as
+  /// the push (a storage without push_capped evicts right after it; a failure there is
+  /// logged and trim() retries, the send does not fail).
   /// @throws dlq::invalid_argument for an empty queue name, a negative attempt, a context
   ///         that is not a JSON object, or a payload that is not JSON under
   ///         Payloads::json_only; dlq::queue_full_error when retention rejects the entry;
   ///         dlq::storage_error when the backend fails.
+  DLQ_OUT_OF_LINE
   std::string send_to_dlq(std::string_view queue, std::string_view payload,
                           const Failure& failure) {
     const detail::job_view job{queue, payload, &failure};
@@ -90,6 +101,7 @@ class DeadLetterQueue {
   }
 
   /// The Python seed's signature: send_to_dlq(queue, payload, error, attempt, worker).
+  DLQ_OUT_OF_LINE
   std::string send_to_dlq(std::string_view queue, std::string_view payload, std::string error,
                           std::int64_t attempt = 1, std::string worker = {}) {
     Failure f;
@@ -99,10 +111,20 @@ class DeadLetterQueue {
     return send_to_dlq(queue, payload, f);
   }
 
-  /// Dead-letters several jobs in one storage call (one round trip on Redis) and returns
-  /// their ids in order. Validates every job, and checks rejecting retention, before storing
-  /// any. With the poison guard on, each job's count costs one storage call before the push.
+  /// Dead-letters several jobs and returns their ids in order. Validates every job before
+  /// storing any. One storage call (one round trip on Redis) when no queue of the batch has a
+  /// max_length, else one per queue of the batch. With Overflow::reject a batch is all or
+  /// nothing: the jobs of one queue are stored together only if they all fit (atomically, on
+  /// every shipped storage) — else it throws queue_full_error having stored nothing. A batch
+  /// over several queues is first checked against each, so one full queue refuses it whole;
+  /// only when another sender fills a queue between that check and the push are the jobs of
+  /// the queues pushed before it stored while the error is thrown (send one queue's jobs per
+  /// batch where that matters).
+  /// With Overflow::evict_oldest the oldest entries beyond max_length are evicted atomically
+  /// with the push and each is reported. With the poison guard on, each job's count costs one
+  /// storage call before the push.
   /// @throws as send_to_dlq.
+  DLQ_OUT_OF_LINE
   std::vector<std::string> send_batch(const std::vector<FailedJob>& jobs) {
     std::vector<detail::job_view> views;
     views.reserve(jobs.size());
@@ -114,6 +136,7 @@ class DeadLetterQueue {
   // --- operators: inspect ----------------------------------------------------------------
 
   /// Number of entries in the queue's dead-letter list (the seed's dlq_length).
+  DLQ_OUT_OF_LINE
   std::size_t size(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "size");
     return guarded([&] { return storage_.size(queue, ListKind::dead); });
@@ -121,12 +144,14 @@ class DeadLetterQueue {
 
   /// Entries [start, start + count) of the dead-letter list, oldest first, without removing
   /// them (the seed's peek_dlq). Unreadable entries are included with ok() == false.
+  DLQ_OUT_OF_LINE
   std::vector<Entry> peek(std::string_view queue, std::size_t start = 0, std::size_t count = 10) {
     detail::queue_core::validate_queue(queue, "peek");
     return guarded([&] { return parse_all(storage_.range(queue, ListKind::dead, start, count)); });
   }
 
   /// The entry with this id, or nullopt.
+  DLQ_OUT_OF_LINE
   std::optional<Entry> get(std::string_view queue, std::string_view id) {
     detail::queue_core::validate_queue(queue, "get");
     return guarded([&]() -> std::optional<Entry> {
@@ -137,9 +162,10 @@ class DeadLetterQueue {
   }
 
   /// Removes the entry with this id without replaying it. Returns false when there is none.
+  DLQ_OUT_OF_LINE
   bool remove(std::string_view queue, std::string_view id) {
     detail::queue_core::validate_queue(queue, "remove");
-    return guarded([&] {
+    const bool removed = guarded([&] {
       for (int attempt = 0; attempt < 3; ++attempt) {
         auto raw = find_raw(queue, ListKind::dead, id);
         if (!raw) return false;
@@ -147,17 +173,24 @@ class DeadLetterQueue {
       }
       return false;
     });
+    audit_simple("remove", queue, {{"removed", removed ? 1 : 0}}, {std::string(id)},
+                 removed ? "ok" : "not found");
+    return removed;
   }
 
   /// Deletes every entry of the queue's dead-letter list; returns exactly how many were
   /// deleted (one atomic step).
+  DLQ_OUT_OF_LINE
   std::size_t purge(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "purge");
-    return guarded([&] { return storage_.purge(queue, ListKind::dead); });
+    const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::dead); });
+    audit_simple("purge", queue, {{"purged", n}});
+    return n;
   }
 
   /// Dead-letter depth of each named queue, read in one storage call (the seed's
   /// dlq_summary).
+  DLQ_OUT_OF_LINE
   std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) {
     for (const auto& q : queues)
       detail::queue_core::validate_queue(q, "summary");
@@ -173,7 +206,32 @@ class DeadLetterQueue {
   /// Dead-letter depth of every queue that has dead-letter or corrupt entries.
   std::map<std::string, std::size_t> summary() { return summary(queues()); }
 
+  /// Depth, corrupt depth and the times of the oldest and newest entry of each named queue,
+  /// in order, at a cost independent of the queues' lengths (see dlq/stats.hpp). Ages are
+  /// measured by Options::clock. Times that cannot be read are reported as such, not guessed.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error subclasses.
+  std::vector<QueueStats> stats(const std::vector<std::string>& queues) {
+    for (const auto& q : queues)
+      detail::queue_core::validate_queue(q, "stats");
+    return guarded(
+        [&] { return detail::queue_stats(storage_, queues, [this] { return core_->now(); }); });
+  }
+
+  /// stats() of every queue that has dead-letter or corrupt entries, sorted by name.
+  std::vector<QueueStats> stats() { return stats(queues()); }
+
+  /// The queue's dead letters grouped by error text and by error type (counts, oldest and
+  /// newest time, an example id per group), read oldest first in bounded windows (see
+  /// dlq/stats.hpp and ErrorsOptions; the default reads every entry). The report says whether
+  /// its counts are exact or a sample.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error subclasses.
+  ErrorsReport errors(std::string_view queue, const ErrorsOptions& options = {}) {
+    detail::queue_core::validate_queue(queue, "errors");
+    return guarded([&] { return detail::summarize_errors(storage_, queue, options); });
+  }
+
   /// Names of the queues that have dead-letter or corrupt entries, sorted.
+  DLQ_OUT_OF_LINE
   std::vector<std::string> queues() {
     return guarded([&] {
       auto names = storage_.queues();
@@ -183,6 +241,7 @@ class DeadLetterQueue {
   }
 
   /// Entries [start, start + count) of the queue's corrupt list (set aside by replay).
+  DLQ_OUT_OF_LINE
   std::vector<Entry> corrupt(std::string_view queue, std::size_t start = 0,
                              std::size_t count = 10) {
     detail::queue_core::validate_queue(queue, "corrupt");
@@ -191,15 +250,19 @@ class DeadLetterQueue {
   }
 
   /// Number of items in the queue's corrupt list.
+  DLQ_OUT_OF_LINE
   std::size_t corrupt_size(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "corrupt_size");
     return guarded([&] { return storage_.size(queue, ListKind::corrupt); });
   }
 
   /// Deletes the queue's corrupt list; returns how many items it had.
+  DLQ_OUT_OF_LINE
   std::size_t purge_corrupt(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "purge_corrupt");
-    return guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
+    const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
+    audit_simple("purge_corrupt", queue, {{"purged", n}});
+    return n;
   }
 
   // --- operators: replay -----------------------------------------------------------------
@@ -208,9 +271,13 @@ class DeadLetterQueue {
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
   ///         backend fails (batches applied before the failure stay applied, nothing is
   ///         lost); dlq::conflict_error when other processes keep changing the same entries.
+  DLQ_OUT_OF_LINE
   ReplayReport replay(std::string_view queue, const ReplayOptions& options = {}) {
     detail::queue_core::validate_queue(queue, "replay");
-    return guarded([&] { return run_replay(queue, options, false).report; });
+    return guarded([&] {
+      return run_replay(queue, options, false, options.transform ? "replay_edited" : "replay")
+          .report;
+    });
   }
 
   /// Replays every entry present now back to its source queue (the seed's replay_all).
@@ -218,16 +285,18 @@ class DeadLetterQueue {
 
   /// Replays the oldest readable entry and returns it, or nullopt when there is none (the
   /// seed's replay_one). Corrupt entries in front of it are set aside on the way.
+  DLQ_OUT_OF_LINE
   std::optional<Entry> replay_one(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "replay_one");
     return guarded([&]() -> std::optional<Entry> {
-      auto result = run_replay(queue, ReplayOptions::first(1), true);
+      auto result = run_replay(queue, ReplayOptions::first(1), true, "replay");
       if (result.replayed_raw.empty()) return std::nullopt;
       return parse_entry(std::move(result.replayed_raw.front()));
     });
   }
 
   /// Replays the entries with these ids, wherever they are in the list.
+  DLQ_OUT_OF_LINE
   ReplayReport replay_ids(std::string_view queue, std::vector<std::string> ids) {
     return replay(queue, ReplayOptions::by_ids(std::move(ids)));
   }
@@ -235,13 +304,102 @@ class DeadLetterQueue {
   /// Finishes replays of `queue` that were interrupted (a replayer killed mid-way), where the
   /// backend can leave such state; returns the number of items it fixed. A no-op on backends
   /// whose replay steps are atomic.
+  DLQ_OUT_OF_LINE
   std::size_t recover(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "recover");
     if constexpr (detail::has_recover<storage_type>::value) {
-      return guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
+      const std::size_t n =
+          guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
+      audit_simple("recover", queue, {{"fixed", n}});
+      return n;
     } else {
       return 0;
     }
+  }
+
+  // --- operators: search, discard, edit, audit (dlq/search.hpp, dlq/operations.hpp) -----
+
+  /// One page of a resumable search of the dead-letter list (see dlq/search.hpp): the
+  /// entries `filter` matches from the `continuation` point on (empty = from the oldest), at
+  /// most `limit` (0 = 100), after examining at most `max_examined` entries (0 = 10 000).
+  /// Pass page.continuation to the next call until page.done(). Age conditions are measured
+  /// by Options::clock. Read-only: not audited.
+  /// @throws dlq::invalid_argument for an empty queue name or a malformed continuation;
+  ///         dlq::storage_error when the backend fails.
+  SearchPage search(std::string_view queue, const Filter& filter,
+                    std::string_view continuation = {}, std::size_t limit = 100,
+                    std::size_t max_examined = 0) {
+    detail::queue_core::validate_queue(queue, "search");
+    return guarded([&] {
+      return search_page(storage_, queue, filter, continuation, limit, core_->now(), max_examined);
+    });
+  }
+
+  /// Deletes the entries `options` matches, in atomic batches (see dlq/operations.hpp);
+  /// every deletion is counted (Counters::discarded) and emitted (EventKind::discarded); one
+  /// audit record, also when it fails part-way.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
+  ///         backend fails (batches applied before stay applied and are in the audit
+  ///         record); dlq::conflict_error when other clients keep changing the same entries.
+  DiscardReport discard(std::string_view queue, const DiscardOptions& options = {}) {
+    detail::queue_core::validate_queue(queue, "discard");
+    DiscardReport report;
+    AuditRecord rec = audit_record("discard", queue, options.actor);
+    rec.filter = options.describe();
+    if (options.limit != 0) rec.detail["limit"] = options.limit;
+    auto finish = [&](std::string outcome) {
+      rec.counts = {{"examined", report.examined},
+                    {"discarded", report.discarded},
+                    {"batches", report.batches}};
+      rec.outcome = std::move(outcome);
+      detail::audit_ids ids{core_->options.audit_max_ids, {}, 0};
+      for (const auto& id : report.discarded_ids)
+        ids.add(id);
+      rec.ids = std::move(ids.ids);
+      rec.ids_omitted = ids.omitted;
+      detail::write_audit(*core_, storage_, rec);
+    };
+    try {
+      guarded([&] {
+        detail::storage_dead_list<storage_type> list(storage_, queue);
+        detail::discard_engine(*core_, list, queue).run(options, report);
+      });
+    } catch (const std::exception& e) {
+      finish(std::string("failed: ") + e.what());
+      throw;
+    }
+    finish(report.cancelled ? "cancelled" : report.dry_run ? "dry_run" : "ok");
+    return report;
+  }
+
+  /// Replays the entry `id` with `new_payload` instead of its stored payload, in one atomic
+  /// step (see ReplayOptions::transform); a parked entry is replayed too. The audit record
+  /// ("replay_edited", by `actor`, default Options::actor) holds the SHA-256 of the old and
+  /// new payload. Returns the report: replayed == 1 on success, else the id is in skipped
+  /// (not_found, or corrupt: an unreadable entry has no payload to edit).
+  /// @throws as replay().
+  ReplayReport replay_edited(std::string_view queue, std::string_view id, std::string new_payload,
+                             std::string actor = {}, std::string to_queue = {}) {
+    detail::queue_core::validate_queue(queue, "replay_edited");
+    ReplayOptions o = ReplayOptions::by_ids({std::string(id)});
+    o.actor = std::move(actor);
+    o.to_queue = std::move(to_queue);
+    o.transform = [&new_payload](const Entry&) -> std::optional<std::string> {
+      return new_payload;
+    };
+    return guarded([&] { return run_replay(queue, o, false, "replay_edited").report; });
+  }
+
+  /// The queue's audit records made at or after `since` (by Options::clock when written),
+  /// oldest first, at most `limit` (0 = 1000). Empty on a storage without an audit trail
+  /// (see dlq/audit.hpp).
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error.
+  std::vector<AuditRecord> audit(std::string_view queue,
+                                 std::chrono::system_clock::time_point since = {},
+                                 std::size_t limit = 1000) {
+    detail::queue_core::validate_queue(queue, "audit");
+    if (limit == 0) limit = 1000;
+    return guarded([&] { return detail::read_audit(storage_, queue, since, limit); });
   }
 
   // --- retention -------------------------------------------------------------------------
@@ -249,15 +407,22 @@ class DeadLetterQueue {
   /// Applies the queue's retention now: evicts entries beyond Retention::max_length and
   /// entries older than Retention::max_age, oldest first, in bounded atomic batches. Every
   /// eviction is counted and reported as an event.
+  DLQ_OUT_OF_LINE
   TrimReport trim(std::string_view queue) {
     detail::queue_core::validate_queue(queue, "trim");
-    return guarded([&] {
+    const TrimReport done = guarded([&] {
       detail::storage_dead_list<storage_type> list(storage_, queue);
       return detail::trim(*core_, list, queue);
     });
+    if (done.evicted() != 0)  // a timer's empty runs would drown the trail
+      audit_simple("trim", queue,
+                   {{"evicted_for_length", done.evicted_for_length},
+                    {"evicted_for_age", done.evicted_for_age}});
+    return done;
   }
 
   /// trim() on every queue that has entries; returns the totals.
+  DLQ_OUT_OF_LINE
   TrimReport trim() {
     TrimReport total;
     for (const auto& q : queues()) {
@@ -269,11 +434,81 @@ class DeadLetterQueue {
   }
 
  private:
+  // Runs a replay and writes its audit record (also when it fails: what was applied before
+  // the failure stays applied and is recorded).
   detail::replay_engine::result run_replay(std::string_view queue, const ReplayOptions& options,
-                                           bool keep_replayed) {
+                                           bool keep_replayed, std::string_view operation) {
     detail::storage_dead_list<storage_type> list(storage_, queue);
-    return detail::replay_engine(*core_, list, queue).run(options, keep_replayed);
+    detail::replay_engine engine(*core_, list, queue);
+    constexpr bool audited = detail::has_audit<storage_type>::value;
+    engine.collect_audit(audited);
+    if constexpr (!audited) {
+      return engine.run(options, keep_replayed);
+    } else {
+      AuditRecord rec = audit_record(operation, queue, options.actor);
+      rec.filter = options.describe();
+      if (options.filter) rec.filter["filter"] = true;
+      if (options.limit != 0) rec.detail["limit"] = options.limit;
+      rec.detail["destination"] = options.to_queue.empty() ? std::string(queue) : options.to_queue;
+      auto finish = [&](const detail::replay_engine::result& r, std::string outcome) {
+        const ReplayReport& p = r.report;
+        rec.counts = {{"examined", p.examined},   {"replayed", p.replayed},
+                      {"set_aside", p.set_aside}, {"skipped", p.skipped.size()},
+                      {"edited", p.edited},       {"batches", p.batches}};
+        rec.outcome = std::move(outcome);
+        rec.ids = r.ids.ids;
+        rec.ids_omitted = r.ids.omitted;
+        if (!r.edits.empty()) rec.detail["edits"] = r.edits;
+        detail::write_audit(*core_, storage_, rec);
+      };
+      try {
+        auto r = engine.run(options, keep_replayed);
+        finish(r, r.report.cancelled ? "cancelled" : r.report.dry_run ? "dry_run" : "ok");
+        return r;
+      } catch (const std::exception& e) {
+        finish(engine.partial(), std::string("failed: ") + e.what());
+        throw;
+      }
+    }
   }
+
+  AuditRecord audit_record(std::string_view operation, std::string_view queue,
+                           std::string_view actor) const {
+    AuditRecord r;
+    r.operation = std::string(operation);
+    r.queue = std::string(queue);
+    r.actor = std::string(actor);
+    return r;
+  }
+
+  // One audit record for a simple operation (no filter), written after it.
+  void audit_simple(std::string_view operation, std::string_view queue,
+                    nlohmann::ordered_json counts, const std::vector<std::string>& ids = {},
+                    std::string outcome = "ok") {
+    if constexpr (detail::has_audit<storage_type>::value) {
+      AuditRecord r = audit_record(operation, queue, {});
+      r.counts = std::move(counts);
+      detail::audit_ids bounded{core_->options.audit_max_ids, {}, 0};
+      for (const auto& id : ids)
+        bounded.add(id);
+      r.ids = std::move(bounded.ids);
+      r.ids_omitted = bounded.omitted;
+      r.outcome = std::move(outcome);
+      detail::write_audit(*core_, storage_, r);
+    } else {
+      (void)operation;
+      (void)queue;
+      (void)counts;
+      (void)ids;
+      (void)outcome;
+    }
+  }
+
+  // The jobs of one queue within a send (in order of first use).
+  struct queue_part {
+    std::string_view queue;
+    std::vector<std::size_t> jobs;  // indexes into the send's jobs
+  };
 
   // The send path (see the file comment).
   std::vector<std::string> send(const detail::job_view* jobs, std::size_t n, const char* where) {
@@ -284,27 +519,26 @@ class DeadLetterQueue {
     }
     if (n == 0) return {};
     return guarded([&] {
-      std::vector<std::pair<std::string_view, std::size_t>> per_queue;  // in order of first use
+      std::vector<queue_part> parts;
       for (std::size_t i = 0; i < n; ++i) {
-        auto it = std::find_if(per_queue.begin(), per_queue.end(),
-                               [&](const auto& q) { return q.first == jobs[i].queue; });
-        if (it == per_queue.end()) {
-          per_queue.emplace_back(jobs[i].queue, 1);
-        } else {
-          ++it->second;
-        }
+        auto it = std::find_if(parts.begin(), parts.end(),
+                               [&](const queue_part& p) { return p.queue == jobs[i].queue; });
+        if (it == parts.end()) it = parts.insert(parts.end(), queue_part{jobs[i].queue, {}});
+        it->jobs.push_back(i);
       }
-      const bool single = n == 1;
-      for (const auto& [queue, count] : per_queue)
-        admit(queue, count, single);
+      for (const auto& part : parts)
+        admit(part, parts.size() > 1);
       const auto now = core_->now();
       std::vector<detail::prepared_entry> entries;
       entries.reserve(n);
       for (std::size_t i = 0; i < n; ++i)
         entries.push_back(prepare(jobs[i], now));
-      const std::size_t length = push(entries);
-      for (const auto& [queue, count] : per_queue)
-        evict(queue, length);
+      if (parts.size() > 1 && !any_retention(parts)) {
+        push_all(entries);  // one storage call for the whole batch
+      } else {
+        for (const auto& part : parts)
+          push_part(part, entries);
+      }
       std::vector<std::string> ids;
       ids.reserve(n);
       for (auto& e : entries) {
@@ -315,13 +549,28 @@ class DeadLetterQueue {
     });
   }
 
-  // Retention before the push: Overflow::reject refuses `count` entries that do not fit.
-  // A single entry is checked by the push itself where the storage has push_bounded.
-  void admit(std::string_view queue, std::size_t count, bool single) {
-    const Retention& r = core_->retention_of(queue);
+  bool any_retention(const std::vector<queue_part>& parts) const {
+    return std::any_of(parts.begin(), parts.end(), [this](const queue_part& p) {
+      return core_->retention_of(p.queue).max_length != 0;
+    });
+  }
+
+  // Whether the storage can push `count` entries under Overflow::reject atomically.
+  static constexpr bool bounded_atomically(std::size_t count) {
+    return detail::has_push_bounded_many<storage_type>::value ||
+           (count == 1 && detail::has_push_bounded<storage_type>::value);
+  }
+
+  // Retention before the push (Overflow::reject): a part that does not fit refuses the whole
+  // send before anything is stored. Where the storage bounds the push atomically, the push
+  // decides (this check runs only when the send spans several queues, so that one full queue
+  // refuses the whole batch).
+  void admit(const queue_part& part, bool several_queues) {
+    const Retention& r = core_->retention_of(part.queue);
     if (r.max_length == 0 || r.overflow != Overflow::reject) return;
-    if (single && detail::has_push_bounded<storage_type>::value) return;
-    if (storage_.size(queue, ListKind::dead) + count > r.max_length) core_->reject(queue, r);
+    if (!several_queues && bounded_atomically(part.jobs.size())) return;
+    if (storage_.size(part.queue, ListKind::dead) + part.jobs.size() > r.max_length)
+      core_->reject(part.queue, r);
   }
 
   // The prepare step: id, poison count and envelope of one job.
@@ -344,41 +593,67 @@ class DeadLetterQueue {
     }
   }
 
-  // Stores the entries: one push (push_bounded under a rejecting retention, where the
-  // storage has it) or one push_many. Returns the dead list's new length when the storage
-  // says it (one entry), else 0.
-  std::size_t push(const std::vector<detail::prepared_entry>& entries) {
-    if (entries.size() > 1) {
-      std::vector<Record> records;
-      records.reserve(entries.size());
-      for (const auto& e : entries)
-        records.push_back(e.record());
+  void push_all(const std::vector<detail::prepared_entry>& entries) {
+    std::vector<Record> records;
+    records.reserve(entries.size());
+    for (const auto& e : entries)
+      records.push_back(e.record());
+    storage_.push_many(records);
+  }
+
+  // Pushes one queue's part under the queue's retention: Overflow::reject pushes all or
+  // nothing; Overflow::evict_oldest evicts the oldest beyond max_length — atomically with the
+  // push where the storage has push_capped, else right after it (a sweep).
+  void push_part(const queue_part& part, const std::vector<detail::prepared_entry>& entries) {
+    std::vector<Record> records;
+    records.reserve(part.jobs.size());
+    for (std::size_t i : part.jobs)
+      records.push_back(entries[i].record());
+    const Retention& r = core_->retention_of(part.queue);
+    if (r.max_length != 0 && r.overflow == Overflow::reject) {
+      bool stored = true;
+      if constexpr (detail::has_push_bounded_many<storage_type>::value) {
+        stored = storage_.push_bounded(records, r.max_length);
+      } else if constexpr (detail::has_push_bounded<storage_type>::value) {
+        if (records.size() == 1) {
+          stored = storage_.push_bounded(records.front(), r.max_length);
+        } else {
+          storage_.push_many(records);  // checked by admit(): approximate under races
+        }
+      } else {
+        push_records(records);  // checked by admit(): approximate under races
+      }
+      if (!stored) core_->reject(part.queue, r);
+      return;
+    }
+    if (r.max_length != 0) {  // Overflow::evict_oldest
+      if constexpr (detail::has_push_capped<storage_type>::value) {
+        const std::vector<std::string> evicted = storage_.push_capped(records, r.max_length);
+        detail::report_evictions(*core_, part.queue, evicted, "max_length");
+        detail::log_evictions(*core_, part.queue, evicted.size(), "max_length");
+      } else {
+        const std::size_t length = push_records(records);
+        detail::storage_dead_list<storage_type> list(storage_, part.queue);
+        detail::enforce_length(*core_, list, part.queue, r, length);
+      }
+      return;
+    }
+    push_records(records);
+  }
+
+  // push (one record) or push_many; returns the dead list's new length when the storage
+  // says it (push returning a length), else 0.
+  std::size_t push_records(const std::vector<Record>& records) {
+    if (records.size() != 1) {
       storage_.push_many(records);
       return 0;
     }
-    const Record record = entries.front().record();
-    const Retention& r = core_->retention_of(record.queue);
-    if constexpr (detail::has_push_bounded<storage_type>::value) {
-      if (r.max_length != 0 && r.overflow == Overflow::reject) {
-        if (!storage_.push_bounded(record, r.max_length)) core_->reject(record.queue, r);
-        return 0;
-      }
-    }
     if constexpr (detail::push_returns_size<storage_type>::value) {
-      return static_cast<std::size_t>(storage_.push(record));
+      return static_cast<std::size_t>(storage_.push(records.front()));
     } else {
-      storage_.push(record);
+      storage_.push(records.front());
       return 0;
     }
-  }
-
-  // Retention after the push: Overflow::evict_oldest evicts the oldest beyond max_length.
-  // `length` is the list's length after the push when known (one queue), else 0.
-  void evict(std::string_view queue, std::size_t length) {
-    const Retention& r = core_->retention_of(queue);
-    if (r.max_length == 0 || r.overflow != Overflow::evict_oldest) return;
-    detail::storage_dead_list<storage_type> list(storage_, queue);
-    detail::enforce_length(*core_, list, queue, r, length);
   }
 
   static std::vector<Entry> parse_all(std::vector<std::string> raws) {

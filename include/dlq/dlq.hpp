@@ -6,12 +6,15 @@
 /// (dlq::sqlite).
 #pragma once
 
+#include "dlq/audit.hpp"
 #include "dlq/dead_letter_queue.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/operations.hpp"
 #include "dlq/policies.hpp"
 #include "dlq/replay.hpp"
 #include "dlq/retention.hpp"
+#include "dlq/search.hpp"
 #include "dlq/source_queue.hpp"
 #include "dlq/storage.hpp"
 #include "dlq/storage/memory.hpp"

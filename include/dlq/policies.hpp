@@ -63,7 +63,8 @@ enum class EventKind : unsigned char {
   replayed,       ///< an entry was moved back (detail: the destination queue)
   evicted,        ///< retention removed an entry (detail: "max_length" or "max_age")
   parked,         ///< the poison guard parked a new entry (detail: its dead_letter_count)
-  corrupt         ///< replay met an unreadable entry (detail: what is wrong with it)
+  corrupt,        ///< replay met an unreadable entry (detail: what is wrong with it)
+  discarded       ///< an operator deleted an entry with discard() (detail: "discard")
 };
 
 /// One event. The views are valid only during the callback.
@@ -84,6 +85,8 @@ struct Counters {
   std::uint64_t rejected = 0;              ///< sends refused because the queue was full
   std::uint64_t replayed = 0;              ///< entries moved back
   std::uint64_t evicted = 0;               ///< entries removed by retention
+  std::uint64_t evicted_for_length = 0;    ///< of those, beyond Retention::max_length
+  std::uint64_t evicted_for_age = 0;       ///< of those, older than Retention::max_age
   std::uint64_t parked = 0;                ///< entries parked by the poison guard
   std::uint64_t corrupt = 0;               ///< unreadable entries met by replay
   std::uint64_t conflicts = 0;             ///< replay batches redone after a concurrent change
@@ -92,6 +95,9 @@ struct Counters {
   std::uint64_t connection_errors = 0;     ///< storage connection failures
   std::uint64_t reply_errors = 0;          ///< commands the server refused
   std::uint64_t other_storage_errors = 0;  ///< other storage failures
+  std::uint64_t discarded = 0;             ///< entries deleted by discard()
+  std::uint64_t audited = 0;               ///< audit records written (dlq/audit.hpp)
+  std::uint64_t audit_errors = 0;  ///< audit writes that failed (the operation stood; logged)
 };
 
 /// Which payloads send accepts (Options::payloads).
@@ -138,6 +144,11 @@ struct Options {
   /// Where the library's own messages go (evictions, rejections, swallowed hook errors,
   /// errors of the trim timer). Empty (the default) = nowhere: no logging library is imposed.
   std::function<void(LogLevel, std::string_view)> log;
+  /// Who operates this queue, written in the audit trail (dlq/audit.hpp) when an operation
+  /// names no actor of its own. Default "" (dlqctl sets the OS user).
+  std::string actor;
+  /// Most entry ids one audit record lists; the rest are counted. Default 100.
+  std::size_t audit_max_ids = 100;
 };
 
 namespace detail {
@@ -146,6 +157,8 @@ struct live_counters {
   std::atomic<std::uint64_t> sent{0}, rejected{0}, replayed{0}, evicted{0}, parked{0}, corrupt{0},
       conflicts{0}, hook_errors{0}, timeout_errors{0}, connection_errors{0}, reply_errors{0},
       other_storage_errors{0};
+  std::atomic<std::uint64_t> evicted_for_length{0}, evicted_for_age{0};
+  std::atomic<std::uint64_t> discarded{0}, audited{0}, audit_errors{0};
 
   Counters snapshot() const noexcept {
     constexpr auto r = std::memory_order_relaxed;
@@ -154,6 +167,8 @@ struct live_counters {
     c.rejected = rejected.load(r);
     c.replayed = replayed.load(r);
     c.evicted = evicted.load(r);
+    c.evicted_for_length = evicted_for_length.load(r);
+    c.evicted_for_age = evicted_for_age.load(r);
     c.parked = parked.load(r);
     c.corrupt = corrupt.load(r);
     c.conflicts = conflicts.load(r);
@@ -162,6 +177,9 @@ struct live_counters {
     c.connection_errors = connection_errors.load(r);
     c.reply_errors = reply_errors.load(r);
     c.other_storage_errors = other_storage_errors.load(r);
+    c.discarded = discarded.load(r);
+    c.audited = audited.load(r);
+    c.audit_errors = audit_errors.load(r);
     return c;
   }
 };

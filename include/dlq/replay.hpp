@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/audit.hpp"
 #include "dlq/detail/batched_walk.hpp"
 #include "dlq/detail/id.hpp"
 #include "dlq/detail/json_scan.hpp"
@@ -47,6 +48,7 @@
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/policies.hpp"
+#include "dlq/search.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -110,26 +112,31 @@ class EntryFilter {
 };
 
 /// What to replay, and where to. The default replays everything present at the start back to
-/// the source queue.
-struct ReplayOptions {
+/// the source queue. The conditions of the dlq::Filter base (ids, error text, error type,
+/// worker, job id, age, payload text, predicate) select the entries; with `ids` set the
+/// other conditions do not apply, and ids not found are reported as skipped.
+struct ReplayOptions : Filter {
   /// Most entries to replay; 0 = no limit.
   std::size_t limit = 0;
   /// Destination queue; empty = the queue the entries were dead-lettered from.
   std::string to_queue;
-  /// Only these entry ids (others stay in place); the filters below do not apply then.
-  /// Ids not found are reported as skipped.
-  std::vector<std::string> ids;
-  /// Only entries whose error message contains this text; empty = no condition.
-  std::string error_contains;
-  /// Only entries from this worker; empty = no condition.
-  std::string worker;
-  /// Only entries dead-lettered at least this long ago (by Options::clock); nullopt = no
-  /// condition. Entries without a readable timestamp do not match.
-  std::optional<std::chrono::system_clock::duration> older_than;
   /// Only entries for which this returns true; empty = no condition. It runs while the
   /// storage decides a batch: it must not call this queue's operations (on the key-value
   /// backend, whose replay holds a lock, that would deadlock); decide from the Entry alone.
   EntryFilter filter;
+  /// Edit-and-replay: the payload to push for an entry instead of its stored one, or
+  /// nullopt to push it unchanged; empty (the default) = no edits. Applied inside the same
+  /// atomic step that moves the entry (Decision::payload carries the edited bytes), so after
+  /// any crash the entry is either in the dead-letter list with its original payload or in
+  /// the destination with the edited one, never both, never neither. On the key-value
+  /// backend replaying into an external sink it is at-least-once, as every replay there:
+  /// the edited payload may be pushed twice, the record stays until its push returned, and
+  /// once pushed the original is never pushed. Runs under the same rules as `filter`.
+  /// Counted in ReplayReport::edited; the audit record ("replay_edited") holds the SHA-256
+  /// of the old and new payload of each edit (bounded by Options::audit_max_ids).
+  std::function<std::optional<std::string>(const Entry&)> transform;
+  /// Who asks, for the audit trail; empty (the default) = Options::actor.
+  std::string actor;
   /// Decide and report, but move nothing.
   bool dry_run = false;
   /// Move corrupt entries met on the way to the corrupt list (default). When false they stay
@@ -172,6 +179,7 @@ struct ReplayReport {
   std::size_t set_aside = 0;  ///< corrupt entries moved to the corrupt list (would be, dry run)
   std::size_t batches = 0;    ///< atomic steps applied
   std::size_t conflicts = 0;  ///< batches redone because the list changed under them
+  std::size_t edited = 0;     ///< replayed with a payload from ReplayOptions::transform
   bool dry_run = false;       ///< nothing was moved
   bool cancelled = false;     ///< ReplayOptions::cancel stopped the run between batches
   std::vector<std::string> replayed_ids;  ///< with ReplayOptions::record_ids
@@ -188,7 +196,15 @@ class replay_engine {
   struct result {
     ReplayReport report;
     std::vector<std::string> replayed_raw;
+    audit_ids ids;  ///< replayed ids for the audit record (with collect_audit)
+    nlohmann::ordered_json edits = nlohmann::ordered_json::array();  ///< {id, old/new sha256}
   };
+
+  /// Collect what the audit record needs (result::ids, result::edits). Default off.
+  void collect_audit(bool on) noexcept { collect_audit_ = on; }
+
+  /// What a run that threw had done before (the batches applied stay applied).
+  const result& partial() const noexcept { return result_; }
 
   /// The replay of `queue` (the name must outlive the engine) over `list`.
   replay_engine(queue_core& core, dead_list& list, std::string_view queue)
@@ -214,6 +230,7 @@ class replay_engine {
     auto begin = [this] {
       pending_.clear();
       step_raw_.clear();
+      step_notes_.clear();
       step_limit_used_ = 0;
     };
     auto decide = [&](std::string_view raw, Decision& d) { this->decide(options, raw, d); };
@@ -254,6 +271,12 @@ class replay_engine {
     std::string detail;
     bool skipped = false;
   };
+  // An edited item of the current batch (index into pending_) and its payload hashes (empty
+  // once the audit record has no room for more).
+  struct edit_note {
+    std::size_t index;
+    std::string old_sha, new_sha;
+  };
 
   // The parts of the options the decider consults per entry, prepared once.
   void select(const ReplayOptions& o) {
@@ -261,10 +284,10 @@ class replay_engine {
     ids_left_.insert(o.ids.begin(), o.ids.end());
     by_id_ = !o.ids.empty();
     limit_left_ = o.limit == 0 ? std::numeric_limits<std::size_t>::max() : o.limit;
-    filtered_ = !o.error_contains.empty() || !o.worker.empty() || o.older_than ||
-                static_cast<bool>(o.filter);
-    if (o.older_than) cutoff_ = core_.now() - *o.older_than;
-    need_ids_ = o.record_ids || static_cast<bool>(core_.options.on_event);
+    matcher_.emplace(o, core_.now());
+    filtered_ = !matcher_->matches_all() || static_cast<bool>(o.filter);
+    need_ids_ = o.record_ids || static_cast<bool>(core_.options.on_event) || collect_audit_;
+    result_.ids.max = core_.options.audit_max_ids;
   }
 
   // Keeps the run at `rate`: the n-th entry is not replayed before started + n / rate (a
@@ -315,6 +338,18 @@ class replay_engine {
     ++step_limit_used_;
     if (keep_replayed_) step_raw_.emplace_back(raw);
     pending_.push_back({Action::replay, std::move(id), SkipReason{}, {}, false});
+    if (o.transform) {
+      if (auto edited = o.transform(parse_entry(std::string(raw)))) {
+        edit_note note{pending_.size() - 1, {}, {}};
+        if (collect_audit_ && result_.ids.ids.size() + step_notes_.size() < result_.ids.max) {
+          note.old_sha = sha256_hex(payload);
+          note.new_sha = sha256_hex(*edited);
+        }
+        step_notes_.push_back(std::move(note));
+        edited_ = std::move(*edited);  // the storage copies it before the next call
+        payload = edited_;
+      }
+    }
     if (o.dry_run) return;
     d.action = Action::replay;
     d.destination = destination_;
@@ -341,14 +376,8 @@ class replay_engine {
   }
 
   bool matches(const ReplayOptions& o, const envelope_view& view, std::string_view raw) const {
-    if (!o.error_contains.empty() &&
-        string_field(view.error).find(o.error_contains) == std::string::npos)
+    if (!matcher_->matches(raw, true, view, matcher_->needs_id() ? entry_id(view, raw) : ""))
       return false;
-    if (!o.worker.empty() && string_field(view.worker) != o.worker) return false;
-    if (o.older_than) {
-      const auto t = iso_time::parse(string_field(view.dead_lettered_at));
-      if (!t || *t > cutoff_) return false;
-    }
     if (o.filter && !o.filter.test_raw(raw)) return false;
     return true;
   }
@@ -367,11 +396,23 @@ class replay_engine {
     report.examined += examined;
     ++report.batches;
     auto& counters = core_.counters;
-    for (auto& p : pending_) {
+    std::size_t next_note = 0;
+    for (std::size_t index = 0; index < pending_.size(); ++index) {
+      auto& p = pending_[index];
+      const edit_note* note = nullptr;
+      if (next_note < step_notes_.size() && step_notes_[next_note].index == index)
+        note = &step_notes_[next_note++];
       if (by_id_) ids_left_.erase(p.id);
       if (p.action == Action::replay) {
         ++report.replayed;
         --limit_left_;
+        if (collect_audit_) result_.ids.add(p.id);
+        if (note) {
+          ++report.edited;
+          if (!note->old_sha.empty())
+            result_.edits.push_back(
+                {{"id", p.id}, {"old_sha256", note->old_sha}, {"new_sha256", note->new_sha}});
+        }
         if (!o.dry_run) {
           counters.replayed.fetch_add(1, std::memory_order_relaxed);
           core_.emit(EventKind::replayed, queue_, p.id, destination_);
@@ -401,7 +442,8 @@ class replay_engine {
   bool filtered_ = false;
   bool need_ids_ = false;
   bool keep_replayed_ = false;
-  std::chrono::system_clock::time_point cutoff_{};
+  std::optional<filter_matcher> matcher_;
+  bool collect_audit_ = false;
   // The run so far.
   std::size_t limit_left_ = 0;
   result result_;
@@ -411,6 +453,8 @@ class replay_engine {
   std::vector<std::string> step_raw_;
   std::string scratch_;
   std::string problem_;
+  std::string edited_;                 // the edited payload of the item being decided
+  std::vector<edit_note> step_notes_;  // this batch's edits
 };
 
 }  // namespace detail

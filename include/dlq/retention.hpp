@@ -39,10 +39,33 @@ struct TrimReport {
 
 namespace detail {
 
-/// Decides, per entry from the oldest, whether a sweep evicts it. It may set `stop` to end
-/// the sweep (the entry it is called with is then kept). Called anew for every item of a
-/// batch that is redone after a conflict.
-using evict_rule = function_ref<bool(std::string_view raw, bool& stop)>;
+/// Decides, per entry from the oldest, whether a sweep evicts it, given how many entries the
+/// sweep has selected so far (applied batches and the batch being decided). It may set `stop`
+/// to end the sweep (the entry it is called with is then kept). It keeps no count of its own:
+/// a batch redone after a conflict is decided anew from the same `selected`.
+using evict_rule = function_ref<bool(std::string_view raw, std::size_t selected, bool& stop)>;
+
+/// Counts and reports (one EventKind::evicted event per entry, with its id) the evictions of
+/// `raws` (stored items, oldest first) from `queue` for `reason`.
+inline void report_evictions(queue_core& core, std::string_view queue,
+                             const std::vector<std::string>& raws, std::string_view reason) {
+  core.counters.evicted.fetch_add(raws.size(), std::memory_order_relaxed);
+  (reason == "max_age" ? core.counters.evicted_for_age : core.counters.evicted_for_length)
+      .fetch_add(raws.size(), std::memory_order_relaxed);
+  for (const auto& raw : raws) {
+    envelope_view view;
+    const std::string id = view_envelope(raw, view) ? entry_id(view, raw) : derived_id(raw);
+    core.emit(EventKind::evicted, queue, id, reason);
+  }
+}
+
+/// Logs that `n` entries of `queue` were evicted for `reason` (nothing when n is 0).
+inline void log_evictions(queue_core& core, std::string_view queue, std::size_t n,
+                          std::string_view reason) {
+  if (n == 0) return;
+  core.log(LogLevel::info, "[dlq.retention] queue '" + std::string(queue) + "': evicted " +
+                               std::to_string(n) + " entries (" + std::string(reason) + ")");
+}
 
 /// Walks `list` from its oldest end, deleting the entries `evict` selects until it says
 /// stop or the list ends; reports each eviction (`reason` is the event detail) and returns
@@ -53,17 +76,16 @@ inline std::size_t sweep(queue_core& core, dead_list& list, std::string_view que
   batched_walk walk(core, list, 16);
   std::size_t evicted = 0;
   bool stop = false;
-  std::vector<std::string> ids;
+  std::vector<std::string> raws;  // evicted by the batch being decided
   bool step_stop = false;
   auto begin = [&] {
-    ids.clear();
+    raws.clear();
     step_stop = false;
   };
   auto decide = [&](std::string_view raw, Decision& d) {
-    if (step_stop || !evict(raw, step_stop)) return;
+    if (step_stop || !evict(raw, evicted + raws.size(), step_stop)) return;
     d.action = Action::discard;
-    envelope_view view;
-    ids.push_back(view_envelope(raw, view) ? entry_id(view, raw) : derived_id(raw));
+    raws.emplace_back(raw);
   };
   auto give_up = [&](std::size_t) {
     return message("retention", "queue '" + std::string(queue) + "'",
@@ -73,15 +95,10 @@ inline std::size_t sweep(queue_core& core, dead_list& list, std::string_view que
     if (walk.next(std::numeric_limits<std::size_t>::max(), Decider(decide), begin, give_up) == 0)
       break;
     stop = step_stop;
-    evicted += ids.size();
-    core.counters.evicted.fetch_add(ids.size(), std::memory_order_relaxed);
-    for (const auto& id : ids)
-      core.emit(EventKind::evicted, queue, id, reason);
+    evicted += raws.size();
+    report_evictions(core, queue, raws, reason);
   }
-  if (evicted != 0)
-    core.log(LogLevel::info, "[dlq.retention] queue '" + std::string(queue) + "': evicted " +
-                                 std::to_string(evicted) + " entries (" + std::string(reason) +
-                                 ")");
+  log_evictions(core, queue, evicted, reason);
   return evicted;
 }
 
@@ -93,15 +110,12 @@ inline std::size_t enforce_length(queue_core& core, dead_list& list, std::string
   try {
     const std::size_t length = known_length != 0 ? known_length : list.size();
     if (length <= r.max_length) return 0;
-    std::size_t left = length - r.max_length;
-    return sweep(core, list, queue, "max_length", [&left](std::string_view, bool& stop) {
-      if (left == 0) {
-        stop = true;
-        return false;
-      }
-      --left;
-      return true;
-    });
+    const std::size_t excess = length - r.max_length;
+    return sweep(core, list, queue, "max_length",
+                 [excess](std::string_view, std::size_t selected, bool& stop) {
+                   stop = selected >= excess;
+                   return !stop;
+                 });
   } catch (const storage_error& e) {
     core.log(LogLevel::error, std::string("[dlq.retention] queue '") + std::string(queue) +
                                   "': eviction failed: " + e.what() + "; trim() will retry");
@@ -114,17 +128,18 @@ inline std::size_t enforce_length(queue_core& core, dead_list& list, std::string
 inline std::size_t enforce_age(queue_core& core, dead_list& list, std::string_view queue,
                                const Retention& r) {
   const auto cutoff = core.now() - r.max_age;
-  return sweep(core, list, queue, "max_age", [&cutoff](std::string_view raw, bool& stop) {
-    envelope_view view;
-    if (!view_envelope(raw, view)) return false;  // unreadable: keep, go on
-    const auto t = iso_time::parse(string_field(view.dead_lettered_at));
-    if (!t) return false;  // no readable time: keep, go on
-    if (*t >= cutoff) {
-      stop = true;
-      return false;
-    }
-    return true;
-  });
+  return sweep(core, list, queue, "max_age",
+               [&cutoff](std::string_view raw, std::size_t, bool& stop) {
+                 envelope_view view;
+                 if (!view_envelope(raw, view)) return false;  // unreadable: keep, go on
+                 const auto t = iso_time::parse(string_field(view.dead_lettered_at));
+                 if (!t) return false;  // no readable time: keep, go on
+                 if (*t >= cutoff) {
+                   stop = true;
+                   return false;
+                 }
+                 return true;
+               });
 }
 
 /// trim(queue): both sweeps as the queue's retention says.

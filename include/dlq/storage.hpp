@@ -34,6 +34,18 @@
 ///                                                           // push only while the list has
 ///                                                           // fewer than max_length items,
 ///                                                           // atomically; false = full
+///     bool push_bounded(const std::vector<dlq::Record>& records, std::size_t max_length);
+///                                                           // records of one queue: push all
+///                                                           // of them only if the list then
+///                                                           // holds at most max_length items,
+///                                                           // atomically; false = none pushed
+///     std::vector<std::string> push_capped(const std::vector<dlq::Record>& records,
+///                                          std::size_t max_length);
+///                                                           // records of one queue: push them
+///                                                           // and, atomically with the push,
+///                                                           // remove the oldest items beyond
+///                                                           // max_length; returns the removed
+///                                                           // items, oldest first
 ///     std::int64_t bump_count(std::string_view queue, std::string_view key,
 ///                             std::chrono::seconds ttl);    // +1 to a counter that expires
 ///                                                           // ttl after its last bump; returns
@@ -43,6 +55,14 @@
 ///                                     std::string_view id); // fast lookup by entry id
 ///     static constexpr bool keyed_by_job_id = true;         // a job id is the entry id and
 ///                                                           // re-sending a job replaces it
+///     std::vector<dlq::QueueEnds> stats(const std::vector<std::string>& queues);
+///                                                           // per queue, in order: length,
+///                                                           // first and last item of both
+///                                                           // lists, each queue read at one
+///                                                           // instant, at a cost independent
+///                                                           // of the lists' lengths (see
+///                                                           // dlq/stats.hpp; fallback: size
+///                                                           // and range)
 ///
 /// replay_step is the one operation with a protocol. It reads up to `max_items` items of the
 /// dead list at the cursor, calls `decide` once per item in list order, then applies all the
@@ -85,6 +105,20 @@ struct Record {
   std::string_view id;        ///< the entry id written in the envelope
   std::string_view job_id;    ///< caller-supplied job id, empty when none
   std::string_view envelope;  ///< the complete JSON envelope bytes
+};
+
+/// The length and the two end items of one stored list (the optional storage member `stats`).
+struct ListEnds {
+  std::size_t length = 0;  ///< items in the list
+  std::string first;       ///< the oldest item (position 0) as stored; "" when length == 0
+  std::string last;        ///< the newest item (position length - 1); "" when length == 0
+};
+
+/// Both lists of one queue, as the optional storage member `stats` returns them: read at one
+/// instant, so that `length` and the end items agree.
+struct QueueEnds {
+  ListEnds dead;     ///< the dead-letter list
+  ListEnds corrupt;  ///< the corrupt list
 };
 
 /// What replay does with one stored item.
@@ -178,10 +212,18 @@ template <class S>
 using push_bounded =
     decltype(std::declval<S&>().push_bounded(std::declval<const Record&>(), std::size_t{}));
 template <class S>
+using push_bounded_many = decltype(std::declval<S&>().push_bounded(
+    std::declval<const std::vector<Record>&>(), std::size_t{}));
+template <class S>
+using push_capped = decltype(std::declval<S&>().push_capped(
+    std::declval<const std::vector<Record>&>(), std::size_t{}));
+template <class S>
 using bump_count = decltype(std::declval<S&>().bump_count(std::string_view{}, std::string_view{},
                                                           std::chrono::seconds{}));
 template <class S>
 using keyed_by_job_id = std::enable_if_t<S::keyed_by_job_id>;
+template <class S>
+using stats = decltype(std::declval<S&>().stats(std::declval<const std::vector<std::string>&>()));
 }  // namespace ops
 
 template <class S>
@@ -214,7 +256,14 @@ using push_returns_size = meta::is_detected_convertible<std::size_t, ops::push, 
 template <class S>
 using has_push_bounded = meta::is_detected_convertible<bool, ops::push_bounded, S>;
 template <class S>
+using has_push_bounded_many = meta::is_detected_convertible<bool, ops::push_bounded_many, S>;
+template <class S>
+using has_push_capped =
+    meta::is_detected_convertible<std::vector<std::string>, ops::push_capped, S>;
+template <class S>
 using has_bump_count = meta::is_detected_convertible<std::int64_t, ops::bump_count, S>;
+template <class S>
+using has_stats = meta::is_detected_convertible<std::vector<QueueEnds>, ops::stats, S>;
 template <class S>
 using keyed_by_job_id = meta::is_detected<ops::keyed_by_job_id, S>;
 

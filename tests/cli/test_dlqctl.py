@@ -168,6 +168,16 @@ def test_replay_selection(b, q):
     check(groups and groups[0]["error"] == "gateway timeout" and groups[0]["count"] == 15,
           "errors groups by error", groups)
 
+    rc, out, err = expect(run("stats", q, "--json"), 0, "stats --json")
+    st = [json.loads(l) for l in out_lines(out)]
+    check(len(st) == 1 and st[0]["dead"] == 15 and st[0]["corrupt"] == 0
+          and st[0]["oldest_age_seconds"] is not None and st[0]["oldest_age_seconds"] >= 0
+          and not st[0]["oldest_untimed"], "stats: depth and age of the oldest", st)
+    rc, out, err = expect(run("metrics", q), 0, "metrics")
+    check(f'dlq_entries{{queue="{q}",list="dead"}} 15\n' in out.decode()
+          and "# TYPE dlq_oldest_entry_age_seconds gauge" in out.decode(),
+          "metrics: the stats in the Prometheus text format", out)
+
     rc, out, err = expect(run("delete", q, ids[6], ids[7]), 0, "delete")
     check(out == b"2\n", "delete prints the number deleted", out)
     rc, out, err = expect(run("delete", q, ids[6]), 3, "delete of a missing id exits 3")

@@ -1,7 +1,9 @@
 # Consumer tests: a project that uses dlq through find_package against a staged install
 # (catches broken install rules), and one that uses it through add_subdirectory (catches a
 # library that changes its parent's build). Both use only the core with hiredis hidden, so
-# they prove a user of the in-memory backend never needs hiredis.
+# they prove a user of the in-memory backend never needs hiredis. Both modes are built: the
+# mode of this build (DLQ_COMPILED), and the other one through a second, minimal build of
+# dlq installed to its own stage (consumer_stage_install_<mode>) and a second subproject.
 option(DLQ_CONSUMER_TESTS "Run the CMake consumer tests (configure and build small projects)" ON)
 if(NOT DLQ_CONSUMER_TESTS)
   return()
@@ -23,6 +25,7 @@ if(DLQ_INSTALL)
                    "${CMAKE_CURRENT_LIST_DIR}/find_package" "${CMAKE_BINARY_DIR}/consumer-find-package"
                    ${_common} --build-options "-DCMAKE_PREFIX_PATH=${_stage}"
                    "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}" -DDLQ_EXPECT_NO_HIREDIS=ON ${_hide_hiredis}
+                   -DDLQ_EXPECT_COMPILED=${DLQ_COMPILED}
                    --test-command consumer_find_package)
   set_tests_properties(consumer_find_package PROPERTIES FIXTURES_REQUIRED dlq_staged LABELS consumer)
 
@@ -32,6 +35,7 @@ if(DLQ_INSTALL)
                      "${CMAKE_CURRENT_LIST_DIR}/find_package" "${CMAKE_BINARY_DIR}/consumer-find-package-redis"
                      ${_common} --build-options "-DCMAKE_PREFIX_PATH=${_stage}"
                      "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}" -DDLQ_WANT_REDIS=ON
+                     -DDLQ_EXPECT_COMPILED=${DLQ_COMPILED}
                      --test-command consumer_find_package)
     set_tests_properties(consumer_find_package_redis PROPERTIES FIXTURES_REQUIRED dlq_staged LABELS consumer)
   endif()
@@ -47,14 +51,67 @@ if(DLQ_INSTALL)
   endif()
 
   add_test(NAME consumer_pkg_config
-           COMMAND sh -c "${CMAKE_CXX_COMPILER} -std=c++17 -fsyntax-only $(PKG_CONFIG_PATH='${_stage}/share/pkgconfig' pkg-config --cflags dlq) '${CMAKE_CURRENT_LIST_DIR}/find_package/main.cpp'")
+           COMMAND sh -c "${CMAKE_CXX_COMPILER} -std=c++17 '${CMAKE_CURRENT_LIST_DIR}/find_package/main.cpp' -o '${CMAKE_BINARY_DIR}/consumer-pkg-config' $(PKG_CONFIG_PATH='${_stage}/share/pkgconfig' pkg-config --cflags --libs dlq) && '${CMAKE_BINARY_DIR}/consumer-pkg-config'")
   set_tests_properties(consumer_pkg_config PROPERTIES FIXTURES_REQUIRED dlq_staged LABELS consumer)
+
+  # The other mode: dlq configured again (no tests, examples or benchmarks), installed to its
+  # own stage, and the same consumer built against it.
+  if(DLQ_COMPILED)
+    set(_other header_only)
+    set(_other_compiled OFF)
+  else()
+    set(_other compiled)
+    set(_other_compiled ON)
+  endif()
+  set(_stage_other "${CMAKE_BINARY_DIR}/consumer-stage-${_other}")
+  add_test(NAME consumer_stage_install_${_other}
+           COMMAND "${CMAKE_CTEST_COMMAND}" --build-and-test
+                   "${PROJECT_SOURCE_DIR}" "${CMAKE_BINARY_DIR}/consumer-dlq-${_other}"
+                   ${_common} --build-target install
+                   --build-options "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}"
+                   -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_INSTALL_PREFIX=${_stage_other}"
+                   -DDLQ_COMPILED=${_other_compiled} -DDLQ_INSTALL=ON -DDLQ_BUILD_TESTS=OFF
+                   -DDLQ_BUILD_EXAMPLES=OFF -DDLQ_BUILD_BENCHMARKS=OFF)
+  set_tests_properties(consumer_stage_install_${_other} PROPERTIES
+                       FIXTURES_SETUP dlq_staged_${_other} LABELS consumer)
+
+  add_test(NAME consumer_find_package_${_other}
+           COMMAND "${CMAKE_CTEST_COMMAND}" --build-and-test
+                   "${CMAKE_CURRENT_LIST_DIR}/find_package" "${CMAKE_BINARY_DIR}/consumer-find-package-${_other}"
+                   ${_common} --build-options "-DCMAKE_PREFIX_PATH=${_stage_other}"
+                   "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}" -DDLQ_EXPECT_NO_HIREDIS=ON
+                   -DDLQ_EXPECT_COMPILED=${_other_compiled} ${_hide_hiredis}
+                   --test-command consumer_find_package)
+  set_tests_properties(consumer_find_package_${_other} PROPERTIES
+                       FIXTURES_REQUIRED dlq_staged_${_other} LABELS consumer)
+
+  if(DLQ_HAVE_REDIS)
+    add_test(NAME consumer_find_package_redis_${_other}
+             COMMAND "${CMAKE_CTEST_COMMAND}" --build-and-test
+                     "${CMAKE_CURRENT_LIST_DIR}/find_package" "${CMAKE_BINARY_DIR}/consumer-find-package-redis-${_other}"
+                     ${_common} --build-options "-DCMAKE_PREFIX_PATH=${_stage_other}"
+                     "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}" -DDLQ_WANT_REDIS=ON
+                     -DDLQ_EXPECT_COMPILED=${_other_compiled}
+                     --test-command consumer_find_package)
+    set_tests_properties(consumer_find_package_redis_${_other} PROPERTIES
+                         FIXTURES_REQUIRED dlq_staged_${_other} LABELS consumer)
+  endif()
 endif()
 
-add_test(NAME consumer_add_subdirectory
-         COMMAND "${CMAKE_CTEST_COMMAND}" --build-and-test
-                 "${CMAKE_CURRENT_LIST_DIR}/add_subdirectory" "${CMAKE_BINARY_DIR}/consumer-add-subdirectory"
-                 ${_common} --build-options "-DDLQ_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
-                 "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}" ${_hide_hiredis}
-                 --test-command consumer_add_subdirectory)
-set_tests_properties(consumer_add_subdirectory PROPERTIES LABELS consumer)
+# As a subproject, both modes (DLQ_COMPILED set by the parent project).
+foreach(_compiled OFF ON)
+  set(_name consumer_add_subdirectory)
+  set(_more "")
+  if(_compiled)
+    set(_name consumer_add_subdirectory_compiled)
+    set(_more -DDLQ_WITH_SQLITE=OFF)  # the core's library is enough to prove the point
+  endif()
+  add_test(NAME ${_name}
+           COMMAND "${CMAKE_CTEST_COMMAND}" --build-and-test
+                   "${CMAKE_CURRENT_LIST_DIR}/add_subdirectory" "${CMAKE_BINARY_DIR}/${_name}"
+                   ${_common} --build-options "-DDLQ_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+                   "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}" -DDLQ_COMPILED=${_compiled}
+                   ${_more} ${_hide_hiredis}
+                   --test-command consumer_add_subdirectory)
+  set_tests_properties(${_name} PROPERTIES LABELS consumer)
+endforeach()

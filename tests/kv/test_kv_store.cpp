@@ -324,6 +324,48 @@ TEMPLATE_LIST_TEST_CASE(
   }
 }
 
+TEMPLATE_LIST_TEST_CASE(
+    "save_if_fits saves a batch whole or not at all; replacements are not growth",
+    "[kv][store][policies]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_save_if_fits<typename TestType::store_type>::value) {
+    CHECK(store.save_if_fits({Write{"c", "a", "1"}, Write{"c", "b", "2"}}, 3));
+    CHECK_FALSE(store.save_if_fits({Write{"c", "x", "3"}, Write{"c", "y", "4"}}, 3));
+    CHECK_FALSE(store.load("c", "x"));  // nothing of a refused batch
+    CHECK(store.save_if_fits({Write{"c", "a", "1 again"}, Write{"c", "z", "5"}}, 3));
+    CHECK(store.load("c", "a")->value == "1 again");
+    CHECK(store.save_if_fits({Write{"c", "b", "2 again"}, Write{"c", "b", "2 twice"}}, 3));
+    CHECK(ids(store, "c") == std::vector<std::string>{"a", "z", "b"});
+    CHECK(store.load("c", "b")->value == "2 twice");
+    CHECK(store.save_if_fits({}, 0));
+    CHECK(count_of(store, "c") == 3);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE(
+    "save_capped saves and removes the oldest beyond the bound in one step, returning them",
+    "[kv][store][policies]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_save_capped<typename TestType::store_type>::value) {
+    CHECK(store.save_capped({Write{"c", "a", "1"}, Write{"c", "b", "2"}}, 3).empty());
+    auto removed = store.save_capped({Write{"c", "x", "3"}, Write{"c", "y", "4"}}, 3);
+    REQUIRE(removed.size() == 1);
+    CHECK(removed[0].id == "a");
+    CHECK(removed[0].value == "1");
+    CHECK(ids(store, "c") == std::vector<std::string>{"b", "x", "y"});
+    removed = store.save_capped({Write{"other", "o", "5"}, Write{"c", "b", "2 again"}}, 2);
+    REQUIRE(removed.size() == 1);  // the last write's collection is capped
+    CHECK(removed[0].id == "x");
+    CHECK(ids(store, "c") == std::vector<std::string>{"y", "b"});
+    CHECK(count_of(store, "other") == 1);
+    removed = store.save_capped({Write{"c", "n", "6"}}, 0);
+    CHECK(removed.size() == 3);
+    CHECK(count_of(store, "c") == 0);
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("save_if_below is exact under 4 concurrent threads",
                         "[kv][store][policies][threads]", kvtest::kv_fixtures) {
   TestType fx;

@@ -10,6 +10,7 @@
 #include "dlq/redis/script.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
+#include "support/redis_process.hpp"
 
 using namespace dlq;
 using dlq::test::RawClient;
@@ -82,7 +83,8 @@ TEST_CASE("error replies become reply_error with Redis's first word", "[redis][c
 }
 
 TEST_CASE("a script is loaded once and reloaded after SCRIPT FLUSH", "[redis][connection]") {
-  redis::Connection conn(redis::parse_url(test::shared_redis_url()));
+  test::RedisProcess server;  // private: a flush on the shared server disturbs other tests
+  redis::Connection conn(redis::parse_url(server.url()));
   redis::Script script("test script", "return tonumber(ARGV[1]) + 1");
   auto run = [&](int v) {
     auto replies = script.run_pipeline(
@@ -97,7 +99,7 @@ TEST_CASE("a script is loaded once and reloaded after SCRIPT FLUSH", "[redis][co
   };
   CHECK(run(1) == 2);
   CHECK(run(2) == 3);
-  RawClient(test::shared_redis_url()).cmd({"SCRIPT", "FLUSH"});
+  RawClient(server.url()).cmd({"SCRIPT", "FLUSH"});
   CHECK(run(41) == 42);
 }
 

@@ -11,6 +11,7 @@
 #include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
+#include "support/redis_process.hpp"
 
 using namespace dlq;
 using dlq::test::RawClient;
@@ -18,6 +19,8 @@ using dlq::test::RawClient;
 namespace {
 
 struct Fixture {
+  Fixture() = default;
+  explicit Fixture(std::string server_url) : url(std::move(server_url)) {}
   std::string url = test::shared_redis_url();
   std::string prefix = test::unique_prefix();
   RedisListStorage storage{url, test::unique_layout(prefix)};
@@ -405,7 +408,10 @@ TEST_CASE("a key of the wrong type is a WRONGTYPE reply_error and nothing moves"
 
 TEST_CASE("SCRIPT FLUSH during a replay is absorbed (NOSCRIPT: reload, run once)",
           "[redis][list][faults]") {
-  Fixture f;
+  // A private server: SCRIPT FLUSH in a loop on the shared one would make other tests,
+  // running in parallel, meet NOSCRIPT twice in a row.
+  test::RedisProcess server;
+  Fixture f(server.url());
   auto items = f.fill("orders", 300);
   RedisListStorage::replay_cursor c;
   std::size_t examined = 0;

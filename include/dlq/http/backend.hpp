@@ -28,6 +28,7 @@
 #include <dlq/detail/json_scan.hpp>
 #include <dlq/dlq.hpp>
 #include <dlq/http/search.hpp>
+#include <dlq/metrics/prometheus.hpp>
 
 namespace dlq {
 namespace http {
@@ -278,6 +279,33 @@ class QueueBackend : public ConsoleBackend {
   }
   std::size_t recover(std::string_view queue) override { return q_.recover(queue); }
   std::optional<Counters> counters() override { return q_.counters(); }
+  /// The library's exposition (dlq/metrics/prometheus.hpp): every queue with entries, the
+  /// depths and ages from one stats() call, and this process's counters.
+  std::string metrics_text() override { return metrics::scrape(q_); }
+  /// The library's discard (dlq/operations.hpp): atomic per batch of the replay step, among
+  /// the entries present when it starts, audited as one "discard" record. `progress` is
+  /// called once, with the final report.
+  DiscardReport discard(std::string_view queue, const EntryQuery& query, bool dry_run,
+                        const std::atomic<bool>* cancel,
+                        const std::function<void(const DiscardReport&)>& progress) override {
+    if (query.empty())
+      throw dlq::invalid_argument(dlq::detail::message("http", "discard", "no condition given",
+                                                       "give a filter, or purge the whole queue"));
+    dlq::DiscardOptions options;
+    const auto now = std::chrono::system_clock::now();
+    options.predicate = [&query, now](const Entry& e) { return query.matches(e, now); };
+    options.dry_run = dry_run;
+    options.cancel = cancel;
+    const dlq::DiscardReport done = q_.discard(queue, options);
+    DiscardReport report;
+    report.examined = done.examined;
+    report.matched = done.discarded;
+    report.deleted = dry_run ? 0 : done.discarded;
+    report.dry_run = done.dry_run;
+    report.cancelled = done.cancelled;
+    if (progress) progress(report);
+    return report;
+  }
 
  private:
   DeadLetterQueue<Storage>& q_;

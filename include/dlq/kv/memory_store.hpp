@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -68,6 +69,44 @@ class MemoryStore {
       return false;
     save_locked(c != nullptr ? *c : collection_locked(write.collection), write);
     return true;
+  }
+
+  /// Saves every write (all of one collection; as save) only if the collection then holds at
+  /// most `max_records` records (a replacement is not growth), atomically. @returns false
+  /// (nothing written) when they do not fit.
+  bool save_if_fits(const std::vector<Write>& writes, std::size_t max_records) {
+    if (writes.empty()) return true;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    collection* c = find_locked(writes.front().collection);
+    std::set<std::string_view> added;
+    for (const Write& w : writes)
+      if (c == nullptr || c->by_id.find(w.id) == c->by_id.end()) added.insert(w.id);
+    if ((c == nullptr ? 0 : c->by_id.size()) + added.size() > max_records) return false;
+    collection& target = c != nullptr ? *c : collection_locked(writes.front().collection);
+    for (const Write& w : writes)
+      save_locked(target, w);
+    return true;
+  }
+
+  /// As save, atomically, then removes the oldest records of the last write's collection
+  /// beyond `max_records`. @returns the removed records, oldest first.
+  std::vector<Item> save_capped(const std::vector<Write>& writes, std::size_t max_records) {
+    std::vector<Item> removed;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    collection* last = nullptr;
+    for (const Write& w : writes) {
+      last = &collection_locked(w.collection);
+      save_locked(*last, w);
+    }
+    while (last != nullptr && last->by_id.size() > max_records) {
+      auto oldest = last->by_version.begin();
+      removed.push_back(Item{*oldest->second.id, std::move(oldest->second.value), oldest->first});
+      last->by_id.erase(removed.back().id);
+      last->by_version.erase(oldest);
+    }
+    if (last != nullptr && last->by_id.empty())
+      state_->collections.erase(state_->collections.find(writes.back().collection));
+    return removed;
   }
 
   /// Adds one to the counter (collection, key) and returns its new value; it expires `ttl`
@@ -180,6 +219,20 @@ class MemoryStore {
     return c == nullptr ? 0 : c->by_id.size();
   }
 
+  /// The record count and the oldest and newest record of `collection`, under the lock.
+  Ends ends(std::string_view collection_name) const {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    Ends out;
+    const collection* c = find_locked(collection_name);
+    if (c == nullptr || c->by_version.empty()) return out;
+    out.count = c->by_id.size();
+    const auto& [first_version, first] = *c->by_version.begin();
+    const auto& [last_version, last] = *c->by_version.rbegin();
+    out.first = Item{*first.id, first.value, first_version};
+    out.last = Item{*last.id, last.value, last_version};
+    return out;
+  }
+
   /// Removes every record of `collection`. @returns how many were removed.
   std::size_t remove_all(std::string_view collection_name) {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -254,3 +307,15 @@ class MemoryStore {
 
 }  // namespace kv
 }  // namespace dlq
+
+// Compiled mode (CMake DLQ_COMPILED=ON; dlq::dlq defines DLQ_COMPILED_LIB): these
+// instantiations are built once, in src/memory.cpp; a translation unit that includes this header
+// instantiates none of them.
+#if defined(DLQ_COMPILED_LIB)
+#include "dlq/dead_letter_queue.hpp"
+namespace dlq {
+extern template class KeyValueStorage<kv::MemoryStore>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::MemoryStore>>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::MemoryStore>&>;
+}  // namespace dlq
+#endif

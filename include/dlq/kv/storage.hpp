@@ -50,9 +50,15 @@
 ///     std::size_t remove_all(std::string_view collection);         // exact count removed
 ///     std::vector<std::uint64_t> versions(std::string_view collection,  // list without the
 ///                                         const dlq::kv::Window& window); // ids and values
+///     dlq::kv::Ends ends(std::string_view collection);             // record count, oldest
+///                                     // and newest record, read at one instant (backs
+///                                     // KeyValueStorage::stats, see dlq/stats.hpp)
 ///     // Optional, for the front end's policies (see "Policies" below)
 ///     std::size_t save_and_count(const std::vector<dlq::kv::Write>& writes);
 ///     bool save_if_below(const dlq::kv::Write& write, std::size_t max_records);
+///     bool save_if_fits(const std::vector<dlq::kv::Write>& writes, std::size_t max_records);
+///     std::vector<dlq::kv::Item> save_capped(const std::vector<dlq::kv::Write>& writes,
+///                                            std::size_t max_records);
 ///     std::int64_t increment(std::string_view collection, std::string_view key,
 ///                            std::chrono::seconds ttl);
 ///     // Optional, for exactly-once replay into a sink that writes into the same store
@@ -61,10 +67,11 @@
 ///     bool shares_data_with(const Store& other) const;
 ///
 /// Policies. KeyValueStorage offers the storage contract's optional members push (returning
-/// the new length), push_bounded and bump_count exactly when the store has the member they
-/// need; otherwise it does not declare them and dlq::DeadLetterQueue falls back (a size()
-/// call after each send for retention, size() then push for Overflow::reject — approximate
-/// under concurrent senders — and poison counts kept inside each process).
+/// the new length), push_capped, push_bounded (one record, and a batch) and bump_count
+/// exactly when the store has the member they need; otherwise it does not declare them and
+/// dlq::DeadLetterQueue falls back (eviction right after the push for Overflow::evict_oldest,
+/// size() then push for Overflow::reject — both approximate under concurrent senders — and
+/// poison counts kept inside each process).
 ///
 ///   - `save_and_count(writes)`: as save, atomically, and returns how many records the
 ///     collection of the *last* write holds after the save (0 when `writes` is empty).
@@ -75,6 +82,16 @@
 ///     false, having written nothing, when the collection is full. `max_records` 0 = nothing
 ///     new is ever admitted (replacements still are). Backs push_bounded, so that
 ///     Overflow::reject is exact under any number of concurrent senders and processes.
+///   - `save_if_fits(writes, max_records)`: atomically, saves every write (all of one
+///     collection; insert or replace, as save) only if the collection then holds at most
+///     `max_records` records (a replacement never counts as growth). Returns false, having
+///     written nothing, when they do not fit. Backs the batch push_bounded, so that a batch
+///     under Overflow::reject is stored whole or not at all, exactly under concurrency.
+///   - `save_capped(writes, max_records)`: as save, atomically, and in the same atomic step
+///     removes the oldest records of the *last* write's collection beyond `max_records`;
+///     returns the removed records, oldest first. Backs push_capped, so that
+///     Overflow::evict_oldest keeps exactly max_length records under any number of
+///     concurrent senders and reports every eviction.
 ///   - `increment(collection, key, ttl)`: atomically adds one to the counter named (collection,
 ///     key) and returns its new value (1 for a counter that did not exist or had expired). The
 ///     counter expires `ttl` after its last increment (clamped to between one second and 100
@@ -118,6 +135,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -131,6 +149,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/audit.hpp"
 #include "dlq/detail/function_ref.hpp"
 #include "dlq/detail/id.hpp"
 #include "dlq/detail/meta/detected.hpp"
@@ -172,6 +191,14 @@ struct Window {
   std::size_t limit = 0;    ///< most records to return; 0 = all
 };
 
+/// What the optional store member `ends` returns: a collection's record count and its
+/// oldest and newest record (by version), read at one instant.
+struct Ends {
+  std::size_t count = 0;      ///< records in the collection
+  std::optional<Item> first;  ///< the oldest record; nullopt when there is none
+  std::optional<Item> last;   ///< the newest record; nullopt when there is none
+};
+
 namespace detail {
 
 namespace meta = ::dlq::detail::meta;
@@ -200,8 +227,16 @@ template <class S>
 using save_if_below =
     decltype(std::declval<S&>().save_if_below(std::declval<const Write&>(), std::size_t{}));
 template <class S>
+using save_if_fits = decltype(std::declval<S&>().save_if_fits(
+    std::declval<const std::vector<Write>&>(), std::size_t{}));
+template <class S>
+using save_capped = decltype(std::declval<S&>().save_capped(
+    std::declval<const std::vector<Write>&>(), std::size_t{}));
+template <class S>
 using increment = decltype(std::declval<S&>().increment(std::string_view{}, std::string_view{},
                                                         std::chrono::seconds{}));
+template <class S>
+using ends = decltype(std::declval<S&>().ends(std::string_view{}));
 }  // namespace ops
 
 template <class S>
@@ -223,7 +258,13 @@ using has_save_and_count = meta::is_detected_convertible<std::size_t, ops::save_
 template <class S>
 using has_save_if_below = meta::is_detected_convertible<bool, ops::save_if_below, S>;
 template <class S>
+using has_save_if_fits = meta::is_detected_convertible<bool, ops::save_if_fits, S>;
+template <class S>
+using has_save_capped = meta::is_detected_convertible<std::vector<Item>, ops::save_capped, S>;
+template <class S>
 using has_increment = meta::is_detected_convertible<std::int64_t, ops::increment, S>;
+template <class S>
+using has_ends = meta::is_detected_convertible<Ends, ops::ends, S>;
 
 /// The lifetime increment() gives a counter: `ttl` clamped to [1 s, 100 years], so that a
 /// store can add it to a clock in milliseconds or nanoseconds without overflow.
@@ -349,10 +390,12 @@ inline constexpr bool joint_capable_v = is_store_sink<sink_target_t<Sink>, Kv>::
 ///   transaction per step). The removal is one atomic store call for the whole step and applies to
 ///   a record only if its version is still the one read; a record replaced meanwhile stays.
 /// - Policies (dlq::Retention, dlq::PoisonGuard): push returns the dead list's new length,
-///   push_bounded is atomic in the store and bump_count keeps the poison guard's counts in
-///   the store — shared by every process using it — when the store has save_and_count,
-///   save_if_below and increment (MemoryStore, SqliteStore and RedisStore all do); see
-///   "Policies" at the top of this file for the fallbacks otherwise.
+///   push_capped saves and evicts in one atomic store call, push_bounded (one record or a
+///   batch, all or nothing) is atomic in the store and bump_count keeps the poison guard's
+///   counts in the store — shared by every process using it — when the store has
+///   save_and_count, save_capped, save_if_below / save_if_fits and increment (MemoryStore,
+///   SqliteStore and RedisStore all do); see "Policies" at the top of this file for the
+///   fallbacks otherwise.
 ///
 /// Thread-safe when the store is (every shipped store is). Copies share the queue registry
 /// cache, the counters and the replay lock.
@@ -380,8 +423,13 @@ class KeyValueStorage {
 
   /// Adapts a default-constructed store, replaying into a default-constructed sink (with the
   /// defaults: an empty dlq::kv::MemoryStore into a dlq::kv::MemoryQueues), so that
-  /// `dlq::DeadLetterQueue<dlq::KeyValueStorage<dlq::kv::MemoryStore>> q;` works.
-  KeyValueStorage() : KeyValueStorage(Kv{}, Sink{}) {}
+  /// `dlq::DeadLetterQueue<dlq::KeyValueStorage<dlq::kv::MemoryStore>> q;` works. Declared
+  /// only when both are default-constructible (a member template, so that an explicit
+  /// instantiation over a store that needs arguments, such as SqliteStore, is valid).
+  template <class K = Kv, class S = Sink,
+            std::enable_if_t<
+                std::is_default_constructible_v<K> && std::is_default_constructible_v<S>, int> = 0>
+  KeyValueStorage() : KeyValueStorage(K{}, S{}) {}
 
   /// Adapts `store`, replaying into `sink`.
   /// @throws dlq::invalid_argument if options.prefix is empty.
@@ -463,16 +511,51 @@ class KeyValueStorage {
   template <class K = Kv, std::enable_if_t<kv::detail::has_save_if_below<K>::value, int> = 0>
   bool push_bounded(const Record& record, std::size_t max_length) {
     check_queue(record.queue, "push_bounded");
-    if (!known_queue(record.queue)) {
-      const std::string registry = registry_collection();
-      store_.save({kv::Write{registry, record.queue, {}}});
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      shared_->registered.emplace(record.queue);
-    }
+    register_queue(record.queue);
     const std::string coll = collection(record.queue, ListKind::dead);
     std::string derived;
     return store_.save_if_below(kv::Write{coll, record_key(record, derived), record.envelope},
                                 max_length);
+  }
+
+  /// Stores `records` (all of one queue; keyed as push does) only if the queue's dead list
+  /// then holds at most `max_length` records, atomically in the store (kv store member
+  /// save_if_fits): all of them or none. Replacing the record of a job already in the list is
+  /// not growth. Declared only when the store has save_if_fits. A queue this adapter has not
+  /// written to before is first entered in the queue registry (one more store call, once).
+  /// @returns false, having stored nothing, when they do not fit.
+  /// @throws dlq::invalid_argument if a record's queue name is empty; what the store throws.
+  template <class K = Kv, std::enable_if_t<kv::detail::has_save_if_fits<K>::value, int> = 0>
+  bool push_bounded(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return true;
+    const std::string_view queue = records.front().queue;
+    check_queue(queue, "push_bounded");
+    register_queue(queue);
+    const std::string coll = collection(queue, ListKind::dead);
+    std::vector<std::string> derived(records.size());
+    std::vector<kv::Write> writes;
+    writes.reserve(records.size());
+    for (std::size_t i = 0; i < records.size(); ++i)
+      writes.push_back(kv::Write{coll, record_key(records[i], derived[i]), records[i].envelope});
+    return store_.save_if_fits(writes, max_length);
+  }
+
+  /// Stores `records` (all of one queue; keyed as push does) and, in the same atomic store
+  /// call (kv store member save_capped), removes the oldest records of the queue's dead list
+  /// beyond `max_length`. Declared only when the store has save_capped.
+  /// @returns the removed records' bytes, oldest first.
+  /// @throws dlq::invalid_argument if a record's queue name is empty; what the store throws.
+  template <class K = Kv, std::enable_if_t<kv::detail::has_save_capped<K>::value, int> = 0>
+  std::vector<std::string> push_capped(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return {};
+    std::vector<kv::Item> removed = write_records(records, [&](const std::vector<kv::Write>& w) {
+      return store_.save_capped(w, max_length);
+    });
+    std::vector<std::string> out;
+    out.reserve(removed.size());
+    for (kv::Item& item : removed)
+      out.push_back(std::move(item.value));
+    return out;
   }
 
   /// Adds one to the counter `key` of `queue` (the poison-loop guard's count of one job) and
@@ -588,6 +671,30 @@ class KeyValueStorage {
     return out;
   }
 
+  /// Length and oldest and newest record of both lists of each queue, in order (the storage
+  /// member behind DeadLetterQueue::stats, see dlq/stats.hpp): one store call `ends` per list,
+  /// each list read at one instant. Declared only when the store has `ends` (MemoryStore,
+  /// SqliteStore); otherwise DeadLetterQueue::stats falls back to size() and range().
+  template <class K = Kv, std::enable_if_t<kv::detail::has_ends<K>::value, int> = 0>
+  std::vector<QueueEnds> stats(const std::vector<std::string>& queue_names) {
+    auto list = [this](const std::string& coll) {
+      kv::Ends e = store_.ends(coll);
+      ListEnds out;
+      out.length = e.count;
+      if (e.count > 0 && e.first && e.last) {
+        out.first = std::move(e.first->value);
+        out.last = std::move(e.last->value);
+      }
+      return out;
+    };
+    std::vector<QueueEnds> out(queue_names.size());
+    for (std::size_t i = 0; i < queue_names.size(); ++i) {
+      out[i].dead = list(collection(queue_names[i], ListKind::dead));
+      out[i].corrupt = list(collection(queue_names[i], ListKind::corrupt));
+    }
+    return out;
+  }
+
   /// Reads up to `max_items` (0 = 1) records after the cursor, oldest first, asks `decide`
   /// about each, and then:
   ///  1. checks, in one read of the same window, that every record to replay or set aside is
@@ -698,6 +805,63 @@ class KeyValueStorage {
     return shared_->superseded.load(std::memory_order_relaxed);
   }
 
+  // --- the audit trail (see dlq/audit.hpp) ---------------------------------------------
+
+  /// Most audit records kept per queue: past this (plus a tenth) the oldest are removed.
+  static constexpr std::size_t audit_max_records = 10000;
+
+  /// The collection holding `queue`'s audit records: "<prefix>{<queue>}:audit".
+  std::string audit_collection(std::string_view queue) const {
+    return prefix_ + "{" + std::string(queue) + "}:audit";
+  }
+
+  /// Appends one audit record made at `at`: one save (a record "<ms> <json>" under a fresh
+  /// time-ordered id); every 64th append of this adapter also counts the trail and removes
+  /// the oldest records past the cap.
+  void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
+                    std::string_view record) {
+    const std::string coll = audit_collection(queue);
+    static detail::id_generator ids;
+    const std::string id = ids.next(at);
+    const std::string value = std::to_string(detail::audit_ms(at)) + " " + std::string(record);
+    store_.save({kv::Write{coll, id, value}});
+    if (shared_->audit_appends.fetch_add(1, std::memory_order_relaxed) % 64 != 63) return;
+    const std::size_t n = count(coll);
+    if (n <= audit_max_records + audit_max_records / 10) return;
+    kv::Window oldest;
+    oldest.limit = n - audit_max_records;
+    std::vector<kv::Removal> removals;
+    const std::vector<kv::Item> items = store_.list(coll, oldest);
+    for (const kv::Item& item : items)
+      removals.push_back(kv::Removal{coll, item.id, item.version, {}});
+    store_.remove(removals);
+  }
+
+  /// The queue's audit records made at or after `since`, oldest first, at most `limit`.
+  std::vector<std::string> audit_read(std::string_view queue,
+                                      std::chrono::system_clock::time_point since,
+                                      std::size_t limit) {
+    const std::string coll = audit_collection(queue);
+    const std::int64_t since_ms = detail::audit_ms(since);
+    std::vector<std::string> out;
+    kv::Window window;
+    window.limit = page_size;
+    while (out.size() < limit) {
+      const std::vector<kv::Item> page = store_.list(coll, window);
+      for (const kv::Item& item : page) {
+        const auto space = item.value.find(' ');
+        if (space == std::string::npos) continue;
+        const std::int64_t ms = std::strtoll(item.value.substr(0, space).c_str(), nullptr, 10);
+        if (ms < since_ms) continue;
+        out.push_back(item.value.substr(space + 1));
+        if (out.size() >= limit) break;
+      }
+      if (page.size() < window.limit) break;
+      window.after = page.back().version;
+    }
+    return out;
+  }
+
  private:
   static constexpr std::size_t page_size = 1000;
 
@@ -706,6 +870,7 @@ class KeyValueStorage {
     std::set<std::string, std::less<>> registered;
     std::mutex replay_mutex;  // one replay step at a time: no duplicate pushes within a process
     std::atomic<std::size_t> superseded{0};
+    std::atomic<std::size_t> audit_appends{0};
     // The records the running replay step is pushing and removing (flight_key), and its
     // thread: remove and purge wait for the step rather than delete such a record.
     std::mutex flight_mutex;  // guards in_flight and replaying; held by remove and purge
@@ -896,6 +1061,15 @@ class KeyValueStorage {
         shared_->registered.emplace(q);
     }
     return result;
+  }
+
+  // Enters `queue` in the queue registry (one store call) unless this adapter knows it.
+  void register_queue(std::string_view queue) {
+    if (known_queue(queue)) return;
+    const std::string registry = registry_collection();
+    store_.save({kv::Write{registry, queue, {}}});
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    shared_->registered.emplace(queue);
   }
 
   bool known_queue(std::string_view queue) {

@@ -18,11 +18,12 @@
 ///     <key_prefix>C:count:<key>  a counter of increment() (a string with a TTL)
 ///
 /// Invariants:
-/// - Every operation is one round trip and atomic: save, save_and_count, save_if_below,
-///   load, list, remove and increment are scripts (dlq/redis/scripts/kv_store.hpp), count
-///   is ZCARD, versions is ZRANGEBYSCORE. remove_all works in atomic chunks of 1000 records
-///   (no script blocks the server for long) up to the newest version present when it
-///   started.
+/// - Every operation is one round trip and atomic: save, save_and_count, save_capped (the
+///   save script with a cap), save_if_below, save_if_fits, load, list, remove and increment
+///   are scripts
+///   (dlq/redis/scripts/kv_store.hpp), count is ZCARD, versions is ZRANGEBYSCORE. remove_all works
+///   in atomic chunks of 1000 records (no script blocks the server for long) up to the newest
+///   version present when it started.
 /// - A script checks the type of every key it writes before writing any: a foreign key of
 ///   another type fails it with WRONGTYPE, having changed nothing.
 /// - Versions are integers kept as sorted-set scores (doubles): exact up to 2^53.
@@ -141,19 +142,7 @@ class RedisStore {
     if (writes.empty()) return 0;
     auto lease = shared_->pool.acquire();
     const std::string label = "save script (" + std::to_string(writes.size()) + " records)";
-    auto replies = eval(*lease, shared_->save, redis::Effect::write,
-                        [&](redis::Command& c, const std::string& sha) {
-                          c.reserve(3 + writes.size() * 5);
-                          c.arg_copy(sha).arg(writes.size() * 3);
-                          for (const Write& w : writes) {
-                            c.arg_copy(record_key(w.collection, w.id));
-                            c.arg_copy(index_key(w.collection));
-                            c.arg_copy(counter_key(w.collection));
-                          }
-                          for (const Write& w : writes)
-                            c.arg(w.id).arg(w.value);
-                          c.label(label);
-                        });
+    const auto replies = run_save(*lease, writes, nullptr, label);
     return static_cast<std::size_t>(redis::integer(replies[0], *lease, label));
   }
 
@@ -173,6 +162,39 @@ class RedisStore {
                           c.arg(write.id).arg(write.value).arg(max_records).label(label);
                         });
     return redis::integer(replies[0], *lease, label) > 0;
+  }
+
+  /// Saves every write (all of one collection; as save) only if the collection then holds at
+  /// most `max_records` records (an id already there is a replacement, not growth): one
+  /// atomic script. @returns false (nothing written) when they do not fit. @throws as save.
+  bool save_if_fits(const std::vector<Write>& writes, std::size_t max_records) {
+    if (writes.empty()) return true;
+    const std::string_view coll = writes.front().collection;
+    auto lease = shared_->pool.acquire();
+    const std::string label = "bounded batch save script (" + std::string(coll) + ")";
+    auto replies = eval(*lease, shared_->save_if_fits, redis::Effect::write,
+                        [&](redis::Command& c, const std::string& sha) {
+                          c.reserve(4 + writes.size() * 3);
+                          c.arg_copy(sha).arg(writes.size() + 2);
+                          for (const Write& w : writes)
+                            c.arg_copy(record_key(coll, w.id));
+                          c.arg_copy(index_key(coll)).arg_copy(counter_key(coll)).arg(max_records);
+                          for (const Write& w : writes)
+                            c.arg(w.id).arg(w.value);
+                          c.label(label);
+                        });
+    return redis::integer(replies[0], *lease, label) > 0;
+  }
+
+  /// As save, and in the same atomic script removes the oldest records of the last write's
+  /// collection beyond `max_records`. @returns the removed records, oldest first.
+  /// @throws as save.
+  std::vector<Item> save_capped(const std::vector<Write>& writes, std::size_t max_records) {
+    if (writes.empty()) return {};
+    auto lease = shared_->pool.acquire();
+    const std::string label = "capped save script (" + std::string(writes.back().collection) + ")";
+    const auto replies = run_save(*lease, writes, &max_records, label);
+    return items_of(replies[0], *lease, label);
   }
 
   /// Adds one to the counter (collection, key) — the string key increment_key(collection,
@@ -224,13 +246,7 @@ class RedisStore {
           c.arg(window.after).arg(window.offset).arg_copy(detail::kv_limit(window.limit));
           c.arg_copy(record_key(collection, "")).label(label);
         });
-    const std::vector<std::string> flat = redis::strings(replies[0], *lease, label);
-    std::vector<Item> out;
-    out.reserve(flat.size() / 3);
-    for (std::size_t i = 0; i + 2 < flat.size(); i += 3)
-      out.push_back(Item{flat[i], flat[i + 1],
-                         detail::kv_parse_version(flat[i + 2], lease->endpoint(), label)});
-    return out;
+    return items_of(replies[0], *lease, label);
   }
 
   /// The versions in `window`, oldest first (ZRANGEBYSCORE on the index alone).
@@ -321,6 +337,38 @@ class RedisStore {
   }
 
  private:
+  // The save script (scripts::kv_save) over `writes`, capped at *cap when cap is not null.
+  std::vector<redis::Reply> run_save(redis::Connection& lease, const std::vector<Write>& writes,
+                                     const std::size_t* cap, const std::string& label) {
+    return eval(lease, shared_->save, redis::Effect::write,
+                [&](redis::Command& c, const std::string& sha) {
+                  c.reserve(5 + writes.size() * 5);
+                  c.arg_copy(sha).arg(writes.size() * 3);
+                  for (const Write& w : writes) {
+                    c.arg_copy(record_key(w.collection, w.id));
+                    c.arg_copy(index_key(w.collection));
+                    c.arg_copy(counter_key(w.collection));
+                  }
+                  for (const Write& w : writes)
+                    c.arg(w.id).arg(w.value);
+                  if (cap != nullptr)
+                    c.arg(*cap).arg_copy(record_key(writes.back().collection, ""));
+                  c.label(label);
+                });
+  }
+
+  // The records of a script's flat reply: id, bytes, version, …
+  static std::vector<Item> items_of(const redis::Reply& reply, const redis::Connection& conn,
+                                    const std::string& label) {
+    const std::vector<std::string> flat = redis::strings(reply, conn, label);
+    std::vector<Item> out;
+    out.reserve(flat.size() / 3);
+    for (std::size_t i = 0; i + 2 < flat.size(); i += 3)
+      out.push_back(Item{flat[i], flat[i + 1],
+                         detail::kv_parse_version(flat[i + 2], conn.endpoint(), label)});
+    return out;
+  }
+
   // Runs one EVALSHA of `script` on `conn` (loaded again after NOSCRIPT): `args(c, sha)`
   // appends everything after the command name.
   template <class Args>
@@ -347,13 +395,30 @@ class RedisStore {
           remove("kv remove script", std::string(redis::scripts::kv_remove)),
           purge("kv purge script", std::string(redis::scripts::kv_purge_chunk)),
           save_if_below("kv bounded save script", std::string(redis::scripts::kv_save_if_below)),
+          save_if_fits("kv bounded batch save script",
+                       std::string(redis::scripts::kv_save_if_fits)),
           increment("kv increment script", std::string(redis::scripts::kv_increment)) {}
     RedisStoreOptions options;
     redis::ConnectionPool pool;
-    redis::Script save, load, list, remove, purge, save_if_below, increment;
+    redis::Script save, load, list, remove, purge, save_if_below, save_if_fits, increment;
   };
   std::shared_ptr<shared> shared_;
 };
 
 }  // namespace kv
 }  // namespace dlq
+
+// Compiled mode (CMake DLQ_COMPILED=ON; dlq::redis defines DLQ_COMPILED_REDIS): these
+// instantiations are built once, in src/redis.cpp; a translation unit that includes this header
+// instantiates none of them.
+#if defined(DLQ_COMPILED_REDIS)
+#include "dlq/dead_letter_queue.hpp"
+namespace dlq {
+extern template class KeyValueStorage<kv::RedisStore>;
+extern template class KeyValueStorage<kv::RedisStore, kv::RedisListSink>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore>>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore>&>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore, kv::RedisListSink>>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore, kv::RedisListSink>&>;
+}  // namespace dlq
+#endif

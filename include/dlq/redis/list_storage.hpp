@@ -24,7 +24,7 @@
 /// starts with `}` cannot be replayed. Reads from replicas and databases other than 0 are not
 /// supported.
 ///
-/// Costs, in round trips: push 1 (RPUSH); push_bounded 1 (a script); bump_count 1
+/// Costs, in round trips: push 1 (RPUSH); push_bounded, push_capped 1 (a script); bump_count 1
 /// (MULTI/EXEC); push_many 1 (pipelined; in a cluster one per master); size, range, remove 1;
 /// purge 1 (a script); sizes 1 (pipelined); queues: SCAN MATCH … TYPE list (never KEYS);
 /// replay_step 1 per batch (the next window is read in the same round trip as the script).
@@ -63,8 +63,10 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/audit.hpp"
 #include "dlq/detail/kept_prefix.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/redis/audit_stream.hpp"
 #include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/key_pattern.hpp"
@@ -73,8 +75,10 @@
 #include "dlq/redis/script.hpp"
 #include "dlq/redis/scripts/list_purge.hpp"
 #include "dlq/redis/scripts/list_push_bounded.hpp"
+#include "dlq/redis/scripts/list_push_capped.hpp"
 #include "dlq/redis/scripts/recover_tombstone.hpp"
 #include "dlq/redis/scripts/replay_step.hpp"
+#include "dlq/redis/stats.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -107,6 +111,9 @@ struct RedisListOptions {
   std::chrono::milliseconds receipt_ttl{600000};
   /// Connection pool: how many connections all threads share, how long to wait for one.
   redis::PoolOptions pool;
+  /// Audit records kept per queue (the stream `<dead key>:audit` is capped with XADD MAXLEN
+  /// ~ this; see dlq/redis/audit_stream.hpp). Default 10 000; 0 = 10 000.
+  std::size_t audit_max_records = 10000;
 };
 
 namespace detail {
@@ -378,6 +385,42 @@ class RedisListStorage {
     return redis::integer(replies[0], **lease, label) > 0;
   }
 
+  /// Appends `records` (all of one queue) only if the dead list then holds at most
+  /// `max_length` items, atomically (one script: LLEN, then RPUSH): all of them or none. One
+  /// round trip. @return false (and nothing stored) when they do not fit. @throws as push().
+  bool push_bounded(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return true;
+    check_queue(records.front().queue, "push_bounded");
+    const std::string k = dead_.key(records.front().queue);
+    const std::string label = "bounded batch push script on " + k;
+    Lease lease;
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
+        [&](const std::string& sha) {
+          return one(push_script_call(sha, k, max_length, records, label));
+        },
+        &shared_->bounded_batch_push_script);
+    return redis::integer(replies[0], **lease, label) > 0;
+  }
+
+  /// Appends `records` (all of one queue) and, in the same script, removes the oldest items
+  /// of the dead list beyond `max_length` (at most 10000 per call). One round trip.
+  /// @return the removed items, oldest first. @throws as push().
+  std::vector<std::string> push_capped(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return {};
+    check_queue(records.front().queue, "push_capped");
+    const std::string k = dead_.key(records.front().queue);
+    const std::string label = "capped push script on " + k;
+    Lease lease;
+    auto replies = routed().run(
+        lease, k, redis::Effect::write,
+        [&](const std::string& sha) {
+          return one(push_script_call(sha, k, max_length, records, label));
+        },
+        &shared_->capped_push_script);
+    return redis::strings(replies[0], **lease, label);
+  }
+
   /// Adds one to the counter `key` of `queue` (the poison-loop guard's) and returns its new
   /// value; the counter expires `ttl` after its last bump. INCR + EXPIRE in one MULTI/EXEC,
   /// one round trip. The counter lives at `<dead key>:count:<key>` (same hash tag; a string,
@@ -551,6 +594,21 @@ class RedisListStorage {
     return out;
   }
 
+  /// Lengths and end items of both lists of each queue, in order (the storage member behind
+  /// DeadLetterQueue::stats): per queue LLEN + LINDEX 0 / -1 of both lists in one MULTI/EXEC,
+  /// every queue in one pipelined round trip (one per master in a cluster). See
+  /// dlq/redis/stats.hpp. @throws dlq::invalid_argument (empty queue name), the
+  /// dlq::storage_error subclasses.
+  std::vector<QueueEnds> stats(const std::vector<std::string>& queues) {
+    std::vector<redis::ListKeys> keys;
+    keys.reserve(queues.size());
+    for (const auto& q : queues) {
+      check_queue(q, "stats");
+      keys.push_back({dead_.key(q), corrupt_.key(q)});
+    }
+    return redis::read_list_ends(routed(), keys);
+  }
+
   /// One replay step (see the file comment and dlq/storage.hpp): reads up to `max_items`
   /// (at most RedisListOptions::max_batch_items) at the cursor, decides them, and applies
   /// the decisions atomically with one script — or reports a conflict having changed nothing.
@@ -599,6 +657,25 @@ class RedisListStorage {
     }
     cursor.applied(plan.kept, std::move(applied.read_ahead));
     return result;
+  }
+
+  /// The Redis key of a queue's audit stream: `<dead key>:audit` (see dlq/audit.hpp).
+  std::string audit_key(std::string_view queue) const { return dead_.key(queue) + ":audit"; }
+
+  /// Appends one audit record (dlq/audit.hpp): one XADD … MAXLEN ~ (audit_stream.hpp).
+  void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
+                    std::string_view record) {
+    check_queue(queue, "audit_append");
+    const std::size_t cap = options_.audit_max_records == 0 ? 10000 : options_.audit_max_records;
+    redis::audit_stream::append(routed(), audit_key(queue), detail::audit_ms(at), record, cap);
+  }
+
+  /// The queue's audit records made at or after `since`, oldest first, at most `limit`.
+  std::vector<std::string> audit_read(std::string_view queue,
+                                      std::chrono::system_clock::time_point since,
+                                      std::size_t limit) {
+    check_queue(queue, "audit_read");
+    return redis::audit_stream::read(routed(), audit_key(queue), detail::audit_ms(since), limit);
   }
 
   /// Repairs what an interrupted replay can leave behind: stray tombstones, written only by
@@ -662,6 +739,20 @@ class RedisListStorage {
 
  private:
   using Lease = std::optional<redis::ConnectionPool::Lease>;
+
+  // EVALSHA of a push script over one list: KEYS[1] the list, ARGV[1] the limit, ARGV[2…]
+  // the envelopes.
+  static redis::Command push_script_call(const std::string& sha, const std::string& key,
+                                         std::size_t limit, const std::vector<Record>& records,
+                                         const std::string& label) {
+    redis::Command c("EVALSHA");
+    c.reserve(4 + records.size());
+    c.arg_copy(sha).arg(1).arg(std::string_view(key)).arg(limit);
+    for (const Record& r : records)
+      c.arg(r.envelope);
+    c.label(label);
+    return c;
+  }
 
   static std::vector<redis::Command> one(redis::Command c) {
     std::vector<redis::Command> v;
@@ -1115,11 +1206,16 @@ class RedisListStorage {
           purge_script("purge script", std::string(redis::scripts::list_purge)),
           bounded_push_script("bounded push script",
                               std::string(redis::scripts::list_push_bounded)),
+          bounded_batch_push_script("bounded batch push script",
+                                    std::string(redis::scripts::list_push_bounded_batch)),
+          capped_push_script("capped push script", std::string(redis::scripts::list_push_capped)),
           recover_script("recover script", std::string(redis::scripts::recover_tombstone)) {}
     redis::Router router;
     redis::Script replay_script;
     redis::Script purge_script;
     redis::Script bounded_push_script;
+    redis::Script bounded_batch_push_script;
+    redis::Script capped_push_script;
     redis::Script recover_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};
@@ -1151,3 +1247,14 @@ inline void RedisListStorage::receipt_jar::drop() noexcept {
 }
 
 }  // namespace dlq
+
+// Compiled mode (CMake DLQ_COMPILED=ON; dlq::redis defines DLQ_COMPILED_REDIS): these
+// instantiations are built once, in src/redis.cpp; a translation unit that includes this header
+// instantiates none of them.
+#if defined(DLQ_COMPILED_REDIS)
+#include "dlq/dead_letter_queue.hpp"
+namespace dlq {
+extern template class DeadLetterQueue<RedisListStorage>;
+extern template class DeadLetterQueue<RedisListStorage&>;
+}  // namespace dlq
+#endif

@@ -289,3 +289,18 @@ class JobQueue {
 
 }  // namespace kv
 }  // namespace dlq
+
+// Compiled mode (CMake DLQ_COMPILED=ON; dlq::sqlite defines DLQ_COMPILED_SQLITE): these
+// instantiations are built once, in src/sqlite.cpp; a translation unit that includes this header
+// instantiates none of them.
+#if defined(DLQ_COMPILED_SQLITE)
+#include "dlq/dead_letter_queue.hpp"
+namespace dlq {
+namespace kv {
+extern template class JobQueue<SqliteStore>;
+}  // namespace kv
+extern template class KeyValueStorage<kv::SqliteStore, kv::JobQueue<>>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore, kv::JobQueue<>>>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore, kv::JobQueue<>>&>;
+}  // namespace dlq
+#endif

@@ -77,6 +77,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -251,6 +252,7 @@ enum class sqlite_stmt : unsigned char {
   expire_counters,
   increment,
   counter_value,
+  ends,
   count_  // number of statements
 };
 
@@ -293,6 +295,13 @@ inline const char* sqlite_stmt_sql(sqlite_stmt s) {
              "THEN 1 ELSE value + 1 END, expires_at = excluded.expires_at";
     case sqlite_stmt::counter_value:
       return "SELECT value FROM dlq_counters WHERE collection = ?1 AND key = ?2";
+    case sqlite_stmt::ends:  // one statement = one snapshot; both ends from the index
+      return "SELECT coalesce((SELECT records FROM dlq_counts WHERE collection = ?1), 0), "
+             "f.id, f.value, f.version, l.id, l.value, l.version FROM (SELECT 1) "
+             "LEFT JOIN (SELECT id, value, version FROM dlq_records WHERE collection = ?1 "
+             "ORDER BY version LIMIT 1) AS f ON 1 "
+             "LEFT JOIN (SELECT id, value, version FROM dlq_records WHERE collection = ?1 "
+             "ORDER BY version DESC LIMIT 1) AS l ON 1";
     case sqlite_stmt::count_:
       break;
   }
@@ -796,6 +805,60 @@ class SqliteStore {
     });
   }
 
+  /// Saves every write (all of one collection; as save) only if the collection then holds at
+  /// most `max_records` records (an id already there is a replacement, not growth) —
+  /// checked and written in one transaction, so exact across threads and processes.
+  /// @returns false (nothing written) when they do not fit. @throws as save.
+  bool save_if_fits(const std::vector<Write>& writes, std::size_t max_records) {
+    if (writes.empty()) return true;
+    const std::string_view coll = writes.front().collection;
+    return db_->write("saving records", [&](detail::sqlite_connection& c) {
+      std::set<std::string_view> added;
+      for (const Write& w : writes) {
+        if (added.count(w.id) != 0) continue;
+        detail::sqlite_use e(c, detail::sqlite_stmt::exists);
+        e.bind(1, coll);
+        e.bind(2, w.id);
+        if (!e.step("saving records")) added.insert(w.id);
+      }
+      if (count_rows(c, coll) + added.size() > max_records) return false;
+      save_rows(c, writes);
+      return true;
+    });
+  }
+
+  /// As save, and in the same transaction removes the oldest records of the last write's
+  /// collection beyond `max_records`. @returns the removed records, oldest first.
+  /// @throws as save.
+  std::vector<Item> save_capped(const std::vector<Write>& writes, std::size_t max_records) {
+    if (writes.empty()) return {};
+    const std::string_view coll = writes.back().collection;
+    return db_->write("saving records", [&](detail::sqlite_connection& c) {
+      save_rows(c, writes);
+      std::vector<Item> removed;
+      const std::size_t n = count_rows(c, coll);
+      if (n <= max_records) return removed;
+      {
+        detail::sqlite_use s(c, detail::sqlite_stmt::list);
+        s.bind(1, coll);
+        s.bind(2, sqlite3_int64{0});
+        s.bind(3, detail::sqlite_clamp(n - max_records));
+        s.bind(4, sqlite3_int64{0});
+        while (s.step("evicting records"))
+          removed.push_back(Item{s.text(0), s.text(1), static_cast<std::uint64_t>(s.integer(2))});
+      }
+      detail::sqlite_use d(c, detail::sqlite_stmt::remove);
+      for (const Item& item : removed) {
+        d.bind(1, coll);
+        d.bind(2, item.id);
+        d.bind(3, detail::sqlite_clamp(item.version));
+        d.step("evicting a record");
+        d.reset();
+      }
+      return removed;
+    });
+  }
+
   /// Adds one to the counter (collection, key) and returns its new value, in one
   /// transaction; the counter expires `ttl` (clamped to [1 s, 100 years]) after this increment, by
   /// the system clock (counters are shared by processes, and may outlive a reboot). Counters live
@@ -957,6 +1020,24 @@ class SqliteStore {
                      [&](detail::sqlite_connection& c) { return count_rows(c, collection); });
   }
 
+  /// The record count and the oldest and newest record of `collection`, in one statement
+  /// (one snapshot): the count from dlq_counts, each end one step of the (collection, version)
+  /// index — the cost does not grow with the collection. @throws dlq::storage_error.
+  Ends ends(std::string_view collection) {
+    return db_->read("reading the ends of a collection", [&](detail::sqlite_connection& c) {
+      Ends out;
+      detail::sqlite_use s(c, detail::sqlite_stmt::ends);
+      s.bind(1, collection);
+      if (!s.step("reading the ends of a collection")) return out;
+      out.count = static_cast<std::size_t>(s.integer(0));
+      if (s.integer(3) != 0)
+        out.first = Item{s.text(1), s.text(2), static_cast<std::uint64_t>(s.integer(3))};
+      if (s.integer(6) != 0)
+        out.last = Item{s.text(4), s.text(5), static_cast<std::uint64_t>(s.integer(6))};
+      return out;
+    });
+  }
+
   /// Removes every record of `collection` in one transaction. @returns how many.
   /// @throws dlq::storage_error.
   std::size_t remove_all(std::string_view collection) {
@@ -1000,3 +1081,15 @@ class SqliteStore {
 
 }  // namespace kv
 }  // namespace dlq
+
+// Compiled mode (CMake DLQ_COMPILED=ON; dlq::sqlite defines DLQ_COMPILED_SQLITE): these
+// instantiations are built once, in src/sqlite.cpp; a translation unit that includes this header
+// instantiates none of them.
+#if defined(DLQ_COMPILED_SQLITE)
+#include "dlq/dead_letter_queue.hpp"
+namespace dlq {
+extern template class KeyValueStorage<kv::SqliteStore>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore>>;
+extern template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore>&>;
+}  // namespace dlq
+#endif

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <limits>
@@ -25,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dlq/detail/counter_map.hpp"
@@ -61,6 +63,34 @@ class MemoryStorage {
     if (dead.size() >= max_length) return false;
     dead.emplace_back(record.envelope);
     return true;
+  }
+
+  /// Appends `records` (all of one queue) only if the dead-letter list then holds at most
+  /// `max_length` items, atomically: all of them or none. False when they do not fit.
+  bool push_bounded(const std::vector<Record>& records, std::size_t max_length) {
+    if (records.empty()) return true;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto& dead = lists_for(records.front().queue).dead;
+    if (dead.size() + records.size() > max_length) return false;
+    for (const Record& r : records)
+      dead.emplace_back(r.envelope);
+    return true;
+  }
+
+  /// Appends `records` (all of one queue) and, under the same lock, removes the oldest items
+  /// beyond `max_length`; returns the removed items, oldest first.
+  std::vector<std::string> push_capped(const std::vector<Record>& records, std::size_t max_length) {
+    std::vector<std::string> evicted;
+    if (records.empty()) return evicted;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto& dead = lists_for(records.front().queue).dead;
+    for (const Record& r : records)
+      dead.emplace_back(r.envelope);
+    while (dead.size() > max_length) {
+      evicted.push_back(std::move(dead.front()));
+      dead.pop_front();
+    }
+    return evicted;
   }
 
   /// Adds one to the counter `key` of `queue` and returns its new value. A counter expires
@@ -144,6 +174,26 @@ class MemoryStorage {
     return out;
   }
 
+  /// Length and first and last item of both lists of each queue, in order, each queue read
+  /// under the lock at one instant (the storage member `stats`, see dlq/stats.hpp).
+  std::vector<QueueEnds> stats(const std::vector<std::string>& names) {
+    auto ends = [](const std::deque<std::string>& list) {
+      ListEnds e;
+      e.length = list.size();
+      if (!list.empty()) {
+        e.first = list.front();
+        e.last = list.back();
+      }
+      return e;
+    };
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<QueueEnds> out(names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (const lists* l = find_lists(names[i])) out[i] = {ends(l->dead), ends(l->corrupt)};
+    }
+    return out;
+  }
+
   /// One replay step (see dlq/storage.hpp for the protocol).
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
                          Decider decide) {
@@ -212,6 +262,35 @@ class MemoryStorage {
 
   /// Nothing to recover: a replay step applies at once or not at all. Returns 0.
   std::size_t recover(std::string_view /*queue*/) { return 0; }
+
+  // --- the audit trail (see dlq/audit.hpp) -----------------------------------------------
+
+  /// Most audit records kept per queue; older ones are dropped first.
+  static constexpr std::size_t audit_max_records = 10000;
+
+  /// Appends one audit record (JSON text) made at `at` to the queue's trail.
+  void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
+                    std::string_view record) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto& trail = state_->audit[std::string(queue)];
+    trail.emplace_back(at, std::string(record));
+    if (trail.size() > audit_max_records) trail.pop_front();
+  }
+
+  /// The queue's audit records made at or after `since`, oldest first, at most `limit`.
+  std::vector<std::string> audit_read(std::string_view queue,
+                                      std::chrono::system_clock::time_point since,
+                                      std::size_t limit) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::vector<std::string> out;
+    const auto it = state_->audit.find(queue);
+    if (it == state_->audit.end()) return out;
+    for (const auto& [at, record] : it->second) {
+      if (out.size() >= limit) break;
+      if (at >= since) out.push_back(record);
+    }
+    return out;
+  }
 
   // --- the source queues (where replay puts jobs back) ----------------------------------
 
@@ -334,6 +413,9 @@ class MemoryStorage {
     std::mutex mutex;
     std::map<std::string, lists, std::less<>> queues;
     detail::counter_map counters;
+    std::map<std::string, std::deque<std::pair<std::chrono::system_clock::time_point, std::string>>,
+             std::less<>>
+        audit;
   };
 
   static std::deque<std::string>& list_of(lists& l, ListKind kind) {
@@ -378,3 +460,14 @@ class MemoryStorage {
 };
 
 }  // namespace dlq
+
+// Compiled mode (CMake DLQ_COMPILED=ON; dlq::dlq defines DLQ_COMPILED_LIB): these
+// instantiations are built once, in src/memory.cpp; a translation unit that includes this header
+// instantiates none of them.
+#if defined(DLQ_COMPILED_LIB)
+#include "dlq/dead_letter_queue.hpp"
+namespace dlq {
+extern template class DeadLetterQueue<MemoryStorage>;
+extern template class DeadLetterQueue<MemoryStorage&>;
+}  // namespace dlq
+#endif

@@ -770,10 +770,15 @@ void bench_policies(const std::string& store_name, const std::string& setting, s
   reject.retention.overflow = dlq::Overflow::reject;
   dlq::Options poison;
   poison.poison_guard.park_after = 5;
+  dlq::Options evict;  // a limit reached half-way: each later send evicts one entry
+  evict.retention.max_length = std::max<std::size_t>(1, n / 2);
 
   auto r =
       compare(n, send_case(make, keep, ids, payload), send_case(make_plain, keep, ids, payload));
-  add({store_name, "send, max_length (push returns length)", setting, "same, size() after push", n,
+  add({store_name, "send, max_length not reached (capped save)", setting, "same, size() after push",
+       n, r.first, r.second});
+  r = compare(n, send_case(make, evict, ids, payload), send_case(make, none, ids, payload));
+  add({store_name, "send, max_length evicting (capped save)", setting, "send, no max_length", n,
        r.first, r.second});
   r = compare(n, send_case(make, reject, ids, payload),
               send_case(make_plain, reject, ids, payload));

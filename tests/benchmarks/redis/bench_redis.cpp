@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <exception>
 #include <functional>
 #include <string>
@@ -23,6 +24,13 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU seconds this process used so far (user + system, all threads).
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -134,6 +142,24 @@ struct Bench {
     for (std::size_t i = 0; i < n; ++i)
       q.send_to_dlq("q", p, "payment timeout", 3, "w-1");
     return static_cast<double>(n) / seconds_since(t0);
+  }
+  // dlq_send with Retention::max_length = n / 2 (evict_oldest): the second half of the sends
+  // each evict one entry, in the capped push script.
+  double dlq_send_max_length(std::size_t n) {
+    clear();
+    dlq::Options o;
+    o.retention.max_length = n / 2;
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage, o);
+    const std::string p = payload(0, 300);
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < n; ++i)
+      q.send_to_dlq("q", p, "payment timeout", 3, "w-1");
+    const double rate = static_cast<double>(n) / seconds_since(t0);
+    if (q.size("q") != n / 2) {
+      std::fprintf(stderr, "max_length send kept %zu of %zu\n", q.size("q"), n / 2);
+      std::exit(1);
+    }
+    return rate;
   }
   double dlq_send_batch(std::size_t n, std::size_t batch) {
     clear();
@@ -384,6 +410,117 @@ return ids
     return rate;
   }
 
+  // --- observability (issue 12): DeadLetterQueue::stats and ::errors ---------------------
+  // Queue "q" filled with n front-end envelopes around 100 B payloads: 4 error texts, 2 error
+  // types, 1000 per send_batch.
+  void fill_errors(std::size_t n) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<dlq::FailedJob> jobs;
+    static const char* const texts[] = {"payment timeout", "unknown sku 42", "card declined",
+                                        "inventory service unavailable"};
+    for (std::size_t i = 0; i < n; ++i) {
+      dlq::Failure f;
+      f.error = texts[i % 4];
+      f.error_type = i % 2 ? "TimeoutError" : "ValueError";
+      f.attempt = 3;
+      f.worker = "worker-7";
+      jobs.push_back({"q", payload(i, 100), std::move(f)});
+      if (jobs.size() == 1000 || i + 1 == n) {
+        q.send_batch(jobs);
+        jobs.clear();
+      }
+    }
+  }
+  // Median µs of one stats({"q"}) call (one round trip: MULTI/EXEC of LLEN + LINDEX 0 / -1).
+  double stats_us(int calls) {
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<double> us;
+    for (int i = 0; i < calls; ++i) {
+      const auto t0 = Clock::now();
+      const auto s = q.stats({"q"});
+      us.push_back(seconds_since(t0) * 1e6);
+      if (s[0].dead.depth == 0 || !s[0].dead.oldest) {
+        std::fprintf(stderr, "stats found no oldest entry\n");
+        std::exit(1);
+      }
+    }
+    return median(us);
+  }
+  // Seconds of errors("q") over the whole list (checks that it counted every entry exactly).
+  double errors_seconds(std::size_t n) {
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    const auto t0 = Clock::now();
+    const auto r = q.errors("q");
+    const double s = seconds_since(t0);
+    if (r.examined != n || !r.exact || r.by_error.size() != 4) {
+      std::fprintf(stderr, "errors examined %zu of %zu (exact %d)\n", r.examined, n, r.exact);
+      std::exit(1);
+    }
+    return s;
+  }
+  // The baseline: read the whole list with plain LRANGE in pages of 1000 on one connection,
+  // replies parsed by hiredis and nothing else done with them.
+  double lrange_pages_seconds(std::size_t n) {
+    std::size_t seen = 0;
+    const auto t0 = Clock::now();
+    for (std::size_t start = 0;; start += 1000) {
+      dlq::redis::Command c("LRANGE");
+      c.arg("bench:dlq:{q}").arg(start).arg(start + 999);
+      auto r = raw.run(c, dlq::redis::Effect::read);
+      seen += r->elements;
+      if (r->elements < 1000) break;
+    }
+    const double s = seconds_since(t0);
+    if (seen != n) std::exit(1);
+    return s;
+  }
+
+  // The same pages through RedisListStorage::range (items copied out of the replies): what
+  // errors() reads, without the grouping.
+  double range_pages_seconds(std::size_t n) {
+    std::size_t seen = 0;
+    const auto t0 = Clock::now();
+    for (std::size_t start = 0;; start += 1000) {
+      const auto page = storage.range("q", dlq::ListKind::dead, start, 1000);
+      seen += page.size();
+      if (page.size() < 1000) break;
+    }
+    const double s = seconds_since(t0);
+    if (seen != n) std::exit(1);
+    return s;
+  }
+
+  // The observability rows: stats at 1k and 1M entries (must not grow); errors over 1M
+  // entries against LRANGE pages of 1000 (raw, and through RedisListStorage::range).
+  void observability_rows(int runs) {
+    const std::size_t small = 1000, large = 1000000;
+    std::vector<double> s_small, s_large, errors_s, lrange_s, range_s;
+    fill_errors(small);
+    for (int i = 0; i < runs; ++i)
+      s_small.push_back(stats_us(200));
+    fill_errors(large);
+    std::vector<double> lrange_cpu, errors_cpu;  // client CPU: robust on a busy machine
+    for (int i = 0; i < runs; ++i) {             // interleaved: noise hits all of them alike
+      s_large.push_back(stats_us(200));
+      double c0 = cpu_seconds();
+      lrange_s.push_back(lrange_pages_seconds(large));
+      lrange_cpu.push_back(cpu_seconds() - c0);
+      range_s.push_back(range_pages_seconds(large));
+      c0 = cpu_seconds();
+      errors_s.push_back(errors_seconds(large));
+      errors_cpu.push_back(cpu_seconds() - c0);
+    }
+    std::printf("stats_1k_us %.1f\n", median(s_small));
+    std::printf("stats_1m_us %.1f\n", median(s_large));
+    std::printf("lrange_pages_1m_s %.3f\n", median(lrange_s));
+    std::printf("range_pages_1m_s %.3f\n", median(range_s));
+    std::printf("errors_1m_s %.3f\n", median(errors_s));
+    std::printf("lrange_pages_1m_cpu_s %.3f\n", median(lrange_cpu));
+    std::printf("errors_1m_cpu_s %.3f\n", median(errors_cpu));
+    std::fflush(stdout);
+  }
+
   void replay_all_no_fill() {
     dlq::RedisListStorage::replay_cursor cursor;
     auto decide = [](std::string_view r, dlq::Decision& d) {
@@ -414,6 +551,11 @@ int main(int argc, char** argv) {
       std::printf("%s %.0f\n", name, median(v));
       std::fflush(stdout);
     };
+    if (argc > 3 && std::string(argv[3]) == "observability") {  // issue 12 rows only
+      b.observability_rows(runs);
+      b.clear();
+      return 0;
+    }
     if (argc > 3 && std::string(argv[3]) == "prototype") {  // issue 16: interleaved per run
       std::vector<double> lmove, front_end, fast, fast4;
       for (int i = 0; i < runs; ++i) {
@@ -447,6 +589,17 @@ int main(int argc, char** argv) {
     measure("replay_all_100k", [&] { return b.replay_all(100000, 300); });
     measure("dlq_send", [&] { return b.dlq_send(20000); });
     measure("dlq_send_batch_64", [&] { return b.dlq_send_batch(200000, 64); });
+    {  // what exact retention costs a send: max_length (evicting) against none, alternated
+      std::vector<double> with, without;
+      for (int i = 0; i < runs; ++i) {
+        without.push_back(b.dlq_send(20000));
+        with.push_back(b.dlq_send_max_length(20000));
+      }
+      std::printf("dlq_send_no_max_length %.0f\n", median(without));
+      std::printf("dlq_send_max_length_evicting %.0f\n", median(with));
+      std::printf("dlq_send_max_length_ratio %.2f\n", median(with) / median(without));
+      std::fflush(stdout);
+    }
     measure("dlq_replay_all_100k", [&] { return b.dlq_replay_all(100000); });
     measure("lmove_lua_100k", [&] { return b.lmove_lua(100000); });
     measure("lmove_lua_envelopes_100k", [&] { return b.lmove_lua_envelopes(100000); });
@@ -473,6 +626,7 @@ int main(int argc, char** argv) {
       std::printf("dlq_trim_script_p99_us %lld\n", us[us.size() * 99 / 100]);
       std::printf("dlq_trim_script_max_us %lld\n", us.back());
     }
+    b.observability_rows(runs);
     b.clear();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_redis: %s\n", e.what());

@@ -4,6 +4,8 @@
 # per-item LPOP+RPUSH loop, and a server-side LMOVE loop in one Lua script.
 #
 #   tests/benchmarks/redis/run.sh [BUILD_DIR] [RUNS]
+#   tests/benchmarks/redis/run.sh BUILD_DIR RUNS observability   (issue 12: the stats and
+#       errors rows alone; the full run prints them last, with their ratios)
 #   tests/benchmarks/redis/run.sh BUILD_DIR RUNS prototype   (issue 16: front-end replay_all
 #       and a fast-path prototype against the LMOVE loop on the same envelopes, interleaved)
 #
@@ -24,6 +26,10 @@ cleanup() { [ -f "$dir/pid" ] && kill "$(cat "$dir/pid")" 2>/dev/null; sleep 0.2
 trap cleanup EXIT
 for _ in $(seq 1 100); do redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
 
+if [ "${3:-}" = observability ]; then  # issue 12: stats 1k vs 1M, errors vs LRANGE paging
+  "$bench" "redis://127.0.0.1:$port/0" "$runs" observability
+  exit 0
+fi
 if [ "${3:-}" = prototype ]; then
   "$bench" "redis://127.0.0.1:$port/0" "$runs" prototype
   exit 0
@@ -98,4 +104,18 @@ awk -v flmove="$flmove" -v fsingle="$fsingle" -v fbatch="$fbatch" -v freplay="$f
   printf "%-44s %8d %8s %s\n", "age trim script, 100k entries, p50 (us)", tslow50, "", ""
   printf "%-44s %8d %8s %s\n", "age trim script, 100k entries, p99 (us)", tslow99, "<=5000", (tslow99 <= 5000 ? "ok" : "MISS")
   printf "%-44s %8d %8s %s\n", "age trim script, 100k entries, max (us)", tslow, "<=5000", (tslow <= 5000 ? "ok" : "MISS (noise? see p99)")
+}'
+
+# Observability (issue 12): stats() must cost the same on 1M entries as on 1k (one round
+# trip, LLEN + LINDEX 0 / -1); errors() over 1M entries (100 B payloads) against reading them
+# with plain LRANGE in pages of 1000 on one connection (target: at most 2x).
+s1k=$(val stats_1k_us); s1m=$(val stats_1m_us); e1m=$(val errors_1m_s); l1m=$(val lrange_pages_1m_s)
+awk -v s1k="$s1k" -v s1m="$s1m" -v e1m="$e1m" -v l1m="$l1m" 'BEGIN {
+  printf "\n%-44s %12s\n", "observability", "measured"
+  printf "%-44s %12.1f\n", "stats() of a 1k-entry queue (us per call)", s1k
+  printf "%-44s %12.1f\n", "stats() of a 1M-entry queue (us per call)", s1m
+  printf "%-44s %12.3f\n", "LRANGE pages of 1000 over 1M entries (s)", l1m
+  printf "%-44s %12.3f\n", "errors() over 1M entries (s)", e1m
+  r = s1m / s1k; printf "%-44s %8.2f %8s %s\n", "stats 1M / stats 1k", r, "<=1.5", (r <= 1.5 ? "ok" : "MISS")
+  r = e1m / l1m; printf "%-44s %8.2f %8s %s\n", "errors 1M / LRANGE paging 1M", r, "<=2", (r <= 2 ? "ok" : "MISS")
 }'

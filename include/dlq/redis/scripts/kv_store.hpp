@@ -8,7 +8,11 @@
 
 namespace dlq::redis::scripts {
 
-/// Save: insert or replace records, each under the next version of its collection, in order.
+/// Save: insert or replace records, each under the next version of its collection, in order;
+/// with a cap, then also remove, in the same script, the oldest records of the last write's
+/// collection beyond it (save_capped: Overflow::evict_oldest, exact under any number of
+/// concurrent senders). The removed records' keys are the prefix given plus their ids (the
+/// collection's hash tag: the slot of its index).
 ///
 /// Input (per write j = 1..n):
 ///   KEYS[3j-2]  the record key (a string)
@@ -16,7 +20,11 @@ namespace dlq::redis::scripts {
 ///   KEYS[3j]    the collection's version counter (a string, INCR)
 ///   ARGV[2j-1]  the record's id
 ///   ARGV[2j]    the record's bytes
-/// Output: the number of records in the last write's collection after the save (ZCARD).
+///   ARGV[2n+1]  optional, the cap: the most records the last write's collection may hold
+///   ARGV[2n+2]  with the cap: the record key prefix of the last write's collection
+/// Output: without a cap, the number of records in the last write's collection after the
+/// save (ZCARD); with one, the removed records, oldest first, as a flat array id, bytes,
+/// version, …
 /// Errors: WRONGTYPE when a key holds another type (every key is checked before any write:
 /// nothing was saved).
 inline constexpr std::string_view kv_save = R"lua(
@@ -30,12 +38,66 @@ for k = 1, #KEYS do
                              want .. '; nothing was saved')
   end
 end
-for j = 1, #ARGV / 2 do
+local n = #KEYS / 3
+for j = 1, n do
   local v = redis.call('INCR', KEYS[3 * j])
   redis.call('SET', KEYS[3 * j - 2], ARGV[2 * j])
   redis.call('ZADD', KEYS[3 * j - 1], v, ARGV[2 * j - 1])
 end
-return redis.call('ZCARD', KEYS[#KEYS - 1])
+local index = KEYS[#KEYS - 1]
+if #ARGV == 2 * n then return redis.call('ZCARD', index) end
+local over = redis.call('ZCARD', index) - tonumber(ARGV[2 * n + 1])
+local out = {}
+if over <= 0 then return out end
+local ids = redis.call('ZRANGE', index, 0, over - 1, 'WITHSCORES')
+for i = 1, #ids, 2 do
+  local key = ARGV[2 * n + 2] .. ids[i]
+  local v = redis.call('GET', key)
+  redis.call('DEL', key)
+  redis.call('ZREM', index, ids[i])
+  if v then
+    out[#out + 1] = ids[i]; out[#out + 1] = v; out[#out + 1] = ids[i + 1]
+  end
+end
+return out
+)lua";
+
+/// Save if fits: save a batch of records of one collection only if the collection then holds
+/// at most a limit of records (an id already there is a replacement, not growth) — all of
+/// them or none (Overflow::reject with send_batch).
+///
+/// Input (n writes):
+///   KEYS[1..n]  the records' keys
+///   KEYS[n+1]   the collection's index
+///   KEYS[n+2]   the collection's version counter
+///   ARGV[1]     the most records the collection may hold
+///   ARGV[2j]    the id of write j;  ARGV[2j+1]  its bytes
+/// Output: 1 = saved; 0 = they do not fit, nothing was saved.
+/// Errors: WRONGTYPE (checked before any write: nothing was saved).
+inline constexpr std::string_view kv_save_if_fits = R"lua(
+local n = #KEYS - 2
+for k = 1, #KEYS do
+  local want = (k == n + 1) and 'zset' or 'string'
+  local t = redis.call('TYPE', KEYS[k])['ok']
+  if t ~= want and t ~= 'none' then
+    return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t .. ', not a ' ..
+                             want .. '; nothing was saved')
+  end
+end
+local index, counter = KEYS[n + 1], KEYS[n + 2]
+local added, seen = 0, {}
+for j = 1, n do
+  local id = ARGV[2 * j]
+  if not seen[id] and not redis.call('ZSCORE', index, id) then added = added + 1 end
+  seen[id] = true
+end
+if redis.call('ZCARD', index) + added > tonumber(ARGV[1]) then return 0 end
+for j = 1, n do
+  local v = redis.call('INCR', counter)
+  redis.call('SET', KEYS[j], ARGV[2 * j + 1])
+  redis.call('ZADD', index, v, ARGV[2 * j])
+end
+return 1
 )lua";
 
 /// Save if below: save one record only while its collection holds fewer than a limit of

@@ -1,0 +1,156 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file audit.hpp
+/// The audit trail: one record per operator mutation — replay (with its filter and report),
+/// edited replay, discard, remove, purge, trim, recover — saying when, who, what, on which
+/// entries and with what outcome. Read back with DeadLetterQueue::audit(queue, since, limit).
+/// Sends (worker failures) are not audited: they are the data, and their volume would
+/// drown the trail.
+///
+/// One write per operation, or per batch for long ones, never per entry. Ids are listed up
+/// to Options::audit_max_ids (default 100) with a count of the rest.
+///
+/// Where records live (on the same backend as the entries):
+/// - dlq::MemoryStorage: in memory, the newest 10 000 per queue;
+/// - dlq::RedisListStorage: a Redis Stream per queue, `<dead key>:audit` (same hash tag as
+///   the queue), capped with `XADD … MAXLEN ~` (RedisListOptions::audit_max_records);
+/// - dlq::KeyValueStorage: records of the collection `<prefix>{queue}:audit` in the store
+///   (a SQLite table row each on dlq::kv::SqliteStore), the oldest removed past a cap.
+///
+/// When an audit write fails the operation is NOT undone (its entries have moved already):
+/// the failure is counted in Counters::audit_errors, logged through Options::log at error
+/// level (`[dlq.audit] …`), and the operation returns normally.
+///
+/// Storage contract (optional members; a storage without them has no trail and audit()
+/// returns nothing):
+///
+///     void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
+///                       std::string_view record);           // one JSON object
+///     std::vector<std::string> audit_read(std::string_view queue,
+///                                         std::chrono::system_clock::time_point since,
+///                                         std::size_t limit);  // records at >= since,
+///                                                              // oldest first, at most limit
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "dlq/detail/sha256.hpp"
+#include "dlq/detail/time.hpp"
+#include "dlq/entry.hpp"
+
+namespace dlq {
+
+/// One audit record.
+struct AuditRecord {
+  /// When the operation finished (Options::clock).
+  std::chrono::system_clock::time_point time{};
+  /// Who: the per-call actor, else Options::actor; "" when neither was set.
+  std::string actor;
+  /// What: "replay", "replay_edited" (a replay with ReplayOptions::transform, or
+  /// replay_edited()), "discard", "remove", "purge", "purge_corrupt", "trim",
+  /// "recover".
+  std::string operation;
+  /// The queue operated on.
+  std::string queue;
+  /// The filter (Filter::describe()); an empty object when the operation had none.
+  nlohmann::ordered_json filter = nlohmann::ordered_json::object();
+  /// Counts of the report, by name (e.g. {"examined": 10, "replayed": 7}).
+  nlohmann::ordered_json counts = nlohmann::ordered_json::object();
+  /// Ids of the entries affected, at most Options::audit_max_ids of them.
+  std::vector<std::string> ids;
+  /// Ids affected and not listed in `ids`.
+  std::size_t ids_omitted = 0;
+  /// "ok", "dry_run", "cancelled", or "failed: <message>".
+  std::string outcome = "ok";
+  /// Operation-specific details (replay: destination, batch number; edit: "old_sha256",
+  /// "new_sha256" of the payloads); an empty object when none.
+  nlohmann::ordered_json detail = nlohmann::ordered_json::object();
+
+  /// The record as one JSON object (what the storage keeps).
+  nlohmann::ordered_json to_json() const {
+    nlohmann::ordered_json j;
+    j["time"] = detail::iso_time::format(time);
+    j["actor"] = actor;
+    j["operation"] = operation;
+    j["queue"] = queue;
+    j["filter"] = filter;
+    j["counts"] = counts;
+    j["ids"] = ids;
+    j["ids_omitted"] = ids_omitted;
+    j["outcome"] = outcome;
+    j["detail"] = detail;
+    return j;
+  }
+
+  /// Reads a record written by to_json(). Fields that are missing or of another type keep
+  /// their defaults, so a damaged record still shows what it has.
+  static AuditRecord from_json(std::string_view text) {
+    AuditRecord r;
+    const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (!j.is_object()) {
+      r.outcome = "unreadable audit record";
+      return r;
+    }
+    const auto str = [&](const char* key, std::string& out) {
+      const auto it = j.find(key);
+      if (it != j.end() && it->is_string()) out = it->get<std::string>();
+    };
+    std::string time;
+    str("time", time);
+    if (const auto t = detail::iso_time::parse(time)) r.time = *t;
+    str("actor", r.actor);
+    str("operation", r.operation);
+    str("queue", r.queue);
+    str("outcome", r.outcome);
+    if (auto it = j.find("filter"); it != j.end() && it->is_object()) r.filter = *it;
+    if (auto it = j.find("counts"); it != j.end() && it->is_object()) r.counts = *it;
+    if (auto it = j.find("detail"); it != j.end() && it->is_object()) r.detail = *it;
+    if (auto it = j.find("ids"); it != j.end() && it->is_array())
+      for (const auto& id : *it)
+        if (id.is_string()) r.ids.push_back(id.get<std::string>());
+    if (auto it = j.find("ids_omitted"); it != j.end() && it->is_number_unsigned())
+      r.ids_omitted = it->get<std::size_t>();
+    return r;
+  }
+};
+
+namespace detail {
+
+template <class S, class = void>
+struct has_audit : std::false_type {};
+template <class S>
+struct has_audit<
+    S, std::void_t<
+           decltype(std::declval<S&>().audit_append(
+               std::string_view{}, std::chrono::system_clock::time_point{}, std::string_view{})),
+           decltype(std::declval<S&>().audit_read(
+               std::string_view{}, std::chrono::system_clock::time_point{}, std::size_t{}))>>
+    : std::true_type {};
+
+/// Milliseconds since the epoch (what storages index audit records by).
+inline std::int64_t audit_ms(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+/// Collects the ids of one audit record: the first `max` kept, the rest counted.
+struct audit_ids {
+  std::size_t max = 100;
+  std::vector<std::string> ids;
+  std::size_t omitted = 0;
+  void add(std::string_view id) {
+    if (ids.size() < max)
+      ids.emplace_back(id);
+    else
+      ++omitted;
+  }
+};
+
+}  // namespace detail
+
+}  // namespace dlq

@@ -1,0 +1,16 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file detail/compiled.hpp
+/// DLQ_OUT_OF_LINE marks the public members of dlq's class templates that a user's code
+/// calls. It is empty in header-only mode (the default). In compiled mode (CMake
+/// DLQ_COMPILED=ON, which defines DLQ_COMPILED_LIB) it is `noinline` on GCC and Clang: when
+/// optimizing, both compilers instantiate the inline members of an `extern template`
+/// specialization anyway (to consider them for inlining), which would compile the whole
+/// front end again in every translation unit; a member that cannot be inlined is not
+/// instantiated, so the call goes to the library's copy.
+#pragma once
+
+#if defined(DLQ_COMPILED_LIB) && (defined(__GNUC__) || defined(__clang__))
+#define DLQ_OUT_OF_LINE __attribute__((noinline))
+#else
+#define DLQ_OUT_OF_LINE
+#endif

@@ -1,0 +1,181 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file operations.hpp
+/// Operator operations of DeadLetterQueue beyond inspect and replay: delete by filter
+/// (discard), and the writing and reading of the audit trail (dlq/audit.hpp). Search is in
+/// dlq/search.hpp, edited replay in ReplayOptions::transform and replay_edited.
+///
+/// discard(queue, options) deletes the entries `options` (a dlq::Filter) matches, oldest
+/// first, in bounded batches; each batch is one atomic storage step (the same step as
+/// replay, with Action::discard), so a concurrent sender, replayer or trim never loses or
+/// doubles an entry, and a discard that fails or is killed leaves every entry either in the
+/// list or deleted — and reported as deleted only when it was. Like replay-all it examines at
+/// most the entries present when it started. Every deleted entry is counted
+/// (Counters::discarded) and emitted as EventKind::discarded (detail "discard"), like
+/// evictions; the report lists every id. One audit record per discard.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dlq/audit.hpp"
+#include "dlq/detail/batched_walk.hpp"
+#include "dlq/detail/queue_core.hpp"
+#include "dlq/entry.hpp"
+#include "dlq/errors.hpp"
+#include "dlq/policies.hpp"
+#include "dlq/search.hpp"
+#include "dlq/storage.hpp"
+
+namespace dlq {
+
+/// What discard() deletes: the entries the Filter matches (all fields of dlq::Filter apply,
+/// AND-ed; the default matches every entry, corrupt ones included).
+struct DiscardOptions : Filter {
+  /// Most entries to delete; 0 (the default) = no limit.
+  std::size_t limit = 0;
+  /// Decide and report, but delete nothing. Default false.
+  bool dry_run = false;
+  /// Who asks, for the audit trail; empty (the default) = Options::actor.
+  std::string actor;
+  /// Checked before every batch: once true the discard stops between batches and reports
+  /// `cancelled`. Default: none.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+/// What a discard did. Every entry examined was either deleted (listed in discarded_ids) or
+/// left in place.
+struct DiscardReport {
+  std::size_t examined = 0;   ///< entries looked at
+  std::size_t discarded = 0;  ///< entries deleted (would be, in a dry run)
+  std::size_t batches = 0;    ///< atomic steps applied
+  std::size_t conflicts = 0;  ///< batches redone because the list changed under them
+  bool dry_run = false;       ///< nothing was deleted
+  bool cancelled = false;     ///< DiscardOptions::cancel stopped the run between batches
+  std::vector<std::string> discarded_ids;  ///< the id of every entry deleted, oldest first
+};
+
+namespace detail {
+
+/// Appends `record` to the trail of its queue in `storage` (when the storage has one).
+/// Never throws: a failure is counted (Counters::audit_errors), logged, and leaves the
+/// operation standing.
+template <class S>
+void write_audit(queue_core& core, S& storage, AuditRecord& record) noexcept {
+  if constexpr (has_audit<S>::value) {
+    try {
+      record.time = core.now();
+      if (record.actor.empty()) record.actor = core.options.actor;
+      const std::string json =
+          record.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      storage.audit_append(record.queue, record.time, json);
+      core.counters.audited.fetch_add(1, std::memory_order_relaxed);
+    } catch (const std::exception& e) {
+      core.counters.audit_errors.fetch_add(1, std::memory_order_relaxed);
+      core.log(LogLevel::error, "[dlq.audit] queue '" + record.queue + "': the audit record of " +
+                                    record.operation + " could not be written (" + e.what() +
+                                    "); the operation itself stands — check the audit key or "
+                                    "table, Counters::audit_errors counts these");
+    } catch (...) {
+      core.counters.audit_errors.fetch_add(1, std::memory_order_relaxed);
+      core.log(LogLevel::error, "[dlq.audit] queue '" + record.queue +
+                                    "': the audit record could not be written (non-std "
+                                    "exception); the operation itself stands");
+    }
+  } else {
+    (void)core;
+    (void)storage;
+    (void)record;
+  }
+}
+
+/// The audit records of `queue` in `storage` (none when the storage has no trail).
+template <class S>
+std::vector<AuditRecord> read_audit(S& storage, std::string_view queue,
+                                    std::chrono::system_clock::time_point since,
+                                    std::size_t limit) {
+  std::vector<AuditRecord> out;
+  if constexpr (has_audit<S>::value) {
+    for (const auto& text : storage.audit_read(queue, since, limit))
+      out.push_back(AuditRecord::from_json(text));
+  } else {
+    (void)storage;
+    (void)queue;
+    (void)since;
+    (void)limit;
+  }
+  return out;
+}
+
+/// One discard of one queue over a dead list (see the file comment).
+class discard_engine {
+ public:
+  discard_engine(queue_core& core, dead_list& list, std::string_view queue)
+      : core_(core), list_(list), queue_(queue) {}
+
+  /// Deletes what `o` matches into `report` (filled as batches apply, so that a failure
+  /// leaves it saying what was deleted). @throws conflict_error when the list keeps changing
+  /// under the discard; what the storage throws.
+  void run(const DiscardOptions& o, DiscardReport& report) {
+    report.dry_run = o.dry_run;
+    const filter_matcher matcher(o, core_.now());
+    std::size_t budget = list_.size();  // the snapshot bound
+    std::size_t limit_left = o.limit == 0 ? std::numeric_limits<std::size_t>::max() : o.limit;
+    batched_walk walk(core_, list_, 16);
+    std::vector<std::string> ids;
+    auto begin = [&ids] { ids.clear(); };
+    auto decide = [&](std::string_view raw, Decision& d) {
+      if (ids.size() >= limit_left || matcher.cannot_match(raw)) return;
+      envelope_view view;
+      const bool readable = view_envelope(raw, view);
+      std::string id = readable ? entry_id(view, raw) : derived_id(raw);
+      if (!matcher.matches(raw, readable, view, id)) return;
+      ids.push_back(std::move(id));
+      if (!o.dry_run) d.action = Action::discard;
+    };
+    auto give_up = [&](std::size_t consecutive) {
+      return message("discard", "queue '" + std::string(queue_) + "'",
+                     "the list kept changing under the discard (" + std::to_string(consecutive) +
+                         " batches in a row) without getting shorter",
+                     "nothing was lost; " + std::to_string(report.discarded) +
+                         " entries were deleted before this (see the audit trail); run it again");
+    };
+    while (budget > 0 && limit_left > 0) {
+      if (o.cancel && o.cancel->load()) {
+        report.cancelled = true;
+        break;
+      }
+      const std::size_t examined = walk.next(budget, Decider(decide), begin, give_up);
+      report.conflicts = walk.conflicts();
+      if (examined == 0) break;
+      ++report.batches;
+      report.examined += examined;
+      budget -= std::min(budget, examined);
+      limit_left -= std::min(limit_left, ids.size());
+      report.discarded += ids.size();
+      if (!o.dry_run) {
+        core_.counters.discarded.fetch_add(ids.size(), std::memory_order_relaxed);
+        for (const auto& id : ids)
+          core_.emit(EventKind::discarded, queue_, id, "discard");
+      }
+      for (auto& id : ids)
+        report.discarded_ids.push_back(std::move(id));
+    }
+  }
+
+ private:
+  queue_core& core_;
+  dead_list& list_;
+  std::string_view queue_;
+};
+
+}  // namespace detail
+
+}  // namespace dlq

@@ -1,0 +1,468 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file stats.hpp
+/// Observability of dead-letter queues: depths and ages in one cheap call
+/// (DeadLetterQueue::stats) and a summary of dead letters grouped by error
+/// (DeadLetterQueue::errors). dlq/metrics/prometheus.hpp turns both into the Prometheus text
+/// format.
+///
+///     auto s = dlq.stats({"orders", "emails"});      // depth, corrupt depth, oldest, newest
+///     if (auto age = s[0].oldest_age()) …            // how long the oldest has waited
+///     auto r = dlq.errors("orders");                 // groups by error text and error type
+///     for (const auto& g : r.by_error) …             // count, oldest, newest, an example id
+///
+/// stats — cost independent of the lists' lengths: a storage with the optional member
+/// `stats` (see dlq/storage.hpp) reads each queue's list lengths and end items at one instant
+/// (MemoryStorage: under its lock; RedisListStorage: LLEN + LINDEX 0 / -1 of both lists in
+/// one MULTI/EXEC per queue, all queues in one pipelined round trip — one per master on a
+/// Redis Cluster; KeyValueStorage over a store with `ends` — kv::MemoryStore, SqliteStore —
+/// a count and the first and last record of each list). Other storages (KeyValueStorage over
+/// kv::RedisStore, your own) fall back to size() and range() of the two end items — three
+/// calls per list, each read at its own instant.
+///
+/// Times: "oldest" and "newest" are the dead_lettered_at of the list's first and last item
+/// (lists are in arrival order; with senders' clocks skewed the first item's time can
+/// differ from the smallest time by that skew). An item without a readable time (not JSON,
+/// written by another program without the field, an unparseable timestamp) is reported as
+/// such (ListStats::oldest_untimed / newest_untimed) and its time is never guessed — in
+/// particular stats do not look past it for a readable one (that would cost a scan).
+///
+/// errors — reads the dead-letter list oldest first in windows of ErrorsOptions::window
+/// entries (one range() call each), so memory stays bounded by one window plus the groups.
+/// Each window after the first is read from the last item of the window before: when that
+/// item is not where it was, the list moved under the scan (a replay, a trim, a removal), the
+/// scan finds its place again and the report says so (ErrorsReport::changed). The counts are
+/// exact (ErrorsReport::exact) only when the scan read the list to its end, within
+/// ErrorsOptions::max_examined, and nothing moved under it; otherwise they are a sample.
+/// While one window is grouped the next is read on a helper thread (ErrorsOptions::
+/// read_ahead), so on Redis a scan costs little more than reading the list.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "dlq/entry.hpp"
+#include "dlq/storage.hpp"
+
+namespace dlq {
+
+/// Depth and the times of the two ends of one list of a queue.
+struct ListStats {
+  /// Items in the list when it was read.
+  std::size_t depth = 0;
+  /// dead_lettered_at of the oldest (first) item; nullopt when the list is empty or that item
+  /// has no readable time (then oldest_untimed is true).
+  std::optional<std::chrono::system_clock::time_point> oldest;
+  /// dead_lettered_at of the newest (last) item; nullopt as for `oldest`.
+  std::optional<std::chrono::system_clock::time_point> newest;
+  /// True when the list is not empty and its oldest item's time is not known: the item has no
+  /// readable dead_lettered_at (corrupt, foreign), or — on a storage without the `stats`
+  /// member only — the list kept changing under 8 reads in a row. Never guessed.
+  bool oldest_untimed = false;
+  /// As oldest_untimed, for the newest item.
+  bool newest_untimed = false;
+};
+
+/// Stats of one queue (DeadLetterQueue::stats).
+struct QueueStats {
+  std::string queue;  ///< the queue's name
+  ListStats dead;     ///< the dead-letter list
+  ListStats corrupt;  ///< the corrupt list (items replay set aside)
+  /// The time of the read, by the queue's clock (Options::clock), taken right after it.
+  std::chrono::system_clock::time_point read_at{};
+
+  /// How long the oldest dead letter has waited (read_at - dead.oldest; 0 when its time is in
+  /// the future, a sender's clock ahead), or nullopt when the list is empty or the oldest
+  /// entry has no readable time (dead.oldest_untimed).
+  std::optional<std::chrono::system_clock::duration> oldest_age() const {
+    if (!dead.oldest) return std::nullopt;
+    const auto age = read_at - *dead.oldest;
+    return age.count() < 0 ? std::chrono::system_clock::duration::zero() : age;
+  }
+};
+
+/// Running totals of an errors() scan, passed to ErrorsOptions::on_progress after every window.
+struct ErrorsProgress {
+  std::size_t examined = 0;  ///< entries grouped so far
+  std::size_t depth = 0;     ///< the list's depth when the scan started (a moving target)
+};
+
+/// How errors() scans. Every default is usable as is.
+struct ErrorsOptions {
+  /// Most entries to examine; 0 (the default) = all. Past it the scan stops and the report
+  /// is a sample of the oldest entries (ErrorsReport::exact == false).
+  std::size_t max_examined = 0;
+  /// Entries per read (one storage range() call). Default 1000; 0 = 1000.
+  std::size_t window = 1000;
+  /// Also group by worker (ErrorsReport::by_worker). Default false.
+  bool by_worker = false;
+  /// Read the next window on a helper thread (std::async) while grouping the current one,
+  /// so that a networked store's round trip overlaps the grouping. Default true; the storage
+  /// is called from that thread (every storage is thread-safe by contract).
+  bool read_ahead = true;
+  /// Called after every window with the running totals. Empty (the default) = not called.
+  std::function<void(const ErrorsProgress&)> on_progress;
+  /// Checked before every window: once true the scan stops (ErrorsReport::cancelled; the
+  /// counts are a sample). nullptr (the default) = never.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+/// Dead letters that share an error text (or error type, or worker).
+struct ErrorGroup {
+  /// The shared value (error text, error type or worker; "" when the entries have none), or —
+  /// when `readable` is false — what is wrong with the entries (e.g. "not valid JSON").
+  std::string key;
+  /// False for a group of unreadable entries (those replay would set aside as corrupt).
+  bool readable = true;
+  std::size_t count = 0;  ///< entries in the group
+  /// The earliest and latest dead_lettered_at among the group's entries with a readable time;
+  /// nullopt when none has one.
+  std::optional<std::chrono::system_clock::time_point> oldest, newest;
+  std::size_t untimed = 0;       ///< entries of the group without a readable time
+  std::int64_t max_attempt = 0;  ///< the highest attempt count among them
+  std::string example_id;        ///< the id of the group's first (oldest) entry
+};
+
+/// What errors() found. Each grouping covers every examined entry: its counts add up to
+/// `examined`. Groups are sorted by count, largest first (ties by key).
+struct ErrorsReport {
+  std::string queue;               ///< the queue scanned
+  std::size_t examined = 0;        ///< entries grouped
+  std::size_t depth_at_start = 0;  ///< the dead-letter list's depth when the scan started
+  std::size_t unreadable = 0;      ///< examined entries that are unreadable (corrupt)
+  /// True when the counts are exact: the scan read the list to its end, within max_examined,
+  /// was not cancelled, and nothing moved under it (every entry present during the whole scan
+  /// counted exactly once). False = the counts are a sample.
+  bool exact = false;
+  bool complete = false;   ///< the scan reached the end of the list
+  bool changed = false;    ///< entries before the scan position were removed during the scan
+  bool cancelled = false;  ///< ErrorsOptions::cancel stopped it
+  std::vector<ErrorGroup> by_error;       ///< grouped by error text
+  std::vector<ErrorGroup> by_error_type;  ///< grouped by error type
+  std::vector<ErrorGroup> by_worker;      ///< grouped by worker (ErrorsOptions::by_worker)
+};
+
+namespace detail {
+
+/// dead_lettered_at of a stored item; nullopt when it has none that parses.
+inline std::optional<std::chrono::system_clock::time_point> time_of_span(std::string_view span) {
+  if (span.size() >= 2 && span.front() == '"' && span.back() == '"' &&
+      span.find('\\') == std::string_view::npos)
+    return iso_time::parse(span.substr(1, span.size() - 2));  // the usual case: no escapes
+  const std::string text = string_field(span);
+  if (text.empty()) return std::nullopt;
+  return iso_time::parse(text);
+}
+
+/// The time of one stored item; nullopt when it is unreadable or has no readable time.
+inline std::optional<std::chrono::system_clock::time_point> time_of_item(std::string_view raw) {
+  envelope_view view;
+  if (!view_envelope(raw, view)) return std::nullopt;
+  return time_of_span(view.dead_lettered_at);
+}
+
+/// Reads the lengths and end items of both lists of each queue: the storage's `stats`
+/// member when it has one, else size() and range() of the two ends.
+template <class S>
+std::vector<QueueEnds> read_queue_ends(S& storage, const std::vector<std::string>& queues) {
+  if constexpr (has_stats<S>::value) {
+    return storage.stats(queues);
+  } else {
+    // A list that keeps changing under 8 reads gets its length and no end items: the
+    // times are then reported unknown (untimed), not guessed.
+    auto read_list = [&storage](const std::string& queue, ListKind kind, ListEnds& out) {
+      for (int attempt = 0; attempt < 8; ++attempt) {
+        out = ListEnds{};
+        out.length = storage.size(queue, kind);
+        if (out.length == 0) return;
+        auto first = storage.range(queue, kind, 0, 1);
+        auto last = storage.range(queue, kind, out.length - 1, 1);
+        // Empty when the list shrank between the reads: read again (the ends must exist).
+        if (first.empty() || last.empty()) continue;
+        out.first = std::move(first.front());
+        out.last = std::move(last.front());
+        return;
+      }
+      out.first.clear();
+      out.last.clear();
+    };
+    std::vector<QueueEnds> out(queues.size());
+    for (std::size_t i = 0; i < queues.size(); ++i) {
+      read_list(queues[i], ListKind::dead, out[i].dead);
+      read_list(queues[i], ListKind::corrupt, out[i].corrupt);
+    }
+    return out;
+  }
+}
+
+/// Turns one list's ends into its stats (times read from the items, never guessed).
+inline ListStats list_stats(const ListEnds& ends) {
+  ListStats s;
+  s.depth = ends.length;
+  if (ends.length == 0) return s;
+  s.oldest = time_of_item(ends.first);
+  s.newest = ends.length == 1 ? s.oldest : time_of_item(ends.last);
+  s.oldest_untimed = !s.oldest;
+  s.newest_untimed = !s.newest;
+  return s;
+}
+
+/// DeadLetterQueue::stats: reads, then takes `now()` for the ages.
+template <class S, class Now>
+std::vector<QueueStats> queue_stats(S& storage, const std::vector<std::string>& queues, Now now) {
+  std::vector<QueueEnds> ends = read_queue_ends(storage, queues);
+  const auto at = now();
+  std::vector<QueueStats> out;
+  out.reserve(queues.size());
+  for (std::size_t i = 0; i < queues.size() && i < ends.size(); ++i) {
+    QueueStats q;
+    q.queue = queues[i];
+    q.dead = list_stats(ends[i].dead);
+    q.corrupt = list_stats(ends[i].corrupt);
+    q.read_at = at;
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+/// Accumulates the groups of an errors() scan.
+class error_grouper {
+ public:
+  explicit error_grouper(bool by_worker) : by_worker_(by_worker) {}
+
+  /// Counts one stored item.
+  void add(std::string_view raw) {
+    envelope_view view;
+    if (!view_envelope(raw, view)) {
+      add_unreadable(
+          raw, json::skip_value(raw.data(), raw.data() + raw.size(), json::mode::lenient) != nullptr
+                   ? "not a JSON object"
+                   : "not valid JSON");
+      return;
+    }
+    std::string_view payload;
+    problem_.clear();
+    if (!cut_payload(view, scratch_, payload, problem_)) {
+      add_unreadable(raw, problem_, &view);
+      return;
+    }
+    const auto time = time_of_span(view.dead_lettered_at);
+    const std::int64_t attempt = int_field(view.attempt);
+    bump(by_error_, view.error, view, raw, time, attempt);
+    bump(by_type_, view.error_type, view, raw, time, attempt);
+    if (by_worker_) bump(by_worker_map_, view.worker, view, raw, time, attempt);
+  }
+
+  /// Fills the report's groupings.
+  void finish(ErrorsReport& report) const {
+    report.by_error = groups(by_error_);
+    report.by_error_type = groups(by_type_);
+    if (by_worker_) report.by_worker = groups(by_worker_map_);
+    std::size_t unreadable = 0;
+    for (const auto& [problem, g] : unreadable_)
+      unreadable += g.count;
+    report.unreadable = unreadable;
+  }
+
+ private:
+  using time_point = std::chrono::system_clock::time_point;
+
+  static void note(ErrorGroup& g, std::optional<time_point> time, std::int64_t attempt) {
+    ++g.count;
+    if (time) {
+      if (!g.oldest || *time < *g.oldest) g.oldest = time;
+      if (!g.newest || *time > *g.newest) g.newest = time;
+    } else {
+      ++g.untimed;
+    }
+    g.max_attempt = std::max(g.max_attempt, attempt);
+  }
+
+  // Groups are keyed by the field's bytes as stored (cheap); keys that decode to the same
+  // text (different escapes) are merged in groups().
+  void bump(std::unordered_map<std::string, ErrorGroup>& map, std::string_view span,
+            const envelope_view& view, std::string_view raw, std::optional<time_point> time,
+            std::int64_t attempt) {
+    key_.assign(span.data(), span.size());
+    auto it = map.find(key_);
+    if (it == map.end()) {
+      it = map.emplace(key_, ErrorGroup{}).first;
+      it->second.example_id = entry_id(view, raw);
+    }
+    note(it->second, time, attempt);
+  }
+
+  void add_unreadable(std::string_view raw, const std::string& problem,
+                      const envelope_view* view = nullptr) {
+    auto it = unreadable_.find(problem);
+    if (it == unreadable_.end()) {
+      it = unreadable_.emplace(problem, ErrorGroup{}).first;
+      it->second.key = problem;
+      it->second.readable = false;
+      it->second.example_id = view ? entry_id(*view, raw) : derived_id(raw);
+    }
+    note(it->second, view ? time_of_span(view->dead_lettered_at) : std::nullopt,
+         view ? int_field(view->attempt) : 0);
+  }
+
+  static void merge(ErrorGroup& into, const ErrorGroup& g) {
+    into.count += g.count;
+    into.untimed += g.untimed;
+    into.max_attempt = std::max(into.max_attempt, g.max_attempt);
+    if (g.oldest && (!into.oldest || *g.oldest < *into.oldest)) {
+      into.oldest = g.oldest;
+      into.example_id = g.example_id;  // the example of the earlier group
+    }
+    if (g.newest && (!into.newest || *g.newest > *into.newest)) into.newest = g.newest;
+  }
+
+  std::vector<ErrorGroup> groups(const std::unordered_map<std::string, ErrorGroup>& map) const {
+    std::map<std::string, ErrorGroup> decoded;
+    for (const auto& [span, g] : map) {
+      std::string key = string_field(span);
+      auto it = decoded.find(key);
+      if (it == decoded.end()) {
+        ErrorGroup copy = g;
+        copy.key = key;
+        decoded.emplace(std::move(key), std::move(copy));
+      } else {
+        merge(it->second, g);
+      }
+    }
+    std::vector<ErrorGroup> out;
+    out.reserve(decoded.size() + unreadable_.size());
+    for (auto& [key, g] : decoded)
+      out.push_back(std::move(g));
+    for (const auto& [problem, g] : unreadable_)
+      out.push_back(g);
+    std::stable_sort(out.begin(), out.end(), [](const ErrorGroup& a, const ErrorGroup& b) {
+      if (a.count != b.count) return a.count > b.count;
+      if (a.readable != b.readable) return a.readable;
+      return a.key < b.key;
+    });
+    return out;
+  }
+
+  bool by_worker_;
+  std::unordered_map<std::string, ErrorGroup> by_error_, by_type_, by_worker_map_;
+  std::map<std::string, ErrorGroup> unreadable_;
+  std::string key_, scratch_, problem_;
+};
+
+/// DeadLetterQueue::errors: scans `queue`'s dead-letter list in windows (see the file
+/// comment).
+template <class S>
+ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOptions& options) {
+  ErrorsReport report;
+  report.queue = std::string(queue);
+  const std::size_t window = options.window == 0 ? 1000 : options.window;
+  error_grouper grouper(options.by_worker);
+  report.depth_at_start = storage.size(queue, ListKind::dead);
+  auto read = [&storage, queue](std::size_t from, std::size_t count) {
+    return storage.range(queue, ListKind::dead, from, count);
+  };
+  // The next window, read on a helper thread while this one is grouped (read_ahead).
+  std::future<std::vector<std::string>> ahead;
+  std::size_t ahead_from = 0, ahead_count = 0;
+  auto fetch = [&](std::size_t from, std::size_t count) {
+    if (ahead.valid()) {
+      if (ahead_from == from && ahead_count == count) return ahead.get();
+      try {
+        (void)ahead.get();  // not the window needed (the scan realigned): dropped
+      } catch (...) {
+      }
+    }
+    return read(from, count);
+  };
+  std::size_t start = 0;            // position of the next item to examine
+  std::optional<std::string> last;  // the last item examined (the anchor of the next read)
+  int realigned = 0;                // consecutive realignments
+  bool limited = false;
+  for (;;) {
+    if (options.cancel && options.cancel->load()) {
+      report.cancelled = true;
+      break;
+    }
+    std::size_t want = window;
+    if (options.max_examined != 0) {
+      if (report.examined >= options.max_examined) {
+        limited = true;
+        break;
+      }
+      want = std::min(want, options.max_examined - report.examined);
+    }
+    const bool anchored = last.has_value() && start > 0;
+    std::vector<std::string> raws = fetch(anchored ? start - 1 : start, anchored ? want + 1 : want);
+    if (anchored && (raws.empty() || raws.front() != *last)) {
+      // Entries before the scan position were removed: find the last examined item again
+      // (a window back) and go on after it. If it is gone too, go on from the same position:
+      // entries may then be missed or counted twice — the report is a sample either way.
+      report.changed = true;
+      if (++realigned <= 3) {
+        const std::size_t back = start - 1 > window ? start - 1 - window : 0;
+        const auto before = read(back, start - back);
+        const auto it = std::find(before.rbegin(), before.rend(), *last);
+        if (it != before.rend()) {
+          start = back + static_cast<std::size_t>(before.rend() - it);
+          continue;
+        }
+      }
+      last.reset();
+      realigned = 0;
+      continue;
+    }
+    realigned = 0;
+    const std::size_t first = anchored ? 1 : 0;
+    const std::size_t n = raws.size() - first;
+    if (n == want && options.read_ahead) {  // more may follow: read it while grouping this
+      std::size_t next = window;
+      if (options.max_examined != 0)
+        next = std::min(next, options.max_examined - (report.examined + n));
+      if (next > 0) {
+        ahead_from = start + n - 1;  // anchored at this window's last item
+        ahead_count = next + 1;
+        ahead = std::async(std::launch::async, read, ahead_from, ahead_count);
+      }
+    }
+    for (std::size_t i = first; i < raws.size(); ++i)
+      grouper.add(raws[i]);
+    report.examined += n;
+    start += n;
+    if (options.on_progress) options.on_progress({report.examined, report.depth_at_start});
+    if (n < want) {
+      report.complete = true;
+      break;
+    }
+    last = std::move(raws.back());
+  }
+  if (ahead.valid()) {  // stopped (cancel) with a window in flight: wait for it, drop it
+    try {
+      (void)ahead.get();
+    } catch (...) {
+    }
+  }
+  // A scan stopped by max_examined exactly at the end of the list did read all of it: the
+  // last examined item is still in place and nothing follows it.
+  if (limited && last) {
+    const auto tail = read(start - 1, 2);
+    if (tail.size() == 1 && tail.front() == *last) report.complete = true;
+  }
+  grouper.finish(report);
+  report.exact = report.complete && !report.changed && !report.cancelled;
+  return report;
+}
+
+}  // namespace detail
+
+}  // namespace dlq

@@ -1,0 +1,17 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// Compiled mode (CMake DLQ_COMPILED=ON): the Redis backends' shipped instantiations, built
+// once into dlq::redis. The headers declare them `extern template` (end of
+// dlq/redis/list_storage.hpp and dlq/redis/kv_store.hpp).
+#include "dlq/redis.hpp"
+#include "dlq/dlq.hpp"
+
+namespace dlq {
+template class DeadLetterQueue<RedisListStorage>;
+template class DeadLetterQueue<RedisListStorage&>;
+template class KeyValueStorage<kv::RedisStore>;
+template class KeyValueStorage<kv::RedisStore, kv::RedisListSink>;
+template class DeadLetterQueue<KeyValueStorage<kv::RedisStore>>;
+template class DeadLetterQueue<KeyValueStorage<kv::RedisStore>&>;
+template class DeadLetterQueue<KeyValueStorage<kv::RedisStore, kv::RedisListSink>>;
+template class DeadLetterQueue<KeyValueStorage<kv::RedisStore, kv::RedisListSink>&>;
+}  // namespace dlq

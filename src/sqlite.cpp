@@ -1,0 +1,20 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// Compiled mode (CMake DLQ_COMPILED=ON): the SQLite backend's shipped instantiations (the
+// key-value front end over SqliteStore, and dlqctl's over SqliteStore + JobQueue), built once
+// into dlq::sqlite. The headers declare them `extern template` (end of
+// dlq/sqlite/sqlite_store.hpp and dlq/sqlite/job_queue.hpp).
+#include "dlq/sqlite.hpp"
+#include "dlq/dlq.hpp"
+#include "dlq/sqlite/job_queue.hpp"
+
+namespace dlq {
+namespace kv {
+template class JobQueue<SqliteStore>;
+}  // namespace kv
+template class KeyValueStorage<kv::SqliteStore>;
+template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore>>;
+template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore>&>;
+template class KeyValueStorage<kv::SqliteStore, kv::JobQueue<>>;
+template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore, kv::JobQueue<>>>;
+template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore, kv::JobQueue<>>&>;
+}  // namespace dlq

@@ -1,0 +1,142 @@
+// dlq/metrics/prometheus.hpp: the text exposition — label escaping, exact values, what is
+// left out (never guessed), duplicate series, counters per process, constant labels.
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "dlq/dlq.hpp"
+#include "dlq/metrics/prometheus.hpp"
+#include "support/catch.hpp"
+
+namespace {
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1))
+    ++n;
+  return n;
+}
+
+dlq::QueueStats stats_of(std::string queue, std::size_t depth) {
+  dlq::QueueStats s;
+  s.queue = std::move(queue);
+  s.dead.depth = depth;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("label values escape quotes, backslashes, newlines and bytes that are not UTF-8",
+          "[metrics]") {
+  std::string out;
+  dlq::metrics::append_label_value(out, "a\"b\\c\nd\xff\xc3\xa9");
+  CHECK(out == "a\\\"b\\\\c\\nd\\\\xff\xc3\xa9");
+
+  const std::string text =
+      dlq::metrics::prometheus_text({stats_of("we\"ird\n\\", 3), stats_of("x\xff", 1)});
+  CHECK(has_line(text, "dlq_entries{queue=\"we\\\"ird\\n\\\\\",list=\"dead\"} 3"));
+  CHECK(has_line(text, "dlq_entries{queue=\"x\\\\xff\",list=\"corrupt\"} 0"));
+}
+
+TEST_CASE("a queue listed twice, or names equal once escaped, give one series", "[metrics]") {
+  const std::string text = dlq::metrics::prometheus_text(
+      {stats_of("orders", 1), stats_of("orders", 2), stats_of("a\xff", 1), stats_of("a\xff", 1)});
+  CHECK(count_of(text, "dlq_entries{queue=\"orders\",list=\"dead\"}") == 1);
+  CHECK(has_line(text, "dlq_entries{queue=\"orders\",list=\"dead\"} 1"));
+  CHECK(count_of(text, "queue=\"a\\\\xff\",list=\"dead\"") == 1);
+}
+
+TEST_CASE("ages and timestamps are exact, and absent when a time is unknown", "[metrics]") {
+  using namespace std::chrono;
+  dlq::QueueStats s = stats_of("orders", 2);
+  const auto t0 = system_clock::time_point(seconds(1796000000)) + microseconds(120);
+  s.dead.oldest = t0;
+  s.dead.newest = t0 + seconds(30);
+  s.read_at = t0 + seconds(140) + milliseconds(500);
+  dlq::QueueStats untimed = stats_of("foreign", 1);
+  untimed.dead.oldest_untimed = untimed.dead.newest_untimed = true;
+  untimed.read_at = s.read_at;
+  const dlq::QueueStats empty = stats_of("empty", 0);
+
+  const std::string text = dlq::metrics::prometheus_text({s, untimed, empty});
+  CHECK(has_line(text, "dlq_oldest_entry_age_seconds{queue=\"orders\"} 140.5"));
+  CHECK(has_line(text, "dlq_oldest_entry_timestamp_seconds{queue=\"orders\"} 1796000000.00012"));
+  CHECK(has_line(text, "dlq_newest_entry_timestamp_seconds{queue=\"orders\"} 1796000030.00012"));
+  CHECK(has_line(text, "dlq_oldest_entry_untimed{queue=\"orders\"} 0"));
+  CHECK(has_line(text, "dlq_oldest_entry_untimed{queue=\"foreign\"} 1"));
+  CHECK(has_line(text, "dlq_entries{queue=\"empty\",list=\"dead\"} 0"));
+  // Never guessed: no age or timestamp for an untimed or empty list.
+  CHECK(text.find("dlq_oldest_entry_age_seconds{queue=\"foreign\"}") == std::string::npos);
+  CHECK(text.find("timestamp_seconds{queue=\"foreign\"}") == std::string::npos);
+  CHECK(text.find("age_seconds{queue=\"empty\"}") == std::string::npos);
+  CHECK(text.find("untimed{queue=\"empty\"}") == std::string::npos);
+  // Counters only when given.
+  CHECK(text.find("dlq_sent_total") == std::string::npos);
+  // Every family has its HELP and TYPE once.
+  CHECK(count_of(text, "# TYPE dlq_entries gauge\n") == 1);
+  CHECK(count_of(text, "# HELP dlq_oldest_entry_age_seconds ") == 1);
+}
+
+TEST_CASE("counters say they are per process, by reason and by kind", "[metrics]") {
+  dlq::Counters c;
+  c.sent = 10;
+  c.replayed = 4;
+  c.evicted = 3;
+  c.evicted_for_length = 2;
+  c.evicted_for_age = 1;
+  c.parked = 1;
+  c.timeout_errors = 5;
+  c.other_storage_errors = 6;
+  const std::string text = dlq::metrics::prometheus_text({}, c);
+  CHECK(text.find("dlq_entries") == std::string::npos);  // no queues: no empty family
+  CHECK(has_line(text, "# TYPE dlq_sent_total counter"));
+  CHECK(has_line(text, "dlq_sent_total 10"));
+  CHECK(has_line(text, "dlq_replayed_total 4"));
+  CHECK(has_line(text, "dlq_evicted_total{reason=\"max_length\"} 2"));
+  CHECK(has_line(text, "dlq_evicted_total{reason=\"max_age\"} 1"));
+  CHECK(has_line(text, "dlq_parked_total 1"));
+  CHECK(has_line(text, "dlq_storage_errors_total{kind=\"timeout\"} 5"));
+  CHECK(has_line(text, "dlq_storage_errors_total{kind=\"other\"} 6"));
+  CHECK(count_of(text, "Per process") == count_of(text, "# TYPE "));
+  CHECK(count_of(text, "sum without(instance)") == count_of(text, "# TYPE "));
+
+  dlq::metrics::PrometheusOptions gauges_only;
+  gauges_only.counters = false;
+  CHECK(dlq::metrics::prometheus_text({}, c, gauges_only).empty());
+}
+
+TEST_CASE("constant labels go on every series; bad names are refused", "[metrics]") {
+  dlq::metrics::PrometheusOptions o;
+  o.labels = {{"service", "bill\"ing"}};
+  const std::string text = dlq::metrics::prometheus_text({stats_of("q", 1)}, dlq::Counters{}, o);
+  CHECK(has_line(text, "dlq_entries{queue=\"q\",list=\"dead\",service=\"bill\\\"ing\"} 1"));
+  CHECK(has_line(text, "dlq_sent_total{service=\"bill\\\"ing\"} 0"));
+  for (const char* bad : {"", "9lives", "__name__", "queue", "has-dash"}) {
+    o.labels = {{bad, "x"}};
+    CHECK_THROWS_AS(dlq::metrics::prometheus_text({}, o), dlq::invalid_argument);
+  }
+}
+
+TEST_CASE("scrape reads the queue's stats and counters", "[metrics]") {
+  using namespace std::chrono_literals;
+  dlq::Options options;
+  auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1796000000));
+  options.clock = [&now] { return now; };
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q(dlq::MemoryStorage{}, options);
+  q.send_to_dlq("orders", "{}", "e");
+  q.send_to_dlq("orders", "{}", "e");
+  now += 90s;
+  const std::string text = dlq::metrics::scrape(q);
+  CHECK(has_line(text, "dlq_entries{queue=\"orders\",list=\"dead\"} 2"));
+  CHECK(has_line(text, "dlq_oldest_entry_age_seconds{queue=\"orders\"} 90"));
+  CHECK(has_line(text, "dlq_sent_total 2"));
+  // A fixed list keeps an empty queue's series.
+  q.replay_all("orders");
+  const std::string fixed = dlq::metrics::scrape(q, std::vector<std::string>{"orders"});
+  CHECK(has_line(fixed, "dlq_entries{queue=\"orders\",list=\"dead\"} 0"));
+  CHECK(has_line(fixed, "dlq_replayed_total 2"));
+}
