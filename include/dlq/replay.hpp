@@ -150,8 +150,9 @@ struct ReplayOptions : Filter {
   double rate = 0;
   /// Called after every applied batch with the running totals (see ReplayProgress).
   std::function<void(const ReplayProgress&)> on_progress;
-  /// Checked before every batch: once it is true the replay stops between batches and
-  /// reports `cancelled`. Nothing is lost; everything reported as replayed was moved.
+  /// Checked before every batch and during the pauses a `rate` makes: once it is true the
+  /// replay stops between batches and reports `cancelled`. Nothing is lost; everything reported as
+  /// replayed was moved.
   const std::atomic<bool>* cancel = nullptr;
 
   /// Replay everything present at the start.
@@ -222,7 +223,7 @@ class replay_engine {
     std::size_t budget = list_.size();  // the snapshot bound
     // Batches start at one entry (the entry size is not known yet); with a rate, at most
     // about a tenth of a second's worth of entries each.
-    const std::size_t cap = options.rate > 0
+    const std::size_t cap = options.rate > 0 && options.rate / 10 < 1e9
                                 ? static_cast<std::size_t>(std::max(1.0, options.rate / 10))
                                 : std::numeric_limits<std::size_t>::max();
     batched_walk walk(core_, list_, 1, cap);
@@ -255,7 +256,7 @@ class replay_engine {
       budget -= std::min(budget, examined);
       const ReplayReport& r = result_.report;
       if (options.on_progress) options.on_progress({r.examined, r.replayed, r.set_aside, budget});
-      if (options.rate > 0 && r.replayed > 0) pace(options.rate, started);
+      if (options.rate > 0 && r.replayed > 0) pace(options.rate, started, options.cancel);
     }
     for (const auto& id : ids_left_)
       result_.report.skipped.push_back({id, SkipReason::not_found, "no entry with this id"});
@@ -289,14 +290,18 @@ class replay_engine {
     result_.ids.max = core_.options.audit_max_ids;
   }
 
-  // Keeps the run at `rate`: the n-th entry is not replayed before started + n / rate.
-  void pace(double rate, std::chrono::system_clock::time_point started) {
-    const auto due =
-        started +
-        std::chrono::round<std::chrono::system_clock::duration>(
-            std::chrono::duration<double>(static_cast<double>(result_.report.replayed) / rate));
-    const auto now = core_.now();
-    if (due > now) core_.wait(due - now);
+  // Keeps the run at `rate`: the n-th entry is not replayed before started + n / rate (a
+  // pause of at most 10^9 s, so that the time stays representable). Waits in slices of at
+  // most 100 ms and returns early once `cancel` is set.
+  void pace(double rate, std::chrono::system_clock::time_point started,
+            const std::atomic<bool>* cancel) {
+    const double seconds = std::min(static_cast<double>(result_.report.replayed) / rate, 1e9);
+    const auto due = started + std::chrono::round<std::chrono::system_clock::duration>(
+                                   std::chrono::duration<double>(seconds));
+    for (auto now = core_.now(); due > now; now = core_.now()) {
+      if (cancel && cancel->load()) return;
+      core_.wait(std::min<std::chrono::nanoseconds>(due - now, std::chrono::milliseconds(100)));
+    }
   }
 
   void decide(const ReplayOptions& o, std::string_view raw, Decision& d) {

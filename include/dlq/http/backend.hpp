@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include <dlq/detail/json_scan.hpp>
 #include <dlq/dlq.hpp>
 #include <dlq/http/search.hpp>
 #include <dlq/metrics/prometheus.hpp>
@@ -177,11 +178,27 @@ class ConsoleBackend {
 
 namespace detail {
 
-/// Escapes a Prometheus label value (\\, \" and \n).
+/// Escapes a Prometheus label value (\\, \" and \n) and replaces each byte that is not part of
+/// a valid UTF-8 sequence with U+FFFD (the text format must be UTF-8: one bad byte would make
+/// Prometheus reject the whole scrape).
 inline std::string prometheus_label(std::string_view v) {
   std::string out;
   out.reserve(v.size());
-  for (const char c : v) {
+  for (std::size_t i = 0; i < v.size();) {
+    const char c = v[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      const std::size_t len = u >= 0xf0 ? 4 : u >= 0xe0 ? 3 : u >= 0xc0 ? 2 : 1;
+      const std::string_view seq = v.substr(i, len);
+      if (len > 1 && seq.size() == len && dlq::detail::json::is_valid_utf8(seq)) {
+        out += seq;
+        i += len;
+      } else {
+        out += "\xEF\xBF\xBD";
+        ++i;
+      }
+      continue;
+    }
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '"') {
@@ -191,6 +208,7 @@ inline std::string prometheus_label(std::string_view v) {
     } else {
       out += c;
     }
+    ++i;
   }
   return out;
 }

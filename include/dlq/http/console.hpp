@@ -43,6 +43,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -120,21 +121,37 @@ inline void check_listen(std::string_view host, std::string_view token) {
         "give it a token (dlqctl serve --token-file FILE) or listen on 127.0.0.1"));
 }
 
-/// Masks the password of every URL in `text` (scheme://user:password@host → ***).
+/// Masks the password of every URL in `text`: the user-info (scheme://user:password@host →
+/// scheme://***@host; everything up to the last '@' before the URL ends at whitespace, a
+/// quote or '?', as the Redis URL parser reads it, so a password may hold '/' and '@') and
+/// every `password=` value (up to '&', whitespace or a quote).
 inline std::string redact_secrets(std::string text) {
+  const auto ends_url = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' || c == '"';
+  };
   std::size_t from = 0;
   while ((from = text.find("://", from)) != std::string::npos) {
     const std::size_t start = from + 3;
     std::size_t end = start;
-    while (end < text.size() && text[end] != '/' && text[end] != ' ' && text[end] != '@' &&
-           text[end] != '\'' && text[end] != '"')
+    while (end < text.size() && !ends_url(text[end]) && text[end] != '?')
       ++end;
-    if (end < text.size() && text[end] == '@') {
-      text.replace(start, end - start, "***");
+    const std::size_t at = end > start ? text.rfind('@', end - 1) : std::string::npos;
+    if (at != std::string::npos && at >= start) {
+      text.replace(start, at - start, "***");
       from = start + 4;
     } else {
       from = start;
     }
+  }
+  const std::string key = "password=";
+  from = 0;
+  while ((from = text.find(key, from)) != std::string::npos) {
+    const std::size_t start = from + key.size();
+    std::size_t end = start;
+    while (end < text.size() && !ends_url(text[end]) && text[end] != '&')
+      ++end;
+    text.replace(start, end - start, "***");
+    from = start + 3;
   }
   return text;
 }
@@ -339,18 +356,23 @@ class Console {
     if (e.status == 401) r.set_header("WWW-Authenticate", "Bearer realm=\"dlq\"");
   }
 
-  // The Host header names a loopback host (any port).
+  // The Host header is exactly a loopback host, optionally followed by ':' and a port.
   static bool loopback_host_header(const httplib::Request& q) {
-    std::string host = q.get_header_value("Host");
-    if (host.empty()) return false;
-    if (host.front() == '[') {
+    const std::string host = q.get_header_value("Host");
+    std::size_t name_end = host.find(':');
+    if (!host.empty() && host.front() == '[') {
       const auto close = host.find(']');
       if (close == std::string::npos) return false;
-      return is_loopback_host(host.substr(0, close + 1));
+      name_end = close + 1;
     }
-    const auto colon = host.find(':');
-    if (colon != std::string::npos) host.resize(colon);
-    return is_loopback_host(host);
+    if (name_end == std::string::npos) name_end = host.size();
+    const std::string_view port = std::string_view(host).substr(name_end);
+    if (!port.empty()) {
+      if (port.size() < 2 || port.size() > 6 || port.front() != ':') return false;
+      for (const char c : port.substr(1))
+        if (c < '0' || c > '9') return false;
+    }
+    return !host.empty() && is_loopback_host(std::string_view(host).substr(0, name_end));
   }
 
   static bool same_secret(std::string_view a, std::string_view b) {
@@ -461,7 +483,16 @@ class Console {
         f(body, r);
       });
       // Refused before reading (401, 403, 415): drop the body so the connection stays in step.
-      if (!consumed) reader([](const char*, std::size_t) { return true; });
+      // A multipart body must be read through the multipart form of the reader (the plain
+      // form would call httplib's empty part-header receiver and throw).
+      if (!consumed) {
+        const auto drop = [](const char*, std::size_t) { return true; };
+        if (q.is_multipart_form_data()) {
+          reader([](const httplib::MultipartFormData&) { return true; }, drop);
+        } else {
+          reader(drop);
+        }
+      }
     });
   }
 
@@ -497,14 +528,17 @@ class Console {
     if (!q.has_param(name)) return dflt;
     const std::string v = q.get_param_value(name);
     std::size_t n = 0;
-    if (v.empty() || v.size() > 12) n = max + 1;
+    const bool too_long = v.size() > 12;  // more digits than any limit: never accumulated
     for (const char c : v) {
       if (c < '0' || c > '9')
         throw bad("bad_parameter", q.path, std::string("'") + name + "' is not a whole number",
                   "use digits only, e.g. " + std::string(name) + "=50");
-      n = n * 10 + static_cast<std::size_t>(c - '0');
+      if (!too_long) n = n * 10 + static_cast<std::size_t>(c - '0');
     }
-    if (n > max)
+    if (v.empty())
+      throw bad("bad_parameter", q.path, std::string("'") + name + "' is empty",
+                "use digits only, e.g. " + std::string(name) + "=50");
+    if (too_long || n > max)
       throw bad("bad_parameter", q.path,
                 std::string("'") + name + "' is larger than " + std::to_string(max),
                 "ask for at most " + std::to_string(max));
@@ -537,18 +571,20 @@ class Console {
       throw bad("too_many_ids", "body",
                 "more than " + std::to_string(opts_.max_ids) + " ids in one request",
                 "split the selection, or act on the filter instead", 413);
-    std::vector<std::string> ids;
+    std::vector<std::string> ids;  // in the order given, each once
+    std::set<std::string> seen;
     for (const auto& v : *it) {
       if (!v.is_string() || v.get_ref<const std::string&>().empty() ||
           v.get_ref<const std::string&>().size() > 200)
         throw bad("bad_id", "body", "every id must be a non-empty string of at most 200 bytes",
                   "take ids from /api/entries");
-      ids.push_back(v.get<std::string>());
+      if (seen.insert(v.get<std::string>()).second) ids.push_back(v.get<std::string>());
     }
     return ids;
   }
 
-  // Parses an age such as "90", "90s", "15m", "2h", "7d" (seconds when unitless).
+  // Parses an age such as "90", "90s", "15m", "2h", "7d" (seconds when unitless), at most
+  // 100 years.
   static std::optional<std::chrono::seconds> age_value(const std::string& v, const char* name) {
     if (v.empty()) return std::nullopt;
     std::size_t i = 0;
@@ -564,6 +600,10 @@ class Console {
     if (i == 0 || unit == 0)
       throw bad("bad_parameter", name, "'" + printable(v) + "' is not an age",
                 "use a number with s, m, h or d, e.g. 15m or 2d");
+    constexpr std::int64_t max_seconds = std::int64_t{36500} * 86400;  // 100 years
+    if (n > max_seconds / unit)
+      throw bad("bad_parameter", name, "'" + printable(v) + "' is longer than 100 years",
+                "use an age of at most 36500d");
     return std::chrono::seconds(n * unit);
   }
 
@@ -882,7 +922,9 @@ class Console {
     op->to = string_field(body, "to", false);
     const bool has_ids = body.contains("ids");
     const bool has_filter = body.contains("filter");
-    const bool all = body.value("all", false) == true;
+    if (body.contains("all") && !body["all"].is_boolean())
+      throw bad("bad_field", "body", "'all' must be true or false", "send \"all\": true");
+    const bool all = body.value("all", false);
     if (static_cast<int>(has_ids) + static_cast<int>(has_filter) + static_cast<int>(all) != 1)
       throw bad("bad_request", "replay", "say what to replay: exactly one of ids, filter or all",
                 "send {\"queue\":\"q\",\"ids\":[…]} or {\"filter\":{…}} or {\"all\":true}");
@@ -900,8 +942,11 @@ class Console {
       op->mode = "all";
     }
     if (body.contains("rate")) {
-      if (!body["rate"].is_number() || body["rate"].get<double>() < 0)
-        throw bad("bad_field", "body", "'rate' must be a number >= 0 (entries per second)",
+      const bool number = body["rate"].is_number();
+      const double rate = number ? body["rate"].get<double>() : -1;
+      if (!number || rate < 0 || (rate > 0 && rate < 0.001) || rate > 1e6)
+        throw bad("bad_field", "body",
+                  "'rate' must be 0 or a number from 0.001 to 1000000 (entries per second)",
                   "send e.g. \"rate\": 100, or 0 for no limit");
       op->rate = body["rate"].get<double>();
     }

@@ -63,8 +63,16 @@ struct EntryQuery {
     if (min_age || max_age) {
       if (!e.dead_lettered_time) return false;
       const auto age = now - *e.dead_lettered_time;
-      if (min_age && age < *min_age) return false;
-      if (max_age && age > *max_age) return false;
+      // Compared in the clock's unit; an age beyond the clock's range (about 292 years in
+      // nanoseconds) is compared by sign instead of being converted (the conversion would
+      // overflow and wrap to a short age).
+      const auto in_range = [](std::chrono::seconds s) {
+        constexpr auto cap = std::chrono::duration_cast<std::chrono::seconds>(
+            std::chrono::system_clock::duration::max());
+        return s <= cap && s >= -cap;
+      };
+      if (min_age && (in_range(*min_age) ? age < *min_age : min_age->count() > 0)) return false;
+      if (max_age && (in_range(*max_age) ? age > *max_age : max_age->count() < 0)) return false;
     }
     return true;
   }
