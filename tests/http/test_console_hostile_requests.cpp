@@ -1,5 +1,5 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
-// Adversarial review of dlq::http::Console, in-process over dlq::MemoryStorage on a loopback
+// dlq::http::Console against hostile requests, in-process over dlq::MemoryStorage on a loopback
 // httplib::Server: secrets in messages, numbers that overflow, bad field types, every
 // mutating route under token / read-only / cross-site rules, garbled continuation tokens.
 #include <chrono>
