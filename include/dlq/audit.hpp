@@ -58,10 +58,12 @@ struct AuditRecord {
   std::string operation;
   /// The queue operated on.
   std::string queue;
-  /// The filter (Filter::describe()); an empty object when the operation had none.
-  nlohmann::ordered_json filter = nlohmann::ordered_json::object();
-  /// Counts of the report, by name (e.g. {"examined": 10, "replayed": 7}).
-  nlohmann::ordered_json counts = nlohmann::ordered_json::object();
+  /// The filter (Filter::describe()); null (written as an empty object) when the operation
+  /// had none.
+  nlohmann::ordered_json filter;
+  /// Counts of the report, by name (e.g. {"examined": 10, "replayed": 7}); null (written as
+  /// an empty object) when none.
+  nlohmann::ordered_json counts;
   /// Ids of the entries affected, at most Options::audit_max_ids of them.
   std::vector<std::string> ids;
   /// Ids affected and not listed in `ids`.
@@ -69,8 +71,8 @@ struct AuditRecord {
   /// "ok", "dry_run", "cancelled", or "failed: <message>".
   std::string outcome = "ok";
   /// Operation-specific details (replay: destination, batch number; edit: "old_sha256",
-  /// "new_sha256" of the payloads); an empty object when none.
-  nlohmann::ordered_json detail = nlohmann::ordered_json::object();
+  /// "new_sha256" of the payloads); null (written as an empty object) when none.
+  nlohmann::ordered_json detail;
 
   /// The record as one JSON object (what the storage keeps).
   nlohmann::ordered_json to_json() const {
@@ -79,12 +81,12 @@ struct AuditRecord {
     j["actor"] = actor;
     j["operation"] = operation;
     j["queue"] = queue;
-    j["filter"] = filter;
-    j["counts"] = counts;
+    j["filter"] = filter.is_null() ? nlohmann::ordered_json::object() : filter;
+    j["counts"] = counts.is_null() ? nlohmann::ordered_json::object() : counts;
     j["ids"] = ids;
     j["ids_omitted"] = ids_omitted;
     j["outcome"] = outcome;
-    j["detail"] = detail;
+    j["detail"] = detail.is_null() ? nlohmann::ordered_json::object() : detail;
     return j;
   }
 
