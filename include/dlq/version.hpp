@@ -4,7 +4,7 @@
 #pragma once
 
 #define DLQ_VERSION_MAJOR 0
-#define DLQ_VERSION_MINOR 1
+#define DLQ_VERSION_MINOR 2
 #define DLQ_VERSION_PATCH 0
 
 /// The version as one number: major * 10000 + minor * 100 + patch.
