@@ -17,8 +17,7 @@ std::string nested(std::size_t depth) {
 
 }  // namespace
 
-TEST_CASE("a deeply nested stored entry can be printed, inspected and replayed",
-          "[memory]") {
+TEST_CASE("a deeply nested stored entry can be printed, inspected and replayed", "[memory]") {
   dlq::DeadLetterQueue<dlq::MemoryStorage> q;
   const std::string deep = nested(100000);
   // A worker dead-letters the hostile job as it is (its payload is valid JSON).
@@ -45,8 +44,7 @@ TEST_CASE("a deeply nested stored entry can be printed, inspected and replayed",
   CHECK(q.storage().source_pop("orders") == "1");
 }
 
-TEST_CASE("entries nested to an ordinary depth still print as JSON objects",
-          "[memory]") {
+TEST_CASE("entries nested to an ordinary depth still print as JSON objects", "[memory]") {
   dlq::DeadLetterQueue<dlq::MemoryStorage> q;
   dlq::Failure f;
   f.error = "boom";

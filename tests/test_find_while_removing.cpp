@@ -43,8 +43,7 @@ struct Interleaved {
 
 }  // namespace
 
-TEST_CASE("get and remove find an entry while entries before it are removed",
-          "[memory]") {
+TEST_CASE("get and remove find an entry while entries before it are removed", "[memory]") {
   for (std::size_t removed_per_page : {1u, 5u, 511u, 700u}) {
     for (const bool use_remove : {false, true}) {
       // The entry right after the first page, and one further down.

@@ -87,7 +87,8 @@ struct CliFixture {
       dlq::Options o = options();
       o.actor = s.actor;
       auto store = std::make_unique<dlqctl::DlqStore<dlq::MemoryStorage&>>(
-          "memory", storage, std::move(o), [this](std::string_view q) -> std::optional<std::size_t> {
+          "memory", storage, std::move(o),
+          [this](std::string_view q) -> std::optional<std::size_t> {
             return storage.source_size(q);
           });
       if (destination) store->set_destination(destination);

@@ -230,8 +230,7 @@ dlq::Options trimming() {
 
 }  // namespace
 
-TEST_CASE("memory — a kept entry removed during a filtered replay skips nothing",
-          "[memory]") {
+TEST_CASE("memory — a kept entry removed during a filtered replay skips nothing", "[memory]") {
   for (auto how : {Interference::remove, Interference::replay_ids, Interference::trim_length}) {
     dlq::MemoryStorage storage;
     dlq::DeadLetterQueue<dlq::MemoryStorage&> q(storage);
@@ -258,8 +257,7 @@ TEST_CASE("memory — a kept entry removed during a filtered replay skips nothin
   }
 }
 
-TEST_CASE("key-value — a kept entry removed during a filtered replay skips nothing",
-          "[kv]") {
+TEST_CASE("key-value — a kept entry removed during a filtered replay skips nothing", "[kv]") {
   using S = dlq::KeyValueStorage<dlq::kv::MemoryStore>;
   for (auto how : {Interference::remove, Interference::replay_ids, Interference::trim_length}) {
     dlq::DeadLetterQueue<S> q;
@@ -272,8 +270,7 @@ TEST_CASE("key-value — a kept entry removed during a filtered replay skips not
 }
 
 #ifdef DLQ_TEST_HAVE_REDIS
-TEST_CASE("Redis — a kept entry removed during a filtered replay skips nothing",
-          "[redis]") {
+TEST_CASE("Redis — a kept entry removed during a filtered replay skips nothing", "[redis]") {
   const std::string url = dlq::test::shared_redis_url();
   for (auto how : {Interference::remove, Interference::replay_ids, Interference::trim_length}) {
     const auto layout = dlq::test::unique_layout();
