@@ -493,7 +493,12 @@ TEST_CASE("two worker processes sharing a file reach the poison park limit toget
   dlq::DeadLetterQueue<decltype(s)&> q(s);
   const auto e = q.get("orders", "job-7");
   REQUIRE(e);
-  CHECK(e->dead_letter_count == 2 * per_process);
+  // The stored entry is the one whose save landed last; its count is that process's last
+  // bump — 40 for the process that bumped last, at least 20 for the other (a process that
+  // is descheduled between its last bump and its save writes last with a lower count). The
+  // shared count itself is proven by `parked` above (per-process counts would park 20).
+  CHECK(e->dead_letter_count >= per_process);
+  CHECK(e->dead_letter_count <= 2 * per_process);
   CHECK(e->parked);
   CHECK(q.size("orders") == 1);
 }
