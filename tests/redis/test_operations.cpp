@@ -23,20 +23,6 @@ using dlq::test::RawClient;
 
 namespace {
 
-pid_t spawn_child(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  std::vector<std::string> copy = args;
-  for (auto& a : copy)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
 dlq::Failure failure(std::string error, std::string worker = "w1") {
   dlq::Failure f;
   f.error = std::move(error);
@@ -79,7 +65,7 @@ TEST_CASE("an edited replay killed with SIGKILL leaves each entry original or ed
   const std::vector<std::string> child = {DLQ_EDIT_REPLAYER_CHILD, server.url(), prefix, "orders",
                                           "500"};
   auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = spawn_child(child);
+  pid_t pid = dlq::test::spawn_process(child);
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
@@ -102,7 +88,7 @@ TEST_CASE("an edited replay killed with SIGKILL leaves each entry original or ed
   int partial = 0;
   for (int round = 0; round < 20; ++round) {
     if (raw.integer({"LLEN", dead}) == 0) refill();
-    pid = spawn_child(child);
+    pid = dlq::test::spawn_process(child);
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::uniform_int_distribution<long long>(1, full_ms)(rng)));
     ::kill(pid, SIGKILL);

@@ -21,24 +21,6 @@
 using namespace dlq;
 using dlq::test::RawClient;
 
-namespace {
-
-pid_t spawn_child(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  std::vector<std::string> copy = args;
-  for (auto& a : copy)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-}  // namespace
-
 TEST_CASE("a replayer killed with SIGKILL at random points loses and doubles nothing",
           "[redis][replay][sigkill]") {
   test::RedisProcess server;
@@ -75,7 +57,7 @@ TEST_CASE("a replayer killed with SIGKILL at random points loses and doubles not
                                           "1000"};
   // Calibrate: how long does one full run take here (sanitizers make it slower)?
   auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = spawn_child(child);
+  pid_t pid = dlq::test::spawn_process(child);
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
@@ -90,7 +72,7 @@ TEST_CASE("a replayer killed with SIGKILL at random points loses and doubles not
   int partial = 0;
   for (int round = 0; round < 20; ++round) {
     if (raw.integer({"LLEN", dead}) == 0) refill();
-    pid = spawn_child(child);
+    pid = dlq::test::spawn_process(child);
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::uniform_int_distribution<long long>(1, full_ms)(rng)));
     ::kill(pid, SIGKILL);

@@ -43,6 +43,22 @@ inline int free_loopback_port() {
   return ntohs(a.sin_port);
 }
 
+/// Starts `args[0]` (a path) with `args` as its argv in a child process; returns its pid.
+/// The child exits with 127 when the program cannot be started.
+inline pid_t spawn_process(const std::vector<std::string>& args) {
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (auto& a : copy)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
 /// One redis-server child process.
 class RedisProcess {
  public:

@@ -22,22 +22,9 @@
 #include <vector>
 
 #include "support/catch.hpp"
+#include "support/redis_process.hpp"
 
 namespace dlq::test {
-
-inline pid_t spawn_worker(const std::vector<std::string>& args) {
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv;
-  for (auto& a : copy)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
 
 // Jobs:  push/take/recover/in_flight on queue "orders" and "done"; Dlq: peek("orders").
 // `child(consumer)` = the child's argv.
@@ -52,7 +39,7 @@ void source_worker_sigkill(Jobs& jobs, Dlq& dlq, Child child) {
   int mid_job = 0;
   for (int round = 0; round < 20; ++round) {
     consumer = "w" + std::to_string(round);
-    const pid_t pid = spawn_worker(child(consumer));
+    const pid_t pid = spawn_process(child(consumer));
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 120)(rng)));
     ::kill(pid, SIGKILL);
@@ -83,7 +70,7 @@ void source_worker_sigkill(Jobs& jobs, Dlq& dlq, Child child) {
   }
   CHECK(mid_job >= 10);  // the kills really landed while jobs were in flight
 
-  const pid_t pid = spawn_worker(child(consumer));
+  const pid_t pid = spawn_process(child(consumer));
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
