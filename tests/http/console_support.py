@@ -83,6 +83,27 @@ def fill(r, queue, n, make, chunk=5000):
         p.execute()
 
 
+class PrivateRedis:
+    """A redis-server of this test's own (tests/support/redis_server.sh) for checks that change
+    the server itself (CONFIG SET requirepass): done on the shared fixture server they would
+    make every test running at the same time fail with NOAUTH. Stopped by stop()."""
+
+    def __init__(self):
+        import tempfile
+        self.script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "redis_server.sh")
+        self.dir = tempfile.mkdtemp(prefix="dlq-console-redis-")
+        subprocess.run([self.script, "start", self.dir], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(self.dir, "url")) as f:
+            self.url = f.read().strip()
+        import atexit
+        atexit.register(self.stop)  # also when a check raises
+
+    def stop(self):
+        if self.dir:
+            subprocess.run([self.script, "stop", self.dir], stdout=subprocess.DEVNULL)
+            self.dir = None
+
+
 class Serve:
     """`dlqctl serve` on 127.0.0.1 with a free port; stopped (SIGTERM) by stop()."""
 

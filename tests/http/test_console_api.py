@@ -21,7 +21,7 @@ import os
 import tempfile
 import time
 
-from console_support import (FAILURES, Serve, call, check, corrupt_key, dead_key, envelope,
+from console_support import (FAILURES, PrivateRedis, Serve, call, check, corrupt_key, dead_key, envelope,
                              fill, finish, redis_client, redis_url, source_key, wait_operation)
 
 DB = 11
@@ -281,6 +281,14 @@ def main():
         srv.stop()
 
     # --- token, read-only, secrets ------------------------------------------------------------
+    # On a private server: these checks set a password on it (CONFIG SET requirepass), which on
+    # the shared fixture server would fail every test running at the same time with NOAUTH.
+    shared_r = r
+    private = PrivateRedis()
+    url = private.url
+    r = redis_client(url)
+    big_q = "console-secret"
+    fill(r, big_q, 50, lambda i: envelope(big_q, {"n": i}, "boom"))
     with tempfile.TemporaryDirectory() as d:
         tok = os.path.join(d, "token")
         with open(tok, "w") as f:
@@ -337,9 +345,10 @@ def main():
             f.write("short\n")
         p = subprocess.run([args.dlqctl, "--store", url, "serve", "--listen", "127.0.0.1:0", "--token-file", tok], capture_output=True, timeout=30)
         check(p.returncode == 1 and b"shorter than 16" in p.stderr, "short token refused", f"{p.returncode} {p.stderr!r}")
+    private.stop()
 
-    for k in r.scan_iter("*console-*"):
-        r.delete(k)
+    for k in shared_r.scan_iter("*console-*"):
+        shared_r.delete(k)
     finish("console API")
 
 
