@@ -14,3 +14,12 @@
 #else
 #define DLQ_OUT_OF_LINE
 #endif
+
+/// DLQ_INLINE marks the definitions of dlq's non-template functions that live in the
+/// `*-inl.hpp` files next to their headers (the pattern of spdlog's compiled library).
+/// Header-only mode (the default): each header includes its `-inl.hpp` at its end and the
+/// definitions are `inline`. Compiled mode (DLQ_COMPILED_LIB): the headers carry the
+/// declarations only, so a user's translation unit neither parses nor instantiates what those
+/// functions use; the library's sources (src/*.cpp) include the `-inl.hpp` files once and
+/// compile the definitions. Never include a `-inl.hpp` file in compiled mode yourself.
+#define DLQ_INLINE inline
