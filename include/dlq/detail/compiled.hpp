@@ -23,3 +23,7 @@
 /// functions use; the library's sources (src/*.cpp) include the `-inl.hpp` files once and
 /// compile the definitions. Never include a `-inl.hpp` file in compiled mode yourself.
 #define DLQ_INLINE inline
+
+/// DLQ_REDIS_INLINE: DLQ_INLINE for the Redis backend's definitions (dlq/redis/*-inl.hpp),
+/// compiled into dlq::redis in compiled mode (DLQ_COMPILED_REDIS).
+#define DLQ_REDIS_INLINE inline
