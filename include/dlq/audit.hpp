@@ -118,4 +118,6 @@ struct audit_ids {
 
 }  // namespace dlq
 
+#if defined(DLQ_HEADER_ONLY)
 #include "dlq/audit-inl.hpp"
+#endif

@@ -453,4 +453,6 @@ Entry parse_entry_or_throw(std::string raw);
 
 }  // namespace dlq
 
+#if defined(DLQ_HEADER_ONLY)
 #include "dlq/entry-inl.hpp"
+#endif

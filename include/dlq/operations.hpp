@@ -136,4 +136,6 @@ class discard_engine {
 
 }  // namespace dlq
 
+#if defined(DLQ_HEADER_ONLY)
 #include "dlq/operations-inl.hpp"
+#endif

@@ -304,4 +304,6 @@ class replay_engine {
 
 }  // namespace dlq
 
+#if defined(DLQ_HEADER_ONLY)
 #include "dlq/replay-inl.hpp"
+#endif

@@ -145,4 +145,6 @@ TrimTimer(Queue&, std::chrono::milliseconds) -> TrimTimer<Queue>;
 
 }  // namespace dlq
 
+#if defined(DLQ_HEADER_ONLY)
 #include "dlq/retention-inl.hpp"
+#endif

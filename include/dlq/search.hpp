@@ -293,4 +293,6 @@ SearchPage search_page(Storage& storage, std::string_view queue, const Filter& f
 
 }  // namespace dlq
 
+#if defined(DLQ_HEADER_ONLY)
 #include "dlq/search-inl.hpp"
+#endif

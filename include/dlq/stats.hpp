@@ -359,4 +359,6 @@ ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOp
 
 }  // namespace dlq
 
+#if defined(DLQ_HEADER_ONLY)
 #include "dlq/stats-inl.hpp"
+#endif

@@ -22,8 +22,18 @@
 /// declarations only, so a user's translation unit neither parses nor instantiates what those
 /// functions use; the library's sources (src/*.cpp) include the `-inl.hpp` files once and
 /// compile the definitions. Never include a `-inl.hpp` file in compiled mode yourself.
+#if defined(DLQ_COMPILED_LIB)
+#define DLQ_INLINE
+#else
 #define DLQ_INLINE inline
+#define DLQ_HEADER_ONLY 1
+#endif
 
 /// DLQ_REDIS_INLINE: DLQ_INLINE for the Redis backend's definitions (dlq/redis/*-inl.hpp),
 /// compiled into dlq::redis in compiled mode (DLQ_COMPILED_REDIS).
+#if defined(DLQ_COMPILED_REDIS)
+#define DLQ_REDIS_INLINE
+#else
 #define DLQ_REDIS_INLINE inline
+#define DLQ_REDIS_HEADER_ONLY 1
+#endif

@@ -139,4 +139,6 @@ class queue_core {
 
 }  // namespace dlq::detail
 
+#if defined(DLQ_HEADER_ONLY)
 #include "dlq/detail/queue_core-inl.hpp"
+#endif

@@ -638,4 +638,6 @@ extern template class DeadLetterQueue<RedisListStorage&>;
 }  // namespace dlq
 #endif
 
+#if defined(DLQ_REDIS_HEADER_ONLY)
 #include "dlq/redis/list_storage-inl.hpp"
+#endif

@@ -203,4 +203,6 @@ extern template class DeadLetterQueue<MemoryStorage&>;
 }  // namespace dlq
 #endif
 
+#if defined(DLQ_HEADER_ONLY)
 #include "dlq/storage/memory-inl.hpp"
+#endif
