@@ -9,6 +9,8 @@
 
 namespace dlq::detail {
 
+DLQ_INLINE replay_engine::result::result() : edits(nlohmann::ordered_json::array()) {}
+
 DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options,
                                                     bool keep_replayed) {
   if (!options.to_queue.empty()) queue_core::validate_queue(options.to_queue, "replay (to_queue)");

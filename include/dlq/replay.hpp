@@ -197,8 +197,9 @@ class replay_engine {
   struct result {
     ReplayReport report;
     std::vector<std::string> replayed_raw;
-    audit_ids ids;  ///< replayed ids for the audit record (with collect_audit)
-    nlohmann::ordered_json edits = nlohmann::ordered_json::array();  ///< {id, old/new sha256}
+    audit_ids ids;                 ///< replayed ids for the audit record (with collect_audit)
+    nlohmann::ordered_json edits;  ///< {id, old/new sha256}; an empty array at first
+    result();
   };
 
   /// Collect what the audit record needs (result::ids, result::edits). Default off.

@@ -5,6 +5,8 @@
 /// library in compiled mode.
 #pragma once
 
+#include <thread>
+
 #include "dlq/detail/queue_core.hpp"
 
 namespace dlq::detail {

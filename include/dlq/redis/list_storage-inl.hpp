@@ -5,7 +5,15 @@
 /// library in compiled mode.
 #pragma once
 
+#include <random>
+
+#include "dlq/redis/audit_stream.hpp"
 #include "dlq/redis/list_storage.hpp"
+#include "dlq/redis/scripts/list_purge.hpp"
+#include "dlq/redis/scripts/list_push_bounded.hpp"
+#include "dlq/redis/scripts/list_push_capped.hpp"
+#include "dlq/redis/scripts/recover_tombstone.hpp"
+#include "dlq/redis/stats.hpp"
 
 namespace dlq {
 
@@ -727,5 +735,19 @@ DLQ_REDIS_INLINE void RedisListStorage::receipt_jar::drop() noexcept {
   }
   keys_.clear();
 }
+
+DLQ_REDIS_INLINE RedisListStorage::Shared::Shared(redis::ConnectionOptions connection,
+                                                  redis::PoolOptions pool_options)
+    : router(std::move(connection), pool_options),
+      replay_script("replay script", std::string(redis::scripts::replay_step)),
+      purge_script("purge script", std::string(redis::scripts::list_purge)),
+      bounded_push_script("bounded push script", std::string(redis::scripts::list_push_bounded)),
+      bounded_batch_push_script("bounded batch push script",
+                                std::string(redis::scripts::list_push_bounded_batch)),
+      capped_push_script("capped push script", std::string(redis::scripts::list_push_capped)),
+      recover_script("recover script", std::string(redis::scripts::recover_tombstone)) {}
+
+DLQ_REDIS_INLINE RedisListStorage::RedisListStorage(std::string_view url, RedisListOptions options)
+    : RedisListStorage(redis::parse_url(url), std::move(options)) {}
 
 }  // namespace dlq

@@ -56,7 +56,6 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -67,19 +66,13 @@
 #include "dlq/detail/compiled.hpp"
 #include "dlq/detail/kept_prefix.hpp"
 #include "dlq/errors.hpp"
-#include "dlq/redis/audit_stream.hpp"
 #include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/key_pattern.hpp"
 #include "dlq/redis/options.hpp"
 #include "dlq/redis/pool.hpp"
 #include "dlq/redis/script.hpp"
-#include "dlq/redis/scripts/list_purge.hpp"
-#include "dlq/redis/scripts/list_push_bounded.hpp"
-#include "dlq/redis/scripts/list_push_capped.hpp"
-#include "dlq/redis/scripts/recover_tombstone.hpp"
 #include "dlq/redis/scripts/replay_step.hpp"
-#include "dlq/redis/stats.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -282,8 +275,7 @@ class RedisListStorage {
 
   /// Parses `url` (see dlq::redis::parse_url) and connects lazily.
   /// @throws dlq::invalid_argument for a bad URL or bad key patterns.
-  explicit RedisListStorage(std::string_view url, RedisListOptions options = {})
-      : RedisListStorage(redis::parse_url(url), std::move(options)) {}
+  explicit RedisListStorage(std::string_view url, RedisListOptions options = {});
 
   RedisListStorage(const RedisListStorage&) = delete;
   RedisListStorage& operator=(const RedisListStorage&) = delete;
@@ -596,16 +588,7 @@ class RedisListStorage {
   // What threads share; on the heap so that the storage can be moved (into a
   // DeadLetterQueue, for example). A moved-from storage must not be used.
   struct Shared {
-    Shared(redis::ConnectionOptions connection, redis::PoolOptions pool_options)
-        : router(std::move(connection), pool_options),
-          replay_script("replay script", std::string(redis::scripts::replay_step)),
-          purge_script("purge script", std::string(redis::scripts::list_purge)),
-          bounded_push_script("bounded push script",
-                              std::string(redis::scripts::list_push_bounded)),
-          bounded_batch_push_script("bounded batch push script",
-                                    std::string(redis::scripts::list_push_bounded_batch)),
-          capped_push_script("capped push script", std::string(redis::scripts::list_push_capped)),
-          recover_script("recover script", std::string(redis::scripts::recover_tombstone)) {}
+    Shared(redis::ConnectionOptions connection, redis::PoolOptions pool_options);
     redis::Router router;
     redis::Script replay_script;
     redis::Script purge_script;
