@@ -1,10 +1,23 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 // Compiled mode (CMake DLQ_COMPILED=ON): the core's shipped instantiations, built once into
 // dlq::dlq. The headers declare them `extern template` (end of dlq/storage/memory.hpp and
-// dlq/kv/memory_store.hpp), so users' translation units only call them.
+// dlq/kv/memory_store.hpp), so users' translation units only call them. The definitions of
+// the core's non-template functions (the `-inl.hpp` files; see DLQ_INLINE in
+// dlq/detail/compiled.hpp) are compiled here, once: the headers only declare them.
 #include "dlq/dlq.hpp"
 #include "dlq/kv/memory_store.hpp"
 #include "dlq/kv/storage.hpp"
+
+#include "dlq/audit-inl.hpp"
+#include "dlq/detail/id-inl.hpp"
+#include "dlq/detail/queue_core-inl.hpp"
+#include "dlq/entry-inl.hpp"
+#include "dlq/operations-inl.hpp"
+#include "dlq/replay-inl.hpp"
+#include "dlq/retention-inl.hpp"
+#include "dlq/search-inl.hpp"
+#include "dlq/stats-inl.hpp"
+#include "dlq/storage/memory-inl.hpp"
 
 namespace dlq {
 template class DeadLetterQueue<MemoryStorage>;

@@ -1,9 +1,13 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 // Compiled mode (CMake DLQ_COMPILED=ON): the Redis backends' shipped instantiations, built
 // once into dlq::redis. The headers declare them `extern template` (end of
-// dlq/redis/list_storage.hpp and dlq/redis/kv_store.hpp).
+// dlq/redis/list_storage.hpp and dlq/redis/kv_store.hpp). RedisListStorage's member
+// definitions (dlq/redis/list_storage-inl.hpp; see DLQ_REDIS_INLINE in dlq/detail/compiled.hpp)
+// are compiled here, once: the header only declares them.
 #include "dlq/redis.hpp"
 #include "dlq/dlq.hpp"
+
+#include "dlq/redis/list_storage-inl.hpp"
 
 namespace dlq {
 template class DeadLetterQueue<RedisListStorage>;

@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/detail/compiled.hpp"
 #include "dlq/detail/sha256.hpp"
 #include "dlq/detail/time.hpp"
 #include "dlq/entry.hpp"
@@ -75,51 +76,11 @@ struct AuditRecord {
   nlohmann::ordered_json detail;
 
   /// The record as one JSON object (what the storage keeps).
-  nlohmann::ordered_json to_json() const {
-    nlohmann::ordered_json j;
-    j["time"] = detail::iso_time::format(time);
-    j["actor"] = actor;
-    j["operation"] = operation;
-    j["queue"] = queue;
-    j["filter"] = filter.is_null() ? nlohmann::ordered_json::object() : filter;
-    j["counts"] = counts.is_null() ? nlohmann::ordered_json::object() : counts;
-    j["ids"] = ids;
-    j["ids_omitted"] = ids_omitted;
-    j["outcome"] = outcome;
-    j["detail"] = detail.is_null() ? nlohmann::ordered_json::object() : detail;
-    return j;
-  }
+  nlohmann::ordered_json to_json() const;
 
   /// Reads a record written by to_json(). Fields that are missing or of another type keep
   /// their defaults, so a damaged record still shows what it has.
-  static AuditRecord from_json(std::string_view text) {
-    AuditRecord r;
-    const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
-    if (!j.is_object()) {
-      r.outcome = "unreadable audit record";
-      return r;
-    }
-    const auto str = [&](const char* key, std::string& out) {
-      const auto it = j.find(key);
-      if (it != j.end() && it->is_string()) out = it->get<std::string>();
-    };
-    std::string time;
-    str("time", time);
-    if (const auto t = detail::iso_time::parse(time)) r.time = *t;
-    str("actor", r.actor);
-    str("operation", r.operation);
-    str("queue", r.queue);
-    str("outcome", r.outcome);
-    if (auto it = j.find("filter"); it != j.end() && it->is_object()) r.filter = *it;
-    if (auto it = j.find("counts"); it != j.end() && it->is_object()) r.counts = *it;
-    if (auto it = j.find("detail"); it != j.end() && it->is_object()) r.detail = *it;
-    if (auto it = j.find("ids"); it != j.end() && it->is_array())
-      for (const auto& id : *it)
-        if (id.is_string()) r.ids.push_back(id.get<std::string>());
-    if (auto it = j.find("ids_omitted"); it != j.end() && it->is_number_unsigned())
-      r.ids_omitted = it->get<std::size_t>();
-    return r;
-  }
+  static AuditRecord from_json(std::string_view text);
 };
 
 namespace detail {
@@ -156,3 +117,7 @@ struct audit_ids {
 }  // namespace detail
 
 }  // namespace dlq
+
+#if defined(DLQ_HEADER_ONLY)
+#include "dlq/audit-inl.hpp"
+#endif

@@ -204,12 +204,14 @@ class DeadLetterQueue {
   }
 
   /// Dead-letter depth of every queue that has dead-letter or corrupt entries.
+  DLQ_OUT_OF_LINE
   std::map<std::string, std::size_t> summary() { return summary(queues()); }
 
   /// Depth, corrupt depth and the times of the oldest and newest entry of each named queue,
   /// in order, at a cost independent of the queues' lengths (see dlq/stats.hpp). Ages are
   /// measured by Options::clock. Times that cannot be read are reported as such, not guessed.
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error subclasses.
+  DLQ_OUT_OF_LINE
   std::vector<QueueStats> stats(const std::vector<std::string>& queues) {
     for (const auto& q : queues)
       detail::queue_core::validate_queue(q, "stats");
@@ -218,6 +220,7 @@ class DeadLetterQueue {
   }
 
   /// stats() of every queue that has dead-letter or corrupt entries, sorted by name.
+  DLQ_OUT_OF_LINE
   std::vector<QueueStats> stats() { return stats(queues()); }
 
   /// The queue's dead letters grouped by error text and by error type (counts, oldest and
@@ -225,6 +228,7 @@ class DeadLetterQueue {
   /// dlq/stats.hpp and ErrorsOptions; the default reads every entry). The report says whether
   /// its counts are exact or a sample.
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error subclasses.
+  DLQ_OUT_OF_LINE
   ErrorsReport errors(std::string_view queue, const ErrorsOptions& options = {}) {
     detail::queue_core::validate_queue(queue, "errors");
     return guarded([&] { return detail::summarize_errors(storage_, queue, options); });
@@ -281,6 +285,7 @@ class DeadLetterQueue {
   }
 
   /// Replays every entry present now back to its source queue (the seed's replay_all).
+  DLQ_OUT_OF_LINE
   ReplayReport replay_all(std::string_view queue) { return replay(queue, ReplayOptions::all()); }
 
   /// Replays the oldest readable entry and returns it, or nullopt when there is none (the
@@ -326,6 +331,7 @@ class DeadLetterQueue {
   /// by Options::clock. Read-only: not audited.
   /// @throws dlq::invalid_argument for an empty queue name or a malformed continuation;
   ///         dlq::storage_error when the backend fails.
+  DLQ_OUT_OF_LINE
   SearchPage search(std::string_view queue, const Filter& filter,
                     std::string_view continuation = {}, std::size_t limit = 100,
                     std::size_t max_examined = 0) {
@@ -341,6 +347,7 @@ class DeadLetterQueue {
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
   ///         backend fails (batches applied before stay applied and are in the audit
   ///         record); dlq::conflict_error when other clients keep changing the same entries.
+  DLQ_OUT_OF_LINE
   DiscardReport discard(std::string_view queue, const DiscardOptions& options = {}) {
     detail::queue_core::validate_queue(queue, "discard");
     DiscardReport report;
@@ -378,6 +385,7 @@ class DeadLetterQueue {
   /// new payload. Returns the report: replayed == 1 on success, else the id is in skipped
   /// (not_found, or corrupt: an unreadable entry has no payload to edit).
   /// @throws as replay().
+  DLQ_OUT_OF_LINE
   ReplayReport replay_edited(std::string_view queue, std::string_view id, std::string new_payload,
                              std::string actor = {}, std::string to_queue = {}) {
     detail::queue_core::validate_queue(queue, "replay_edited");
@@ -394,6 +402,7 @@ class DeadLetterQueue {
   /// oldest first, at most `limit` (0 = 1000). Empty on a storage without an audit trail
   /// (see dlq/audit.hpp).
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error.
+  DLQ_OUT_OF_LINE
   std::vector<AuditRecord> audit(std::string_view queue,
                                  std::chrono::system_clock::time_point since = {},
                                  std::size_t limit = 1000) {

@@ -27,6 +27,7 @@
 
 #include "dlq/audit.hpp"
 #include "dlq/detail/batched_walk.hpp"
+#include "dlq/detail/compiled.hpp"
 #include "dlq/detail/queue_core.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
@@ -123,52 +124,7 @@ class discard_engine {
   /// Deletes what `o` matches into `report` (filled as batches apply, so that a failure
   /// leaves it saying what was deleted). @throws conflict_error when the list keeps changing
   /// under the discard; what the storage throws.
-  void run(const DiscardOptions& o, DiscardReport& report) {
-    report.dry_run = o.dry_run;
-    const filter_matcher matcher(o, core_.now());
-    std::size_t budget = list_.size();  // the snapshot bound
-    std::size_t limit_left = o.limit == 0 ? std::numeric_limits<std::size_t>::max() : o.limit;
-    batched_walk walk(core_, list_, 16);
-    std::vector<std::string> ids;
-    auto begin = [&ids] { ids.clear(); };
-    auto decide = [&](std::string_view raw, Decision& d) {
-      if (ids.size() >= limit_left || matcher.cannot_match(raw)) return;
-      envelope_view view;
-      const bool readable = view_envelope(raw, view);
-      std::string id = readable ? entry_id(view, raw) : derived_id(raw);
-      if (!matcher.matches(raw, readable, view, id)) return;
-      ids.push_back(std::move(id));
-      if (!o.dry_run) d.action = Action::discard;
-    };
-    auto give_up = [&](std::size_t consecutive) {
-      return message("discard", "queue '" + std::string(queue_) + "'",
-                     "the list kept changing under the discard (" + std::to_string(consecutive) +
-                         " batches in a row) without getting shorter",
-                     "nothing was lost; " + std::to_string(report.discarded) +
-                         " entries were deleted before this (see the audit trail); run it again");
-    };
-    while (budget > 0 && limit_left > 0) {
-      if (o.cancel && o.cancel->load()) {
-        report.cancelled = true;
-        break;
-      }
-      const std::size_t examined = walk.next(budget, Decider(decide), begin, give_up);
-      report.conflicts = walk.conflicts();
-      if (examined == 0) break;
-      ++report.batches;
-      report.examined += examined;
-      budget -= std::min(budget, examined);
-      limit_left -= std::min(limit_left, ids.size());
-      report.discarded += ids.size();
-      if (!o.dry_run) {
-        core_.counters.discarded.fetch_add(ids.size(), std::memory_order_relaxed);
-        for (const auto& id : ids)
-          core_.emit(EventKind::discarded, queue_, id, "discard");
-      }
-      for (auto& id : ids)
-        report.discarded_ids.push_back(std::move(id));
-    }
-  }
+  void run(const DiscardOptions& o, DiscardReport& report);
 
  private:
   queue_core& core_;
@@ -179,3 +135,7 @@ class discard_engine {
 }  // namespace detail
 
 }  // namespace dlq
+
+#if defined(DLQ_HEADER_ONLY)
+#include "dlq/operations-inl.hpp"
+#endif

@@ -42,6 +42,7 @@
 
 #include "dlq/audit.hpp"
 #include "dlq/detail/batched_walk.hpp"
+#include "dlq/detail/compiled.hpp"
 #include "dlq/detail/id.hpp"
 #include "dlq/detail/json_scan.hpp"
 #include "dlq/detail/queue_core.hpp"
@@ -196,8 +197,9 @@ class replay_engine {
   struct result {
     ReplayReport report;
     std::vector<std::string> replayed_raw;
-    audit_ids ids;  ///< replayed ids for the audit record (with collect_audit)
-    nlohmann::ordered_json edits = nlohmann::ordered_json::array();  ///< {id, old/new sha256}
+    audit_ids ids;                 ///< replayed ids for the audit record (with collect_audit)
+    nlohmann::ordered_json edits;  ///< {id, old/new sha256}; an empty array at first
+    result();
   };
 
   /// Collect what the audit record needs (result::ids, result::edits). Default off.
@@ -214,54 +216,7 @@ class replay_engine {
   /// every replayed entry. @throws invalid_argument for a bad to_queue; conflict_error when
   /// the list keeps changing under the replay; what the storage throws (batches applied
   /// before stay applied).
-  result run(const ReplayOptions& options, bool keep_replayed = false) {
-    if (!options.to_queue.empty())
-      queue_core::validate_queue(options.to_queue, "replay (to_queue)");
-    select(options);
-    keep_replayed_ = keep_replayed;
-    result_.report.dry_run = options.dry_run;
-    std::size_t budget = list_.size();  // the snapshot bound
-    // Batches start at one entry (the entry size is not known yet); with a rate, at most
-    // about a tenth of a second's worth of entries each.
-    const std::size_t cap = options.rate > 0 && options.rate / 10 < 1e9
-                                ? static_cast<std::size_t>(std::max(1.0, options.rate / 10))
-                                : std::numeric_limits<std::size_t>::max();
-    batched_walk walk(core_, list_, 1, cap);
-    auto begin = [this] {
-      pending_.clear();
-      step_raw_.clear();
-      step_notes_.clear();
-      step_limit_used_ = 0;
-    };
-    auto decide = [&](std::string_view raw, Decision& d) { this->decide(options, raw, d); };
-    auto give_up = [this](std::size_t consecutive) {
-      return message(
-          "replay", "queue '" + std::string(queue_) + "'",
-          "the dead-letter list kept changing under the replay (" + std::to_string(consecutive) +
-              " batches in a row) without getting shorter",
-          "another process is rewriting the same entries; nothing was lost, run the replay "
-          "again when it is done (" +
-              std::to_string(result_.report.replayed) + " entries were replayed before this)");
-    };
-    const auto started = core_.now();
-    while (budget > 0 && limit_left_ > 0 && !(by_id_ && ids_left_.empty())) {
-      if (options.cancel && options.cancel->load()) {
-        result_.report.cancelled = true;
-        break;
-      }
-      const std::size_t examined = walk.next(budget, Decider(decide), begin, give_up);
-      result_.report.conflicts = walk.conflicts();
-      if (examined == 0) break;
-      commit(options, examined);
-      budget -= std::min(budget, examined);
-      const ReplayReport& r = result_.report;
-      if (options.on_progress) options.on_progress({r.examined, r.replayed, r.set_aside, budget});
-      if (options.rate > 0 && r.replayed > 0) pace(options.rate, started, options.cancel);
-    }
-    for (const auto& id : ids_left_)
-      result_.report.skipped.push_back({id, SkipReason::not_found, "no entry with this id"});
-    return std::move(result_);
-  }
+  result run(const ReplayOptions& options, bool keep_replayed = false);
 
  private:
   struct pending_item {
@@ -279,89 +234,17 @@ class replay_engine {
   };
 
   // The parts of the options the decider consults per entry, prepared once.
-  void select(const ReplayOptions& o) {
-    destination_ = o.to_queue.empty() ? queue_ : std::string_view(o.to_queue);
-    ids_left_.insert(o.ids.begin(), o.ids.end());
-    by_id_ = !o.ids.empty();
-    limit_left_ = o.limit == 0 ? std::numeric_limits<std::size_t>::max() : o.limit;
-    matcher_.emplace(o, core_.now());
-    filtered_ = !matcher_->matches_all() || static_cast<bool>(o.filter);
-    need_ids_ = o.record_ids || static_cast<bool>(core_.options.on_event) || collect_audit_;
-    result_.ids.max = core_.options.audit_max_ids;
-  }
+  void select(const ReplayOptions& o);
 
   // Keeps the run at `rate`: the n-th entry is not replayed before started + n / rate (a
   // pause of at most 10^9 s, so that the time stays representable). Waits in slices of at
   // most 100 ms and returns early once `cancel` is set.
   void pace(double rate, std::chrono::system_clock::time_point started,
-            const std::atomic<bool>* cancel) {
-    const double seconds = std::min(static_cast<double>(result_.report.replayed) / rate, 1e9);
-    const auto due = started + std::chrono::round<std::chrono::system_clock::duration>(
-                                   std::chrono::duration<double>(seconds));
-    for (auto now = core_.now(); due > now; now = core_.now()) {
-      if (cancel && cancel->load()) return;
-      core_.wait(std::min<std::chrono::nanoseconds>(due - now, std::chrono::milliseconds(100)));
-    }
-  }
+            const std::atomic<bool>* cancel);
 
-  void decide(const ReplayOptions& o, std::string_view raw, Decision& d) {
-    if (step_limit_used_ >= limit_left_) return;  // the limit is reached: leave the rest
-    envelope_view view;
-    std::string_view payload;
-    problem_.clear();
-    const bool readable = view_envelope(raw, view);
-    if (!readable) problem_ = unreadable_reason(raw);
-    if (!readable || !cut_payload(view, scratch_, payload, problem_)) {
-      std::string id = readable ? entry_id(view, raw) : derived_id(raw);
-      if (by_id_ && !take_id(id)) return;  // not asked for: leave it alone
-      pending_item item{Action::keep, std::move(id), SkipReason::corrupt, problem_, true};
-      if (o.set_aside_corrupt) {
-        item.action = Action::set_aside;
-        if (!o.dry_run) d.action = Action::set_aside;
-      }
-      pending_.push_back(std::move(item));
-      return;
-    }
-    std::string id;
-    if (by_id_) {
-      id = entry_id(view, raw);
-      if (!take_id(id)) return;
-    } else {
-      if (view.parked == "true") {
-        pending_.push_back({Action::keep, entry_id(view, raw), SkipReason::parked,
-                            "parked by the poison-loop guard; replay it by id", true});
-        return;
-      }
-      if (filtered_ && !matches(o, view, raw)) return;
-      if (need_ids_) id = entry_id(view, raw);
-    }
-    ++step_limit_used_;
-    if (keep_replayed_) step_raw_.emplace_back(raw);
-    pending_.push_back({Action::replay, std::move(id), SkipReason{}, {}, false});
-    if (o.transform) {
-      if (auto edited = o.transform(parse_entry(std::string(raw)))) {
-        edit_note note{pending_.size() - 1, {}, {}};
-        if (collect_audit_ && result_.ids.ids.size() + step_notes_.size() < result_.ids.max) {
-          note.old_sha = sha256_hex(payload);
-          note.new_sha = sha256_hex(*edited);
-        }
-        step_notes_.push_back(std::move(note));
-        edited_ = std::move(*edited);  // the storage copies it before the next call
-        payload = edited_;
-      }
-    }
-    if (o.dry_run) return;
-    d.action = Action::replay;
-    d.destination = destination_;
-    d.payload = payload;
-    d.identity = identity_of(view);
-  }
+  void decide(const ReplayOptions& o, std::string_view raw, Decision& d);
 
-  static std::string unreadable_reason(std::string_view raw) {
-    return json::skip_value(raw.data(), raw.data() + raw.size(), json::mode::lenient) != nullptr
-               ? "not a JSON object"
-               : "not valid JSON";
-  }
+  static std::string unreadable_reason(std::string_view raw);
 
   // The stored id's value span (quotes included) when it is a canonical UUID — what dlq
   // writes (UUIDv7, 62 random bits), so no other item carries it by chance at the same
@@ -391,46 +274,7 @@ class replay_engine {
   }
 
   // A batch was applied: its decisions become the report, the counters and the events.
-  void commit(const ReplayOptions& o, std::size_t examined) {
-    ReplayReport& report = result_.report;
-    report.examined += examined;
-    ++report.batches;
-    auto& counters = core_.counters;
-    std::size_t next_note = 0;
-    for (std::size_t index = 0; index < pending_.size(); ++index) {
-      auto& p = pending_[index];
-      const edit_note* note = nullptr;
-      if (next_note < step_notes_.size() && step_notes_[next_note].index == index)
-        note = &step_notes_[next_note++];
-      if (by_id_) ids_left_.erase(p.id);
-      if (p.action == Action::replay) {
-        ++report.replayed;
-        --limit_left_;
-        if (collect_audit_) result_.ids.add(p.id);
-        if (note) {
-          ++report.edited;
-          if (!note->old_sha.empty())
-            result_.edits.push_back(
-                {{"id", p.id}, {"old_sha256", note->old_sha}, {"new_sha256", note->new_sha}});
-        }
-        if (!o.dry_run) {
-          counters.replayed.fetch_add(1, std::memory_order_relaxed);
-          core_.emit(EventKind::replayed, queue_, p.id, destination_);
-        }
-        if (o.record_ids) report.replayed_ids.push_back(p.id);
-      } else if (p.action == Action::set_aside) {
-        ++report.set_aside;
-      }
-      if (p.skipped && p.reason == SkipReason::corrupt) {
-        counters.corrupt.fetch_add(1, std::memory_order_relaxed);
-        core_.emit(EventKind::corrupt, queue_, p.id, p.detail);
-      }
-      if (p.skipped) report.skipped.push_back({std::move(p.id), p.reason, std::move(p.detail)});
-    }
-    for (auto& raw : step_raw_)
-      result_.replayed_raw.push_back(std::move(raw));
-    step_raw_.clear();
-  }
+  void commit(const ReplayOptions& o, std::size_t examined);
 
   queue_core& core_;
   dead_list& list_;
@@ -460,3 +304,7 @@ class replay_engine {
 }  // namespace detail
 
 }  // namespace dlq
+
+#if defined(DLQ_HEADER_ONLY)
+#include "dlq/replay-inl.hpp"
+#endif

@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/detail/compiled.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/storage.hpp"
@@ -84,22 +85,7 @@ struct Filter {
 
   /// The conditions as a JSON object (for the audit trail and tools): one key per condition
   /// set; durations in seconds; the predicate as `"predicate": true`.
-  nlohmann::ordered_json describe() const {
-    nlohmann::ordered_json j = nlohmann::ordered_json::object();
-    if (!ids.empty()) j["ids"] = ids;
-    if (!error_contains.empty()) j["error_contains"] = error_contains;
-    if (!error_type.empty()) j["error_type"] = error_type;
-    if (!worker.empty()) j["worker"] = worker;
-    if (!job_id.empty()) j["job_id"] = job_id;
-    const auto seconds = [](std::chrono::system_clock::duration d) {
-      return std::chrono::duration<double>(d).count();
-    };
-    if (older_than) j["older_than_s"] = seconds(*older_than);
-    if (newer_than) j["newer_than_s"] = seconds(*newer_than);
-    if (!payload_contains.empty()) j["payload_contains"] = payload_contains;
-    if (predicate) j["predicate"] = true;
-    return j;
-  }
+  nlohmann::ordered_json describe() const;
 };
 
 /// One page of a search.
@@ -126,16 +112,7 @@ namespace detail {
 /// and discard).
 class filter_matcher {
  public:
-  filter_matcher(const Filter& f, std::chrono::system_clock::time_point now) : f_(f) {
-    for (const auto& id : f.ids)
-      ids_.insert(id);
-    if (f.older_than) older_cutoff_ = now - *f.older_than;
-    if (f.newer_than) newer_cutoff_ = now - *f.newer_than;
-    fields_ = !f.error_contains.empty() || !f.error_type.empty() || !f.worker.empty() ||
-              !f.job_id.empty() || f.older_than || f.newer_than || !f.payload_contains.empty();
-    for (const std::string* t : {&f.error_contains, &f.error_type, &f.worker, &f.job_id})
-      if (!t->empty()) texts_.push_back(t);
-  }
+  filter_matcher(const Filter& f, std::chrono::system_clock::time_point now);
 
   /// True when the filter sets no condition.
   bool matches_all() const noexcept { return ids_.empty() && !fields_ && !f_.predicate; }
@@ -156,41 +133,10 @@ class filter_matcher {
   /// Whether `raw` matches. `view` must be the result of view_envelope(raw) when
   /// `readable`; `id` is the entry id (stored or derived).
   bool matches(std::string_view raw, bool readable, const envelope_view& view,
-               const std::string& id) const {
-    if (!ids_.empty() && ids_.count(id) == 0) return false;
-    if (!readable) {
-      if (fields_) return false;
-      return !f_.predicate || f_.predicate(parse_entry(std::string(raw)));
-    }
-    if (!f_.error_contains.empty() &&
-        string_field(view.error).find(f_.error_contains) == std::string::npos)
-      return false;
-    if (!f_.error_type.empty() && string_field(view.error_type) != f_.error_type) return false;
-    if (!f_.worker.empty() && string_field(view.worker) != f_.worker) return false;
-    if (!f_.job_id.empty() && string_field(view.job_id) != f_.job_id) return false;
-    if (older_cutoff_ || newer_cutoff_) {
-      const auto t = iso_time::parse(string_field(view.dead_lettered_at));
-      if (!t) return false;
-      if (older_cutoff_ && *t > *older_cutoff_) return false;
-      if (newer_cutoff_ && *t < *newer_cutoff_) return false;
-    }
-    if (!f_.payload_contains.empty()) {
-      std::string scratch, problem;
-      std::string_view payload;
-      if (!cut_payload(view, scratch, payload, problem)) return false;
-      if (payload.find(f_.payload_contains) == std::string_view::npos) return false;
-    }
-    if (f_.predicate && !f_.predicate(parse_entry(std::string(raw)))) return false;
-    return true;
-  }
+               const std::string& id) const;
 
   /// Convenience: scans `raw` itself.
-  bool matches(std::string_view raw) const {
-    envelope_view view;
-    const bool readable = view_envelope(raw, view);
-    const std::string id = readable ? entry_id(view, raw) : derived_id(raw);
-    return matches(raw, readable, view, id);
-  }
+  bool matches(std::string_view raw) const;
 
  private:
   const Filter& f_;
@@ -208,51 +154,9 @@ struct search_token {
   std::size_t position = 0;
   std::vector<std::uint64_t> anchors;
 
-  std::string encode() const {
-    std::string out = "s1:" + std::to_string(position) + ":";
-    for (std::size_t i = 0; i < anchors.size(); ++i) {
-      if (i != 0) out += ',';
-      append_hex(out, anchors[i], 16);
-    }
-    return out;
-  }
+  std::string encode() const;
 
-  static search_token decode(std::string_view text) {
-    const auto bad = [&] {
-      return dlq::invalid_argument(dlq::detail::message(
-          "search", "continuation", "'" + std::string(text.substr(0, 80)) + "' is not a token",
-          "pass the continuation of the previous page unchanged, or an empty string to start"));
-    };
-    search_token t;
-    if (text.substr(0, 3) != "s1:") throw bad();
-    std::size_t i = 3;
-    std::size_t digits = 0;
-    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++digits) {
-      if (digits >= 18) throw bad();
-      t.position = t.position * 10 + static_cast<std::size_t>(text[i] - '0');
-    }
-    if (digits == 0 || i >= text.size() || text[i] != ':') throw bad();
-    ++i;
-    while (i < text.size()) {
-      if (text.size() - i < 16 || t.anchors.size() >= max_anchors) throw bad();
-      std::uint64_t v = 0;
-      for (std::size_t k = 0; k < 16; ++k) {
-        const char c = text[i + k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) throw bad();
-        v = (v << 4) | static_cast<std::uint64_t>(d);
-      }
-      t.anchors.push_back(v);
-      i += 16;
-      if (i < text.size()) {
-        if (text[i] != ',') throw bad();
-        ++i;
-        if (i == text.size()) throw bad();
-      }
-    }
-    if (t.position > 0 && t.anchors.empty()) throw bad();
-    return t;
-  }
+  static search_token decode(std::string_view text);
 };
 
 }  // namespace detail
@@ -388,3 +292,7 @@ SearchPage search_page(Storage& storage, std::string_view queue, const Filter& f
 }
 
 }  // namespace dlq
+
+#if defined(DLQ_HEADER_ONLY)
+#include "dlq/search-inl.hpp"
+#endif

@@ -14,3 +14,26 @@
 #else
 #define DLQ_OUT_OF_LINE
 #endif
+
+/// DLQ_INLINE marks the definitions of dlq's non-template functions that live in the
+/// `*-inl.hpp` files next to their headers (the pattern of spdlog's compiled library).
+/// Header-only mode (the default): each header includes its `-inl.hpp` at its end and the
+/// definitions are `inline`. Compiled mode (DLQ_COMPILED_LIB): the headers carry the
+/// declarations only, so a user's translation unit neither parses nor instantiates what those
+/// functions use; the library's sources (src/*.cpp) include the `-inl.hpp` files once and
+/// compile the definitions. Never include a `-inl.hpp` file in compiled mode yourself.
+#if defined(DLQ_COMPILED_LIB)
+#define DLQ_INLINE
+#else
+#define DLQ_INLINE inline
+#define DLQ_HEADER_ONLY 1
+#endif
+
+/// DLQ_REDIS_INLINE: DLQ_INLINE for the Redis backend's definitions (dlq/redis/*-inl.hpp),
+/// compiled into dlq::redis in compiled mode (DLQ_COMPILED_REDIS).
+#if defined(DLQ_COMPILED_REDIS)
+#define DLQ_REDIS_INLINE
+#else
+#define DLQ_REDIS_INLINE inline
+#define DLQ_REDIS_HEADER_ONLY 1
+#endif

@@ -56,7 +56,6 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -64,21 +63,16 @@
 #include <vector>
 
 #include "dlq/audit.hpp"
+#include "dlq/detail/compiled.hpp"
 #include "dlq/detail/kept_prefix.hpp"
 #include "dlq/errors.hpp"
-#include "dlq/redis/audit_stream.hpp"
 #include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/key_pattern.hpp"
 #include "dlq/redis/options.hpp"
 #include "dlq/redis/pool.hpp"
 #include "dlq/redis/script.hpp"
-#include "dlq/redis/scripts/list_purge.hpp"
-#include "dlq/redis/scripts/list_push_bounded.hpp"
-#include "dlq/redis/scripts/list_push_capped.hpp"
-#include "dlq/redis/scripts/recover_tombstone.hpp"
 #include "dlq/redis/scripts/replay_step.hpp"
-#include "dlq/redis/stats.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -277,47 +271,11 @@ class RedisListStorage {
   /// @throws dlq::invalid_argument when a key pattern does not have exactly one `*` or two
   ///         patterns are equal. (A layout a cluster cannot hold is reported by the first
   ///         operation, or by cluster_mode(), once the server is known.)
-  explicit RedisListStorage(redis::ConnectionOptions connection, RedisListOptions options = {})
-      : options_(std::move(options)),
-        dead_(redis::KeyPattern::parse(options_.dead_key, "RedisListOptions::dead_key")),
-        source_(redis::KeyPattern::parse(options_.source_key, "RedisListOptions::source_key")),
-        corrupt_(redis::KeyPattern::parse(options_.corrupt_key, "RedisListOptions::corrupt_key")),
-        shared_(std::make_shared<Shared>(std::move(connection), options_.pool)) {
-    if (options_.dead_key == options_.corrupt_key || options_.dead_key == options_.source_key ||
-        options_.corrupt_key == options_.source_key) {
-      throw dlq::invalid_argument(dlq::detail::message(
-          "redis", "RedisListOptions", "dead_key, source_key and corrupt_key must differ",
-          "give each list its own pattern"));
-    }
-    {  // Redis Cluster needs a queue's keys in one slot: one hash tag for all three patterns.
-      const auto d = dead_.cluster_tag();
-      const auto s = source_.cluster_tag();
-      const auto c = corrupt_.cluster_tag();
-      if (!d || !s || !c) {
-        untagged_ = "key pattern '" +
-                    (!d   ? options_.dead_key
-                     : !s ? options_.source_key
-                          : options_.corrupt_key) +
-                    "' has no hash tag";
-      } else if (*d != *s || *d != *c) {
-        untagged_ = "key patterns '" + options_.dead_key + "', '" + options_.source_key +
-                    "' and '" + options_.corrupt_key + "' do not share one hash tag";
-      }
-    }
-    if (options_.max_batch_items == 0) options_.max_batch_items = 1000;
-    options_.max_batch_items = std::min<std::size_t>(options_.max_batch_items, 4000);
-    if (options_.max_batch_bytes == 0) options_.max_batch_bytes = std::size_t{512} << 10;
-    if (options_.receipt_ttl.count() <= 0) options_.receipt_ttl = std::chrono::minutes(10);
-    std::random_device rd;
-    shared_->step_base =
-        (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
-        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  }
+  explicit RedisListStorage(redis::ConnectionOptions connection, RedisListOptions options = {});
 
   /// Parses `url` (see dlq::redis::parse_url) and connects lazily.
   /// @throws dlq::invalid_argument for a bad URL or bad key patterns.
-  explicit RedisListStorage(std::string_view url, RedisListOptions options = {})
-      : RedisListStorage(redis::parse_url(url), std::move(options)) {}
+  explicit RedisListStorage(std::string_view url, RedisListOptions options = {});
 
   RedisListStorage(const RedisListStorage&) = delete;
   RedisListStorage& operator=(const RedisListStorage&) = delete;
@@ -344,9 +302,7 @@ class RedisListStorage {
   bool cluster_mode() { return routed().clustered(); }
 
   /// The Redis key of a queue's dead or corrupt list.
-  std::string key(std::string_view queue, ListKind kind) const {
-    return kind == ListKind::dead ? dead_.key(queue) : corrupt_.key(queue);
-  }
+  std::string key(std::string_view queue, ListKind kind) const;
   /// The Redis key of a queue's source list (where replay pushes payloads).
   std::string source_key(std::string_view queue) const { return source_.key(queue); }
 
@@ -354,260 +310,65 @@ class RedisListStorage {
   /// @return the dead list's length after the push.
   /// @throws dlq::invalid_argument (empty queue name), dlq::storage_error subclasses; a
   ///         timeout after sending has outcome_unknown() == true (never re-sent).
-  std::size_t push(const Record& record) {
-    check_queue(record.queue, "push");
-    const std::string k = dead_.key(record.queue);
-    Lease lease;
-    auto replies = routed().run(lease, k, redis::Effect::write, [&](const std::string&) {
-      return one(std::move(redis::Command("RPUSH").arg(std::string_view(k)).arg(record.envelope)));
-    });
-    return static_cast<std::size_t>(redis::integer(replies[0], **lease, "RPUSH " + k));
-  }
+  std::size_t push(const Record& record);
 
   /// Appends an envelope only while the dead list has fewer than `max_length` items,
   /// atomically (one script: LLEN, then RPUSH). One round trip.
   /// @return false (and nothing stored) when the list is full.
   /// @throws as push().
-  bool push_bounded(const Record& record, std::size_t max_length) {
-    check_queue(record.queue, "push_bounded");
-    const std::string k = dead_.key(record.queue);
-    const std::string label = "bounded push script on " + k;
-    Lease lease;
-    auto replies = routed().run(
-        lease, k, redis::Effect::write,
-        [&](const std::string& sha) {
-          redis::Command c("EVALSHA");
-          c.arg_copy(sha).arg(1).arg(std::string_view(k)).arg(max_length).arg(record.envelope);
-          c.label(label);
-          return one(std::move(c));
-        },
-        &shared_->bounded_push_script);
-    return redis::integer(replies[0], **lease, label) > 0;
-  }
+  bool push_bounded(const Record& record, std::size_t max_length);
 
   /// Appends `records` (all of one queue) only if the dead list then holds at most
   /// `max_length` items, atomically (one script: LLEN, then RPUSH): all of them or none. One
   /// round trip. @return false (and nothing stored) when they do not fit. @throws as push().
-  bool push_bounded(const std::vector<Record>& records, std::size_t max_length) {
-    if (records.empty()) return true;
-    check_queue(records.front().queue, "push_bounded");
-    const std::string k = dead_.key(records.front().queue);
-    const std::string label = "bounded batch push script on " + k;
-    Lease lease;
-    auto replies = routed().run(
-        lease, k, redis::Effect::write,
-        [&](const std::string& sha) {
-          return one(push_script_call(sha, k, max_length, records, label));
-        },
-        &shared_->bounded_batch_push_script);
-    return redis::integer(replies[0], **lease, label) > 0;
-  }
+  bool push_bounded(const std::vector<Record>& records, std::size_t max_length);
 
   /// Appends `records` (all of one queue) and, in the same script, removes the oldest items
   /// of the dead list beyond `max_length` (at most 10000 per call). One round trip.
   /// @return the removed items, oldest first. @throws as push().
-  std::vector<std::string> push_capped(const std::vector<Record>& records, std::size_t max_length) {
-    if (records.empty()) return {};
-    check_queue(records.front().queue, "push_capped");
-    const std::string k = dead_.key(records.front().queue);
-    const std::string label = "capped push script on " + k;
-    Lease lease;
-    auto replies = routed().run(
-        lease, k, redis::Effect::write,
-        [&](const std::string& sha) {
-          return one(push_script_call(sha, k, max_length, records, label));
-        },
-        &shared_->capped_push_script);
-    return redis::strings(replies[0], **lease, label);
-  }
+  std::vector<std::string> push_capped(const std::vector<Record>& records, std::size_t max_length);
 
   /// Adds one to the counter `key` of `queue` (the poison-loop guard's) and returns its new
   /// value; the counter expires `ttl` after its last bump. INCR + EXPIRE in one MULTI/EXEC,
   /// one round trip. The counter lives at `<dead key>:count:<key>` (same hash tag; a string,
   /// so queues() never lists it).
-  std::int64_t bump_count(std::string_view queue, std::string_view key, std::chrono::seconds ttl) {
-    check_queue(queue, "bump_count");
-    std::string k = dead_.key(queue);
-    k += ":count:";
-    k += key;
-    const long long seconds = std::max<long long>(1, static_cast<long long>(ttl.count()));
-    Lease lease;
-    // A redirected INCR (index 1) makes EXEC discard the transaction: nothing ran.
-    auto replies = routed().run(
-        lease, k, redis::Effect::write,
-        [&](const std::string&) {
-          std::vector<redis::Command> cmds;
-          cmds.emplace_back("MULTI");
-          cmds.push_back(std::move(redis::Command("INCR").arg(std::string_view(k))));
-          cmds.push_back(std::move(redis::Command("EXPIRE").arg(std::string_view(k)).arg(seconds)));
-          cmds.emplace_back("EXEC");
-          return cmds;
-        },
-        nullptr, 1);
-    const std::string label = "INCR " + k;
-    for (std::size_t i = 0; i + 1 < replies.size(); ++i)
-      redis::check(replies[i], **lease, label);
-    const redisReply& exec = redis::check(replies.back(), **lease, label);
-    if (exec.type != REDIS_REPLY_ARRAY || exec.elements != 2 ||
-        exec.element[0]->type != REDIS_REPLY_INTEGER) {
-      if (exec.type == REDIS_REPLY_ARRAY && exec.elements > 0 &&
-          exec.element[0]->type == REDIS_REPLY_ERROR) {
-        redis::detail::throw_reply_error(*exec.element[0], (*lease)->endpoint(), label);
-      }
-      redis::detail::throw_unexpected_reply(exec, (*lease)->endpoint(), label);
-    }
-    return exec.element[0]->integer;
-  }
+  std::int64_t bump_count(std::string_view queue, std::string_view key, std::chrono::seconds ttl);
 
   /// Appends many envelopes in one pipelined round trip (one RPUSH per run of consecutive
   /// records of the same queue; each RPUSH is atomic, the batch as a whole is not). In a
   /// cluster: one pipeline per master, the runs of a redirected RPUSH re-sent alone.
   /// @throws as push(); on an error reply the records of the other commands were stored.
-  void push_many(const std::vector<Record>& records) {
-    if (records.empty()) return;
-    for (const Record& r : records)
-      check_queue(r.queue, "push_many");
-    std::vector<std::string> keys;
-    std::vector<std::pair<std::size_t, std::size_t>> runs;  // [first, last) of each RPUSH
-    keys.reserve(records.size());
-    for (std::size_t i = 0; i < records.size();) {
-      std::size_t j = i;
-      while (j < records.size() && records[j].queue == records[i].queue && j - i < 4096) {
-        ++j;
-      }
-      keys.push_back(dead_.key(records[i].queue));
-      runs.emplace_back(i, j);
-      i = j;
-    }
-    // keys must not reallocate once views into them exist: built first, used second.
-    std::vector<std::string> endpoints;
-    auto replies = run_spread(keys, redis::Effect::write, endpoints, [&](std::size_t n) {
-      redis::Command c("RPUSH");
-      c.reserve(2 + runs[n].second - runs[n].first);
-      c.arg(std::string_view(keys[n]));
-      for (std::size_t i = runs[n].first; i < runs[n].second; ++i)
-        c.arg(records[i].envelope);
-      return c;
-    });
-    for (std::size_t n = 0; n < replies.size(); ++n) {
-      integer_reply(replies[n], endpoints[n],
-                    "RPUSH " + keys[n] + " (command " + std::to_string(n + 1) + " of " +
-                        std::to_string(keys.size()) + " of a batch)");
-    }
-  }
+  void push_many(const std::vector<Record>& records);
 
   /// Number of items in a queue's dead or corrupt list: one LLEN.
-  std::size_t size(std::string_view queue, ListKind kind) {
-    check_queue(queue, "size");
-    const std::string k = key(queue, kind);
-    Lease lease;
-    auto replies = routed().run(lease, k, redis::Effect::read, [&](const std::string&) {
-      return one(std::move(redis::Command("LLEN").arg(std::string_view(k))));
-    });
-    return static_cast<std::size_t>(redis::integer(replies[0], **lease, "LLEN " + k));
-  }
+  std::size_t size(std::string_view queue, ListKind kind);
 
   /// Up to `count` items from position `start` (0 = oldest): one LRANGE.
   std::vector<std::string> range(std::string_view queue, ListKind kind, std::size_t start,
-                                 std::size_t count) {
-    check_queue(queue, "range");
-    constexpr auto max = static_cast<std::size_t>(std::numeric_limits<long long>::max());
-    if (count == 0 || start >= max) return {};
-    const std::size_t last = count - 1 > max - start ? max : start + (count - 1);
-    const std::string k = key(queue, kind);
-    Lease lease;
-    auto replies = routed().run(lease, k, redis::Effect::read, [&](const std::string&) {
-      return one(std::move(redis::Command("LRANGE").arg(std::string_view(k)).arg(start).arg(last)));
-    });
-    return redis::strings(replies[0], **lease, "LRANGE " + k);
-  }
+                                 std::size_t count);
 
   /// Removes the first item equal to `raw` (`id` is not needed here): one LREM.
   /// @return true if an item was removed.
-  bool remove(std::string_view queue, ListKind kind, std::string_view /*id*/,
-              std::string_view raw) {
-    check_queue(queue, "remove");
-    const std::string k = key(queue, kind);
-    Lease lease;
-    auto replies = routed().run(lease, k, redis::Effect::write, [&](const std::string&) {
-      return one(std::move(redis::Command("LREM").arg(std::string_view(k)).arg(1).arg(raw)));
-    });
-    return redis::integer(replies[0], **lease, "LREM " + k) > 0;
-  }
+  bool remove(std::string_view queue, ListKind kind, std::string_view /*id*/, std::string_view raw);
 
   /// Deletes a queue's dead or corrupt list in one atomic step.
   /// @return the exact number of items deleted.
-  std::size_t purge(std::string_view queue, ListKind kind) {
-    check_queue(queue, "purge");
-    const std::string k = key(queue, kind);
-    Lease lease;
-    auto replies = routed().run(
-        lease, k, redis::Effect::write,
-        [&](const std::string& sha) {
-          redis::Command c("EVALSHA");
-          c.arg_copy(sha).arg(1).arg(std::string_view(k)).label("purge script on " + k);
-          return one(std::move(c));
-        },
-        &shared_->purge_script);
-    return static_cast<std::size_t>(redis::integer(replies[0], **lease, "purge script on " + k));
-  }
+  std::size_t purge(std::string_view queue, ListKind kind);
 
   /// Queues that have a dead or a corrupt list, sorted: SCAN MATCH <pattern> TYPE list (in
   /// Redis Cluster mode on every master, merged).
-  std::vector<std::string> queues() {
-    std::set<std::string> found;
-    for (redis::ConnectionPool* node : routed().masters()) {
-      auto lease = node->acquire();
-      scan(*lease, corrupt_, [&](std::string_view k) {
-        if (auto q = corrupt_.queue_of(k)) found.insert(std::move(*q));
-      });
-      scan(*lease, dead_, [&](std::string_view k) {
-        if (corrupt_.queue_of(k)) return;  // ambiguous keys are corrupt lists
-        if (auto q = dead_.queue_of(k)) found.insert(std::move(*q));
-      });
-    }
-    return {found.begin(), found.end()};
-  }
+  std::vector<std::string> queues();
 
   /// Dead-list lengths of `queues`, in order: one pipelined round trip of LLENs (in a
   /// cluster one per master).
-  std::vector<std::size_t> sizes(const std::vector<std::string>& queues) {
-    if (queues.empty()) return {};
-    std::vector<std::string> keys;
-    keys.reserve(queues.size());
-    for (const auto& q : queues) {
-      check_queue(q, "sizes");
-      keys.push_back(dead_.key(q));
-    }
-    std::vector<std::string> endpoints;
-    auto replies = run_spread(keys, redis::Effect::read, endpoints, [&](std::size_t i) {
-      redis::Command c("LLEN");
-      c.arg(std::string_view(keys[i]));
-      return c;
-    });
-    std::vector<std::size_t> out;
-    out.reserve(replies.size());
-    for (std::size_t i = 0; i < replies.size(); ++i) {
-      out.push_back(
-          static_cast<std::size_t>(integer_reply(replies[i], endpoints[i], "LLEN " + keys[i])));
-    }
-    return out;
-  }
+  std::vector<std::size_t> sizes(const std::vector<std::string>& queues);
 
   /// Lengths and end items of both lists of each queue, in order (the storage member behind
   /// DeadLetterQueue::stats): per queue LLEN + LINDEX 0 / -1 of both lists in one MULTI/EXEC,
   /// every queue in one pipelined round trip (one per master in a cluster). See
   /// dlq/redis/stats.hpp. @throws dlq::invalid_argument (empty queue name), the
   /// dlq::storage_error subclasses.
-  std::vector<QueueEnds> stats(const std::vector<std::string>& queues) {
-    std::vector<redis::ListKeys> keys;
-    keys.reserve(queues.size());
-    for (const auto& q : queues) {
-      check_queue(q, "stats");
-      keys.push_back({dead_.key(q), corrupt_.key(q)});
-    }
-    return redis::read_list_ends(routed(), keys);
-  }
+  std::vector<QueueEnds> stats(const std::vector<std::string>& queues);
 
   /// One replay step (see the file comment and dlq/storage.hpp): reads up to `max_items`
   /// (at most RedisListOptions::max_batch_items) at the cursor, decides them, and applies
@@ -617,66 +378,19 @@ class RedisListStorage {
   ///         at all); dlq::invalid_argument in a Redis Cluster when a destination is on
   ///         another hash slot or the queue name empties the hash tag (nothing moved).
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
-                         Decider decide) {
-    check_queue(queue, "replay_step");
-    StepResult result;
-    if (max_items == 0) return result;
-    const std::size_t max = std::min(max_items, options_.max_batch_items);
-    const StepTarget target = step_target(queue);
-    Lease lease;
-    if (!window_at(target, lease, cursor, max)) {
-      result.conflict = true;  // the head kept changing: the caller backs off and retries
-      return result;
-    }
-    cursor.take();
-    const ReplayPlan plan = plan_step(target, cursor, max, decide);
-    result.examined = plan.examined;
-    if (plan.items.empty()) {
-      cursor.passed(plan.examined, plan.kept);
-      return result;
-    }
-    const std::size_t from = cursor.offset();
-    Applied applied;
-    try {
-      applied = apply(target, lease, cursor, plan, max);
-    } catch (const dlq::storage_error& e) {
-      cursor.restart_at(from);
-      // The server is out of reach: leave the receipts to expire rather than wait for it
-      // again when the cursor goes away.
-      if (dynamic_cast<const dlq::reply_error*>(&e) == nullptr) cursor.receipts_.forget();
-      throw;
-    } catch (...) {
-      cursor.restart_at(from);
-      throw;
-    }
-    if (!applied.receipt.empty()) cursor.receipts_.add(std::move(applied.receipt), shared_);
-    if (!applied.done) {  // conflict: nothing applied; a read-ahead would be stale
-      cursor.restart_at(from);
-      result.conflict = true;
-      return result;
-    }
-    cursor.applied(plan.kept, std::move(applied.read_ahead));
-    return result;
-  }
+                         Decider decide);
 
   /// The Redis key of a queue's audit stream: `<dead key>:audit` (see dlq/audit.hpp).
   std::string audit_key(std::string_view queue) const { return dead_.key(queue) + ":audit"; }
 
   /// Appends one audit record (dlq/audit.hpp): one XADD … MAXLEN ~ (audit_stream.hpp).
   void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
-                    std::string_view record) {
-    check_queue(queue, "audit_append");
-    const std::size_t cap = options_.audit_max_records == 0 ? 10000 : options_.audit_max_records;
-    redis::audit_stream::append(routed(), audit_key(queue), detail::audit_ms(at), record, cap);
-  }
+                    std::string_view record);
 
   /// The queue's audit records made at or after `since`, oldest first, at most `limit`.
   std::vector<std::string> audit_read(std::string_view queue,
                                       std::chrono::system_clock::time_point since,
-                                      std::size_t limit) {
-    check_queue(queue, "audit_read");
-    return redis::audit_stream::read(routed(), audit_key(queue), detail::audit_ms(since), limit);
-  }
+                                      std::size_t limit);
 
   /// Repairs what an interrupted replay can leave behind: stray tombstones, written only by
   /// a replay script that failed between its LSETs and its LREM (its payloads were pushed
@@ -688,54 +402,7 @@ class RedisListStorage {
   /// @return the number of tombstones removed (items set aside are not counted).
   /// @throws the dlq::storage_error subclasses; dlq::reply_error WRONGTYPE when the corrupt
   ///         list holds another type (nothing moved).
-  std::size_t recover(std::string_view queue) {
-    check_queue(queue, "recover");
-    const std::string k = dead_.key(queue);
-    const std::string corrupt = corrupt_.key(queue);
-    redis::Router& router = routed();
-    Lease lease;
-    std::set<std::string> suspects;
-    constexpr std::size_t chunk = 1000;
-    for (std::size_t start = 0;; start += chunk) {
-      auto replies = router.run(lease, k, redis::Effect::read, [&](const std::string&) {
-        return one(std::move(
-            redis::Command("LRANGE").arg(std::string_view(k)).arg(start).arg(start + chunk - 1)));
-      });
-      const auto items = redis::strings(replies[0], **lease, "LRANGE " + k);
-      for (const auto& it : items) {
-        if (it.compare(0, detail::tombstone_prefix.size(), detail::tombstone_prefix) == 0) {
-          suspects.insert(it);
-        }
-      }
-      if (items.size() < chunk) break;
-    }
-    const std::string label = "recover script on " + k;
-    std::size_t removed = 0;
-    for (const auto& item : suspects) {
-      const std::string step = step_of_tombstone(item);
-      const std::string receipt = k + ":receipt:" + (step.empty() ? "-" : step);
-      // The script's effect is the same when it runs twice (what it moved is gone from the
-      // dead list), so a lost answer is harmless: a read, retried once after a lost connection.
-      auto replies = router.run(
-          lease, k, redis::Effect::read,
-          [&](const std::string& sha) {
-            redis::Command c("EVALSHA");
-            c.arg_copy(sha).arg(3).arg(std::string_view(k)).arg(std::string_view(corrupt));
-            c.arg(std::string_view(receipt)).arg(std::string_view(item));
-            c.arg(step.empty() ? "0" : "1").arg(redis::scripts::replay_tombstones_mark);
-            c.label(label);
-            return one(std::move(c));
-          },
-          &shared_->recover_script);
-      const redisReply& r = redis::check(replies[0], **lease, label);
-      if (r.type != REDIS_REPLY_ARRAY || r.elements != 2 ||
-          r.element[0]->type != REDIS_REPLY_INTEGER) {
-        redis::detail::throw_unexpected_reply(r, (*lease)->endpoint(), label);
-      }
-      removed += static_cast<std::size_t>(r.element[0]->integer);
-    }
-    return removed;
-  }
+  std::size_t recover(std::string_view queue);
 
  private:
   using Lease = std::optional<redis::ConnectionPool::Lease>;
@@ -744,28 +411,12 @@ class RedisListStorage {
   // the envelopes.
   static redis::Command push_script_call(const std::string& sha, const std::string& key,
                                          std::size_t limit, const std::vector<Record>& records,
-                                         const std::string& label) {
-    redis::Command c("EVALSHA");
-    c.reserve(4 + records.size());
-    c.arg_copy(sha).arg(1).arg(std::string_view(key)).arg(limit);
-    for (const Record& r : records)
-      c.arg(r.envelope);
-    c.label(label);
-    return c;
-  }
+                                         const std::string& label);
 
-  static std::vector<redis::Command> one(redis::Command c) {
-    std::vector<redis::Command> v;
-    v.push_back(std::move(c));
-    return v;
-  }
+  static std::vector<redis::Command> one(redis::Command c);
 
   static long long integer_reply(const redis::Reply& r, const std::string& endpoint,
-                                 const std::string& doing) {
-    if (r->type == REDIS_REPLY_ERROR) redis::detail::throw_reply_error(*r, endpoint, doing);
-    if (r->type != REDIS_REPLY_INTEGER) redis::detail::throw_unexpected_reply(*r, endpoint, doing);
-    return r->integer;
-  }
+                                 const std::string& doing);
 
   // The router, once the key layout is known to suit the server: in Redis Cluster mode
   // every pattern must put the queue in a hash tag (one queue = one slot = one node).
@@ -856,117 +507,21 @@ class RedisListStorage {
     std::string receipt;
   };
 
-  StepTarget step_target(std::string_view queue) {
-    StepTarget t;
-    t.queue = queue;
-    t.dead = dead_.key(queue);
-    t.router = &routed();
-    t.cluster = t.router->clustered();
-    t.slot = redis::key_slot(t.dead);
-    if (t.cluster && redis::hashed_part(t.dead).size() == t.dead.size()) {
-      throw dlq::invalid_argument(dlq::detail::message(
-          "redis", "RedisListStorage::replay_step",
-          "queue name '" + std::string(queue) + "' gives key '" + t.dead +
-              "' an empty hash tag, so its lists would be in different Redis Cluster slots",
-          "in Redis Cluster a queue name must not start with '}'"));
-    }
-    return t;
-  }
+  StepTarget step_target(std::string_view queue);
 
   // Makes the cursor's window usable: the read-ahead when it is still valid, else a fresh
   // read. False when the head kept changing (the step reports a conflict).
-  bool window_at(const StepTarget& target, Lease& lease, replay_cursor& cursor, std::size_t max) {
-    cursor.check_anchor();
-    if (cursor.has_read_ahead()) return true;
-    // Nothing read ahead (or an empty read-ahead: items may have arrived since).
-    return read_window(*target.router, lease, target.dead, cursor, max);
-  }
+  bool window_at(const StepTarget& target, Lease& lease, replay_cursor& cursor, std::size_t max);
 
   // Calls the decider on the window's items, in order, until the item or byte budget is
   // used up. Pure: nothing is sent.
   ReplayPlan plan_step(const StepTarget& target, const replay_cursor& cursor, std::size_t max,
-                       Decider& decide) const {
-    ReplayPlan plan;
-    const std::size_t available = std::min(cursor.window_.size() - cursor.next_, max);
-    std::size_t bytes = 0;
-    const std::less<const char*> before;
-    auto inside = [&before](std::string_view part, const std::string& raw) {
-      return part.data() != nullptr && !before(part.data(), raw.data()) &&
-             !before(raw.data() + raw.size(), part.data() + part.size());
-    };
-    for (std::size_t i = 0; i < available; ++i) {
-      const std::string& raw = cursor.window_[cursor.next_ + i];
-      Decision d;
-      decide(std::string_view(raw), d);
-      ++plan.examined;
-      if (d.action != Action::keep && d.action != Action::set_aside &&
-          d.action != Action::discard && d.action != Action::replay) {
-        d.action = Action::keep;  // an action this storage does not know: leave the item
-      }
-      if (d.action == Action::keep) {
-        plan.kept.add(raw);
-        continue;
-      }
-      redis::scripts::ReplayItem it;
-      it.index = static_cast<std::uint32_t>(i);
-      it.length = static_cast<std::uint32_t>(raw.size());
-      it.check = raw;
-      // The script compares the item at its index with `check`: the identity when there is
-      // one (length + id bytes at their offset), else the whole raw item.
-      if (!d.identity.empty() && inside(d.identity, raw)) {
-        it.identity_first = static_cast<std::uint32_t>(d.identity.data() - raw.data()) + 1;
-        it.check = d.identity;
-      }
-      // Twice the raw size either way: the script re-reads the item and either receives it
-      // back or cuts a payload (up to its size) out of it.
-      bytes += 2 * raw.size();
-      if (d.action == Action::set_aside) {
-        it.target = redis::scripts::replay_set_aside;
-      } else if (d.action == Action::discard) {
-        it.target = redis::scripts::replay_discard;
-      } else {
-        it.target = destination_index(target, plan, d.destination);
-        if (inside(d.payload, raw)) {  // a span of the raw item: no bytes sent
-          it.payload_first = static_cast<std::uint32_t>(d.payload.data() - raw.data()) + 1;
-          it.payload_last = it.payload_first + static_cast<std::uint32_t>(d.payload.size()) - 1;
-        } else {
-          plan.payloads.emplace_back(d.payload);
-          bytes += d.payload.size();
-        }
-      }
-      plan.items.push_back(it);
-      if (bytes >= options_.max_batch_bytes) {
-        plan.budget_reached = true;
-        break;
-      }
-    }
-    return plan;
-  }
+                       Decider& decide) const;
 
   // The script's KEYS index of the source list of `destination` (empty = the step's queue),
   // added to the plan on first use.
   std::uint32_t destination_index(const StepTarget& target, ReplayPlan& plan,
-                                  std::string_view destination) const {
-    const std::string key = source_.key(destination.empty() ? target.queue : destination);
-    std::size_t at = 0;
-    while (at < plan.destinations.size() && plan.destinations[at] != key)
-      ++at;
-    if (at == plan.destinations.size()) {
-      if (target.cluster && redis::key_slot(key) != target.slot) {
-        throw dlq::invalid_argument(dlq::detail::message(
-            "redis", "RedisListStorage::replay_step",
-            "replay from queue '" + std::string(target.queue) + "' to queue '" +
-                std::string(destination) + "': in Redis Cluster '" + key + "' (slot " +
-                std::to_string(redis::key_slot(key)) + ") and '" + target.dead + "' (slot " +
-                std::to_string(target.slot) +
-                ") are on different hash slots, and a replay moves entries atomically "
-                "within one slot only; nothing was moved",
-            "replay to the entries' own queue, then move them on from there"));
-      }
-      plan.destinations.push_back(key);
-    }
-    return static_cast<std::uint32_t>(at) + redis::scripts::replay_first_destination;
-  }
+                                  std::string_view destination) const;
 
   // Sends the plan as one replay script, with the read of the next window and the deletion
   // of the receipts of earlier steps behind it in the same round trip, and says what
@@ -974,98 +529,13 @@ class RedisListStorage {
   // (forgotten once the round trip's answers were read: they were deleted).
   // @throws as replay_step (the caller restarts the cursor).
   Applied apply(const StepTarget& target, Lease& lease, replay_cursor& cursor,
-                const ReplayPlan& plan, std::size_t max) {
-    const std::size_t from = cursor.offset();
-    const std::size_t to = from + plan.kept.size();  // the next window's offset
-    const bool anchored = to > 0 && cursor.kept_.size() + plan.kept.size() == to;
-    bool head = from == 0;  // the decided items are the head of the list: one LTRIM
-    for (std::size_t j = 0; head && j < plan.items.size(); ++j)
-      head = plan.items[j].index == j;
-    const std::string step = next_step_id();
-    const std::string tombstone = std::string(detail::tombstone_prefix) + step;
-    const std::string receipt = target.dead + ":receipt:" + step;
-    const std::string corrupt = corrupt_.key(target.queue);
-    const std::string label = "replay script on " + target.dead;
-    const std::string ttl = std::to_string(options_.receipt_ttl.count());
-    const std::string packed = redis::scripts::encode_replay_plan(plan.items);
-    const redis::scripts::ReplayCall call{
-        target.dead,        corrupt,       receipt,
-        &plan.destinations, from,          plan.items.back().index + std::size_t{1},
-        tombstone,          head,          ttl,
-        &plan.items,        &plan.payloads};
-    // Callers grow their batches (the front end by x4 a step), so read up to 4x this step's
-    // size ahead — but when the byte budget ended this step, the next one will end near the
-    // same count: read a quarter more rather than items that would be read again.
-    std::size_t ahead = std::min(max * 4, options_.max_batch_items);
-    if (plan.budget_reached) ahead = std::min(ahead, plan.examined + plan.examined / 4 + 1);
-    auto build = [&](const std::string& sha) {
-      std::vector<redis::Command> cmds;
-      cmds.reserve(2);
-      cmds.push_back(redis::scripts::replay_step_command(sha, call, packed));
-      cmds.back().label(label);
-      // The next window, from the last kept item if the replay keeps items at the head (the
-      // next step checks that it is still there).
-      redis::Command next("LRANGE");
-      next.arg(std::string_view(target.dead)).arg(anchored ? to - 1 : to).arg(to + ahead - 1);
-      cmds.push_back(std::move(next));
-      // Earlier steps' receipts: their answers were read, nobody needs them any more.
-      if (!cursor.receipts_.keys().empty()) {
-        redis::Command del("DEL");
-        for (const auto& k : cursor.receipts_.keys())
-          del.arg(std::string_view(k));
-        cmds.push_back(std::move(del));
-      }
-      return cmds;
-    };
-
-    long long old_client = 0;
-    std::vector<redis::Reply> replies;
-    try {
-      replies = target.router->run(lease, target.dead, redis::Effect::write, build,
-                                   &shared_->replay_script, 0, &old_client);
-    } catch (const dlq::storage_error& e) {
-      if (!e.outcome_unknown() || !lease) throw;
-      Applied a;
-      a.done = resolve_lost_answer(**lease, old_client, receipt, label, e, target.cluster);
-      a.receipt = receipt;  // read now; absent when not applied (deleting it costs nothing)
-      return a;
-    }
-    cursor.receipts_.forget();  // the DEL's answer was read with the others
-    redis::Connection& conn = **lease;
-    const redisReply& r = *replies[0];
-    if (r.type == REDIS_REPLY_ERROR) throw_script_error(r, conn, label);
-    if (r.type != REDIS_REPLY_INTEGER) {
-      redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
-    }
-    Applied a;
-    a.done = r.integer != 0;
-    if (a.done) a.receipt = receipt;
-    // A redirected read-ahead: the slot moved right after the script; read afresh.
-    if (a.done && !redis::detail::is_redirect(*replies[1])) {
-      a.read_ahead = redis::strings(replies[1], conn, "LRANGE " + target.dead);
-    }
-    return a;
-  }
+                const ReplayPlan& plan, std::size_t max);
 
   // An error reply to the replay script. Errors raised before the script writes anything
   // (its checks, or the server refusing to run it) say nothing moved; any other may have
   // come after the pushes (never after a removal).
   [[noreturn]] static void throw_script_error(const redisReply& r, redis::Connection& conn,
-                                              const std::string& label) {
-    const std::string code = redis::detail::reply_code(redis::view(r));
-    const bool known = code == "WRONGTYPE" || code == "NOSCRIPT" || code == "OOM" ||
-                       code == "BUSY" || code == "NOPERM" || code == "READONLY" ||
-                       code == "MOVED" || code == "ASK" || code == "CROSSSLOT" ||
-                       code == "NOAUTH" || code == "LOADING" || code == "MASTERDOWN";
-    redis::detail::throw_reply_error(
-        r, conn.endpoint(), label, !known,
-        known ? std::string("nothing was moved") +
-                    (code == "WRONGTYPE" ? "; a list dlq writes to holds another type: rename "
-                                           "that key or configure other key names"
-                                         : "")
-              : "items may have been copied to their destination without being removed "
-                "(a duplicate, never a loss); run recover() and check the destination");
-  }
+                                              const std::string& label);
 
   // Reads up to `max` items at the cursor. When the replay kept items (the cursor's offset
   // is their count), the read starts one earlier, at the last kept item: if that is not
@@ -1074,65 +544,15 @@ class RedisListStorage {
   // again. False when the head kept changing over three tries (the caller reports a
   // conflict and retries after backing off).
   bool read_window(redis::Router& router, Lease& lease, const std::string& dead,
-                   replay_cursor& cursor, std::size_t max) {
-    auto lrange = [&](std::size_t from, std::size_t to) {
-      auto replies = router.run(lease, dead, redis::Effect::read, [&](const std::string&) {
-        return one(
-            std::move(redis::Command("LRANGE").arg(std::string_view(dead)).arg(from).arg(to)));
-      });
-      return redis::strings(replies[0], **lease, "LRANGE " + dead);
-    };
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      if (cursor.read(lrange(cursor.window_start(), cursor.offset_ + max - 1))) return true;
-      // Read the head in chunks (the kept prefix may be long) up to the first item that
-      // was not kept; the kept items left are now before it.
-      constexpr std::size_t chunk = 1000;
-      cursor.kept_.begin_realign();
-      bool more = true;
-      for (std::size_t start = 0; more && start < cursor.offset_; start += chunk) {
-        const auto items = lrange(start, std::min(start + chunk, cursor.offset_) - 1);
-        for (const std::string& item : items) {
-          more = cursor.kept_.feed(item);
-          if (!more) break;
-        }
-        if (items.size() < std::min(chunk, cursor.offset_ - start)) more = false;  // list ended
-      }
-      cursor.restart_at(cursor.kept_.finish_realign());
-    }
-    cursor.restart_at(cursor.offset_);
-    return false;
-  }
+                   replay_cursor& cursor, std::size_t max);
 
-  static void check_queue(std::string_view queue, const char* where) {
-    if (queue.empty()) {
-      throw dlq::invalid_argument(
-          dlq::detail::message("redis", std::string("RedisListStorage::") + where,
-                               "the queue name is empty", "pass the name of the source queue"));
-    }
-  }
+  static void check_queue(std::string_view queue, const char* where);
 
   // The step id a tombstone names (32 lowercase hex digits after the prefix, as
   // next_step_id() makes them), or "" when `item` does not have that shape.
-  static std::string step_of_tombstone(std::string_view item) {
-    if (item.size() != detail::tombstone_prefix.size() + 32) return {};
-    const std::string_view step = item.substr(detail::tombstone_prefix.size());
-    for (const char c : step) {
-      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return {};
-    }
-    return std::string(step);
-  }
+  static std::string step_of_tombstone(std::string_view item);
 
-  std::string next_step_id() {
-    static constexpr char hex[] = "0123456789abcdef";
-    const std::uint64_t a = shared_->step_base;
-    const std::uint64_t b = shared_->step_counter.fetch_add(1, std::memory_order_relaxed);
-    std::string id(32, '0');
-    for (int i = 0; i < 16; ++i) {
-      id[static_cast<std::size_t>(i)] = hex[(a >> (60 - 4 * i)) & 0xF];
-      id[static_cast<std::size_t>(16 + i)] = hex[(b >> (60 - 4 * i)) & 0xF];
-    }
-    return id;
-  }
+  std::string next_step_id();
 
   template <class F>
   void scan(redis::Connection& conn, const redis::KeyPattern& pattern, F&& on_key) {
@@ -1163,53 +583,12 @@ class RedisListStorage {
   // Throws (outcome unknown, nothing lost) when the server cannot be asked.
   bool resolve_lost_answer(redis::Connection& conn, long long old_client,
                            const std::string& receipt, const std::string& label,
-                           const dlq::storage_error& original, bool cluster) {
-    try {
-      std::vector<redis::Command> cmds;
-      if (old_client != 0) {
-        redis::Command kill("CLIENT");
-        kill.arg("KILL").arg("ID").arg(old_client).label("CLIENT KILL ID");
-        cmds.push_back(std::move(kill));
-      }
-      // In a cluster this node may be importing the slot (the script ran after ASK): ASKING
-      // lets GET read the receipt there, and does nothing on the slot's owner.
-      if (cluster) cmds.emplace_back("ASKING");
-      redis::Command get("GET");
-      get.arg(std::string_view(receipt));
-      cmds.push_back(std::move(get));
-      auto replies = conn.run(cmds, redis::Effect::read);
-      // CLIENT KILL may be refused by ACLs; then a script still queued on the old connection
-      // may run later — it re-checks every item, so it moves each exactly once or not at all.
-      const redisReply& g = redis::check(replies.back(), conn, "GET " + receipt);
-      return g.type == REDIS_REPLY_STRING;
-    } catch (const dlq::storage_error& e) {
-      const std::string what = std::string(original.what()) +
-                               " — and the outcome could not be resolved (" + e.what() +
-                               "); nothing was lost: the batch of " + label +
-                               " moved completely or not at all; run replay again";
-      if (dynamic_cast<const dlq::timeout_error*>(&original) != nullptr) {
-        throw dlq::timeout_error(what, true);
-      }
-      if (dynamic_cast<const dlq::connection_error*>(&original) != nullptr) {
-        throw dlq::connection_error(what, true);
-      }
-      throw dlq::storage_error(what, true);
-    }
-  }
+                           const dlq::storage_error& original, bool cluster);
 
   // What threads share; on the heap so that the storage can be moved (into a
   // DeadLetterQueue, for example). A moved-from storage must not be used.
   struct Shared {
-    Shared(redis::ConnectionOptions connection, redis::PoolOptions pool_options)
-        : router(std::move(connection), pool_options),
-          replay_script("replay script", std::string(redis::scripts::replay_step)),
-          purge_script("purge script", std::string(redis::scripts::list_purge)),
-          bounded_push_script("bounded push script",
-                              std::string(redis::scripts::list_push_bounded)),
-          bounded_batch_push_script("bounded batch push script",
-                                    std::string(redis::scripts::list_push_bounded_batch)),
-          capped_push_script("capped push script", std::string(redis::scripts::list_push_capped)),
-          recover_script("recover script", std::string(redis::scripts::recover_tombstone)) {}
+    Shared(redis::ConnectionOptions connection, redis::PoolOptions pool_options);
     redis::Router router;
     redis::Script replay_script;
     redis::Script purge_script;
@@ -1229,23 +608,6 @@ class RedisListStorage {
   std::shared_ptr<Shared> shared_;  // shared with cursors' receipt jars (weakly)
 };
 
-inline void RedisListStorage::receipt_jar::drop() noexcept {
-  if (keys_.empty()) return;
-  if (const std::shared_ptr<Shared> owner = owner_.lock()) {
-    try {
-      Lease lease;
-      owner->router.run(lease, keys_.front(), redis::Effect::read, [&](const std::string&) {
-        redis::Command del("DEL");
-        for (const auto& k : keys_)
-          del.arg(std::string_view(k));
-        return one(std::move(del));
-      });
-    } catch (...) {  // NOLINT(bugprone-empty-catch): the receipts expire by themselves
-    }
-  }
-  keys_.clear();
-}
-
 }  // namespace dlq
 
 // Compiled mode (CMake DLQ_COMPILED=ON; dlq::redis defines DLQ_COMPILED_REDIS): these
@@ -1257,4 +619,8 @@ namespace dlq {
 extern template class DeadLetterQueue<RedisListStorage>;
 extern template class DeadLetterQueue<RedisListStorage&>;
 }  // namespace dlq
+#endif
+
+#if defined(DLQ_REDIS_HEADER_ONLY)
+#include "dlq/redis/list_storage-inl.hpp"
 #endif

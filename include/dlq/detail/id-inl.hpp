@@ -1,0 +1,62 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file detail/id-inl.hpp
+/// The definitions of id.hpp's non-template functions (see DLQ_INLINE in
+/// dlq/detail/compiled.hpp): included by id.hpp in header-only mode, compiled into the
+/// library in compiled mode.
+#pragma once
+
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "dlq/detail/id.hpp"
+
+namespace dlq::detail {
+
+DLQ_INLINE std::string id_generator::next(std::chrono::system_clock::time_point now) {
+  const auto ms = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count());
+  // (ms << 12 | sequence), strictly increasing: max(now, last + 1).
+  const std::uint64_t floor = (ms & 0xFFFFFFFFFFFFull) << 12;
+  std::uint64_t last = last_.load(std::memory_order_relaxed);
+  std::uint64_t next_value = 0;
+  do {
+    next_value = floor > last ? floor : last + 1;
+  } while (!last_.compare_exchange_weak(last, next_value, std::memory_order_relaxed));
+  const std::uint64_t time_ms = next_value >> 12;
+  const std::uint64_t seq = next_value & 0xFFF;
+  const std::uint64_t rnd = random64();
+
+  std::string id;
+  id.reserve(36);
+  append_hex(id, time_ms >> 16, 8);
+  id.push_back('-');
+  append_hex(id, time_ms & 0xFFFF, 4);
+  id.push_back('-');
+  append_hex(id, 0x7000 | seq, 4);
+  id.push_back('-');
+  append_hex(id, 0x8000 | ((rnd >> 48) & 0x3FFF), 4);
+  id.push_back('-');
+  append_hex(id, rnd & 0xFFFFFFFFFFFFull, 12);
+  return id;
+}
+
+DLQ_INLINE std::uint64_t id_generator::random64() {
+  thread_local std::uint64_t state = 0;
+  thread_local unsigned seeded_generation = ~0u;
+  const unsigned generation = fork_generation().load(std::memory_order_relaxed);
+  if (seeded_generation != generation) {
+    seeded_generation = generation;
+    std::random_device rd;
+    state = (std::uint64_t{rd()} << 32) ^ rd();
+    state ^= std::hash<std::thread::id>{}(std::this_thread::get_id());
+    state ^=
+        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+#if defined(DLQ_DETAIL_HAVE_ATFORK)
+    state ^= static_cast<std::uint64_t>(::getpid()) << 40;
+#endif
+  }
+  return splitmix64(state);
+}
+
+}  // namespace dlq::detail
