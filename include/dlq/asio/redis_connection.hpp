@@ -150,22 +150,31 @@ class RedisConnection {
 
   // The Asio side of one hiredis context: the socket's readiness waits.
   struct adapter : std::enable_shared_from_this<adapter> {
-    adapter(const executor_type& ex, int fd, redisAsyncContext* c) : sd(ex, fd), ctx(c) {}
+    adapter(const executor_type& ex, int fd, redisAsyncContext* c, const std::size_t* expected)
+        : sd(ex, fd), ctx(c), expected_replies(expected) {}
     ::asio::posix::stream_descriptor sd;
     redisAsyncContext* ctx;  // null once hiredis cleaned up
+    // Replies the connection waits for: reading only while there are some, so an idle
+    // connection holds no outstanding operation and io_context::run() can return.
+    const std::size_t* expected_replies;
     bool want_read = false, reading = false, want_write = false, writing = false;
+    bool handling_read = false;
 
     void start(::asio::posix::stream_descriptor::wait_type type) {
       const bool read = type == ::asio::posix::stream_descriptor::wait_read;
       bool& busy = read ? reading : writing;
-      if (busy || ctx == nullptr) return;
+      // hiredis asks for reads before it hands out the replies it just read: the read
+      // handler decides after them whether to wait again.
+      if (busy || ctx == nullptr || (read && (handling_read || *expected_replies == 0))) return;
       busy = true;
       sd.async_wait(type, [self = shared_from_this(), read, type](const std::error_code& ec) {
         (read ? self->reading : self->writing) = false;
         if (ec || self->ctx == nullptr) return;
         if (read ? self->want_read : self->want_write) {
           if (read) {
+            self->handling_read = true;
             redisAsyncHandleRead(self->ctx);
+            self->handling_read = false;
           } else {
             redisAsyncHandleWrite(self->ctx);
           }
@@ -209,9 +218,10 @@ class RedisConnection {
     std::uint64_t generation = 0;    // one per connection attempt
     std::size_t handshake_left = 0;  // replies of the handshake still expected
     std::exception_ptr handshake_error;
-    std::string connect_error;    // hiredis' text of a failed connect
-    std::deque<op_ptr> waiting;   // issued while connecting
-    std::deque<op_ptr> inflight;  // sent, in order
+    std::string connect_error;         // hiredis' text of a failed connect
+    std::deque<op_ptr> waiting;        // issued while connecting
+    std::deque<op_ptr> inflight;       // sent, in order
+    std::size_t expected_replies = 0;  // commands sent on this context, not answered yet
 
     std::string msg(const std::string& what, const std::string& hint) const {
       return dlq::detail::message("redis", endpoint, what, hint);
@@ -265,7 +275,8 @@ class RedisConnection {
       }
       ctx = c;
       c->data = this;
-      ad = std::make_shared<adapter>(executor, c->c.fd, c);
+      expected_replies = 0;
+      ad = std::make_shared<adapter>(executor, c->c.fd, c, &expected_replies);
       c->ev.data = ad.get();
       c->ev.addRead = &adapter::add_read;
       c->ev.delRead = &adapter::del_read;
@@ -360,6 +371,7 @@ class RedisConnection {
                    false)));
       }
       o->sent = true;
+      ++expected_replies;
       if (!timed) return;  // the handshake: bounded by connect_timeout, not tracked here
       if (options.command_timeout.count() > 0)
         o->deadline = std::chrono::steady_clock::now() + options.command_timeout;
@@ -372,7 +384,11 @@ class RedisConnection {
       auto* self = static_cast<impl*>(c->data);
       const op_ptr& o = *holder;
       if (self == nullptr) return;
-      if (!self->inflight.empty() && self->inflight.front() == o) self->inflight.pop_front();
+      if (self->ctx == c && self->expected_replies > 0) --self->expected_replies;
+      if (!self->inflight.empty() && self->inflight.front() == o) {
+        self->inflight.pop_front();
+        if (self->inflight.empty() && self->command_timer_armed) self->command_timer.cancel();
+      }
       if (o->finished) return;
       if (r == nullptr) {
         const bool unknown = o->write;
