@@ -503,7 +503,7 @@ class AsyncDeadLetterQueue {
         std::vector<std::string> envelopes;
         envelopes.reserve(part.second.size());
         for (std::size_t i : part.second)
-          envelopes.push_back(join->entries[i].envelope);
+          envelopes.push_back(std::move(join->entries[i].envelope));  // not needed after
         const Retention& r = core.retention_of(part.first);
         storage_->push(
             part.first, std::move(envelopes), r.max_length, r.overflow == Overflow::evict_oldest,
