@@ -4,9 +4,11 @@
 // lost or doubled, stored in initiation order); retention through the same scripts; closing
 // the queue with operations in flight; the blocking front end reads what the async one wrote.
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/use_future.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -53,11 +55,10 @@ void with_queue(F&& f, dlq::Options options = {}) {
   asio::io_context io;
   auto guard = asio::make_work_guard(io);
   std::thread runner([&] { io.run(); });
-  {
-    dlq::asio::AsyncDeadLetterQueue<typename Fixture::storage> q(
-        io.get_executor(), Fixture::make(io, dlq::test::unique_layout()), std::move(options));
-    f(q);
-  }
+  auto q = std::make_unique<dlq::asio::AsyncDeadLetterQueue<typename Fixture::storage>>(
+      io.get_executor(), Fixture::make(io, dlq::test::unique_layout()), std::move(options));
+  f(*q);
+  asio::post(io, [&q] { q.reset(); });  // destroyed on the executor's thread
   guard.reset();
   runner.join();
 }

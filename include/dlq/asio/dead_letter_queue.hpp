@@ -135,7 +135,7 @@ inline std::string stored_id(const std::string& raw) {
 
 /// The asynchronous front end (see the file comment). `Storage` is an asynchronous storage
 /// (dlq::asio::RedisListStorage) or a storage for which runs_inline is true
-/// (dlq::MemoryStorage). Not copyable; destroying it closes it (close()).
+/// (dlq::MemoryStorage). Not copyable; destroying it closes its connection.
 template <class Storage>
 class AsyncDeadLetterQueue {
   static constexpr bool async_storage = detail::is_async_storage<Storage>::value;
@@ -166,8 +166,11 @@ class AsyncDeadLetterQueue {
 
   AsyncDeadLetterQueue(const AsyncDeadLetterQueue&) = delete;
   AsyncDeadLetterQueue& operator=(const AsyncDeadLetterQueue&) = delete;
-  /// Closes the queue (see close()).
-  ~AsyncDeadLetterQueue() { close(); }
+  /// Closes the storage's connection at once, on the calling thread: destroy the queue on
+  /// the executor's thread (or while nothing runs the executor), and before its io_context.
+  ~AsyncDeadLetterQueue() {
+    if constexpr (async_storage) state_->storage().close();
+  }
 
   /// The executor completions run on.
   executor_type get_executor() const noexcept { return state_->executor; }
@@ -181,10 +184,17 @@ class AsyncDeadLetterQueue {
   /// Closes the storage's connection: every operation in flight completes with a
   /// dlq::connection_error (outcome_unknown() == true for a send that was already sent: it
   /// may have been stored) unless its answer arrived first; later operations complete with
-  /// a dlq::connection_error. Nothing is stored twice: no send is retried. A no-op for an
-  /// inline storage (its operations have finished when they are initiated).
+  /// a dlq::connection_error. Nothing is stored twice: no send is retried. The close runs on
+  /// the executor (dispatched: at once when called from it), so it may be called from any
+  /// thread; destroy the queue before its io_context. A no-op for an inline storage (its
+  /// operations have finished when they are initiated).
   void close() noexcept {
-    if constexpr (async_storage) state_->storage().close();
+    if constexpr (async_storage) {
+      try {
+        ::asio::dispatch(state_->executor, [st = state_] { st->storage().close(); });
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the connection closes when destroyed
+      }
+    }
   }
 
   /// Dead-letters one job, as dlq::DeadLetterQueue::send_to_dlq. Completes with
