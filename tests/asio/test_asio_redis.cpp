@@ -261,10 +261,15 @@ TEST_CASE(
     "error, nothing is stored twice",
     "[asio][redis]") {
   const auto layout = dlq::test::unique_layout();
+  // A generous command timeout: this test is about closing, not about timeouts (32 MB are
+  // in flight, slow under sanitizers).
+  auto patient = dlq::redis::parse_url(dlq::test::shared_redis_url());
+  patient.command_timeout = std::chrono::seconds(60);
+  patient.connect_timeout = std::chrono::seconds(60);  // the loop is busy building 4000 sends
   asio::io_context io;
   dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage> q(
-      io.get_executor(),
-      dlq::asio::RedisListStorage(io.get_executor(), dlq::test::shared_redis_url(), layout));
+      io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), patient, layout));
+  std::string other_error;
   // Big payloads, so the answers come back over many reads while the queue is closed.
   constexpr std::size_t n = 4000;
   const std::string pad(8192, 'x');
@@ -287,11 +292,17 @@ TEST_CASE(
                             CHECK(std::string(c.what()).find("closed") != std::string::npos);
                           } catch (...) {
                             ++other_errors;
+                            try {
+                              std::rethrow_exception(e);
+                            } catch (const std::exception& x) {
+                              other_error = x.what();
+                            }
                           }
                         });
   }
   io.run();
   CHECK(completed == n);
+  INFO(other_error);
   CHECK(other_errors == 0);
   CHECK(acked.size() >= 1);
   CHECK(closed_errors > 0);
@@ -309,6 +320,7 @@ TEST_CASE(
   // After close, new operations complete with the same clear error.
   bool refused = false;
   q.async_size("closing", [&](std::exception_ptr e, std::size_t) {
+    if (!e) return;
     try {
       std::rethrow_exception(e);
     } catch (const dlq::connection_error&) {

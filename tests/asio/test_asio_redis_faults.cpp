@@ -167,10 +167,18 @@ TEST_CASE(
     REQUIRE(stored.count(id) == 1);
   // The next send reconnects.
   bool ok = false;
-  q.async_send_to_dlq("killed", "after", failure(),
-                      [&](std::exception_ptr e, std::string) { ok = !e; });
+  std::string why;
+  q.async_send_to_dlq("killed", "after", failure(), [&](std::exception_ptr e, std::string) {
+    ok = !e;
+    try {
+      if (e) std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      why = x.what();
+    }
+  });
   io.restart();
   io.run();
+  INFO(why);
   CHECK(ok);
 }
 

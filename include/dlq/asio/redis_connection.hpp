@@ -36,6 +36,8 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/async_result.hpp>
@@ -43,6 +45,7 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -252,9 +255,24 @@ class RedisConnection {
       o->label = std::move(label);
       o->done = std::move(done);
       if (closed) return finish(o, closed_error(*o));
+      if (state == phase::ready && expected_replies == 0 && !idle_connection_alive()) {
+        drop(nullptr);  // nothing in flight: nothing to report; reconnect below
+      }
       if (state == phase::ready) return send(o);
       waiting.push_back(std::move(o));
       if (state == phase::idle) connect();
+    }
+
+    // An idle connection is not read (see adapter), so a server that closed it (restart,
+    // idle timeout) is noticed here, before a write is sent into a dead socket: one
+    // non-blocking peek when a command follows a quiet spell.
+    bool idle_connection_alive() const {
+      if (ctx == nullptr) return false;
+      char byte;
+      const ssize_t n = ::recv(ctx->c.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) return true;    // unexpected data; hiredis reads it with the next reply
+      if (n == 0) return false;  // the peer closed it
+      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     }
 
     // --- connecting ----------------------------------------------------------------------
