@@ -1,7 +1,8 @@
-# Locates standalone Asio (header-only, `asio.hpp`; Debian: libasio-dev, 1.22) and provides the
-# imported target `dlq_asio_headers`. Asio 1.22 or later is required (any_io_executor,
-# asio::async_initiate, C++20 awaitables). ASIO_STANDALONE and ASIO_NO_DEPRECATED are set on the
-# target. Used by dlq's CMakeLists.txt and dlqConfig.cmake.
+# Locates standalone Asio (header-only, `asio.hpp`; Debian: libasio-dev, 1.22) and provides
+# the imported target `dlq_asio_headers` (defines ASIO_STANDALONE; dlq's headers also compile
+# with ASIO_NO_DEPRECATED, which is left to the application). Asio 1.22 or later is required
+# (any_io_executor, asio::async_initiate, C++20 awaitables). Used by dlq's CMakeLists.txt and
+# dlqConfig.cmake.
 include_guard(GLOBAL)
 
 function(_dlq_find_asio)
@@ -22,7 +23,7 @@ function(_dlq_find_asio)
   add_library(dlq_asio_headers INTERFACE IMPORTED GLOBAL)
   set_target_properties(dlq_asio_headers PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${DLQ_ASIO_INCLUDE_DIR}"
-    INTERFACE_COMPILE_DEFINITIONS "ASIO_STANDALONE;ASIO_NO_DEPRECATED")
+    INTERFACE_COMPILE_DEFINITIONS "ASIO_STANDALONE")
 endfunction()
 
 _dlq_find_asio()
