@@ -1,12 +1,22 @@
-# Fails when a core header (anything outside the Redis, SQLite and HTTP parts) includes hiredis,
+# Fails when a core header (anything outside the Redis, SQLite, HTTP and Asio parts) includes hiredis,
 # sqlite3, cpp-httplib or a backend header: users of the core must never need those installed.
 file(GLOB_RECURSE headers RELATIVE "${INCLUDE_DIR}" "${INCLUDE_DIR}/dlq/*.hpp")
 set(bad "")
 foreach(h IN LISTS headers)
-  if(h MATCHES "^dlq/(redis/|redis\\.hpp|sqlite/|sqlite\\.hpp|http/|http\\.hpp)")
+  file(STRINGS "${INCLUDE_DIR}/${h}" lines REGEX "^[ \t]*#[ \t]*include")
+  # Asio: only dlq::asio (dlq/asio/, dlq/asio.hpp) includes it — never the core, never a
+  # blocking backend.
+  if(NOT h MATCHES "^dlq/(asio/|asio\\.hpp)")
+    foreach(line IN LISTS lines)
+      if(line MATCHES "[<\"]asio[/.]|dlq/asio")
+        list(APPEND bad "${h}: ${line}")
+      endif()
+    endforeach()
+  endif()
+  # dlq::asio's core part needs no backend; its Redis part (dlq/asio/redis*) may use hiredis.
+  if(h MATCHES "^dlq/(redis/|redis\\.hpp|sqlite/|sqlite\\.hpp|http/|http\\.hpp|asio/redis)")
     continue()
   endif()
-  file(STRINGS "${INCLUDE_DIR}/${h}" lines REGEX "^[ \t]*#[ \t]*include")
   foreach(line IN LISTS lines)
     if(line MATCHES "hiredis|sqlite3|httplib|dlq/redis/|dlq/redis\\.hpp|dlq/sqlite/|dlq/sqlite\\.hpp|dlq/http/|dlq/http\\.hpp")
       list(APPEND bad "${h}: ${line}")
@@ -18,4 +28,4 @@ if(bad)
   message(FATAL_ERROR "core headers include a backend dependency:\n  ${msg}")
 endif()
 list(LENGTH headers n)
-message(STATUS "checked ${n} headers: the core includes no backend dependency")
+message(STATUS "checked ${n} headers: the core includes no backend dependency, only dlq/asio includes Asio")

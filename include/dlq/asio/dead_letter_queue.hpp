@@ -1,0 +1,562 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file asio/dead_letter_queue.hpp
+/// dlq::asio::AsyncDeadLetterQueue — the worker-facing operations of dlq::DeadLetterQueue
+/// (send_to_dlq, send_batch, size, peek, get) as Asio asynchronous operations. CMake:
+/// dlq::asio (standalone Asio >= 1.22; Debian: libasio-dev). The core and the blocking
+/// backends never include Asio.
+///
+///     asio::io_context io;
+///     dlq::asio::AsyncDeadLetterQueue<dlq::MemoryStorage> q(io.get_executor());
+///     q.async_send_to_dlq("orders", payload, failure,
+///                         [](std::exception_ptr e, std::string id) { … });   // a callback
+///     std::future<std::string> f = q.async_send_to_dlq(…, asio::use_future);
+///     std::string id = co_await q.async_send_to_dlq(…, asio::use_awaitable);  // C++20
+///
+/// Completion signatures: every operation completes with `void(std::exception_ptr, T)` —
+/// send: T = std::string (the entry id); send_batch: std::vector<std::string>; size:
+/// std::size_t; peek: std::vector<dlq::Entry>; get: std::optional<dlq::Entry>. The
+/// exception_ptr is null on success; else it holds the same dlq::error subclass the blocking
+/// call throws (dlq::invalid_argument, dlq::queue_full_error, dlq::storage_error and its
+/// subclasses, with outcome_unknown() set when a write was sent and its answer lost) and T is
+/// value-initialised. With asio::use_future the future rethrows it; with asio::use_awaitable
+/// the co_await rethrows it. Errors found before anything is sent (a bad argument) are
+/// delivered the same way, never thrown from the initiating call.
+///
+/// Storages. Two kinds:
+/// - an asynchronous storage (dlq::asio::RedisListStorage, dlq/asio/redis.hpp): the queue
+///   builds each envelope exactly as the blocking front end does (detail::queue_core: ids,
+///   clock, worker, wire format, Payloads policy, counters, events) and hands it to the
+///   storage, which completes without blocking the executor;
+/// - a storage whose calls never block (dlq::MemoryStorage, for which
+///   dlq::asio::runs_inline is true): the queue runs the blocking dlq::DeadLetterQueue
+///   inline and completes through asio::post on the queue's executor — never inside the
+///   initiating call — so a coroutine worker is unit-tested on memory exactly as it runs on
+///   Redis. A storage that may block (the blocking RedisListStorage, SQLite) is refused at
+///   compile time: call its blocking queue from a thread pool instead.
+///
+/// Thread-safety: the executor must be single-threaded (an io_context run by one thread, or
+/// a strand); initiate operations from any thread — they are dispatched to the executor.
+/// Operator operations (replay, trim, purge, search, …) are not offered here: run them with
+/// the blocking dlq::DeadLetterQueue over a blocking storage on the same keys (from a worker
+/// thread); both see the same entries.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/post.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "dlq/dead_letter_queue.hpp"
+#include "dlq/detail/queue_core.hpp"
+#include "dlq/entry.hpp"
+#include "dlq/errors.hpp"
+#include "dlq/policies.hpp"
+#include "dlq/retention.hpp"
+#include "dlq/storage/memory.hpp"
+
+namespace dlq::asio {
+
+/// True for a storage whose calls never block (they take a mutex at most): the async queue
+/// runs them inline and completes through the executor. Specialise it for your own such
+/// storage. Default: false, except for dlq::MemoryStorage.
+template <class Storage>
+struct runs_inline : std::false_type {};
+template <>
+struct runs_inline<MemoryStorage> : std::true_type {};
+
+/// What an asynchronous storage's push reports.
+struct PushResult {
+  bool stored = true;                ///< false: Overflow::reject refused it, nothing stored
+  std::vector<std::string> evicted;  ///< raw items evicted by Overflow::evict_oldest
+};
+
+namespace detail {
+
+template <class T>
+using done_fn = std::function<void(std::exception_ptr, T)>;
+
+// Completes `handler` with (e, value) through asio::post on `ex`; the handler's associated
+// executor (if it has one, e.g. a coroutine's or a strand) runs it.
+template <class Handler, class T>
+void post_result(const ::asio::any_io_executor& ex, Handler handler, std::exception_ptr e,
+                 T value) {
+  auto hex = ::asio::get_associated_executor(handler, ex);
+  ::asio::post(
+      ex, ::asio::bind_executor(hex, [h = std::move(handler), e, v = std::move(value)]() mutable {
+        std::move(h)(e, std::move(v));
+      }));
+}
+
+// Wraps a completion handler into a copyable callback that completes it with post_result.
+template <class T, class Handler>
+done_fn<T> make_done(::asio::any_io_executor ex, Handler&& handler) {
+  auto h = std::make_shared<std::decay_t<Handler>>(std::forward<Handler>(handler));
+  return [h, ex](std::exception_ptr e, T value) {
+    post_result(ex, std::move(*h), std::move(e), std::move(value));
+  };
+}
+
+template <class S, class = void>
+struct is_async_storage : std::false_type {};
+template <class S>
+struct is_async_storage<S, std::void_t<typename S::async_storage_tag>> : std::true_type {};
+
+inline std::vector<Entry> parse_all(std::vector<std::string> raws) {
+  std::vector<Entry> out;
+  out.reserve(raws.size());
+  for (auto& raw : raws)
+    out.push_back(parse_entry(std::move(raw)));
+  return out;
+}
+
+// The id of a stored item, exactly as the blocking front end derives it.
+inline std::string stored_id(const std::string& raw) {
+  dlq::detail::envelope_view view;
+  return dlq::detail::view_envelope(raw, view) ? dlq::detail::entry_id(view, raw)
+                                               : dlq::detail::derived_id(raw);
+}
+
+}  // namespace detail
+
+/// The asynchronous front end (see the file comment). `Storage` is an asynchronous storage
+/// (dlq::asio::RedisListStorage) or a storage for which runs_inline is true
+/// (dlq::MemoryStorage). Not copyable; destroying it closes its connection.
+template <class Storage>
+class AsyncDeadLetterQueue {
+  static constexpr bool async_storage = detail::is_async_storage<Storage>::value;
+  static_assert(async_storage || runs_inline<Storage>::value,
+                "dlq::asio::AsyncDeadLetterQueue: this storage may block the event loop; use "
+                "dlq::asio::RedisListStorage, dlq::MemoryStorage, or run the blocking "
+                "dlq::DeadLetterQueue on a thread pool");
+
+ public:
+  using executor_type = ::asio::any_io_executor;
+
+  /// Creates the front end. Completions run on `executor` (or the handler's own associated
+  /// executor). An asynchronous storage must have been created with the same executor.
+  /// @throws dlq::invalid_argument, with an asynchronous storage, when `options` asks for a
+  ///         policy its async path does not support yet: the poison guard
+  ///         (PoisonGuard::park_after > 0).
+  explicit AsyncDeadLetterQueue(executor_type executor, Storage storage = Storage(),
+                                Options options = {})
+      : state_(
+            std::make_shared<state>(std::move(executor), std::move(storage), std::move(options))) {
+    if constexpr (async_storage) {
+      if (state_->options().poison_guard.park_after > 0)
+        throw invalid_argument(dlq::detail::message(
+            "asio", "AsyncDeadLetterQueue", "the poison guard is not supported by the async path",
+            "leave PoisonGuard::park_after at 0, or use the blocking dlq::DeadLetterQueue"));
+    }
+  }
+
+  AsyncDeadLetterQueue(const AsyncDeadLetterQueue&) = delete;
+  AsyncDeadLetterQueue& operator=(const AsyncDeadLetterQueue&) = delete;
+  /// Closes the storage's connection at once, on the calling thread: destroy the queue on
+  /// the executor's thread (or while nothing runs the executor), and before its io_context.
+  ~AsyncDeadLetterQueue() {
+    if constexpr (async_storage) state_->storage().close();
+  }
+
+  /// The executor completions run on.
+  executor_type get_executor() const noexcept { return state_->executor; }
+  /// The options this queue was created with (after defaults were applied).
+  const Options& options() const noexcept { return state_->options(); }
+  /// The counters since this queue was created (see dlq::Counters).
+  Counters counters() const noexcept { return state_->counters(); }
+  /// The storage, for backend-specific calls.
+  Storage& storage() noexcept { return state_->storage(); }
+
+  /// Closes the storage's connection: every operation in flight completes with a
+  /// dlq::connection_error (outcome_unknown() == true for a send that was already sent: it
+  /// may have been stored) unless its answer arrived first; later operations complete with
+  /// a dlq::connection_error. Nothing is stored twice: no send is retried. The close runs on
+  /// the executor (dispatched: at once when called from it), so it may be called from any
+  /// thread; destroy the queue before its io_context. A no-op for an inline storage (its
+  /// operations have finished when they are initiated).
+  void close() noexcept {
+    if constexpr (async_storage) {
+      try {
+        ::asio::dispatch(state_->executor, [st = state_] { st->storage().close(); });
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the connection closes when destroyed
+      }
+    }
+  }
+
+  /// Dead-letters one job, as dlq::DeadLetterQueue::send_to_dlq. Completes with
+  /// `void(std::exception_ptr, std::string id)`. The arguments are copied.
+  template <class CompletionToken>
+  auto async_send_to_dlq(std::string_view queue, std::string_view payload, const Failure& failure,
+                         CompletionToken&& token) {
+    std::vector<FailedJob> jobs;
+    jobs.push_back(FailedJob{std::string(queue), std::string(payload), failure});
+    return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::string)>(
+        [st = state_](auto handler, std::vector<FailedJob> owned) {
+          auto done = detail::make_done<std::string>(st->executor, std::move(handler));
+          st->send(std::move(owned), "send_to_dlq", [done](std::exception_ptr e, auto ids) {
+            done(e, ids.empty() ? std::string() : std::move(ids.front()));
+          });
+        },
+        token, std::move(jobs));
+  }
+
+  /// The Python seed's signature: (queue, payload, error, attempt, worker, token).
+  template <class CompletionToken>
+  auto async_send_to_dlq(std::string_view queue, std::string_view payload, std::string error,
+                         std::int64_t attempt, std::string worker, CompletionToken&& token) {
+    Failure f;
+    f.error = std::move(error);
+    f.attempt = attempt;
+    f.worker = std::move(worker);
+    return async_send_to_dlq(queue, payload, f, std::forward<CompletionToken>(token));
+  }
+
+  /// Dead-letters several jobs, as dlq::DeadLetterQueue::send_batch (ids in order).
+  /// Completes with `void(std::exception_ptr, std::vector<std::string>)`. On an
+  /// asynchronous storage each queue's jobs go out as one command, all of them pipelined; a
+  /// batch over several queues of which one has Retention::max_length with Overflow::reject
+  /// is refused with dlq::invalid_argument (send one queue's jobs per batch there).
+  template <class CompletionToken>
+  auto async_send_batch(std::vector<FailedJob> jobs, CompletionToken&& token) {
+    return ::asio::async_initiate<CompletionToken,
+                                  void(std::exception_ptr, std::vector<std::string>)>(
+        [st = state_](auto handler, std::vector<FailedJob> owned) {
+          st->send(std::move(owned), "send_batch",
+                   detail::make_done<std::vector<std::string>>(st->executor, std::move(handler)));
+        },
+        token, std::move(jobs));
+  }
+
+  /// Number of entries in the queue's dead-letter list. Completes with
+  /// `void(std::exception_ptr, std::size_t)`.
+  template <class CompletionToken>
+  auto async_size(std::string_view queue, CompletionToken&& token) {
+    return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::size_t)>(
+        [st = state_](auto handler, std::string q) {
+          st->size(std::move(q), detail::make_done<std::size_t>(st->executor, std::move(handler)));
+        },
+        token, std::string(queue));
+  }
+
+  /// Entries [start, start + count) of the dead-letter list, oldest first (unreadable
+  /// entries included with ok() == false). Defaults as peek(): start 0, count 10 — pass
+  /// them explicitly here. Completes with `void(std::exception_ptr, std::vector<Entry>)`.
+  template <class CompletionToken>
+  auto async_peek(std::string_view queue, std::size_t start, std::size_t count,
+                  CompletionToken&& token) {
+    return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::vector<Entry>)>(
+        [st = state_, start, count](auto handler, std::string q) {
+          st->peek(std::move(q), start, count,
+                   detail::make_done<std::vector<Entry>>(st->executor, std::move(handler)));
+        },
+        token, std::string(queue));
+  }
+
+  /// The entry with this id, or nullopt. Completes with
+  /// `void(std::exception_ptr, std::optional<Entry>)`. On an asynchronous storage the list
+  /// is read in pages of 512 (one round trip each) until the id is found.
+  template <class CompletionToken>
+  auto async_get(std::string_view queue, std::string_view id, CompletionToken&& token) {
+    return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::optional<Entry>)>(
+        [st = state_](auto handler, std::string q, std::string wanted) {
+          st->get(std::move(q), std::move(wanted),
+                  detail::make_done<std::optional<Entry>>(st->executor, std::move(handler)));
+        },
+        token, std::string(queue), std::string(id));
+  }
+
+ private:
+  // The blocking front end of an inline storage (never instantiated for an asynchronous one).
+  using blocking_type = std::conditional_t<async_storage, char, DeadLetterQueue<Storage>>;
+
+  struct state : std::enable_shared_from_this<state> {
+    state(executor_type ex, Storage s, Options o) : executor(std::move(ex)) {
+      if constexpr (async_storage) {
+        storage_.emplace(std::move(s));
+        core_ = std::make_unique<dlq::detail::queue_core>(std::move(o));
+      } else {
+        blocking_ = std::make_unique<blocking_type>(std::move(s), std::move(o));
+      }
+    }
+
+    executor_type executor;
+
+    Storage& storage() {
+      if constexpr (async_storage) {
+        return *storage_;
+      } else {
+        return blocking_->storage();
+      }
+    }
+    const Options& options() const noexcept {
+      if constexpr (async_storage) {
+        return core_->options;
+      } else {
+        return blocking_->options();
+      }
+    }
+    Counters counters() const noexcept {
+      if constexpr (async_storage) {
+        return core_->counters.snapshot();
+      } else {
+        return blocking_->counters();
+      }
+    }
+
+    // --- inline storages: the blocking queue, completed through the executor -------------
+    template <class T, class F>
+    void run_inline(const detail::done_fn<T>& done, F&& f) {
+      T value{};
+      std::exception_ptr e;
+      try {
+        value = f();
+      } catch (...) {
+        e = std::current_exception();
+      }
+      done(e, std::move(value));
+    }
+
+    // --- the operations --------------------------------------------------------------------
+    void send(std::vector<FailedJob> jobs, const char* where,
+              detail::done_fn<std::vector<std::string>> done) {
+      if constexpr (!async_storage) {
+        run_inline<std::vector<std::string>>(done, [&] {
+          if (jobs.size() == 1 && std::string_view(where) == "send_to_dlq") {
+            const FailedJob& j = jobs.front();
+            return std::vector<std::string>{blocking_->send_to_dlq(j.queue, j.payload, j.failure)};
+          }
+          return blocking_->send_batch(jobs);
+        });
+      } else {
+        auto self = this->shared_from_this();
+        auto shared_jobs = std::make_shared<const std::vector<FailedJob>>(std::move(jobs));
+        ::asio::dispatch(executor, [self, shared_jobs, where, done = std::move(done)]() mutable {
+          self->send_async(std::move(shared_jobs), where, std::move(done));
+        });
+      }
+    }
+
+    void size(std::string queue, detail::done_fn<std::size_t> done) {
+      if constexpr (!async_storage) {
+        run_inline<std::size_t>(done, [&] { return blocking_->size(queue); });
+      } else {
+        try {
+          dlq::detail::queue_core::validate_queue(queue, "size");
+        } catch (...) {
+          return done(std::current_exception(), 0);
+        }
+        auto self = this->shared_from_this();
+        ::asio::dispatch(executor, [self, queue = std::move(queue), done = std::move(done)] {
+          self->storage_->size(queue, self->counted(done));
+        });
+      }
+    }
+
+    void peek(std::string queue, std::size_t start, std::size_t count,
+              detail::done_fn<std::vector<Entry>> done) {
+      if constexpr (!async_storage) {
+        run_inline<std::vector<Entry>>(done, [&] { return blocking_->peek(queue, start, count); });
+      } else {
+        try {
+          dlq::detail::queue_core::validate_queue(queue, "peek");
+        } catch (...) {
+          return done(std::current_exception(), {});
+        }
+        auto self = this->shared_from_this();
+        ::asio::dispatch(
+            executor, [self, queue = std::move(queue), start, count, done = std::move(done)] {
+              self->storage_->range(
+                  queue, start, count,
+                  [self, done](std::exception_ptr e, std::vector<std::string> raws) {
+                    self->count_failure(e);
+                    done(e, e ? std::vector<Entry>{} : detail::parse_all(std::move(raws)));
+                  });
+            });
+      }
+    }
+
+    void get(std::string queue, std::string id, detail::done_fn<std::optional<Entry>> done) {
+      if constexpr (!async_storage) {
+        run_inline<std::optional<Entry>>(done, [&] { return blocking_->get(queue, id); });
+      } else {
+        try {
+          dlq::detail::queue_core::validate_queue(queue, "get");
+        } catch (...) {
+          return done(std::current_exception(), std::nullopt);
+        }
+        auto self = this->shared_from_this();
+        ::asio::dispatch(executor, [self, queue = std::move(queue), id = std::move(id),
+                                    done = std::move(done)]() mutable {
+          self->get_page(std::make_shared<const std::string>(std::move(queue)),
+                         std::make_shared<const std::string>(std::move(id)), 0, std::move(done));
+        });
+      }
+    }
+
+   private:
+    // Counts a storage error by type (as the blocking front end's guarded()).
+    void count_failure(const std::exception_ptr& e) noexcept {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const storage_error& s) {
+        core_->count_failure(s);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): only storage errors are counted
+      }
+    }
+
+    template <class T>
+    detail::done_fn<T> counted(detail::done_fn<T> done) {
+      auto self = this->shared_from_this();
+      return [self, done = std::move(done)](std::exception_ptr e, T v) {
+        self->count_failure(e);
+        done(e, std::move(v));
+      };
+    }
+
+    static constexpr std::size_t get_page_size = 512;
+
+    void get_page(std::shared_ptr<const std::string> queue, std::shared_ptr<const std::string> id,
+                  std::size_t start, detail::done_fn<std::optional<Entry>> done) {
+      auto self = this->shared_from_this();
+      storage_->range(*queue, start, get_page_size,
+                      [self, queue, id, start, done](std::exception_ptr e,
+                                                     std::vector<std::string> raws) mutable {
+                        self->count_failure(e);
+                        if (e) return done(e, std::nullopt);
+                        for (auto& raw : raws) {
+                          if (raw.find(*id) == std::string::npos) continue;  // cheap pre-check
+                          if (detail::stored_id(raw) == *id)
+                            return done(nullptr, parse_entry(std::move(raw)));
+                        }
+                        if (raws.size() < get_page_size) return done(nullptr, std::nullopt);
+                        self->get_page(queue, id, start + get_page_size, std::move(done));
+                      });
+    }
+
+    // The send path of an asynchronous storage: validate every job; prepare each envelope
+    // with the blocking front end's queue core; push each queue's jobs as one command (all
+    // pipelined) under the queue's retention; count and report every entry stored.
+    struct send_join {
+      std::shared_ptr<const std::vector<FailedJob>> jobs;
+      std::vector<dlq::detail::prepared_entry> entries;
+      std::vector<bool> stored;  // per entry
+      std::size_t remaining = 0;
+      std::exception_ptr error;
+      detail::done_fn<std::vector<std::string>> done;
+    };
+
+    void send_async(std::shared_ptr<const std::vector<FailedJob>> jobs, const char* where,
+                    detail::done_fn<std::vector<std::string>> done) {
+      dlq::detail::queue_core& core = *core_;
+      auto join = std::make_shared<send_join>();
+      std::vector<std::pair<std::string_view, std::vector<std::size_t>>> parts;
+      try {
+        for (const FailedJob& j : *jobs) {
+          const dlq::detail::job_view v{j.queue, j.payload, &j.failure};
+          dlq::detail::queue_core::validate(v, where);
+          dlq::detail::check_payload(j.queue, j.payload,
+                                     core.options.payloads == Payloads::json_only);
+        }
+        if (jobs->empty()) return done(nullptr, {});
+        for (std::size_t i = 0; i < jobs->size(); ++i) {
+          const std::string_view q = (*jobs)[i].queue;
+          auto it =
+              std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.first == q; });
+          if (it == parts.end()) {
+            parts.emplace_back(q, std::vector<std::size_t>{});
+            it = parts.end() - 1;
+          }
+          it->second.push_back(i);
+        }
+        if (parts.size() > 1) {
+          for (const auto& p : parts) {
+            const Retention& r = core.retention_of(p.first);
+            if (r.max_length != 0 && r.overflow == Overflow::reject)
+              throw invalid_argument(dlq::detail::message(
+                  "asio", where,
+                  "a batch over several queues where queue '" + std::string(p.first) +
+                      "' has max_length with Overflow::reject",
+                  "send one queue's jobs per batch (each is then all or nothing)"));
+          }
+        }
+        const auto now = core.now();
+        join->jobs = jobs;
+        join->entries.reserve(jobs->size());
+        for (const FailedJob& j : *jobs) {
+          const dlq::detail::job_view v{j.queue, j.payload, &j.failure};
+          join->entries.push_back(
+              core.prepare(v, now, dlq::detail::queue_core::make_id(j.failure, now, false), {}));
+        }
+      } catch (...) {
+        return done(std::current_exception(), {});
+      }
+      join->stored.assign(jobs->size(), false);
+      join->remaining = parts.size();
+      join->done = std::move(done);
+      auto self = this->shared_from_this();
+      for (auto& part : parts) {
+        std::vector<std::string> envelopes;
+        envelopes.reserve(part.second.size());
+        for (std::size_t i : part.second)
+          envelopes.push_back(std::move(join->entries[i].envelope));  // not needed after
+        const Retention& r = core.retention_of(part.first);
+        storage_->push(
+            part.first, std::move(envelopes), r.max_length, r.overflow == Overflow::evict_oldest,
+            [self, join, indexes = std::move(part.second), queue = std::string(part.first)](
+                std::exception_ptr e, PushResult result) {
+              dlq::detail::queue_core& c = *self->core_;
+              self->count_failure(e);
+              if (!e && !result.stored) {
+                try {
+                  c.reject(queue, c.retention_of(queue));
+                } catch (...) {
+                  e = std::current_exception();
+                }
+              }
+              if (e) {
+                if (!join->error) join->error = e;
+              } else {
+                for (std::size_t i : indexes)
+                  join->stored[i] = true;
+                if (!result.evicted.empty()) {
+                  dlq::detail::report_evictions(c, queue, result.evicted, "max_length");
+                  dlq::detail::log_evictions(c, queue, result.evicted.size(), "max_length");
+                }
+              }
+              if (--join->remaining != 0) return;
+              std::vector<std::string> ids;
+              ids.reserve(join->entries.size());
+              for (std::size_t i = 0; i < join->entries.size(); ++i) {
+                if (join->stored[i]) c.after_send(join->entries[i]);
+                ids.push_back(join->entries[i].id);
+              }
+              if (join->error) return join->done(join->error, {});
+              join->done(nullptr, std::move(ids));
+            });
+      }
+    }
+
+    std::optional<Storage> storage_;                 // asynchronous storage
+    std::unique_ptr<dlq::detail::queue_core> core_;  // asynchronous storage
+    std::unique_ptr<blocking_type> blocking_;        // inline storage
+  };
+
+  std::shared_ptr<state> state_;
+};
+
+}  // namespace dlq::asio

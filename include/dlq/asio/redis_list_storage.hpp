@@ -1,0 +1,169 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file asio/redis_list_storage.hpp
+/// dlq::asio::RedisListStorage: the asynchronous storage of dlq::asio::AsyncDeadLetterQueue
+/// on Redis lists, over one non-blocking dlq::asio::RedisConnection. CMake: dlq::asio and
+/// dlq::redis.
+///
+///     asio::io_context io;
+///     dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage> q(
+///         io.get_executor(),
+///         dlq::asio::RedisListStorage(io.get_executor(), "redis://127.0.0.1:6379/0"));
+///
+/// Same keys, same wire format and same scripts as the blocking dlq::RedisListStorage
+/// (RedisListOptions: dead_key pattern): the blocking and the asynchronous front ends see the
+/// same entries, so operators replay, trim and purge with the blocking API. Costs, in round
+/// trips, all pipelined on the one connection: a push is one RPUSH (Retention::max_length
+/// with Overflow::reject: the bounded push script; with Overflow::evict_oldest: the capped
+/// push script — each one EVAL); size one LLEN; a range one LRANGE.
+/// A single Redis server only: a Redis Cluster node is refused (see redis_connection.hpp).
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dlq/asio/dead_letter_queue.hpp"
+#include "dlq/asio/redis_connection.hpp"
+#include "dlq/errors.hpp"
+#include "dlq/redis/key_pattern.hpp"
+#include "dlq/redis/list_storage.hpp"
+#include "dlq/redis/options.hpp"
+#include "dlq/redis/scripts/list_push_bounded.hpp"
+#include "dlq/redis/scripts/list_push_capped.hpp"
+
+namespace dlq::asio {
+
+/// Asynchronous dead-letter storage in Redis lists (see the file comment). A handle: copies
+/// share one connection. Call it from its executor (AsyncDeadLetterQueue does).
+class RedisListStorage {
+ public:
+  /// Marks this type as an asynchronous storage for AsyncDeadLetterQueue.
+  using async_storage_tag = void;
+  using executor_type = ::asio::any_io_executor;
+
+  /// Connects lazily to `connection` with the key layout of `options` (only dead_key is
+  /// used: the async path pushes and reads dead lists; the pool settings do not apply).
+  /// @throws dlq::invalid_argument when the dead_key pattern does not have exactly one `*`.
+  RedisListStorage(executor_type executor, redis::ConnectionOptions connection,
+                   const RedisListOptions& options = {})
+      : dead_(redis::KeyPattern::parse(options.dead_key, "RedisListOptions::dead_key")),
+        conn_(std::make_shared<RedisConnection>(std::move(executor), std::move(connection))) {}
+  /// Parses `url` (dlq::redis::parse_url). @throws dlq::invalid_argument for a bad URL.
+  RedisListStorage(executor_type executor, std::string_view url,
+                   const RedisListOptions& options = {})
+      : RedisListStorage(std::move(executor), redis::parse_url(url), options) {}
+
+  /// The connection (for raw commands and its counters).
+  RedisConnection& connection() noexcept { return *conn_; }
+  /// The executor its completions run on.
+  executor_type get_executor() const noexcept { return conn_->get_executor(); }
+  /// The Redis key of a queue's dead list.
+  std::string key(std::string_view queue) const { return dead_.key(queue); }
+
+  /// Appends `envelopes` to the queue's dead list in one command: RPUSH when `max_length`
+  /// is 0; else, with `evict_oldest`, the capped push script (the evicted items are
+  /// reported); else the bounded push script (all or none; stored == false when they do
+  /// not fit). `done` runs on the executor.
+  void push(std::string_view queue, std::vector<std::string> envelopes, std::size_t max_length,
+            bool evict_oldest, std::function<void(std::exception_ptr, PushResult)> done) {
+    const std::string k = dead_.key(queue);
+    std::vector<std::string> args;
+    args.reserve(envelopes.size() + 5);
+    std::string label;
+    enum class kind { plain, bounded, capped } how = kind::plain;
+    if (max_length == 0) {
+      args.emplace_back("RPUSH");
+      args.push_back(k);
+      label = "RPUSH " + k;
+    } else {
+      how = evict_oldest ? kind::capped : kind::bounded;
+      args.emplace_back("EVAL");
+      args.emplace_back(evict_oldest            ? redis::scripts::list_push_capped
+                        : envelopes.size() == 1 ? redis::scripts::list_push_bounded
+                                                : redis::scripts::list_push_bounded_batch);
+      args.emplace_back("1");
+      args.push_back(k);
+      args.push_back(std::to_string(max_length));
+      label = std::string(evict_oldest ? "capped" : "bounded") + " push script on " + k;
+    }
+    for (auto& e : envelopes)
+      args.push_back(std::move(e));
+    const std::string endpoint = conn_->endpoint();
+    conn_->execute(
+        std::move(args), true, label,
+        [done = std::move(done), how, label, endpoint](std::exception_ptr e, RedisReply r) {
+          PushResult result;
+          if (!e) {
+            if (how == kind::capped && r.type == REDIS_REPLY_ARRAY) {
+              for (auto& item : r.elements)
+                result.evicted.push_back(std::move(item.str));
+            } else if (how != kind::capped && r.type == REDIS_REPLY_INTEGER) {
+              result.stored = r.integer > 0;
+            } else {
+              e = unexpected(endpoint, label, r.type, true);
+            }
+          }
+          done(e, std::move(result));
+        });
+  }
+
+  /// Length of the queue's dead list: one LLEN.
+  void size(std::string_view queue, std::function<void(std::exception_ptr, std::size_t)> done) {
+    const std::string k = dead_.key(queue);
+    const std::string label = "LLEN " + k;
+    conn_->execute({"LLEN", k}, false, label,
+                   [done = std::move(done), label, endpoint = conn_->endpoint()](
+                       std::exception_ptr e, RedisReply r) {
+                     if (!e && r.type != REDIS_REPLY_INTEGER)
+                       e = unexpected(endpoint, label, r.type, false);
+                     done(e, e ? 0 : static_cast<std::size_t>(r.integer));
+                   });
+  }
+
+  /// Items [start, start + count) of the queue's dead list: one LRANGE (count 0 = none).
+  void range(std::string_view queue, std::size_t start, std::size_t count,
+             std::function<void(std::exception_ptr, std::vector<std::string>)> done) {
+    if (count == 0) {
+      return ::asio::post(conn_->get_executor(), [done = std::move(done)] { done(nullptr, {}); });
+    }
+    const std::string k = dead_.key(queue);
+    const std::string label = "LRANGE " + k;
+    conn_->execute({"LRANGE", k, std::to_string(start), std::to_string(start + count - 1)}, false,
+                   label,
+                   [done = std::move(done), label, endpoint = conn_->endpoint()](
+                       std::exception_ptr e, RedisReply r) {
+                     std::vector<std::string> out;
+                     if (!e && r.type != REDIS_REPLY_ARRAY) {
+                       e = unexpected(endpoint, label, r.type, false);
+                     } else if (!e) {
+                       out.reserve(r.elements.size());
+                       for (auto& item : r.elements)
+                         out.push_back(std::move(item.str));
+                     }
+                     done(e, std::move(out));
+                   });
+  }
+
+  /// Closes the connection (see RedisConnection::close).
+  void close() noexcept { conn_->close(); }
+
+ private:
+  static std::exception_ptr unexpected(const std::string& endpoint, const std::string& label,
+                                       int type, bool write) {
+    return std::make_exception_ptr(dlq::protocol_error(
+        dlq::detail::message("redis", endpoint,
+                             label + ": unexpected reply of type " + std::to_string(type),
+                             "is this a Redis server of version 6 or later?"),
+        write));
+  }
+
+  redis::KeyPattern dead_;
+  std::shared_ptr<RedisConnection> conn_;
+};
+
+}  // namespace dlq::asio

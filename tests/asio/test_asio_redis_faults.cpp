@@ -1,0 +1,223 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// dlq::asio on private redis-servers: a frozen server (SIGSTOP) never blocks the event loop
+// and the sends complete with typed timeouts, then the connection recovers; kill -9 of a
+// server with appendfsync always loses no acknowledged send; AUTH and SELECT.
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlq/asio.hpp"
+#include "dlq/asio/redis.hpp"
+#include "redis/redis_test_util.hpp"
+#include "support/catch.hpp"
+#include "support/redis_process.hpp"
+
+namespace {
+
+using Queue = dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage>;
+using clock_type = std::chrono::steady_clock;
+
+dlq::Failure failure() {
+  dlq::Failure f;
+  f.error = "e";
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a frozen server: a timer on the same io_context keeps firing, the sends complete "
+    "with typed timeouts, and after SIGCONT the connection recovers",
+    "[asio][redis][faults]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(1000);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+
+  std::string first;
+  q.async_send_to_dlq("frozen", "before", failure(), [&](std::exception_ptr e, std::string id) {
+    REQUIRE_FALSE(e);
+    first = std::move(id);
+  });
+  io.run();
+  REQUIRE_FALSE(first.empty());
+
+  server.freeze();
+  constexpr int sends = 50;
+  int timeouts = 0, unknown = 0, others = 0, completed = 0;
+  for (int i = 0; i < sends; ++i) {
+    q.async_send_to_dlq("frozen", "during", failure(), [&](std::exception_ptr e, std::string) {
+      ++completed;
+      try {
+        if (e) std::rethrow_exception(e);
+        ++others;
+      } catch (const dlq::timeout_error& t) {
+        ++timeouts;
+        if (t.outcome_unknown()) ++unknown;
+      } catch (...) {
+        ++others;
+      }
+    });
+  }
+  // A 10 ms ticker on the same loop: it keeps firing while the sends wait for their timeout.
+  asio::steady_timer tick(io);
+  int ticks = 0;
+  auto longest_gap = clock_type::duration::zero();
+  auto last = clock_type::now();
+  std::function<void()> arm = [&] {
+    tick.expires_after(std::chrono::milliseconds(10));
+    tick.async_wait([&](std::error_code ec) {
+      if (ec) return;
+      const auto now = clock_type::now();
+      longest_gap = std::max(longest_gap, now - last);
+      last = now;
+      ++ticks;
+      if (completed < sends) arm();
+    });
+  };
+  arm();
+  const auto start = clock_type::now();
+  io.restart();
+  io.run();
+  const auto waited = clock_type::now() - start;
+  CHECK(completed == sends);
+  CHECK(timeouts == sends);
+  CHECK(unknown == sends);  // sent writes: they may have been applied
+  CHECK(others == 0);
+  CHECK(waited >= std::chrono::milliseconds(900));  // they did wait for the timeout
+  CHECK(ticks >= 20);  // the loop ran the ticker all along (a blocked loop would tick once)
+  CHECK(longest_gap < std::chrono::milliseconds(500));
+
+  server.thaw();
+  std::string after;
+  q.async_send_to_dlq("frozen", "after", failure(), [&](std::exception_ptr e, std::string id) {
+    REQUIRE_FALSE(e);
+    after = std::move(id);
+  });
+  io.restart();
+  io.run();
+  CHECK_FALSE(after.empty());  // reconnected on the next operation
+  dlq::test::RawClient raw(server.url());
+  const auto items = raw.list(q.storage().key("frozen"));
+  std::set<std::string> ids;
+  for (const auto& item : items)
+    ids.insert(dlq::parse_entry(item).id);
+  CHECK(ids.count(first) == 1);
+  CHECK(ids.count(after) == 1);
+  CHECK(ids.size() == items.size());  // nothing stored twice
+}
+
+TEST_CASE(
+    "kill -9 of redis-server (appendfsync always) during async sends: every "
+    "acknowledged send is there after the restart",
+    "[asio][redis][faults]") {
+  dlq::test::RedisProcess server({"--appendonly", "yes", "--appendfsync", "always"});
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), server.url()));
+  constexpr std::size_t n = 3000;
+  std::vector<std::string> acked;
+  std::size_t completed = 0, lost_connection = 0, others = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    q.async_send_to_dlq("killed", "job-" + std::to_string(i), failure(),
+                        [&](std::exception_ptr e, std::string id) {
+                          ++completed;
+                          if (!e) {
+                            acked.push_back(std::move(id));
+                            if (acked.size() == 200) server.kill9();  // mid-stream
+                            return;
+                          }
+                          try {
+                            std::rethrow_exception(e);
+                          } catch (const dlq::connection_error& c) {
+                            ++lost_connection;
+                            CHECK(c.outcome_unknown());
+                          } catch (...) {
+                            ++others;
+                          }
+                        });
+  }
+  io.run();
+  CHECK(completed == n);
+  CHECK(others == 0);
+  REQUIRE(acked.size() >= 200);
+  CHECK(acked.size() + lost_connection == n);
+  server.start();
+  dlq::test::RawClient raw(server.url());
+  std::vector<std::string> items;
+  for (int attempt = 0;; ++attempt) {  // the server may still be loading its AOF
+    try {
+      items = raw.list(q.storage().key("killed"));
+      break;
+    } catch (const dlq::reply_error& e) {
+      if (e.code() != "LOADING" || attempt > 100) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  std::set<std::string> stored;
+  for (const auto& item : items)
+    stored.insert(dlq::parse_entry(item).id);
+  CHECK(stored.size() == items.size());
+  for (const auto& id : acked)
+    REQUIRE(stored.count(id) == 1);
+  // The next send reconnects.
+  bool ok = false;
+  std::string why;
+  q.async_send_to_dlq("killed", "after", failure(), [&](std::exception_ptr e, std::string) {
+    ok = !e;
+    try {
+      if (e) std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      why = x.what();
+    }
+  });
+  io.restart();
+  io.run();
+  INFO(why);
+  CHECK(ok);
+}
+
+TEST_CASE("AUTH and SELECT before the first command; a wrong password is a typed error",
+          "[asio][redis][faults]") {
+  dlq::test::RedisProcess server({"--requirepass", "s3cret"});
+  const std::string url = "redis://:s3cret@127.0.0.1:" + std::to_string(server.port()) + "/3";
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), url));
+  std::size_t size = 99;
+  q.async_send_to_dlq("auth", "p", failure(),
+                      [](std::exception_ptr e, std::string) { REQUIRE_FALSE(e); });
+  q.async_size("auth", [&](std::exception_ptr e, std::size_t s) {
+    REQUIRE_FALSE(e);
+    size = s;
+  });
+  io.run();
+  CHECK(size == 1);
+  dlq::test::RawClient raw(url);
+  CHECK(raw.integer({"LLEN", q.storage().key("auth")}) == 1);  // in db 3
+
+  const std::string bad = "redis://:wrong@127.0.0.1:" + std::to_string(server.port());
+  Queue denied(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), bad));
+  std::exception_ptr error;
+  denied.async_size("auth", [&](std::exception_ptr e, std::size_t) { error = e; });
+  io.restart();
+  io.run();
+  REQUIRE(error);
+  CHECK_THROWS_AS(std::rethrow_exception(error), dlq::reply_error);
+}
+
+TEST_CASE("a refused connection completes with dlq::connection_error", "[asio][redis][faults]") {
+  const int port = dlq::test::free_loopback_port();
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(
+                                 io.get_executor(), "redis://127.0.0.1:" + std::to_string(port)));
+  std::exception_ptr error;
+  q.async_send_to_dlq("x", "p", failure(), [&](std::exception_ptr e, std::string) { error = e; });
+  io.run();
+  REQUIRE(error);
+  CHECK_THROWS_AS(std::rethrow_exception(error), dlq::connection_error);
+}
