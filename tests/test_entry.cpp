@@ -29,13 +29,41 @@ TEST_CASE("the envelope carries the seed's six fields with their names and types
   f.error = "payment \"timeout\"\n";
   f.attempt = 3;
   const std::string raw = envelope(R"({"order":42})", f, "worker-7");
-  CHECK(raw ==
-        R"({"original_payload":{"order":42},"queue":"orders","error":"payment \"timeout\"\n",)"
-        R"("attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.000007+00:00",)"
-        R"("id":"0190aaaa-0000-7000-8000-000000000001"})");
+  // payload_bytes (the length of original_payload's value) first, then the payload and the id:
+  // the layout the server-side replay step proves (dlq/redis/scripts/replay_fast.hpp).
+  CHECK(
+      raw ==
+      R"({"payload_bytes":12,"original_payload":{"order":42},)"
+      R"("id":"0190aaaa-0000-7000-8000-000000000001",)"
+      R"("queue":"orders","error":"payment \"timeout\"\n",)"
+      R"("attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.000007+00:00"})");
   const auto j = nlohmann::json::parse(raw);
   CHECK(j["attempt"].is_number_integer());
   CHECK(j["original_payload"]["order"] == 42);
+}
+
+TEST_CASE("payload_bytes is the byte length of original_payload's value as written", "[entry]") {
+  dlq::Failure f;
+  f.error = "e";
+  const std::string binary("\xff\x00\x01\x02", 4);
+  for (const std::string& payload :
+       {std::string(R"({"a":[1,2,"}"]})"), std::string("7"), std::string(" {\"b\":1}\n"), binary,
+        std::string("x"), std::string("ab"), std::string("abc")}) {
+    const std::string raw = envelope(payload, f, "w");
+    const std::string head = R"({"payload_bytes":)";
+    REQUIRE(raw.compare(0, head.size(), head) == 0);
+    const std::size_t digits_end = raw.find(',', head.size());
+    const std::size_t n = std::stoul(raw.substr(head.size(), digits_end - head.size()));
+    const std::string key = R"(,"original_payload":)";
+    REQUIRE(raw.compare(digits_end, key.size(), key) == 0);
+    const std::size_t first = digits_end + key.size();
+    // The value spans exactly n bytes and the id follows it.
+    CHECK(raw.compare(first + n, 7, R"(,"id":")") == 0);
+    const auto j = nlohmann::json::parse(raw);
+    CHECK(nlohmann::json::parse(raw.substr(first, n)) == j["original_payload"]);
+    CHECK(j["payload_bytes"] == n);
+    CHECK(dlq::parse_entry(raw).payload == payload);
+  }
 }
 
 TEST_CASE("optional fields are written only when set", "[entry]") {

@@ -5,11 +5,16 @@
 /// An entry is one JSON object. The six fields of the Python seed keep their names and types,
 /// so entries written by either side are read by the other:
 ///
-///     {"original_payload":{"order":42},"queue":"orders","error":"payment timeout",
-///      "attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.123456+00:00",
-///      "id":"019acb7e-1c2d-7000-8a4f-3e5b6c7d8e9f"}
+///     {"payload_bytes":12,"original_payload":{"order":42},
+///      "id":"019acb7e-1c2d-7000-8a4f-3e5b6c7d8e9f","queue":"orders","error":"payment timeout",
+///      "attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.123456+00:00"}
 ///
 /// Fields of dlq's own, all optional on read (absent = default):
+///   "payload_bytes"      the byte length of original_payload's value as written; dlq
+///                        writes it first, original_payload second and id third, so that a
+///                        server-side replay step can find the payload from a few bytes
+///                        (dlq/redis/scripts/replay_fast.hpp). Readers ignore it: field order
+///                        and an extra field change nothing for a JSON reader
 ///   "id"                 unique, time-ordered UUIDv7; entries without one (seed-written) get
 ///                        an id derived from their bytes ("raw-<16 hex>")
 ///   "error_type"         the kind of failure (e.g. an exception type)
@@ -436,7 +441,8 @@ inline void check_payload(std::string_view queue, std::string_view payload, bool
   if (json_only && shape_of(payload) == payload_shape::binary) refuse_payload(queue, payload);
 }
 
-/// Appends the envelope for `in` to `out` (compact JSON, original_payload first).
+/// Appends the envelope for `in` to `out`: compact JSON, payload_bytes, original_payload and
+/// id first (in that order), then the other fields.
 /// @throws dlq::invalid_argument when in.json_only is set and the payload is not JSON
 ///         (nothing is appended).
 inline void write_envelope(std::string& out, const envelope_input& in) {
@@ -446,7 +452,13 @@ inline void write_envelope(std::string& out, const envelope_input& in) {
   if (!as_json && in.json_only) refuse_payload(in.queue, in.payload);
   out.reserve(out.size() + (as_json ? in.payload.size() : in.payload.size() / 3 * 4 + 4) +
               in.queue.size() + f.error.size() + in.worker.size() + 160);
-  out.append("{\"original_payload\":");
+  // payload_bytes: the byte length of original_payload's value as written, right before it,
+  // and the id right after it — the layout whose payload span a server-side replay step can
+  // prove from a few bytes (dlq/redis/scripts/replay_fast.hpp).
+  const std::size_t encoded = as_json ? in.payload.size() : (in.payload.size() + 2) / 3 * 4 + 2;
+  out.append("{\"payload_bytes\":");
+  out.append(std::to_string(encoded));
+  out.append(",\"original_payload\":");
   if (as_json) {
     out.append(in.payload);
   } else {
@@ -454,6 +466,8 @@ inline void write_envelope(std::string& out, const envelope_input& in) {
     base64::encode(in.payload, out);
     out.push_back('"');
   }
+  out.append(",\"id\":");
+  json::append_string(out, in.id);
   out.append(",\"queue\":");
   json::append_string(out, in.queue);
   out.append(",\"error\":");
@@ -464,8 +478,7 @@ inline void write_envelope(std::string& out, const envelope_input& in) {
   json::append_string(out, in.worker);
   out.append(",\"dead_lettered_at\":\"");
   iso_time::append(out, in.time);
-  out.append("\",\"id\":");
-  json::append_string(out, in.id);
+  out.push_back('"');
   if (!f.error_type.empty()) {
     out.append(",\"error_type\":");
     json::append_string(out, f.error_type);

@@ -244,12 +244,41 @@ class replay_engine {
               std::to_string(result_.report.replayed) + " entries were replayed before this)");
     };
     const auto started = core_.now();
+    // The fast path (see fast()): while it is on, each round first moves the provable
+    // entries at the head server-side, then hands the run of unprovable ones after them —
+    // and only those — to the compare-and-move step.
+    fast_ = fast_eligible(options);
     while (budget > 0 && limit_left_ > 0 && !(by_id_ && ids_left_.empty())) {
       if (options.cancel && options.cancel->load()) {
         result_.report.cancelled = true;
         break;
       }
-      const std::size_t examined = walk.next(budget, Decider(decide), begin, give_up);
+      std::size_t slow_limit = budget;
+      if (fast_) {
+        const FastStep f = fast(options, std::min(budget, cap));
+        if (!f.declined) {
+          budget -= std::min(budget, f.moved);
+          if (f.moved > 0) {
+            const ReplayReport& r = result_.report;
+            if (options.on_progress)
+              options.on_progress({r.examined, r.replayed, r.set_aside, budget});
+            if (options.rate > 0) pace(options.rate, started, options.cancel);
+          }
+          if (f.unprovable == 0) {
+            if (f.moved == 0) break;  // the list ends here
+            continue;
+          }
+          if (budget == 0 || limit_left_ == 0) break;
+          if (options.cancel && options.cancel->load()) {
+            result_.report.cancelled = true;
+            break;
+          }
+          slow_limit = std::min(budget, f.unprovable);
+        } else {
+          fast_ = false;
+        }
+      }
+      const std::size_t examined = walk.next(slow_limit, Decider(decide), begin, give_up);
       result_.report.conflicts = walk.conflicts();
       if (examined == 0) break;
       commit(options, examined);
@@ -288,6 +317,47 @@ class replay_engine {
     filtered_ = !matcher_->matches_all() || static_cast<bool>(o.filter);
     need_ids_ = o.record_ids || static_cast<bool>(core_.options.on_event) || collect_audit_;
     result_.ids.max = core_.options.audit_max_ids;
+  }
+
+  // The fast path runs for an unfiltered replay that moves entries and reports only ids and
+  // counts: no ids asked for, no filter or predicate, no edits, no dry run, no stored bytes
+  // kept (replay_one), on a storage that has replay_fast.
+  bool fast_eligible(const ReplayOptions& o) const noexcept {
+    return list_.has_fast_step() && !by_id_ && !filtered_ && !o.transform && !o.dry_run &&
+           !keep_replayed_;
+  }
+
+  // Whether this batch's ids are read by anything: ReplayOptions::record_ids, the event
+  // hook (one Event per replayed entry, with its id), or the audit record while it has room
+  // for ids (Options::audit_max_ids; the rest are only counted). The counters and the report
+  // need counts only.
+  bool ids_needed(const ReplayOptions& o) const noexcept {
+    return o.record_ids || static_cast<bool>(core_.options.on_event) ||
+           (collect_audit_ && result_.ids.ids.size() < result_.ids.max);
+  }
+
+  // One fast step of at most `max` entries (and at most the limit left), committed to the
+  // report, counters and events like a replay_step batch of replayed entries.
+  FastStep fast(const ReplayOptions& o, std::size_t max) {
+    const bool want_ids = ids_needed(o);
+    FastStep f = list_.fast_step(std::min(max, limit_left_), destination_, want_ids);
+    if (f.declined || f.moved == 0) return f;
+    ReplayReport& report = result_.report;
+    report.examined += f.moved;
+    report.replayed += f.moved;
+    ++report.batches;
+    limit_left_ -= std::min(limit_left_, f.moved);
+    core_.counters.replayed.fetch_add(f.moved, std::memory_order_relaxed);
+    if (!want_ids || f.ids.size() != f.moved) {
+      if (collect_audit_) result_.ids.omitted += f.moved;
+      return f;
+    }
+    for (const auto& id : f.ids) {
+      if (collect_audit_) result_.ids.add(id);
+      core_.emit(EventKind::replayed, queue_, id, destination_);
+      if (o.record_ids) report.replayed_ids.push_back(id);
+    }
+    return f;
   }
 
   // Keeps the run at `rate`: the n-th entry is not replayed before started + n / rate (a
@@ -442,6 +512,7 @@ class replay_engine {
   bool filtered_ = false;
   bool need_ids_ = false;
   bool keep_replayed_ = false;
+  bool fast_ = false;  // the fast path is on (fast_eligible, and not declined yet)
   std::optional<filter_matcher> matcher_;
   bool collect_audit_ = false;
   // The run so far.

@@ -77,6 +77,7 @@
 #include "dlq/redis/scripts/list_push_bounded.hpp"
 #include "dlq/redis/scripts/list_push_capped.hpp"
 #include "dlq/redis/scripts/recover_tombstone.hpp"
+#include "dlq/redis/scripts/replay_fast.hpp"
 #include "dlq/redis/scripts/replay_step.hpp"
 #include "dlq/redis/stats.hpp"
 #include "dlq/storage.hpp"
@@ -659,6 +660,79 @@ class RedisListStorage {
     return result;
   }
 
+  /// The fast step of an unfiltered replay (see dlq::FastStep and the file comment): moves
+  /// the provable entries at the head of the dead list to the source list of `destination`
+  /// (empty = `queue`) with one script, dlq/redis/scripts/replay_fast.hpp — at most
+  /// `max_items` (and RedisListOptions::max_batch_items) of them, and no more than
+  /// RedisListOptions::max_batch_bytes of items plus payloads — and stops at the first item
+  /// it cannot prove. One round trip; the items' bytes never travel to the client, only
+  /// their ids when `want_ids` is true (36 bytes each), else their count. Declines (nothing
+  /// sent) when the cursor has kept items before it (a parked entry left in place): the
+  /// compare-and-move step then goes on alone. Same invariants as replay_step: an item is at
+  /// every instant in exactly one place, nothing is left to recover after a kill, producers'
+  /// RPUSHes land behind the head and never abort it.
+  /// @throws dlq::invalid_argument as replay_step (destination on another cluster slot,
+  ///         empty hash tag); the dlq::storage_error subclasses — when the answer was lost,
+  ///         outcome_unknown() == true: the step moved its entries completely or not at all,
+  ///         nothing was lost, run the replay again.
+  FastStep replay_fast(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
+                       std::string_view destination, bool want_ids) {
+    check_queue(queue, "replay_fast");
+    FastStep result;
+    if (cursor.offset() != 0) {
+      result.declined = true;
+      return result;
+    }
+    if (max_items == 0) return result;
+    const StepTarget target = step_target(queue);
+    ReplayPlan plan;  // only for its destination check: the same slot rule as replay_step
+    destination_index(target, plan, destination);
+    const std::string& dest = plan.destinations.front();
+    const std::size_t max = std::min(max_items, options_.max_batch_items);
+    const std::string label = "fast replay script on " + target.dead;
+    Lease lease;
+    std::vector<redis::Reply> replies;
+    try {
+      replies = target.router->run(
+          lease, target.dead, redis::Effect::write,
+          [&](const std::string& sha) {
+            redis::Command c("EVALSHA");
+            c.arg_copy(sha).arg(2).arg(std::string_view(target.dead)).arg(std::string_view(dest));
+            c.arg(max).arg(options_.max_batch_bytes).arg(want_ids ? "1" : "0");
+            c.arg(std::min<std::size_t>(max, 256)).label(label);
+            return one(std::move(c));
+          },
+          &shared_->fast_script);
+    } catch (const dlq::storage_error& e) {
+      cursor.restart_at(0);
+      if (!e.outcome_unknown()) throw;
+      const std::string what = std::string(e.what()) + " — the " + label +
+                               " moved its entries completely or not at all; nothing was lost; "
+                               "run the replay again";
+      if (dynamic_cast<const dlq::timeout_error*>(&e) != nullptr)
+        throw dlq::timeout_error(what, true);
+      if (dynamic_cast<const dlq::connection_error*>(&e) != nullptr)
+        throw dlq::connection_error(what, true);
+      throw dlq::storage_error(what, true);
+    }
+    redis::Connection& conn = **lease;
+    const redisReply& r = *replies[0];
+    if (r.type == REDIS_REPLY_ERROR) throw_script_error(r, conn, label);
+    if (r.type != REDIS_REPLY_ARRAY || r.elements != 3 ||
+        r.element[0]->type != REDIS_REPLY_INTEGER || r.element[1]->type != REDIS_REPLY_INTEGER ||
+        r.element[2]->type != REDIS_REPLY_ARRAY) {
+      redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
+    }
+    result.moved = static_cast<std::size_t>(r.element[0]->integer);
+    result.unprovable = static_cast<std::size_t>(r.element[1]->integer);
+    const redisReply& ids = *r.element[2];
+    result.ids.reserve(ids.elements);
+    for (std::size_t i = 0; i < ids.elements; ++i)
+      result.ids.emplace_back(redis::view(*ids.element[i]));
+    if (result.moved > 0) cursor.restart_at(0);  // what was read ahead moved
+    return result;
+  }
+
   /// The Redis key of a queue's audit stream: `<dead key>:audit` (see dlq/audit.hpp).
   std::string audit_key(std::string_view queue) const { return dead_.key(queue) + ":audit"; }
 
@@ -1209,7 +1283,8 @@ class RedisListStorage {
           bounded_batch_push_script("bounded batch push script",
                                     std::string(redis::scripts::list_push_bounded_batch)),
           capped_push_script("capped push script", std::string(redis::scripts::list_push_capped)),
-          recover_script("recover script", std::string(redis::scripts::recover_tombstone)) {}
+          recover_script("recover script", std::string(redis::scripts::recover_tombstone)),
+          fast_script("fast replay script", std::string(redis::scripts::replay_fast)) {}
     redis::Router router;
     redis::Script replay_script;
     redis::Script purge_script;
@@ -1217,6 +1292,7 @@ class RedisListStorage {
     redis::Script bounded_batch_push_script;
     redis::Script capped_push_script;
     redis::Script recover_script;
+    redis::Script fast_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};
   };
