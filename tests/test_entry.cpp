@@ -50,10 +50,15 @@ TEST_CASE("payload_bytes is the byte length of original_payload's value as writt
        {std::string(R"({"a":[1,2,"}"]})"), std::string("7"), std::string(" {\"b\":1}\n"), binary,
         std::string("x"), std::string("ab"), std::string("abc")}) {
     const std::string raw = envelope(payload, f, "w");
-    const std::string head = R"({"payload_bytes":)";
-    REQUIRE(raw.compare(0, head.size(), head) == 0);
-    const std::size_t digits_end = raw.find(',', head.size());
-    const std::size_t n = std::stoul(raw.substr(head.size(), digits_end - head.size()));
+    // Only a verbatim JSON payload starts the envelope with payload_bytes: the flags that
+    // change how an entry replays (whitespace kept, base64) come before it.
+    const bool verbatim = dlq::detail::shape_of(payload) == dlq::detail::payload_shape::json;
+    CHECK((raw.rfind(R"({"payload_bytes":)", 0) == 0) == verbatim);
+    const std::string head = R"("payload_bytes":)";
+    const std::size_t at = raw.find(head);
+    REQUIRE(at != std::string::npos);
+    const std::size_t digits_end = raw.find(',', at);
+    const std::size_t n = std::stoul(raw.substr(at + head.size(), digits_end - at - head.size()));
     const std::string key = R"(,"original_payload":)";
     REQUIRE(raw.compare(digits_end, key.size(), key) == 0);
     const std::size_t first = digits_end + key.size();
@@ -64,6 +69,18 @@ TEST_CASE("payload_bytes is the byte length of original_payload's value as writt
     CHECK(j["payload_bytes"] == n);
     CHECK(dlq::parse_entry(raw).payload == payload);
   }
+  // A parked entry starts with its flag, so it never looks like an unflagged one.
+  dlq::detail::envelope_input in;
+  in.queue = "orders";
+  in.payload = "7";
+  in.failure = &f;
+  in.worker = "w";
+  in.id = "0190aaaa-0000-7000-8000-000000000001";
+  in.parked = true;
+  std::string parked;
+  dlq::detail::write_envelope(parked, in);
+  CHECK(parked.rfind(R"({"parked":true,"payload_bytes":1,"original_payload":7,"id":)", 0) == 0);
+  CHECK(dlq::parse_entry(parked).parked);
 }
 
 TEST_CASE("optional fields are written only when set", "[entry]") {

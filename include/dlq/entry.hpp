@@ -11,8 +11,10 @@
 ///
 /// Fields of dlq's own, all optional on read (absent = default):
 ///   "payload_bytes"      the byte length of original_payload's value as written; dlq
-///                        writes it first, original_payload second and id third, so that a
-///                        server-side replay step can find the payload from a few bytes
+///                        writes it right before original_payload, and id right after it,
+///                        preceded only by the flags parked, payload_whitespace and
+///                        payload_encoding when set — so that a server-side replay step can
+///                        find the payload of an unflagged entry from a few bytes
 ///                        (dlq/redis/scripts/replay_fast.hpp). Readers ignore it: field order
 ///                        and an extra field change nothing for a JSON reader
 ///   "id"                 unique, time-ordered UUIDv7; entries without one (seed-written) get
@@ -441,8 +443,9 @@ inline void check_payload(std::string_view queue, std::string_view payload, bool
   if (json_only && shape_of(payload) == payload_shape::binary) refuse_payload(queue, payload);
 }
 
-/// Appends the envelope for `in` to `out`: compact JSON, payload_bytes, original_payload and
-/// id first (in that order), then the other fields.
+/// Appends the envelope for `in` to `out`: compact JSON; first the flags "parked",
+/// "payload_whitespace", "payload_encoding" (each only when set), then payload_bytes,
+/// original_payload and id, then the other fields.
 /// @throws dlq::invalid_argument when in.json_only is set and the payload is not JSON
 ///         (nothing is appended).
 inline void write_envelope(std::string& out, const envelope_input& in) {
@@ -456,7 +459,13 @@ inline void write_envelope(std::string& out, const envelope_input& in) {
   // and the id right after it — the layout whose payload span a server-side replay step can
   // prove from a few bytes (dlq/redis/scripts/replay_fast.hpp).
   const std::size_t encoded = as_json ? in.payload.size() : (in.payload.size() + 2) / 3 * 4 + 2;
-  out.append("{\"payload_bytes\":");
+  // The flags that change how the entry replays come first, so that a flagged entry never
+  // starts with payload_bytes (what the fast step requires).
+  out.push_back('{');
+  if (in.parked) out.append("\"parked\":true,");
+  if (shape == payload_shape::spaced) out.append("\"payload_whitespace\":true,");
+  if (!as_json) out.append("\"payload_encoding\":\"base64\",");
+  out.append("\"payload_bytes\":");
   out.append(std::to_string(encoded));
   out.append(",\"original_payload\":");
   if (as_json) {
@@ -495,9 +504,6 @@ inline void write_envelope(std::string& out, const envelope_input& in) {
     out.append(",\"dead_letter_count\":");
     out.append(std::to_string(in.dead_letter_count));
   }
-  if (in.parked) out.append(",\"parked\":true");
-  if (shape == payload_shape::spaced) out.append(",\"payload_whitespace\":true");
-  if (!as_json) out.append(",\"payload_encoding\":\"base64\"");
   out.push_back('}');
 }
 

@@ -255,7 +255,11 @@ class replay_engine {
       }
       std::size_t slow_limit = budget;
       if (fast_) {
-        const FastStep f = fast(options, std::min(budget, cap));
+        // Fast batches grow like the walk's (x4 a batch from one entry, up to
+        // Options::replay_batch_items; the storage bounds their bytes), so that cancel and
+        // on_progress see the first entries move early.
+        const FastStep f = fast(options, std::min({budget, cap, fast_window_}));
+        fast_window_ = std::min(fast_window_ * 4, core_.options.replay_batch_items);
         if (!f.declined) {
           budget -= std::min(budget, f.moved);
           if (f.moved > 0) {
@@ -512,7 +516,8 @@ class replay_engine {
   bool filtered_ = false;
   bool need_ids_ = false;
   bool keep_replayed_ = false;
-  bool fast_ = false;  // the fast path is on (fast_eligible, and not declined yet)
+  bool fast_ = false;            // the fast path is on (fast_eligible, and not declined yet)
+  std::size_t fast_window_ = 1;  // most entries the next fast step takes
   std::optional<filter_matcher> matcher_;
   bool collect_audit_ = false;
   // The run so far.

@@ -699,7 +699,7 @@ class RedisListStorage {
             redis::Command c("EVALSHA");
             c.arg_copy(sha).arg(2).arg(std::string_view(target.dead)).arg(std::string_view(dest));
             c.arg(max).arg(options_.max_batch_bytes).arg(want_ids ? "1" : "0");
-            c.arg(std::min<std::size_t>(max, 256)).label(label);
+            c.arg(std::min<std::size_t>(max, 256)).label(label);  // items per LRANGE
             return one(std::move(c));
           },
           &shared_->fast_script);
@@ -718,9 +718,9 @@ class RedisListStorage {
     redis::Connection& conn = **lease;
     const redisReply& r = *replies[0];
     if (r.type == REDIS_REPLY_ERROR) throw_script_error(r, conn, label);
-    if (r.type != REDIS_REPLY_ARRAY || r.elements != 3 ||
+    if (r.type != REDIS_REPLY_ARRAY || r.elements != 4 ||
         r.element[0]->type != REDIS_REPLY_INTEGER || r.element[1]->type != REDIS_REPLY_INTEGER ||
-        r.element[2]->type != REDIS_REPLY_ARRAY) {
+        r.element[2]->type != REDIS_REPLY_ARRAY || r.element[3]->type != REDIS_REPLY_ARRAY) {
       redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
     }
     result.moved = static_cast<std::size_t>(r.element[0]->integer);
@@ -729,7 +729,15 @@ class RedisListStorage {
     result.ids.reserve(ids.elements);
     for (std::size_t i = 0; i < ids.elements; ++i)
       result.ids.emplace_back(redis::view(*ids.element[i]));
-    if (result.moved > 0) cursor.restart_at(0);  // what was read ahead moved
+    // The unprovable items are the new head, read in the same atomic step: the next
+    // replay_step decides them without reading them again (it re-checks them when it applies).
+    const redisReply& rest = *r.element[3];
+    std::vector<std::string> window;
+    window.reserve(rest.elements);
+    for (std::size_t i = 0; i < rest.elements; ++i)
+      window.emplace_back(redis::view(*rest.element[i]));
+    cursor.restart_at(0);
+    if (!window.empty()) cursor.read(std::move(window));
     return result;
   }
 
