@@ -22,7 +22,10 @@
 /// The engine (detail::replay_engine) walks the list in batches (detail/batched_walk.hpp, the
 /// walk retention uses too), decides each entry from its bytes (detail::envelope_view; the
 /// entry is parsed into a dlq::Entry only for ReplayOptions::filter), and turns the applied
-/// decisions into the report, the counters and the events.
+/// decisions into the report, the counters and the events. On a storage with the fast step
+/// (dlq::FastStep; RedisListStorage) an unfiltered replay moves the entries whose bytes
+/// prove their payload span server-side first and hands only the others to the walk; the
+/// report, counters, events and audit record are the same as without it.
 #pragma once
 
 #include <algorithm>

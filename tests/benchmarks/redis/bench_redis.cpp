@@ -619,6 +619,17 @@ int main(int argc, char** argv) {
         ratio_mixed.push_back(mixed[static_cast<std::size_t>(i)] /
                               lmove_mix[static_cast<std::size_t>(i)]);
       }
+      {  // every fast-path script's duration over 2 KB payloads (SLOWLOG, all rounds)
+        std::vector<long long> us;
+        for (int i = 0; i < runs; ++i) {
+          const auto part = b.script_us(20000, 2048, true);
+          us.insert(us.end(), part.begin(), part.end());
+        }
+        std::sort(us.begin(), us.end());
+        std::printf("dlq_replay_script_2k_p50_us %lld\n", us[us.size() / 2]);
+        std::printf("dlq_replay_script_2k_p99_us %lld\n", us[us.size() * 99 / 100]);
+        std::printf("dlq_replay_script_2k_max_us %lld\n", us.back());
+      }
       std::printf("ratio_replay_all_lmove %.2f\n", median(ratio));
       std::printf("ratio_replay_all_filtered_lmove %.2f\n", median(ratio_slow));
       std::printf("ratio_replay_all_mixed_lmove %.2f\n", median(ratio_mixed));
