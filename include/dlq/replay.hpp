@@ -258,19 +258,18 @@ class replay_engine {
       }
       std::size_t slow_limit = budget;
       if (fast_) {
-        // Fast batches grow like the walk's (x4 a batch from one entry, up to
-        // Options::replay_batch_items; the storage bounds their bytes), so that cancel and
-        // on_progress see the first entries move early.
-        const FastStep f = fast(options, std::min({budget, cap, fast_window_}));
-        fast_window_ = std::min(fast_window_ * 4, core_.options.replay_batch_items);
+        // Fast steps grow like the walk's batches (x4 from one entry), up to four batches of
+        // Options::replay_batch_items (the storage pipelines them, each atomic and bounded
+        // in bytes), so that cancel and on_progress see the first entries move early. After
+        // a step that an unprovable entry ended, at most 63 (one script: the next such entry
+        // may be near).
+        const FastStep f = fast(options, std::min({budget, cap, fast_window_}), budget);
+        fast_window_ = f.unprovable > 0
+                           ? std::min<std::size_t>(fast_window_ * 4, 63)
+                           : std::min(fast_window_ * 4, 4 * core_.options.replay_batch_items);
         if (!f.declined) {
           budget -= std::min(budget, f.moved);
-          if (f.moved > 0) {
-            const ReplayReport& r = result_.report;
-            if (options.on_progress)
-              options.on_progress({r.examined, r.replayed, r.set_aside, budget});
-            if (options.rate > 0) pace(options.rate, started, options.cancel);
-          }
+          if (f.moved > 0 && options.rate > 0) pace(options.rate, started, options.cancel);
           if (f.unprovable == 0) {
             if (f.moved == 0) break;  // the list ends here
             continue;
@@ -345,24 +344,35 @@ class replay_engine {
 
   // One fast step of at most `max` entries (and at most the limit left), committed to the
   // report, counters and events like a replay_step batch of replayed entries.
-  FastStep fast(const ReplayOptions& o, std::size_t max) {
+  FastStep fast(const ReplayOptions& o, std::size_t max, std::size_t budget) {
     const bool want_ids = ids_needed(o);
     FastStep f = list_.fast_step(std::min(max, limit_left_), destination_, want_ids);
     if (f.declined || f.moved == 0) return f;
     ReplayReport& report = result_.report;
+    const std::size_t examined = report.examined, replayed = report.replayed;
     report.examined += f.moved;
     report.replayed += f.moved;
-    ++report.batches;
     limit_left_ -= std::min(limit_left_, f.moved);
     core_.counters.replayed.fetch_add(f.moved, std::memory_order_relaxed);
-    if (!want_ids || f.ids.size() != f.moved) {
-      if (collect_audit_) result_.ids.omitted += f.moved;
-      return f;
+    if (want_ids && f.ids.size() == f.moved) {
+      for (const auto& id : f.ids) {
+        if (collect_audit_) result_.ids.add(id);
+        core_.emit(EventKind::replayed, queue_, id, destination_);
+        if (o.record_ids) report.replayed_ids.push_back(id);
+      }
+    } else if (collect_audit_) {
+      result_.ids.omitted += f.moved;
     }
-    for (const auto& id : f.ids) {
-      if (collect_audit_) result_.ids.add(id);
-      core_.emit(EventKind::replayed, queue_, id, destination_);
-      if (o.record_ids) report.replayed_ids.push_back(id);
+    // Each atomic move is one batch: counted, and reported to on_progress with the totals
+    // after it.
+    std::size_t done = 0;
+    for (const std::size_t n : f.batches.empty() ? std::vector<std::size_t>{f.moved} : f.batches) {
+      if (n == 0) continue;
+      done += n;
+      ++report.batches;
+      if (o.on_progress)
+        o.on_progress(
+            {examined + done, replayed + done, report.set_aside, budget - std::min(budget, done)});
     }
     return f;
   }

@@ -180,7 +180,9 @@ struct StepResult {
 /// neither parked nor corrupt (dlq::RedisListStorage: the layout dlq writes, see
 /// dlq/redis/scripts/replay_fast.hpp) — exactly the items the compare-and-move step would
 /// replay, with the same payload bytes and ids — and stops at the first item it cannot
-/// prove; the caller hands that one to replay_step, which decides it as always.
+/// prove; the caller hands that one to replay_step, which decides it as always. A storage may
+/// split one fast step into several atomic moves (RedisListStorage pipelines up to four
+/// scripts): the front end reports each as a batch.
 struct FastStep {
   std::size_t moved = 0;         ///< items moved to the destination (their payloads pushed)
   std::size_t unprovable = 0;    ///< items right after them that it could not prove (0 = it
@@ -188,6 +190,9 @@ struct FastStep {
   bool declined = false;         ///< the cursor is not where a fast step can run (items were
                                  ///< kept before it); nothing was read or moved
   std::vector<std::string> ids;  ///< ids of the moved items, in order, when asked for
+  /// How many items each atomic move took, in order (they add up to `moved`); empty = one
+  /// move of `moved` items.
+  std::vector<std::size_t> batches;
 };
 
 namespace detail {

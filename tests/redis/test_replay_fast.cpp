@@ -223,11 +223,17 @@ TEST_CASE("the fast step honours the byte budget and takes at least one entry",
   const std::string big = "\"" + std::string(3000, 'x') + "\"";
   raw.rpush(dead, {dlq_envelope(big), dlq_envelope(big), dlq_envelope(big), dlq_envelope(big)});
   RedisListStorage::replay_cursor cursor;
-  // Each item counts its bytes plus its payload's (about 6.2 KB): two reach 10 000.
-  CHECK(storage.replay_fast("orders", cursor, 100, "orders", false).moved == 2);
+  // Each item counts its bytes plus its payload's (about 6.2 KB): two reach 10 000. (Under
+  // 64 items a fast step is one script.)
+  CHECK(storage.replay_fast("orders", cursor, 10, "orders", false).moved == 2);
   layout.max_batch_bytes = 1000;
   RedisListStorage small(url, layout);
-  CHECK(small.replay_fast("orders", cursor, 100, "orders", false).moved == 1);
+  CHECK(small.replay_fast("orders", cursor, 10, "orders", false).moved == 1);
+  // From 64 items on, four scripts in one round trip, each with its own budget.
+  raw.rpush(dead, {dlq_envelope(big), dlq_envelope(big), dlq_envelope(big), dlq_envelope(big),
+                   dlq_envelope(big)});
+  CHECK(small.replay_fast("orders", cursor, 64, "orders", false).moved == 4);
+  CHECK(raw.integer({"LLEN", dead}) == 2);
 }
 
 TEST_CASE("items with a wrong length field are never cut by the fast step",
