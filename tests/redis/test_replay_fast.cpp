@@ -301,3 +301,32 @@ TEST_CASE("a mixed queue replays exactly as the compare-and-move path replays it
     }
   }
 }
+
+TEST_CASE("long runs of dlq entries (pipelined fast scripts) replay as compare-and-move does",
+          "[redis][replay][fast]") {
+  // 3000 entries: the fast steps grow to four scripts per round trip; a Python entry every
+  // 700, a corrupt item and a wrong length field among them, a parked entry near the end.
+  std::vector<std::string> items;
+  const auto wrong = wrong_lengths();
+  for (int i = 0; i < 3000; ++i) {
+    if (i % 700 == 699) {
+      items.push_back(python_envelope(i));
+    } else if (i == 1234) {
+      items.push_back("{\"payload_bytes\":1,\"original_payload\":");
+    } else if (i == 2100) {
+      items.push_back(wrong[2]);
+    } else if (i == 2900) {
+      items.push_back(dlq_envelope(R"({"job":"parked"})", true));
+    } else {
+      items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + "}"));
+    }
+  }
+  for (const bool observe : {true, false}) {
+    INFO((observe ? "ids and events read" : "counts only"));
+    const Outcome fast = replay(items, false, observe);
+    const Outcome slow = replay(items, true, observe);
+    same(fast, slow);
+    CHECK(slow.report.replayed == 2998);
+    CHECK(slow.report.set_aside == 1);
+  }
+}
