@@ -29,13 +29,58 @@ TEST_CASE("the envelope carries the seed's six fields with their names and types
   f.error = "payment \"timeout\"\n";
   f.attempt = 3;
   const std::string raw = envelope(R"({"order":42})", f, "worker-7");
-  CHECK(raw ==
-        R"({"original_payload":{"order":42},"queue":"orders","error":"payment \"timeout\"\n",)"
-        R"("attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.000007+00:00",)"
-        R"("id":"0190aaaa-0000-7000-8000-000000000001"})");
+  // payload_bytes (the length of original_payload's value) first, then the payload and the id:
+  // the layout the server-side replay step proves (dlq/redis/scripts/replay_fast.hpp).
+  CHECK(
+      raw ==
+      R"({"payload_bytes":12,"original_payload":{"order":42},)"
+      R"("id":"0190aaaa-0000-7000-8000-000000000001",)"
+      R"("queue":"orders","error":"payment \"timeout\"\n",)"
+      R"("attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.000007+00:00"})");
   const auto j = nlohmann::json::parse(raw);
   CHECK(j["attempt"].is_number_integer());
   CHECK(j["original_payload"]["order"] == 42);
+}
+
+TEST_CASE("payload_bytes is the byte length of original_payload's value as written", "[entry]") {
+  dlq::Failure f;
+  f.error = "e";
+  const std::string binary("\xff\x00\x01\x02", 4);
+  for (const std::string& payload :
+       {std::string(R"({"a":[1,2,"}"]})"), std::string("7"), std::string(" {\"b\":1}\n"), binary,
+        std::string("x"), std::string("ab"), std::string("abc")}) {
+    const std::string raw = envelope(payload, f, "w");
+    // Only a verbatim JSON payload starts the envelope with payload_bytes: the flags that
+    // change how an entry replays (whitespace kept, base64) come before it.
+    const bool verbatim = dlq::detail::shape_of(payload) == dlq::detail::payload_shape::json;
+    CHECK((raw.rfind(R"({"payload_bytes":)", 0) == 0) == verbatim);
+    const std::string head = R"("payload_bytes":)";
+    const std::size_t at = raw.find(head);
+    REQUIRE(at != std::string::npos);
+    const std::size_t digits_end = raw.find(',', at);
+    const std::size_t n = std::stoul(raw.substr(at + head.size(), digits_end - at - head.size()));
+    const std::string key = R"(,"original_payload":)";
+    REQUIRE(raw.compare(digits_end, key.size(), key) == 0);
+    const std::size_t first = digits_end + key.size();
+    // The value spans exactly n bytes and the id follows it.
+    CHECK(raw.compare(first + n, 7, R"(,"id":")") == 0);
+    const auto j = nlohmann::json::parse(raw);
+    CHECK(nlohmann::json::parse(raw.substr(first, n)) == j["original_payload"]);
+    CHECK(j["payload_bytes"] == n);
+    CHECK(dlq::parse_entry(raw).payload == payload);
+  }
+  // A parked entry starts with its flag, so it never looks like an unflagged one.
+  dlq::detail::envelope_input in;
+  in.queue = "orders";
+  in.payload = "7";
+  in.failure = &f;
+  in.worker = "w";
+  in.id = "0190aaaa-0000-7000-8000-000000000001";
+  in.parked = true;
+  std::string parked;
+  dlq::detail::write_envelope(parked, in);
+  CHECK(parked.rfind(R"({"parked":true,"payload_bytes":1,"original_payload":7,"id":)", 0) == 0);
+  CHECK(dlq::parse_entry(parked).parked);
 }
 
 TEST_CASE("optional fields are written only when set", "[entry]") {

@@ -17,7 +17,19 @@ DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
   if (!as_json && in.json_only) refuse_payload(in.queue, in.payload);
   out.reserve(out.size() + (as_json ? in.payload.size() : in.payload.size() / 3 * 4 + 4) +
               in.queue.size() + f.error.size() + in.worker.size() + 160);
-  out.append("{\"original_payload\":");
+  // payload_bytes: the byte length of original_payload's value as written, right before it,
+  // and the id right after it — the layout whose payload span a server-side replay step can
+  // prove from a few bytes (dlq/redis/scripts/replay_fast.hpp).
+  const std::size_t encoded = as_json ? in.payload.size() : (in.payload.size() + 2) / 3 * 4 + 2;
+  // The flags that change how the entry replays come first, so that a flagged entry never
+  // starts with payload_bytes (what the fast step requires).
+  out.push_back('{');
+  if (in.parked) out.append("\"parked\":true,");
+  if (shape == payload_shape::spaced) out.append("\"payload_whitespace\":true,");
+  if (!as_json) out.append("\"payload_encoding\":\"base64\",");
+  out.append("\"payload_bytes\":");
+  out.append(std::to_string(encoded));
+  out.append(",\"original_payload\":");
   if (as_json) {
     out.append(in.payload);
   } else {
@@ -25,6 +37,8 @@ DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
     base64::encode(in.payload, out);
     out.push_back('"');
   }
+  out.append(",\"id\":");
+  json::append_string(out, in.id);
   out.append(",\"queue\":");
   json::append_string(out, in.queue);
   out.append(",\"error\":");
@@ -35,8 +49,7 @@ DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
   json::append_string(out, in.worker);
   out.append(",\"dead_lettered_at\":\"");
   iso_time::append(out, in.time);
-  out.append("\",\"id\":");
-  json::append_string(out, in.id);
+  out.push_back('"');
   if (!f.error_type.empty()) {
     out.append(",\"error_type\":");
     json::append_string(out, f.error_type);
@@ -53,9 +66,6 @@ DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
     out.append(",\"dead_letter_count\":");
     out.append(std::to_string(in.dead_letter_count));
   }
-  if (in.parked) out.append(",\"parked\":true");
-  if (shape == payload_shape::spaced) out.append(",\"payload_whitespace\":true");
-  if (!as_json) out.append(",\"payload_encoding\":\"base64\"");
   out.push_back('}');
 }
 

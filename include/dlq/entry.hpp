@@ -5,11 +5,18 @@
 /// An entry is one JSON object. The six fields of the Python seed keep their names and types,
 /// so entries written by either side are read by the other:
 ///
-///     {"original_payload":{"order":42},"queue":"orders","error":"payment timeout",
-///      "attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.123456+00:00",
-///      "id":"019acb7e-1c2d-7000-8a4f-3e5b6c7d8e9f"}
+///     {"payload_bytes":12,"original_payload":{"order":42},
+///      "id":"019acb7e-1c2d-7000-8a4f-3e5b6c7d8e9f","queue":"orders","error":"payment timeout",
+///      "attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.123456+00:00"}
 ///
 /// Fields of dlq's own, all optional on read (absent = default):
+///   "payload_bytes"      the byte length of original_payload's value as written; dlq
+///                        writes it right before original_payload, and id right after it,
+///                        preceded only by the flags parked, payload_whitespace and
+///                        payload_encoding when set — so that a server-side replay step can
+///                        find the payload of an unflagged entry from a few bytes
+///                        (dlq/redis/scripts/replay_fast.hpp). Readers ignore it: field order
+///                        and an extra field change nothing for a JSON reader
 ///   "id"                 unique, time-ordered UUIDv7; entries without one (seed-written) get
 ///                        an id derived from their bytes ("raw-<16 hex>")
 ///   "error_type"         the kind of failure (e.g. an exception type)
@@ -437,7 +444,9 @@ inline void check_payload(std::string_view queue, std::string_view payload, bool
   if (json_only && shape_of(payload) == payload_shape::binary) refuse_payload(queue, payload);
 }
 
-/// Appends the envelope for `in` to `out` (compact JSON, original_payload first).
+/// Appends the envelope for `in` to `out`: compact JSON; first the flags "parked",
+/// "payload_whitespace", "payload_encoding" (each only when set), then payload_bytes,
+/// original_payload and id, then the other fields.
 /// @throws dlq::invalid_argument when in.json_only is set and the payload is not JSON
 ///         (nothing is appended).
 void write_envelope(std::string& out, const envelope_input& in);

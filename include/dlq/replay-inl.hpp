@@ -41,12 +41,44 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
             std::to_string(result_.report.replayed) + " entries were replayed before this)");
   };
   const auto started = core_.now();
+  // The fast path (see fast()): while it is on, each round first moves the provable
+  // entries at the head server-side, then hands the run of unprovable ones after them —
+  // and only those — to the compare-and-move step.
+  fast_ = fast_eligible(options);
   while (budget > 0 && limit_left_ > 0 && !(by_id_ && ids_left_.empty())) {
     if (options.cancel && options.cancel->load()) {
       result_.report.cancelled = true;
       break;
     }
-    const std::size_t examined = walk.next(budget, Decider(decide), begin, give_up);
+    std::size_t slow_limit = budget;
+    if (fast_) {
+      // Fast steps grow like the walk's batches (x4 from one entry), up to four batches of
+      // Options::replay_batch_items (the storage pipelines them, each atomic and bounded
+      // in bytes), so that cancel and on_progress see the first entries move early. After
+      // a step that an unprovable entry ended, at most 63 (one script: the next such entry
+      // may be near).
+      const FastStep f = fast(options, std::min({budget, cap, fast_window_}), budget);
+      fast_window_ = f.unprovable > 0
+                         ? std::min<std::size_t>(fast_window_ * 4, 63)
+                         : std::min(fast_window_ * 4, 4 * core_.options.replay_batch_items);
+      if (!f.declined) {
+        budget -= std::min(budget, f.moved);
+        if (f.moved > 0 && options.rate > 0) pace(options.rate, started, options.cancel);
+        if (f.unprovable == 0) {
+          if (f.moved == 0) break;  // the list ends here
+          continue;
+        }
+        if (budget == 0 || limit_left_ == 0) break;
+        if (options.cancel && options.cancel->load()) {
+          result_.report.cancelled = true;
+          break;
+        }
+        slow_limit = std::min(budget, f.unprovable);
+      } else {
+        fast_ = false;
+      }
+    }
+    const std::size_t examined = walk.next(slow_limit, Decider(decide), begin, give_up);
     result_.report.conflicts = walk.conflicts();
     if (examined == 0) break;
     commit(options, examined);

@@ -22,7 +22,10 @@
 /// The engine (detail::replay_engine) walks the list in batches (detail/batched_walk.hpp, the
 /// walk retention uses too), decides each entry from its bytes (detail::envelope_view; the
 /// entry is parsed into a dlq::Entry only for ReplayOptions::filter), and turns the applied
-/// decisions into the report, the counters and the events.
+/// decisions into the report, the counters and the events. On a storage with the fast step
+/// (dlq::FastStep; RedisListStorage) an unfiltered replay moves the entries whose bytes
+/// prove their payload span server-side first and hands only the others to the walk; the
+/// report, counters, events and audit record are the same as without it.
 #pragma once
 
 #include <algorithm>
@@ -236,6 +239,58 @@ class replay_engine {
   // The parts of the options the decider consults per entry, prepared once.
   void select(const ReplayOptions& o);
 
+  // The fast path runs for an unfiltered replay that moves entries and reports only ids and
+  // counts: no ids asked for, no filter or predicate, no edits, no dry run, no stored bytes
+  // kept (replay_one), on a storage that has replay_fast.
+  bool fast_eligible(const ReplayOptions& o) const noexcept {
+    return list_.has_fast_step() && !by_id_ && !filtered_ && !o.transform && !o.dry_run &&
+           !keep_replayed_;
+  }
+
+  // Whether this batch's ids are read by anything: ReplayOptions::record_ids, the event
+  // hook (one Event per replayed entry, with its id), or the audit record while it has room
+  // for ids (Options::audit_max_ids; the rest are only counted). The counters and the report
+  // need counts only.
+  bool ids_needed(const ReplayOptions& o) const noexcept {
+    return o.record_ids || static_cast<bool>(core_.options.on_event) ||
+           (collect_audit_ && result_.ids.ids.size() < result_.ids.max);
+  }
+
+  // One fast step of at most `max` entries (and at most the limit left), committed to the
+  // report, counters and events like a replay_step batch of replayed entries.
+  FastStep fast(const ReplayOptions& o, std::size_t max, std::size_t budget) {
+    const bool want_ids = ids_needed(o);
+    FastStep f = list_.fast_step(std::min(max, limit_left_), destination_, want_ids);
+    if (f.declined || f.moved == 0) return f;
+    ReplayReport& report = result_.report;
+    const std::size_t examined = report.examined, replayed = report.replayed;
+    report.examined += f.moved;
+    report.replayed += f.moved;
+    limit_left_ -= std::min(limit_left_, f.moved);
+    core_.counters.replayed.fetch_add(f.moved, std::memory_order_relaxed);
+    if (want_ids && f.ids.size() == f.moved) {
+      for (const auto& id : f.ids) {
+        if (collect_audit_) result_.ids.add(id);
+        core_.emit(EventKind::replayed, queue_, id, destination_);
+        if (o.record_ids) report.replayed_ids.push_back(id);
+      }
+    } else if (collect_audit_) {
+      result_.ids.omitted += f.moved;
+    }
+    // Each atomic move is one batch: counted, and reported to on_progress with the totals
+    // after it.
+    std::size_t done = 0;
+    for (const std::size_t n : f.batches.empty() ? std::vector<std::size_t>{f.moved} : f.batches) {
+      if (n == 0) continue;
+      done += n;
+      ++report.batches;
+      if (o.on_progress)
+        o.on_progress(
+            {examined + done, replayed + done, report.set_aside, budget - std::min(budget, done)});
+    }
+    return f;
+  }
+
   // Keeps the run at `rate`: the n-th entry is not replayed before started + n / rate (a
   // pause of at most 10^9 s, so that the time stays representable). Waits in slices of at
   // most 100 ms and returns early once `cancel` is set.
@@ -286,6 +341,8 @@ class replay_engine {
   bool filtered_ = false;
   bool need_ids_ = false;
   bool keep_replayed_ = false;
+  bool fast_ = false;            // the fast path is on (fast_eligible, and not declined yet)
+  std::size_t fast_window_ = 1;  // most entries the next fast step takes
   std::optional<filter_matcher> matcher_;
   bool collect_audit_ = false;
   // The run so far.

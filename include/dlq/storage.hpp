@@ -55,6 +55,11 @@
 ///                                     std::string_view id); // fast lookup by entry id
 ///     static constexpr bool keyed_by_job_id = true;         // a job id is the entry id and
 ///                                                           // re-sending a job replaces it
+///     dlq::FastStep replay_fast(std::string_view queue, replay_cursor& cursor,
+///                               std::size_t max_items, std::string_view destination,
+///                               bool want_ids);     // unfiltered replay of the entries whose
+///                                                   // bytes prove their payload span (see
+///                                                   // FastStep); nothing of the others
 ///     std::vector<dlq::QueueEnds> stats(const std::vector<std::string>& queues);
 ///                                                           // per queue, in order: length,
 ///                                                           // first and last item of both
@@ -169,6 +174,27 @@ struct StepResult {
   bool conflict = false;     ///< the list changed under the step; nothing was applied
 };
 
+/// What one replay_fast did (the optional storage member behind the fast path of an
+/// unfiltered replay). The storage moves, atomically and oldest first, the items at the
+/// cursor whose bytes prove, without parsing, the span of their payload and that they are
+/// neither parked nor corrupt (dlq::RedisListStorage: the layout dlq writes, see
+/// dlq/redis/scripts/replay_fast.hpp) — exactly the items the compare-and-move step would
+/// replay, with the same payload bytes and ids — and stops at the first item it cannot
+/// prove; the caller hands that one to replay_step, which decides it as always. A storage may
+/// split one fast step into several atomic moves (RedisListStorage pipelines up to four
+/// scripts): the front end reports each as a batch.
+struct FastStep {
+  std::size_t moved = 0;         ///< items moved to the destination (their payloads pushed)
+  std::size_t unprovable = 0;    ///< items right after them that it could not prove (0 = it
+                                 ///< stopped at a limit, or the list ended)
+  bool declined = false;         ///< the cursor is not where a fast step can run (items were
+                                 ///< kept before it); nothing was read or moved
+  std::vector<std::string> ids;  ///< ids of the moved items, in order, when asked for
+  /// How many items each atomic move took, in order (they add up to `moved`); empty = one
+  /// move of `moved` items.
+  std::vector<std::size_t> batches;
+};
+
 namespace detail {
 
 // Each member of the contract as one expression over `S`; meta::is_detected says whether
@@ -224,6 +250,10 @@ template <class S>
 using keyed_by_job_id = std::enable_if_t<S::keyed_by_job_id>;
 template <class S>
 using stats = decltype(std::declval<S&>().stats(std::declval<const std::vector<std::string>&>()));
+template <class S>
+using replay_fast = decltype(std::declval<S&>().replay_fast(
+    std::string_view{}, std::declval<typename S::replay_cursor&>(), std::size_t{},
+    std::string_view{}, bool{}));
 }  // namespace ops
 
 template <class S>
@@ -264,6 +294,8 @@ template <class S>
 using has_bump_count = meta::is_detected_convertible<std::int64_t, ops::bump_count, S>;
 template <class S>
 using has_stats = meta::is_detected_convertible<std::vector<QueueEnds>, ops::stats, S>;
+template <class S>
+using has_replay_fast = meta::is_detected_convertible<FastStep, ops::replay_fast, S>;
 template <class S>
 using keyed_by_job_id = meta::is_detected<ops::keyed_by_job_id, S>;
 

@@ -102,6 +102,18 @@ TEST_CASE("entries C++ wrote are read and replayed by the Python seed", "[redis]
     q.send_to_dlq("orders", payloads[i], "cpp error " + std::to_string(i),
                   static_cast<std::int64_t>(i + 1), "cpp-worker");
   }
+  {  // stored in the fast path's layout: payload_bytes, original_payload, id first (after
+     // the payload_whitespace flag for the last two)
+    dlq::test::RawClient raw(url);
+    const auto items = raw.list(prefix + "dlq:orders");
+    REQUIRE(items.size() == payloads.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const std::string head = i + 2 < items.size()
+                                   ? R"({"payload_bytes":)"
+                                   : R"({"payload_whitespace":true,"payload_bytes":)";
+      CHECK(items[i].rfind(head, 0) == 0);
+    }
+  }
   const auto result = nlohmann::json::parse(seed("replay", url, prefix, "orders"));
   const auto& entries = result.at("entries");
   const auto& replayed = result.at("replayed");
@@ -114,8 +126,41 @@ TEST_CASE("entries C++ wrote are read and replayed by the Python seed", "[redis]
     CHECK(entries[i].at("attempt") == i + 1);
     CHECK(entries[i].at("worker") == "cpp-worker");
     CHECK(entries[i].at("original_payload") == nlohmann::json::parse(payloads[i]));
+    CHECK(entries[i].at("payload_bytes").is_number_unsigned());  // an extra field, ignored
     CHECK(nlohmann::json::parse(replayed[i].get<std::string>()) ==
           nlohmann::json::parse(payloads[i]));
   }
   CHECK(q.size("orders") == 0);
+}
+
+TEST_CASE("a queue of C++ and Python entries replays in order: the fast path, then the seed's",
+          "[redis][interop][fast]") {
+  const std::string url = dlq::test::shared_redis_url();
+  const std::string prefix = dlq::test::unique_prefix();
+  dlq::RedisListStorage storage(url, seed_layout(prefix));
+  dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+  std::vector<std::string> expected;
+  auto send = [&](int from, int to) {
+    for (int i = from; i < to; ++i) {
+      expected.push_back(R"({"cpp":)" + std::to_string(i) + "}");
+      q.send_to_dlq("orders", expected.back(), "cpp error");
+    }
+  };
+  send(0, 5);
+  const std::string out = seed("write", url, prefix, "orders");
+  for (std::size_t pos = 0, nl; (nl = out.find('\n', pos)) != std::string::npos; pos = nl + 1)
+    expected.push_back(nlohmann::json::parse(out.substr(pos, nl - pos)).get<std::string>());
+  send(5, 10);
+  REQUIRE(expected.size() == 19);
+
+  // The fast step moves the five C++ entries and stops at the seed's first.
+  dlq::RedisListStorage::replay_cursor cursor;
+  const dlq::FastStep f = storage.replay_fast("orders", cursor, 100, "orders", false);
+  CHECK(f.moved == 5);
+  CHECK(f.unprovable == 9);
+  const auto report = q.replay_all("orders");
+  CHECK(report.replayed == 14);
+  CHECK(report.skipped.empty());
+  dlq::test::RawClient raw(url);
+  CHECK(raw.list(prefix + "queue:orders") == expected);
 }

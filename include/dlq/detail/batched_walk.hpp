@@ -29,6 +29,11 @@ class dead_list {
   virtual StepResult step(std::size_t max_items, Decider decide) = 0;
   /// True when the storage uses a job id as the entry id (see keyed_by_job_id).
   virtual bool keyed_by_job_id() const noexcept = 0;
+  /// True when the storage has the fast step (replay_fast, see dlq/storage.hpp).
+  virtual bool has_fast_step() const noexcept = 0;
+  /// One replay_fast at the walk's cursor; {declined = true} when the storage has none.
+  virtual FastStep fast_step(std::size_t max_items, std::string_view destination,
+                             bool want_ids) = 0;
 
  protected:
   ~dead_list() = default;
@@ -44,6 +49,16 @@ class storage_dead_list final : public dead_list {
     return storage_.replay_step(queue_, cursor_, max_items, decide);
   }
   bool keyed_by_job_id() const noexcept override { return detail::keyed_by_job_id<S>::value; }
+  bool has_fast_step() const noexcept override { return has_replay_fast<S>::value; }
+  FastStep fast_step(std::size_t max_items, std::string_view destination, bool want_ids) override {
+    if constexpr (has_replay_fast<S>::value) {
+      return storage_.replay_fast(queue_, cursor_, max_items, destination, want_ids);
+    } else {
+      FastStep none;
+      none.declined = true;
+      return none;
+    }
+  }
 
  private:
   S& storage_;

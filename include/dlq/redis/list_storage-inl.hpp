@@ -13,6 +13,7 @@
 #include "dlq/redis/scripts/list_push_bounded.hpp"
 #include "dlq/redis/scripts/list_push_capped.hpp"
 #include "dlq/redis/scripts/recover_tombstone.hpp"
+#include "dlq/redis/scripts/replay_fast.hpp"
 #include "dlq/redis/stats.hpp"
 
 namespace dlq {
@@ -745,7 +746,8 @@ DLQ_REDIS_INLINE RedisListStorage::Shared::Shared(redis::ConnectionOptions conne
       bounded_batch_push_script("bounded batch push script",
                                 std::string(redis::scripts::list_push_bounded_batch)),
       capped_push_script("capped push script", std::string(redis::scripts::list_push_capped)),
-      recover_script("recover script", std::string(redis::scripts::recover_tombstone)) {}
+      recover_script("recover script", std::string(redis::scripts::recover_tombstone)),
+      fast_script("fast replay script", std::string(redis::scripts::replay_fast)) {}
 
 DLQ_REDIS_INLINE RedisListStorage::RedisListStorage(std::string_view url, RedisListOptions options)
     : RedisListStorage(redis::parse_url(url), std::move(options)) {}

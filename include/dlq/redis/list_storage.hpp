@@ -27,7 +27,18 @@
 /// Costs, in round trips: push 1 (RPUSH); push_bounded, push_capped 1 (a script); bump_count 1
 /// (MULTI/EXEC); push_many 1 (pipelined; in a cluster one per master); size, range, remove 1;
 /// purge 1 (a script); sizes 1 (pipelined); queues: SCAN MATCH … TYPE list (never KEYS);
-/// replay_step 1 per batch (the next window is read in the same round trip as the script).
+/// replay_step 1 per batch (the next window is read in the same round trip as the script);
+/// replay_fast 1 per batch (a script; the entries' bytes stay on the server).
+///
+/// Fast path (replay_fast, dlq/redis/scripts/replay_fast.hpp): for an unfiltered replay the
+/// front end first moves the entries at the head whose frame proves their payload span —
+/// what dlq writes for an unflagged entry, `{"payload_bytes":N,"original_payload":…,"id":…`
+/// (dlq/entry.hpp) — with one script per batch, returning their ids only when something
+/// reads them (ReplayOptions::record_ids, Options::on_event, the audit record's first
+/// Options::audit_max_ids ids), else their count. The first item it cannot prove (a Python
+/// or older envelope, a corrupt, parked, base64 or whitespace-kept entry, a wrong length
+/// field) ends the fast step, and replay_step decides it as below. The invariants below hold
+/// for both; the fast script writes nothing but the move itself (no receipt, no tombstone).
 ///
 /// Replay invariants (compare-and-move; dlq/redis/scripts/replay_step.hpp is the script,
 /// docs/design.md the reasoning, docs/benchmarks.md the measurements):
@@ -380,6 +391,107 @@ class RedisListStorage {
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
                          Decider decide);
 
+  /// The fast step of an unfiltered replay (see dlq::FastStep and the file comment): moves
+  /// the provable entries at the head of the dead list to the source list of `destination`
+  /// (empty = `queue`) with the script dlq/redis/scripts/replay_fast.hpp — at most
+  /// `max_items` of them; from 64 on, in four pipelined scripts of a quarter each; each
+  /// script at most RedisListOptions::max_batch_items and RedisListOptions::max_batch_bytes
+  /// of items plus payloads — and stops at the first item it cannot prove. One round trip; the
+  /// items' bytes never travel to the client, only their ids when `want_ids` is true (36 bytes
+  /// each), else their count. Declines (nothing sent) when the cursor has kept items before it (a
+  /// parked entry left in place): the compare-and-move step then goes on alone. Same invariants as
+  /// replay_step: an item is at every instant in exactly one place, nothing is left to recover
+  /// after a kill, producers' RPUSHes land behind the head and never abort it.
+  /// @throws dlq::invalid_argument as replay_step (destination on another cluster slot,
+  ///         empty hash tag); the dlq::storage_error subclasses — when the answer was lost,
+  ///         outcome_unknown() == true: the step moved its entries completely or not at all,
+  ///         nothing was lost, run the replay again.
+  FastStep replay_fast(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
+                       std::string_view destination, bool want_ids) {
+    check_queue(queue, "replay_fast");
+    FastStep result;
+    if (cursor.offset() != 0) {
+      result.declined = true;
+      return result;
+    }
+    if (max_items == 0) return result;
+    const StepTarget target = step_target(queue);
+    ReplayPlan plan;  // only for its destination check: the same slot rule as replay_step
+    destination_index(target, plan, destination);
+    const std::string& dest = plan.destinations.front();
+    // From 64 items on, four scripts of a quarter each (at most max_batch_items) in one round
+    // trip: each is atomic and reads the head itself, so each takes up where the previous one
+    // stopped (one that follows a script ended by an unprovable item stops there too, moving
+    // nothing).
+    std::size_t scripts = max_items >= 64 ? 4 : 1;
+    const std::size_t per = std::min((max_items + scripts - 1) / scripts, options_.max_batch_items);
+    scripts = std::min<std::size_t>(4, (max_items + per - 1) / per);
+    const std::string label = "fast replay script on " + target.dead;
+    Lease lease;
+    std::vector<redis::Reply> replies;
+    try {
+      replies = target.router->run(
+          lease, target.dead, redis::Effect::write,
+          [&](const std::string& sha) {
+            std::vector<redis::Command> cmds;
+            for (std::size_t k = 0; k < scripts; ++k) {
+              const std::size_t n = std::min(per, max_items - k * per);
+              redis::Command c("EVALSHA");
+              c.arg_copy(sha).arg(2).arg(std::string_view(target.dead));
+              c.arg(std::string_view(dest)).arg(n).arg(options_.max_batch_bytes);
+              c.arg(want_ids ? "1" : "0").arg(std::min<std::size_t>(n, 256)).label(label);
+              cmds.push_back(std::move(c));
+            }
+            return cmds;
+          },
+          &shared_->fast_script);
+    } catch (const dlq::storage_error& e) {
+      cursor.restart_at(0);
+      if (!e.outcome_unknown()) throw;
+      const std::string what = std::string(e.what()) + " — each " + label +
+                               " moved its entries completely or not at all; nothing was lost; "
+                               "run the replay again";
+      if (dynamic_cast<const dlq::timeout_error*>(&e) != nullptr)
+        throw dlq::timeout_error(what, true);
+      if (dynamic_cast<const dlq::connection_error*>(&e) != nullptr)
+        throw dlq::connection_error(what, true);
+      throw dlq::storage_error(what, true);
+    }
+    cursor.restart_at(0);
+    redis::Connection& conn = **lease;
+    const redisReply* last = nullptr;  // the last script that answered: the head it left
+    for (std::size_t k = 0; k < replies.size(); ++k) {
+      const redisReply& r = *replies[k];
+      // A later script's error (a slot that moved meanwhile, out of memory) is met again by
+      // the next step; the scripts before it moved their entries, which are reported.
+      if (r.type == REDIS_REPLY_ERROR && k > 0) break;
+      if (r.type == REDIS_REPLY_ERROR) throw_script_error(r, conn, label);
+      if (r.type != REDIS_REPLY_ARRAY || r.elements != 4 ||
+          r.element[0]->type != REDIS_REPLY_INTEGER || r.element[1]->type != REDIS_REPLY_INTEGER ||
+          r.element[2]->type != REDIS_REPLY_ARRAY || r.element[3]->type != REDIS_REPLY_ARRAY) {
+        if (k > 0) break;
+        redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
+      }
+      last = &r;
+      result.moved += static_cast<std::size_t>(r.element[0]->integer);
+      result.batches.push_back(static_cast<std::size_t>(r.element[0]->integer));
+      const redisReply& ids = *r.element[2];
+      for (std::size_t i = 0; i < ids.elements; ++i)
+        result.ids.emplace_back(redis::view(*ids.element[i]));
+    }
+    // The unprovable items the last script met are the new head, read in the same atomic
+    // step: the next replay_step decides them without reading them again (and re-checks them
+    // when it applies).
+    result.unprovable = static_cast<std::size_t>(last->element[1]->integer);
+    const redisReply& rest = *last->element[3];
+    std::vector<std::string> window;
+    window.reserve(rest.elements);
+    for (std::size_t i = 0; i < rest.elements; ++i)
+      window.emplace_back(redis::view(*rest.element[i]));
+    if (!window.empty()) cursor.read(std::move(window));
+    return result;
+  }
+
   /// The Redis key of a queue's audit stream: `<dead key>:audit` (see dlq/audit.hpp).
   std::string audit_key(std::string_view queue) const { return dead_.key(queue) + ":audit"; }
 
@@ -596,6 +708,7 @@ class RedisListStorage {
     redis::Script bounded_batch_push_script;
     redis::Script capped_push_script;
     redis::Script recover_script;
+    redis::Script fast_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};
   };

@@ -2,8 +2,11 @@
 // run (tests/benchmarks/redis/run.sh adds redis-benchmark and prints the ratios).
 //
 //   bench_redis <url> [runs=5]
-//   bench_redis <url> <runs> prototype   issue 16: front-end replay_all and a fast-path
-//                                        prototype against the LMOVE loop, interleaved
+//   bench_redis <url> <runs> replay      issue 16: front-end replay_all (fast path), the
+//                                        compare-and-move path alone and a mixed queue against
+//                                        the LMOVE loop, interleaved per round
+//   bench_redis <url> 1 threads          N threads (1, 8, 32) sending through one queue
+//   bench_redis <url> 1 envelope_bytes   the size of dlq's envelope around a 300 B payload
 //
 // Prints one line per measurement: `<name> <median entries/s>` (and `<name>_max_us` for the
 // longest replay or trim script seen in SLOWLOG). Uses keys under "bench:" and deletes them.
@@ -15,6 +18,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlq/dlq.hpp"
@@ -188,77 +192,100 @@ struct Bench {
     return rate;
   }
 
-  // Issue 16 prototype, NOT dlq's wire format: envelopes like the front end's (300 B payload,
-  // a UUID id, the usual fields) with a byte-length field in front of original_payload, so
-  // that one script per batch can prove each payload's span without the client: it reads the
-  // head, checks each item's shape, cuts and pushes the payloads, trims, and returns the ids
-  // (36 B each instead of ~470 B). The client reads the ids (what the front end reports).
-  // `in_flight` scripts of 1000 items are pipelined per round trip (each stays short; the
-  // round trips, not the bytes, are what is left to save).
-  double fast_path_prototype(std::size_t n, std::size_t in_flight = 1) {
+  // Issue 16: front-end replay_all (the fast path for the entries dlq wrote), the same with
+  // an always-true filter (the compare-and-move path alone), and a queue where every 10th
+  // entry comes from the Python service (json.dumps layout: the compare-and-move step moves
+  // those). Each fills queue "q" with n entries around 300 B payloads; the LMOVE baseline
+  // runs on the same entries (lmove_mixed for the mixed queue).
+  double dlq_replay_all_filtered(std::size_t n) {
     clear();
-    static dlq::detail::id_generator ids;
-    std::vector<std::string> items;
-    items.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::string p = payload(i, 300);
-      items.push_back("{\"payload_bytes\":" + std::to_string(p.size()) + ",\"original_payload\":" +
-                      p + ",\"id\":\"" + ids.next(std::chrono::system_clock::now()) +
-                      "\",\"queue\":\"q\",\"error\":\"payment timeout\",\"attempt\":3,"
-                      "\"worker\":\"worker-7\",\"dead_lettered_at\":"
-                      "\"2026-12-01T05:00:00.000000+00:00\"}");
-    }
-    std::vector<dlq::redis::Command> cmds;
-    for (std::size_t i = 0; i < n; i += 1000) {
-      dlq::redis::Command c("RPUSH");
-      c.arg("bench:dlq:{q}");
-      for (std::size_t j = i; j < n && j < i + 1000; ++j)
-        c.arg(std::string_view(items[j]));
-      cmds.push_back(std::move(c));
-    }
-    for (auto& r : raw.run(cmds, dlq::redis::Effect::write))
-      dlq::redis::check(r, raw, "RPUSH");
-    static constexpr const char* script = R"lua(
-local items = redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
-local find, sub, tonum = string.find, string.sub, tonumber
-local out, ids, m = {}, {}, 0
-for i = 1, #items do
-  local w = items[i]
-  local _, e, len = find(w, '^{"payload_bytes":(%d+),"original_payload":')
-  if not e then break end
-  local last = e + tonum(len)
-  if sub(w, last + 1, last + 7) ~= ',"id":"' or sub(w, last + 44, last + 44) ~= '"' then break end
-  m = m + 1
-  out[m] = sub(w, e + 1, last)
-  ids[m] = sub(w, last + 8, last + 43)
-end
-for i = 1, m, 1000 do
-  redis.call('RPUSH', KEYS[2], unpack(out, i, math.min(i + 999, m)))
-end
-if m > 0 then redis.call('LTRIM', KEYS[1], m, -1) end
-return ids
-)lua";
-    std::vector<std::string> reported;
-    reported.reserve(n);
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    send_envelopes(q, n, 300);
+    dlq::ReplayOptions o;
+    o.filter = [](const dlq::Entry&) { return true; };
     const auto t0 = Clock::now();
-    for (bool more = true; more;) {
-      std::vector<dlq::redis::Command> batch;
-      for (std::size_t k = 0; k < in_flight; ++k) {
-        batch.emplace_back("EVAL");
-        batch.back().arg(script).arg(2).arg("bench:dlq:{q}").arg("bench:queue:{q}").arg(1000);
+    const auto report = q.replay("q", o);
+    const double rate = static_cast<double>(report.replayed) / seconds_since(t0);
+    if (report.replayed != n) std::exit(1);
+    return rate;
+  }
+  // Queue "q": n entries, every 10th as the Python service writes it, the others sent by dlq.
+  void fill_mixed(std::size_t n) {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    std::vector<dlq::FailedJob> jobs;
+    dlq::Failure f;
+    f.error = "payment timeout";
+    f.attempt = 3;
+    f.worker = "worker-7";
+    auto flush = [&] {
+      if (!jobs.empty()) q.send_batch(jobs);
+      jobs.clear();
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i % 10 != 9) {
+        jobs.push_back({"q", payload(i, 300), f});
+        continue;
       }
-      for (auto& r : raw.run(batch, dlq::redis::Effect::write)) {
-        const auto got = dlq::redis::strings(r, raw, "EVAL fast path");
-        if (got.empty()) more = false;
-        reported.insert(reported.end(), got.begin(), got.end());
-      }
+      flush();
+      std::string p = payload(i, 300);
+      std::string item = "{\"original_payload\": " + p +
+                         ", \"queue\": \"q\", \"error\": \"payment timeout\", \"attempt\": 3, "
+                         "\"worker\": \"worker-7\", \"dead_lettered_at\": "
+                         "\"2026-12-01T05:00:00.000000+00:00\"}";
+      cmd({"RPUSH", "bench:dlq:{q}", item});
     }
-    const double rate = static_cast<double>(reported.size()) / seconds_since(t0);
-    if (reported.size() != n) {
-      std::fprintf(stderr, "fast path moved %zu of %zu\n", reported.size(), n);
+    flush();
+  }
+  double dlq_replay_all_mixed(std::size_t n) {
+    fill_mixed(n);
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    const auto t0 = Clock::now();
+    const auto report = q.replay_all("q");
+    const double rate = static_cast<double>(report.replayed) / seconds_since(t0);
+    if (report.replayed != n) {
+      std::fprintf(stderr, "mixed replay_all moved %zu of %zu\n", report.replayed, n);
       std::exit(1);
     }
     return rate;
+  }
+  double lmove_mixed(std::size_t n) {
+    fill_mixed(n);
+    return lmove_filled();
+  }
+
+  // N threads sending through one DeadLetterQueue (a pool of N connections), 300 B payloads,
+  // `per_thread` send_to_dlq calls each: entries/s over the wall time.
+  double threaded_send(std::size_t threads, std::size_t per_thread) {
+    clear();
+    dlq::RedisListOptions o = layout();
+    o.pool.size = threads;
+    dlq::DeadLetterQueue<dlq::RedisListStorage> q(dlq::RedisListStorage(url, o));
+    const std::string p = payload(0, 300);
+    q.send_to_dlq("q", p, "payment timeout", 3, "w-1");  // connect and warm up
+    std::vector<std::thread> pool;
+    const auto t0 = Clock::now();
+    for (std::size_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        for (std::size_t i = 0; i < per_thread; ++i)
+          q.send_to_dlq("q", p, "payment timeout", 3, "w-1");
+      });
+    }
+    for (auto& th : pool)
+      th.join();
+    const double rate = static_cast<double>(threads * per_thread) / seconds_since(t0);
+    if (q.size("q") != threads * per_thread + 1) std::exit(1);
+    return rate;
+  }
+  // The byte size of the envelope dlq writes around a 300 B payload (what redis-benchmark
+  // -d should push for a like-for-like RPUSH).
+  std::size_t envelope_bytes() {
+    clear();
+    dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage);
+    q.send_to_dlq("q", payload(0, 300), "payment timeout", 3, "w-1");
+    const auto items = storage.range("q", dlq::ListKind::dead, 0, 1);
+    clear();
+    return items.at(0).size();
   }
 
   // Server time (µs) spent in scripts (EVAL and EVALSHA, INFO commandstats) since the last
@@ -556,32 +583,69 @@ int main(int argc, char** argv) {
       b.clear();
       return 0;
     }
-    if (argc > 3 && std::string(argv[3]) == "prototype") {  // issue 16: interleaved per run
-      std::vector<double> lmove, front_end, fast, fast4;
+    if (argc > 3 && (std::string(argv[3]) == "replay" || std::string(argv[3]) == "prototype")) {
+      // Issue 16, interleaved per round: the LMOVE loop, front-end replay_all (fast path),
+      // the same with an always-true filter (compare-and-move only), the mixed queue and its
+      // LMOVE loop; then N threads sending (run.sh adds redis-benchmark -c N -P 1).
+      std::vector<double> lmove, fast, slow, mixed, lmove_mix;
+      std::vector<double> fast_us, lmove_us;
       for (int i = 0; i < runs; ++i) {
-        // Script time per entry (µs) next to each rate: the server's share of the work.
-        b.clear();
         b.script_usec_and_reset();
         lmove.push_back(b.lmove_lua_envelopes(100000));
-        const double lmove_us = b.script_usec_and_reset() / 100000;
-        front_end.push_back(b.dlq_replay_all(100000));
-        const double front_us = b.script_usec_and_reset() / 100000;
-        fast.push_back(b.fast_path_prototype(100000));
-        const double fast_us = b.script_usec_and_reset() / 100000;
-        fast4.push_back(b.fast_path_prototype(100000, 4));
-        std::printf(
-            "run %d: lmove %.0f/s (scripts %.2f us/entry), replay_all %.0f/s = %.2fx (%.2f us), "
-            "fast path %.0f/s = %.2fx (%.2f us), 4 scripts per round trip %.0f/s = %.2fx\n",
-            i + 1, lmove.back(), lmove_us, front_end.back(), front_end.back() / lmove.back(),
-            front_us, fast.back(), fast.back() / lmove.back(), fast_us, fast4.back(),
-            fast4.back() / lmove.back());
-        std::fflush(stdout);
+        lmove_us.push_back(b.script_usec_and_reset() / 100000);
+        fast.push_back(b.dlq_replay_all(100000));
+        fast_us.push_back(b.script_usec_and_reset() / 100000);
+        slow.push_back(b.dlq_replay_all_filtered(100000));
+        lmove_mix.push_back(b.lmove_mixed(100000));
+        mixed.push_back(b.dlq_replay_all_mixed(100000));
+        std::fprintf(stderr,
+                     "round %d: lmove %.0f/s (scripts %.2f us/entry), replay_all %.0f/s = %.2fx "
+                     "(%.2f us), compare-and-move only %.2fx, mixed %.2fx of its lmove\n",
+                     i + 1, lmove.back(), lmove_us.back(), fast.back(), fast.back() / lmove.back(),
+                     fast_us.back(), slow.back() / lmove.back(), mixed.back() / lmove_mix.back());
       }
-      std::printf(
-          "lmove_lua_envelopes_100k %.0f\ndlq_replay_all_100k %.0f\n"
-          "fast_path_prototype_100k %.0f\nfast_path_prototype_4_per_rtt_100k %.0f\n",
-          median(lmove), median(front_end), median(fast), median(fast4));
+      std::printf("lmove_lua_envelopes_100k %.0f\n", median(lmove));
+      std::printf("dlq_replay_all_100k %.0f\n", median(fast));
+      std::printf("dlq_replay_all_filtered_100k %.0f\n", median(slow));
+      std::printf("lmove_lua_mixed_100k %.0f\n", median(lmove_mix));
+      std::printf("dlq_replay_all_mixed_100k %.0f\n", median(mixed));
+      std::printf("lmove_script_us_per_entry %.2f\n", median(lmove_us));
+      std::printf("dlq_replay_all_script_us_per_entry %.2f\n", median(fast_us));
+      std::vector<double> ratio, ratio_slow, ratio_mixed;
+      for (int i = 0; i < runs; ++i) {
+        ratio.push_back(fast[static_cast<std::size_t>(i)] / lmove[static_cast<std::size_t>(i)]);
+        ratio_slow.push_back(slow[static_cast<std::size_t>(i)] /
+                             lmove[static_cast<std::size_t>(i)]);
+        ratio_mixed.push_back(mixed[static_cast<std::size_t>(i)] /
+                              lmove_mix[static_cast<std::size_t>(i)]);
+      }
+      {  // every fast-path script's duration over 2 KB payloads (SLOWLOG, all rounds)
+        std::vector<long long> us;
+        for (int i = 0; i < runs; ++i) {
+          const auto part = b.script_us(20000, 2048, true);
+          us.insert(us.end(), part.begin(), part.end());
+        }
+        std::sort(us.begin(), us.end());
+        std::printf("dlq_replay_script_2k_p50_us %lld\n", us[us.size() / 2]);
+        std::printf("dlq_replay_script_2k_p99_us %lld\n", us[us.size() * 99 / 100]);
+        std::printf("dlq_replay_script_2k_max_us %lld\n", us.back());
+      }
+      std::printf("ratio_replay_all_lmove %.2f\n", median(ratio));
+      std::printf("ratio_replay_all_filtered_lmove %.2f\n", median(ratio_slow));
+      std::printf("ratio_replay_all_mixed_lmove %.2f\n", median(ratio_mixed));
+      std::fflush(stdout);
       b.clear();
+      return 0;
+    }
+    if (argc > 3 && std::string(argv[3]) == "threads") {  // one round of N-thread sends
+      for (const std::size_t n : {1, 8, 32})
+        std::printf("dlq_send_threads_%zu %.0f\n", n, b.threaded_send(n, 32000 / n));
+      std::fflush(stdout);
+      b.clear();
+      return 0;
+    }
+    if (argc > 3 && std::string(argv[3]) == "envelope_bytes") {
+      std::printf("%zu\n", b.envelope_bytes());
       return 0;
     }
     measure("single_send", [&] { return b.single_send(20000); });

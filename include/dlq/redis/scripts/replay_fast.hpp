@@ -1,0 +1,112 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file redis/scripts/replay_fast.hpp
+/// The script of dlq::RedisListStorage::replay_fast: the server-side fast step of an
+/// unfiltered replay, for the envelopes dlq writes (dlq/entry.hpp). docs/design.md says why
+/// it is shaped this way, docs/benchmarks.md what it costs.
+#pragma once
+
+#include <string_view>
+
+namespace dlq::redis::scripts {
+
+/// Fast replay step: move the provable entries at the head of a dead list to the destination
+/// list in one atomic step, without the client seeing their bytes.
+///
+/// An item is provable when its bytes start and continue as dlq writes an envelope whose
+/// payload is JSON embedded verbatim and which is not parked (dlq/entry.hpp):
+///
+///     {"payload_bytes":N,"original_payload":<N bytes>,"id":"<36 bytes>","queue":"…}
+///
+/// N is a positive integer, the 36 bytes are followed by `","queue":"`, and the item ends
+/// with `}`. Such an item's payload is exactly the N bytes and its id exactly the 36 bytes —
+/// what the compare-and-move path cuts and reports for it. dlq writes the flags that change
+/// how an entry replays (parked, payload_encoding, payload_whitespace) before payload_bytes,
+/// so such entries do not start this way. Anything else is not provable: a Python-written
+/// or older envelope (no length field first), a parked, base64 or whitespace-kept entry,
+/// corrupt items (truncated ones lack the final `}` or the fixed bytes), and a dlq envelope
+/// whose length field is wrong (the fixed bytes are not where N says: a wrong length that
+/// still lands on them needs a payload or tail built to carry `,"id":"`, 36 bytes and
+/// `","queue":"` exactly there).
+///
+/// The script checks this frame, not the JSON inside it (validating it costs more than the
+/// move itself). An item built on purpose with this frame around bytes that are not what
+/// dlq writes (a payload span that is not one JSON value, a second id or parked field in the
+/// tail) is moved as its frame says: only that item's own bytes are pushed and no other item
+/// is affected — the same limit as Decision::identity (dlq/storage.hpp); whoever can write
+/// such an item to the dead list could have written an entry with that payload.
+///
+/// The script reads the head in chunks (32 items, doubling up to ARGV[4]) and takes provable
+/// items until ARGV[1] items are taken, their bytes plus their payloads' bytes (what the
+/// script reads and writes) reach ARGV[2] (the first provable item is always taken), the list
+/// ends, or an item is not provable. Then it RPUSHes the taken payloads to KEYS[2] (in list
+/// order, 1000 per command) and LTRIMs them off the head: every item is in exactly one of the
+/// two lists before and after, and nothing else is written (no receipt, no staging), so a
+/// replayer killed at any instant leaves nothing to recover.
+///
+/// Input:
+///   KEYS[1]  the dead list
+///   KEYS[2]  the destination list
+///   ARGV[1]  most items to take (>= 1)
+///   ARGV[2]  byte budget (see above)
+///   ARGV[3]  "1" = return the taken items' ids, "0" = only their count
+///   ARGV[4]  most items read per LRANGE (>= 1)
+/// Output: {taken, unprovable, ids, rest}: the number of items moved; how many items right
+/// after them were read and are not provable (0 when the step stopped at a limit or the list
+/// ended; counted up to the first provable item or the end of the chunk read); the moved
+/// items' ids in list order (an empty array unless ARGV[3] is "1"); and the bytes of those
+/// unprovable items, in order — the new head of the dead list, for the compare-and-move step.
+/// Errors: WRONGTYPE from LRANGE (nothing written) or from the first RPUSH (nothing written)
+/// when a key holds another type. A server that aborts the script between its writes (out of
+/// memory mid-script) leaves pushed copies in the destination with the items still in the
+/// dead list: a duplicate, never a loss.
+inline constexpr std::string_view replay_fast = R"lua(
+local dead, dest = KEYS[1], KEYS[2]
+local max, budget = tonumber(ARGV[1]), tonumber(ARGV[2])
+local want, chunk = ARGV[3] == '1', tonumber(ARGV[4])
+local find, sub, byte, tonum = string.find, string.sub, string.byte, tonumber
+local out, ids, rest, m, bytes, unprovable, at = {}, {}, {}, 0, 0, 0, 0
+local n = math.min(chunk, 32)
+while m < max and bytes < budget do
+  n = math.min(n, max - m)
+  local items = redis.call('LRANGE', dead, at, at + n - 1)
+  for i = 1, #items do
+    local w = items[i]
+    local first, last
+    if find(w, '{"payload_bytes":', 1, true) == 1 then
+      local c = find(w, ',"original_payload":', 18, true)
+      local len = c and c < 30 and tonum(sub(w, 18, c - 1))
+      if len and len >= 1 and len % 1 == 0 then
+        local l = c + 19 + len
+        if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
+            and byte(w, -1) == 125 then
+          first, last = c + 20, l
+        end
+      end
+    end
+    if unprovable > 0 then
+      if first then break end
+      unprovable = unprovable + 1
+      rest[unprovable] = w
+    elseif not first then
+      unprovable = 1
+      rest[1] = w
+    else
+      m = m + 1
+      out[m] = sub(w, first, last)
+      if want then ids[m] = sub(w, last + 8, last + 43) end
+      bytes = bytes + #w + (last - first + 1)
+      if m >= max or bytes >= budget then break end
+    end
+  end
+  if unprovable > 0 or #items < n then break end
+  at = at + #items
+  n = math.min(n * 2, chunk)
+end
+for i = 1, m, 1000 do
+  redis.call('RPUSH', dest, unpack(out, i, math.min(i + 999, m)))
+end
+if m > 0 then redis.call('LTRIM', dead, m, -1) end
+return {m, unprovable, ids, rest}
+)lua";
+
+}  // namespace dlq::redis::scripts

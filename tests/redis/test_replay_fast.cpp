@@ -1,0 +1,332 @@
+// The fast path of an unfiltered replay on Redis (RedisListStorage::replay_fast, issue 16):
+// which items the script proves and moves, which it leaves to the compare-and-move step, and
+// that a queue mixing dlq entries with Python-written, corrupt, parked, base64 and crafted
+// items replays exactly as the compare-and-move path alone replays it (same report, same
+// order, same events and audit ids) — compared against a replay with an always-true filter,
+// which never takes the fast path.
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dlq/dlq.hpp"
+#include "dlq/redis/list_storage.hpp"
+#include "redis/redis_test_util.hpp"
+#include "support/catch.hpp"
+
+using namespace dlq;
+using dlq::test::RawClient;
+
+namespace {
+
+std::string new_id() {
+  static detail::id_generator ids;
+  return ids.next(std::chrono::system_clock::now());
+}
+
+// An envelope as dlq writes it (dlq/entry.hpp), optionally parked.
+std::string dlq_envelope(std::string_view payload, bool parked = false,
+                         const std::string& id = new_id()) {
+  Failure f;
+  f.error = "payment timeout";
+  f.attempt = 3;
+  detail::envelope_input in;
+  in.queue = "orders";
+  in.payload = payload;
+  in.failure = &f;
+  in.worker = "worker-7";
+  in.id = id;
+  in.time = std::chrono::system_clock::now();
+  in.parked = parked;
+  std::string out;
+  detail::write_envelope(out, in);
+  return out;
+}
+
+// An entry as the Python service writes it (json.dumps: spaces, no id, no length field).
+std::string python_envelope(int i) {
+  return R"({"original_payload": {"job": )" + std::to_string(i) +
+         R"(, "src": "py"}, "queue": "orders", "error": "boom", "attempt": 3, )"
+         R"("worker": "py-1", "dead_lettered_at": "2026-11-30T03:32:19.123456+00:00"})";
+}
+
+// `env` with its payload_bytes value replaced by `n`.
+std::string with_length(const std::string& env, std::size_t n) {
+  const std::string head = R"({"payload_bytes":)";
+  const std::size_t end = env.find(',', head.size());
+  return head + std::to_string(n) + env.substr(end);
+}
+std::size_t length_of(const std::string& env) {
+  const std::string head = R"({"payload_bytes":)";
+  return std::stoul(env.substr(head.size(), env.find(',', head.size()) - head.size()));
+}
+
+// Items whose length field is wrong: one byte short, one byte long, and — the hardest — a
+// payload that carries `,"id":"<uuid>"` inside it with the length field pointing right
+// before it, so that the bytes after the claimed span look like the id field.
+std::vector<std::string> wrong_lengths() {
+  std::vector<std::string> out;
+  const std::string plain = dlq_envelope(R"({"job":"short","pad":"xxxxxxxx"})");
+  out.push_back(with_length(plain, length_of(plain) - 1));
+  out.push_back(with_length(plain, length_of(plain) + 1));
+  const std::string inner = R"({"a":1,"id":")" + new_id() + R"(","b":2})";
+  const std::string tricky = dlq_envelope(inner);
+  out.push_back(with_length(tricky, std::string(R"({"a":1)").size()));
+  // Too long: up to an id-shaped member inside the context, after dead_lettered_at.
+  Failure f;
+  f.error = "e";
+  f.context = nlohmann::json::parse(R"({"x":1,"id":")" + new_id() + R"("})");
+  detail::envelope_input in;
+  in.queue = "orders";
+  in.payload = R"({"job":"ctx"})";
+  in.failure = &f;
+  in.worker = "w";
+  const std::string id = new_id();
+  in.id = id;
+  in.time = std::chrono::system_clock::now();
+  std::string ctx;
+  detail::write_envelope(ctx, in);
+  const std::size_t value = ctx.find(R"(,"original_payload":)") + 20;
+  const std::size_t fake = ctx.find(R"(,"id":")", ctx.find("\"context\""));
+  out.push_back(with_length(ctx, fake - value));
+  return out;
+}
+
+// The mixed queue: dlq entries, every 10th from the Python service, corrupt items, a base64
+// and a whitespace payload, the wrong-length items, and a parked entry at `parked_at`.
+std::vector<std::string> mixed_items(int n, int parked_at) {
+  std::vector<std::string> items;
+  const auto wrong = wrong_lengths();
+  for (int i = 0; i < n; ++i) {
+    if (i == parked_at) {
+      items.push_back(dlq_envelope(R"({"job":"parked"})", true));
+    } else if (i % 10 == 9) {
+      items.push_back(python_envelope(i));
+    } else if (i == 57) {
+      items.push_back("not json {");
+    } else if (i == 58) {  // the frame's start, cut off
+      items.push_back(R"({"payload_bytes":5,"original_payload":)");
+    } else if (i == 71) {
+      items.push_back(dlq_envelope(std::string("\x01\x02\xff", 3)));
+    } else if (i == 72) {
+      items.push_back(dlq_envelope(" {\"spaced\":true}\n"));
+    } else if (i >= 101 && i < 101 + static_cast<int>(wrong.size())) {
+      items.push_back(wrong[static_cast<std::size_t>(i - 101)]);
+    } else {
+      items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + R"(,"pad":"xxxxxxxxxx"})"));
+    }
+  }
+  return items;
+}
+
+// One replay of `items` in a fresh layout: what it reported, emitted and left where.
+struct Outcome {
+  ReplayReport report;
+  std::vector<std::pair<EventKind, std::string>> events;
+  std::vector<std::string> source, dead, corrupt;
+  std::vector<std::string> audit_ids;
+  std::size_t audit_omitted = 0;
+};
+
+Outcome replay(const std::vector<std::string>& items, bool slow, bool observe) {
+  const std::string url = test::shared_redis_url();
+  RedisListStorage storage(url, test::unique_layout());
+  RawClient raw(url);
+  raw.rpush(storage.key("orders", ListKind::dead), items);
+  Outcome out;
+  Options options;
+  if (observe) {
+    options.on_event = [&out](const Event& e) {
+      if (e.kind == EventKind::replayed || e.kind == EventKind::corrupt)
+        out.events.emplace_back(e.kind, std::string(e.id));
+    };
+  }
+  DeadLetterQueue<RedisListStorage&> q(storage, options);
+  ReplayOptions o;
+  o.record_ids = observe;
+  if (slow) o.filter = [](const Entry&) { return true; };  // never the fast path
+  out.report = q.replay("orders", o);
+  out.source = raw.list(storage.source_key("orders"));
+  out.dead = raw.list(storage.key("orders", ListKind::dead));
+  out.corrupt = raw.list(storage.key("orders", ListKind::corrupt));
+  const auto records = q.audit("orders");
+  REQUIRE(records.size() == 1);
+  out.audit_ids = records.front().ids;
+  out.audit_omitted = records.front().ids_omitted;
+  return out;
+}
+
+void same(const Outcome& fast, const Outcome& slow) {
+  CHECK(fast.report.examined == slow.report.examined);
+  CHECK(fast.report.replayed == slow.report.replayed);
+  CHECK(fast.report.set_aside == slow.report.set_aside);
+  CHECK(fast.report.replayed_ids == slow.report.replayed_ids);
+  REQUIRE(fast.report.skipped.size() == slow.report.skipped.size());
+  for (std::size_t i = 0; i < fast.report.skipped.size(); ++i) {
+    CHECK(fast.report.skipped[i].id == slow.report.skipped[i].id);
+    CHECK(fast.report.skipped[i].reason == slow.report.skipped[i].reason);
+    CHECK(fast.report.skipped[i].detail == slow.report.skipped[i].detail);
+  }
+  CHECK(fast.events == slow.events);
+  CHECK(fast.source == slow.source);
+  CHECK(fast.dead == slow.dead);
+  CHECK(fast.corrupt == slow.corrupt);
+  CHECK(fast.audit_ids == slow.audit_ids);
+  CHECK(fast.audit_omitted == slow.audit_omitted);
+}
+
+}  // namespace
+
+TEST_CASE("the fast step moves the dlq entries at the head and stops at the first it cannot prove",
+          "[redis][replay][fast]") {
+  const std::string url = test::shared_redis_url();
+  RedisListStorage storage(url, test::unique_layout());
+  RawClient raw(url);
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string a = new_id(), b = new_id();
+  raw.rpush(dead, {dlq_envelope(R"({"n":1})", false, a), dlq_envelope("[2,3]", false, b),
+                   python_envelope(3), "garbage", dlq_envelope("4")});
+  RedisListStorage::replay_cursor cursor;
+  FastStep f = storage.replay_fast("orders", cursor, 100, "orders", true);
+  CHECK_FALSE(f.declined);
+  CHECK(f.moved == 2);
+  CHECK(f.unprovable == 2);  // the Python entry and the garbage, up to the next dlq entry
+  CHECK(f.ids == std::vector<std::string>{a, b});
+  CHECK(raw.list(storage.source_key("orders")) == std::vector<std::string>{R"({"n":1})", "[2,3]"});
+  CHECK(raw.integer({"LLEN", dead}) == 3);
+
+  // Without ids asked for: the count only.
+  raw.cmd({"DEL", dead});
+  raw.rpush(dead, {dlq_envelope("5"), dlq_envelope("6"), dlq_envelope("7")});
+  f = storage.replay_fast("orders", cursor, 2, "orders", false);
+  CHECK(f.moved == 2);
+  CHECK(f.unprovable == 0);  // stopped at the item limit
+  CHECK(f.ids.empty());
+  f = storage.replay_fast("orders", cursor, 100, "orders", false);
+  CHECK(f.moved == 1);
+  f = storage.replay_fast("orders", cursor, 100, "orders", false);
+  CHECK(f.moved == 0);
+  CHECK(f.unprovable == 0);  // the list is empty
+  CHECK(raw.list(storage.source_key("orders")).size() == 5);
+}
+
+TEST_CASE("the fast step honours the byte budget and takes at least one entry",
+          "[redis][replay][fast]") {
+  const std::string url = test::shared_redis_url();
+  RedisListOptions layout = test::unique_layout();
+  layout.max_batch_bytes = 10000;
+  RedisListStorage storage(url, layout);
+  RawClient raw(url);
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string big = "\"" + std::string(3000, 'x') + "\"";
+  raw.rpush(dead, {dlq_envelope(big), dlq_envelope(big), dlq_envelope(big), dlq_envelope(big)});
+  RedisListStorage::replay_cursor cursor;
+  // Each item counts its bytes plus its payload's (about 6.2 KB): two reach 10 000. (Under
+  // 64 items a fast step is one script.)
+  CHECK(storage.replay_fast("orders", cursor, 10, "orders", false).moved == 2);
+  layout.max_batch_bytes = 1000;
+  RedisListStorage small(url, layout);
+  CHECK(small.replay_fast("orders", cursor, 10, "orders", false).moved == 1);
+  // From 64 items on, four scripts in one round trip, each with its own budget.
+  raw.rpush(dead, {dlq_envelope(big), dlq_envelope(big), dlq_envelope(big), dlq_envelope(big),
+                   dlq_envelope(big)});
+  CHECK(small.replay_fast("orders", cursor, 64, "orders", false).moved == 4);
+  CHECK(raw.integer({"LLEN", dead}) == 2);
+}
+
+TEST_CASE("items with a wrong length field are never cut by the fast step",
+          "[redis][replay][fast]") {
+  const std::string url = test::shared_redis_url();
+  RedisListStorage storage(url, test::unique_layout());
+  RawClient raw(url);
+  const std::string dead = storage.key("orders", ListKind::dead);
+  for (const std::string& item : wrong_lengths()) {
+    INFO(item);
+    raw.cmd({"DEL", dead, storage.source_key("orders")});
+    raw.rpush(dead, {item});
+    RedisListStorage::replay_cursor cursor;
+    const FastStep f = storage.replay_fast("orders", cursor, 100, "orders", true);
+    CHECK(f.moved == 0);
+    CHECK(f.unprovable == 1);
+    // The replay hands it to the compare-and-move step, which cuts the real payload.
+    DeadLetterQueue<RedisListStorage&> q(storage);
+    const ReplayReport r = q.replay_all("orders");
+    CHECK(r.replayed == 1);
+    const Entry e = parse_entry(item);
+    REQUIRE(e.ok());
+    CHECK(raw.list(storage.source_key("orders")) == std::vector<std::string>{e.payload});
+  }
+}
+
+TEST_CASE("the fast step is declined once the replay keeps items before its cursor",
+          "[redis][replay][fast]") {
+  const std::string url = test::shared_redis_url();
+  RedisListStorage storage(url, test::unique_layout());
+  RawClient raw(url);
+  const std::string dead = storage.key("orders", ListKind::dead);
+  raw.rpush(dead, {dlq_envelope("1", true), dlq_envelope("2")});
+  RedisListStorage::replay_cursor cursor;
+  // The parked entry is not provable: the compare-and-move step keeps it.
+  CHECK(storage.replay_fast("orders", cursor, 100, "orders", false).unprovable == 1);
+  const StepResult s = storage.replay_step("orders", cursor, 1, [](std::string_view, Decision&) {});
+  CHECK(s.examined == 1);
+  REQUIRE(cursor.offset() == 1);
+  const FastStep f = storage.replay_fast("orders", cursor, 100, "orders", false);
+  CHECK(f.declined);
+  CHECK(raw.integer({"LLEN", dead}) == 2);  // nothing moved
+}
+
+TEST_CASE("a mixed queue replays exactly as the compare-and-move path replays it",
+          "[redis][replay][fast]") {
+  // 300 entries: more than the audit record lists (100), so that the fast path's count-only
+  // steps are exercised once the record is full.
+  for (const int parked_at : {250, 0}) {
+    for (const bool observe : {true, false}) {
+      INFO("parked entry at " << parked_at << (observe ? ", ids and events read" : ""));
+      const auto items = mixed_items(300, parked_at);
+      const Outcome fast = replay(items, false, observe);
+      const Outcome slow = replay(items, true, observe);
+      same(fast, slow);
+      // What the compare-and-move path reports for this queue, spelled out.
+      CHECK(slow.report.examined == 300);
+      CHECK(slow.report.set_aside == 2);
+      CHECK(slow.corrupt == std::vector<std::string>{items[57], items[58]});
+      CHECK(slow.dead == std::vector<std::string>{items[static_cast<std::size_t>(parked_at)]});
+      CHECK(slow.report.replayed == 297);
+      if (observe) CHECK(slow.report.replayed_ids.size() == 297);
+      CHECK(slow.audit_ids.size() == 100);
+      CHECK(slow.audit_omitted == 197);
+    }
+  }
+}
+
+TEST_CASE("long runs of dlq entries (pipelined fast scripts) replay as compare-and-move does",
+          "[redis][replay][fast]") {
+  // 3000 entries: the fast steps grow to four scripts per round trip; a Python entry every
+  // 700, a corrupt item and a wrong length field among them, a parked entry near the end.
+  std::vector<std::string> items;
+  const auto wrong = wrong_lengths();
+  for (int i = 0; i < 3000; ++i) {
+    if (i % 700 == 699) {
+      items.push_back(python_envelope(i));
+    } else if (i == 1234) {
+      items.push_back("{\"payload_bytes\":1,\"original_payload\":");
+    } else if (i == 2100) {
+      items.push_back(wrong[2]);
+    } else if (i == 2900) {
+      items.push_back(dlq_envelope(R"({"job":"parked"})", true));
+    } else {
+      items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + "}"));
+    }
+  }
+  for (const bool observe : {true, false}) {
+    INFO((observe ? "ids and events read" : "counts only"));
+    const Outcome fast = replay(items, false, observe);
+    const Outcome slow = replay(items, true, observe);
+    same(fast, slow);
+    CHECK(slow.report.replayed == 2998);
+    CHECK(slow.report.set_aside == 1);
+  }
+}
