@@ -50,6 +50,16 @@ if(DLQ_INSTALL)
     set_tests_properties(consumer_find_package_http PROPERTIES FIXTURES_REQUIRED dlq_staged LABELS consumer)
   endif()
 
+  if(DLQ_HAVE_ASIO)
+    add_test(NAME consumer_find_package_asio
+             COMMAND "${CMAKE_CTEST_COMMAND}" --build-and-test
+                     "${CMAKE_CURRENT_LIST_DIR}/find_package" "${CMAKE_BINARY_DIR}/consumer-find-package-asio"
+                     ${_common} --build-options "-DCMAKE_PREFIX_PATH=${_stage}"
+                     "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}" -DDLQ_WANT_ASIO=ON
+                     --test-command consumer_find_package)
+    set_tests_properties(consumer_find_package_asio PROPERTIES FIXTURES_REQUIRED dlq_staged LABELS consumer)
+  endif()
+
   add_test(NAME consumer_pkg_config
            COMMAND sh -c "${CMAKE_CXX_COMPILER} -std=c++17 '${CMAKE_CURRENT_LIST_DIR}/find_package/main.cpp' -o '${CMAKE_BINARY_DIR}/consumer-pkg-config' $(PKG_CONFIG_PATH='${_stage}/share/pkgconfig' pkg-config --cflags --libs dlq) && '${CMAKE_BINARY_DIR}/consumer-pkg-config'")
   set_tests_properties(consumer_pkg_config PROPERTIES FIXTURES_REQUIRED dlq_staged LABELS consumer)

@@ -7,6 +7,10 @@
 #include <dlq/http.hpp>
 #include <thread>
 #endif
+#ifdef CONSUMER_WITH_ASIO
+#include <asio/io_context.hpp>
+#include <dlq/asio.hpp>
+#endif
 #include <cstdio>
 
 int main() {
@@ -45,6 +49,21 @@ int main() {
     t.join();
     if (!res || res->status != 200 || res->body.find("\"orders\"") == std::string::npos) return 1;
     std::printf("console answered: %s", res->body.c_str());
+  }
+#endif
+#ifdef CONSUMER_WITH_ASIO
+  {
+    // The asynchronous front end over the memory backend: completes on the io_context.
+    asio::io_context io;
+    dlq::asio::AsyncDeadLetterQueue<dlq::MemoryStorage> aq(io.get_executor());
+    std::string sent_id;
+    aq.async_send_to_dlq("orders", R"({"order":44})", "payment timeout", 3, "worker-7",
+                         [&](std::exception_ptr e, std::string id) {
+                           if (!e) sent_id = std::move(id);
+                         });
+    io.run();
+    if (sent_id.empty()) return 1;
+    std::printf("async send stored %s\n", sent_id.c_str());
   }
 #endif
   return report.replayed == 1 && job == std::optional<std::string>(R"({"order":42})") ? 0 : 1;
