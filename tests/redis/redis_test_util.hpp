@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dlq/detail/id.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/list_storage.hpp"
 
@@ -35,6 +36,12 @@ inline std::string shared_redis_url() {
                              ": did the redis_server_start fixture fail?");
   }
   return url;
+}
+
+/// A fresh dlq entry id (UUIDv7, as the front end makes them) for hand-built envelopes.
+inline std::string new_id() {
+  static detail::id_generator ids;
+  return ids.next(std::chrono::system_clock::now());
 }
 
 /// A prefix no other test (or test process) uses: "t<pid>.<n>.<random>:".

@@ -17,14 +17,10 @@
 #include "support/catch.hpp"
 
 using namespace dlq;
+using dlq::test::new_id;
 using dlq::test::RawClient;
 
 namespace {
-
-std::string new_id() {
-  static detail::id_generator ids;
-  return ids.next(std::chrono::system_clock::now());
-}
 
 // An envelope as dlq writes it (dlq/entry.hpp), optionally parked.
 std::string dlq_envelope(std::string_view payload, bool parked = false,

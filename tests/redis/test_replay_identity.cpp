@@ -19,14 +19,10 @@
 #include "support/catch.hpp"
 
 using namespace dlq;
+using dlq::test::new_id;
 using dlq::test::RawClient;
 
 namespace {
-
-std::string new_id() {
-  static detail::id_generator ids;
-  return ids.next(std::chrono::system_clock::now());
-}
 
 // An item shaped like an envelope: {"p":"<payload>","id":"<uuid>"}. With equal-width payloads
 // every item has the same length and its id at the same offset.

@@ -21,6 +21,28 @@
 using namespace dlq;
 using dlq::test::RawClient;
 
+namespace {
+
+// After a kill: the source list holds a prefix of `payloads`, the dead list the rest, in
+// order — no gap, no double. Returns whether the kill landed mid-replay (both non-empty).
+bool check_split(DeadLetterQueue<RedisListStorage&>& dlq, RawClient& raw, const std::string& source,
+                 const std::vector<std::string>& payloads, int round) {
+  auto in_source = raw.list(source);
+  std::vector<std::string> all = in_source;
+  std::size_t left = 0;
+  for (const auto& e : dlq.peek("orders", 0, 100000)) {
+    REQUIRE(e.ok());
+    all.push_back(e.payload);
+    ++left;
+  }
+  INFO("round " << round << ": " << in_source.size() << " moved, " << left << " left");
+  REQUIRE(all.size() == payloads.size());
+  CHECK(all == payloads);
+  return left != 0 && !in_source.empty();
+}
+
+}  // namespace
+
 TEST_CASE("a replayer killed with SIGKILL at random points loses and doubles nothing",
           "[redis][replay][sigkill]") {
   test::RedisProcess server;
@@ -82,19 +104,7 @@ TEST_CASE("a replayer killed with SIGKILL at random points loses and doubles not
     CHECK(storage.size("orders", ListKind::corrupt) == 0);  // nor anything to set aside
     // A killed replayer leaves at most its last step's receipt (it expires by itself).
     CHECK(receipts() <= static_cast<std::size_t>(round) + 1);
-    auto in_source = raw.list(source);
-    std::vector<std::string> all = in_source;
-    std::size_t left = 0;
-    for (const auto& e : dlq.peek("orders", 0, 100000)) {
-      REQUIRE(e.ok());
-      all.push_back(e.payload);
-      ++left;
-    }
-    if (left != 0 && !in_source.empty()) ++partial;
-    // The source is a prefix of the payloads, the dead list the rest: no gap, no double.
-    INFO("round " << round << ": " << in_source.size() << " moved, " << left << " left");
-    REQUIRE(all.size() == payloads.size());
-    CHECK(all == payloads);
+    if (check_split(dlq, raw, source, payloads, round)) ++partial;
   }
   CHECK(partial >= 5);  // the kills really landed mid-replay
 }
@@ -181,18 +191,7 @@ TEST_CASE("a fast-path replayer killed with SIGKILL at random points loses and d
     REQUIRE(::waitpid(pid, &status, 0) == pid);
     CHECK(dlq.recover("orders") == 0);  // no tombstone: nothing to recover
     CHECK(storage.size("orders", ListKind::corrupt) == 0);
-    auto in_source = raw.list(source);
-    std::vector<std::string> all = in_source;
-    std::size_t left = 0;
-    for (const auto& e : dlq.peek("orders", 0, 100000)) {
-      REQUIRE(e.ok());
-      all.push_back(e.payload);
-      ++left;
-    }
-    if (left != 0 && !in_source.empty()) ++partial;
-    INFO("round " << round << ": " << in_source.size() << " moved, " << left << " left");
-    REQUIRE(all.size() == payloads.size());
-    CHECK(all == payloads);
+    if (check_split(dlq, raw, source, payloads, round)) ++partial;
   }
   CHECK(partial >= 5);  // the kills really landed mid-replay
 }
