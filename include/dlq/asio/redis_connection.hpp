@@ -56,10 +56,13 @@
 #include <string>
 #include <string_view>
 #include <utility>
+
 #include <vector>
+#include "dlq/redis/error_mapping.hpp"
 
 #include "dlq/asio/dead_letter_queue.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/redis/error_mapping.hpp"
 #include "dlq/redis/options.hpp"
 
 namespace dlq::asio {
@@ -421,21 +424,17 @@ class RedisConnection {
       }
       const auto& reply = *static_cast<redisReply*>(r);
       if (reply.type == REDIS_REPLY_ERROR) {
-        const std::string text(reply.str, reply.len);
-        const std::string code = text.substr(0, text.find(' '));
-        std::string hint;
-        if (code == "NOAUTH" || code == "WRONGPASS") {
-          hint = "check the user and password in the URL or ConnectionOptions";
-        } else if (code == "WRONGTYPE") {
-          hint =
-              "a key of another type has the name dlq uses; rename it or configure other "
-              "key names";
-        } else if (code == "MOVED" || code == "ASK") {
-          hint = "the server is a Redis Cluster node; the async path supports a single server";
-        }
+        // The blocking paths' mapping (code, hints), with the async path's own word on a
+        // cluster redirection.
+        const std::string_view text(reply.str, reply.len);
+        const std::string code = redis::detail::reply_code(text);
+        const bool redirected = code == "MOVED" || code == "ASK";
         return self->finish(
-            o, std::make_exception_ptr(dlq::reply_error(
-                   self->msg(o->label + ": server replied: " + text, hint), code, false)));
+            o, std::make_exception_ptr(redis::detail::reply_error_of(
+                   reply, self->endpoint, o->label, false,
+                   redirected ? "the server is a Redis Cluster node; the async path supports a "
+                                "single server"
+                              : "")));
       }
       self->finish(o, nullptr, RedisReply::copy(reply));
     }

@@ -139,10 +139,12 @@ inline std::string reply_code(std::string_view text) {
   return std::string(text.substr(0, space));
 }
 
-/// Throws dlq::reply_error for an error reply (code = Redis's first word).
-[[noreturn]] inline void throw_reply_error(const redisReply& r, const std::string& endpoint,
-                                           const std::string& doing, bool outcome_unknown = false,
-                                           const std::string& hint = {}) {
+/// The dlq::reply_error for an error reply (code = Redis's first word; the hint for the
+/// common codes unless `hint` is given). The blocking paths throw it (throw_reply_error),
+/// the asynchronous one delivers it through its completion.
+inline dlq::reply_error reply_error_of(const redisReply& r, const std::string& endpoint,
+                                       const std::string& doing, bool outcome_unknown = false,
+                                       const std::string& hint = {}) {
   const std::string_view text(r.str != nullptr ? r.str : "", r.str != nullptr ? r.len : 0);
   std::string code = reply_code(text);
   std::string h = hint;
@@ -162,9 +164,16 @@ inline std::string reply_code(std::string_view text) {
       h = "a long-running script blocks the server; wait or SCRIPT KILL it";
     }
   }
-  throw dlq::reply_error(
+  return dlq::reply_error(
       dlq::detail::message("redis", endpoint, doing + ": server replied: " + std::string(text), h),
       std::move(code), outcome_unknown);
+}
+
+/// Throws dlq::reply_error for an error reply (see reply_error_of).
+[[noreturn]] inline void throw_reply_error(const redisReply& r, const std::string& endpoint,
+                                           const std::string& doing, bool outcome_unknown = false,
+                                           const std::string& hint = {}) {
+  throw reply_error_of(r, endpoint, doing, outcome_unknown, hint);
 }
 
 /// Throws dlq::protocol_error for a reply of an unexpected type.
