@@ -324,6 +324,34 @@ class Router {
                            "MOVED");
   }
 
+  /// One command that ran (or was answered with an error) and the node that answered it.
+  struct Answer {
+    Reply reply;           ///< the reply; an error reply is returned, not thrown
+    std::string endpoint;  ///< "host:port" of the node that answered, for messages
+  };
+
+  /// Runs the single command `make()` for `key`'s slot through the pool's
+  /// ConnectionPool::run_shared (written together with other threads' concurrent commands to
+  /// that node). A redirection (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: nothing was executed) is
+  /// followed as run() follows it, with the command built again by `make`.
+  /// @throws as run() and ConnectionPool::run_shared.
+  template <class Make>
+  Answer run_shared(std::string_view key, Effect effect, Make make) {
+    ConnectionPool& pool = pool_for(key);
+    const Command first = make();
+    Reply r = pool.run_shared(first, effect);
+    if (!clustered() || detail::parse_redirect(*r).kind == detail::Redirect::none) {
+      return Answer{std::move(r), pool.endpoint()};
+    }
+    std::optional<ConnectionPool::Lease> lease;
+    std::vector<Reply> replies = run(lease, key, effect, [&](const std::string&) {
+      std::vector<Command> v;
+      v.push_back(make());
+      return v;
+    });
+    return Answer{std::move(replies.front()), (*lease)->endpoint()};
+  }
+
   /// Reads the slot map again from `pool`'s node (CLUSTER SLOTS).
   /// @throws the errors of Connection::run; dlq::protocol_error for an unreadable map.
   void refresh(ConnectionPool& pool) {

@@ -199,19 +199,27 @@ class Connection {
   std::vector<Reply> run(const Command* commands, std::size_t count, Effect effect) {
     std::vector<Reply> replies;
     if (count == 0) return replies;
-    for (int pass = 0;; ++pass) {
-      ensure_ready();
-      detail::IoFailure failure;
-      if (exchange(commands, count, replies, failure)) return replies;
-      ctx_.reset();
-      const bool timeout = detail::is_timeout(failure);
-      const bool retry_safe = effect == Effect::read || !failure.sent_any;
-      if (pass == 0 && !timeout && retry_safe) continue;
-      std::string doing = commands[0].label();
-      if (count > 1) doing += " (pipeline of " + std::to_string(count) + " commands)";
-      detail::throw_io_failure(failure, endpoint_, doing, effect == Effect::write,
-                               options_.command_timeout);
+    detail::IoFailure failure;
+    if (attempt([commands](std::size_t i) -> const Command& { return commands[i]; }, count, effect,
+                replies, failure)) {
+      return replies;
     }
+    std::string doing = commands[0].label();
+    if (count > 1) doing += " (pipeline of " + std::to_string(count) + " commands)";
+    detail::throw_io_failure(failure, endpoint_, doing, effect == Effect::write,
+                             options_.command_timeout);
+  }
+  /// Like run(const Command*, std::size_t, Effect), for commands given by pointer, but an
+  /// I/O failure of the exchange is returned (false, `failure` filled, `replies` empty)
+  /// instead of thrown, so that callers whose commands were written together
+  /// (ConnectionPool::run_shared) can each report it naming their own command. The retry
+  /// rule of run() applies to the request as a whole. Connecting still throws.
+  bool try_run(const Command* const* commands, std::size_t count, Effect effect,
+               std::vector<Reply>& replies, detail::IoFailure& failure) {
+    replies.clear();
+    if (count == 0) return true;
+    return attempt([commands](std::size_t i) -> const Command& { return *commands[i]; }, count,
+                   effect, replies, failure);
   }
   /// Runs a batch of commands pipelined; see run(const Command*, std::size_t, Effect).
   std::vector<Reply> run(const std::vector<Command>& commands, Effect effect) {
@@ -282,7 +290,9 @@ class Connection {
     cmds.push_back(std::move(Command("CLIENT").arg("ID").label("CLIENT ID")));
     std::vector<Reply> replies;
     detail::IoFailure failure;
-    if (!exchange(cmds.data(), cmds.size(), replies, failure)) {
+    const Command* const first = cmds.data();
+    if (!exchange([first](std::size_t i) -> const Command& { return first[i]; }, cmds.size(),
+                  replies, failure)) {
       ctx_.reset();
       detail::throw_io_failure(failure, endpoint_, "connecting (" + cmds[0].label() + ")", false,
                                options_.command_timeout);
@@ -314,12 +324,29 @@ class Connection {
     if (ctx_ == nullptr) connect();
   }
 
-  // One request/response exchange. Returns false with `failure` filled on an I/O error.
-  bool exchange(const Command* commands, std::size_t count, std::vector<Reply>& replies,
-                detail::IoFailure& failure) {
+  // One request with the retry rule of run(): an I/O failure is retried once on a fresh
+  // connection unless it was a timeout or a write that had (partly) left this process.
+  template <class At>
+  bool attempt(At at, std::size_t count, Effect effect, std::vector<Reply>& replies,
+               detail::IoFailure& failure) {
+    for (int pass = 0;; ++pass) {
+      ensure_ready();
+      if (exchange(at, count, replies, failure)) return true;
+      ctx_.reset();
+      const bool timeout = detail::is_timeout(failure);
+      const bool retry_safe = effect == Effect::read || !failure.sent_any;
+      if (pass == 0 && !timeout && retry_safe) continue;
+      return false;
+    }
+  }
+
+  // One request/response exchange of the commands at(0) … at(count - 1). Returns false with
+  // `failure` filled on an I/O error.
+  template <class At>
+  bool exchange(At at, std::size_t count, std::vector<Reply>& replies, detail::IoFailure& failure) {
     out_.clear();
     for (std::size_t i = 0; i < count; ++i)
-      commands[i].encode(out_);
+      at(i).encode(out_);
     std::size_t sent = 0;
     while (sent < out_.size()) {
       const ssize_t k = ::send(ctx_->fd, out_.data() + sent, out_.size() - sent, MSG_NOSIGNAL);

@@ -63,11 +63,12 @@ DLQ_REDIS_INLINE std::string RedisListStorage::key(std::string_view queue, ListK
 DLQ_REDIS_INLINE std::size_t RedisListStorage::push(const Record& record) {
   check_queue(record.queue, "push");
   const std::string k = dead_.key(record.queue);
-  Lease lease;
-  auto replies = routed().run(lease, k, redis::Effect::write, [&](const std::string&) {
-    return one(std::move(redis::Command("RPUSH").arg(std::string_view(k)).arg(record.envelope)));
+  // Shared: concurrent sends through this storage go to the server in batches (PoolOptions
+  // ::send_batches), each still with its own reply.
+  auto answer = routed().run_shared(k, redis::Effect::write, [&] {
+    return std::move(redis::Command("RPUSH").arg(std::string_view(k)).arg(record.envelope));
   });
-  return static_cast<std::size_t>(redis::integer(replies[0], **lease, "RPUSH " + k));
+  return static_cast<std::size_t>(integer_reply(answer.reply, answer.endpoint, "RPUSH " + k));
 }
 
 DLQ_REDIS_INLINE bool RedisListStorage::push_bounded(const Record& record, std::size_t max_length) {

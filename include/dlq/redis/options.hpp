@@ -73,6 +73,14 @@ struct PoolOptions {
   /// How long a thread waits for a free connection before a dlq::timeout_error.
   /// Default 5000 ms; 0 = wait without limit.
   std::chrono::milliseconds wait_timeout{5000};
+  /// How many batches of concurrent sends may be on the wire at once (see
+  /// ConnectionPool::run_shared: RedisListStorage::push, the send of a DeadLetterQueue
+  /// without retention, goes through it). While that many are out, further senders wait for
+  /// the next batch, which carries all of them in one write and one read — so N threads
+  /// sending through one queue cost the server a few pipelines instead of N round trips.
+  /// A lone sender never waits. Default 2; 0 = no batching (every send leases a connection
+  /// of its own and makes one round trip).
+  std::size_t send_batches = 2;
 };
 
 namespace detail {

@@ -3,11 +3,22 @@
 /// dlq::redis::ConnectionPool: connections to one server shared by many threads, so that
 /// many worker threads can use one DeadLetterQueue. Connections are opened lazily, up to
 /// PoolOptions::size; a thread holds one for the duration of one storage operation.
+///
+/// Sends can share connections instead (run_shared): a thread that finds
+/// PoolOptions::send_batches batches already on the wire queues its command, and the next
+/// batch takes every queued command in one write and one read (flat combining: whichever
+/// waiting thread finds a free batch slot sends for all of them, then hands each its own
+/// reply). Each command still gets its own reply, its own error reply and, on an I/O
+/// failure, its own exception naming its own command; see run_shared for what a failure
+/// means for the commands written together.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -87,6 +98,51 @@ class ConnectionPool {
     return Lease(this, std::make_unique<Connection>(options_));
   }
 
+  /// Runs one command on a pooled connection and returns its reply (an error reply is
+  /// returned, not thrown), written together with the commands other threads are running
+  /// through run_shared() at the same moment: while PoolOptions::send_batches batches are
+  /// on the wire, a caller waits, and the next batch carries every waiting command (at most
+  /// 64, or about 4 MiB, a batch), in arrival order, in one write. A lone caller sends at
+  /// once, as acquire()->run() would.
+  ///
+  /// A failure is reported to every command of the batch, each naming its own command, under
+  /// the rule of Connection::run applied to the batch: a batch none of whose bytes left this
+  /// process is sent again once on a fresh connection; after that, a write fails with
+  /// `outcome_unknown() == true` — the command may or may not have been applied, and it is
+  /// never re-sent. (So one command's outcome can be unknown because a command written
+  /// before it in the same batch had left the process when the connection broke.)
+  /// @throws dlq::timeout_error, dlq::connection_error, dlq::protocol_error as
+  ///         Connection::run; the errors of acquire() and of connecting.
+  Reply run_shared(const Command& command, Effect effect) {
+    if (pool_.send_batches == 0) return acquire()->run(command, effect);
+    SharedCall me;
+    me.command = &command;
+    me.effect = effect;
+    std::unique_lock<std::mutex> lock(share_mutex_);
+    queued_.push_back(&me);
+    for (;;) {
+      if (senders_ < pool_.send_batches && !queued_.empty()) {
+        send_batch(lock);  // returns with `lock` released
+      } else {
+        lock.unlock();
+        std::unique_lock<std::mutex> mine(me.mutex);
+        me.cv.wait(mine, [&] { return me.state != SharedCall::queued; });
+        if (me.state == SharedCall::your_turn) me.state = SharedCall::queued;
+      }
+      {
+        std::lock_guard<std::mutex> mine(me.mutex);
+        if (me.state == SharedCall::done) break;
+      }
+      lock.lock();
+    }
+    if (me.error) std::rethrow_exception(me.error);
+    if (me.failed) {
+      detail::throw_io_failure(me.failure, endpoint_, command.label(), effect == Effect::write,
+                               options_.command_timeout);
+    }
+    return std::move(me.reply);
+  }
+
   /// The options every pooled connection uses.
   const ConnectionOptions& options() const noexcept { return options_; }
   /// "host:port" of the server, for messages.
@@ -95,6 +151,85 @@ class ConnectionPool {
   std::size_t capacity() const noexcept { return pool_.size; }
 
  private:
+  // A command waiting in run_shared; lives on its caller's stack until it is done. Its
+  // state, reply and failure are handed over under its own mutex (so a sender wakes each
+  // caller without holding share_mutex_, and a caller cannot leave before its sender has let
+  // go of the call).
+  struct SharedCall {
+    enum State : unsigned char { queued, your_turn, done };
+    const Command* command = nullptr;
+    Effect effect = Effect::read;
+    std::mutex mutex;
+    std::condition_variable cv;
+    State state = queued;
+    Reply reply;
+    bool failed = false;  // the exchange failed: `failure` says how
+    detail::IoFailure failure;
+    std::exception_ptr error;  // acquiring or connecting failed
+  };
+  static constexpr std::size_t max_batch_commands = 64;
+  static constexpr std::size_t max_batch_bytes = std::size_t{4} << 20;
+
+  // With `lock` (share_mutex_) held: takes the queued commands (up to the batch limits; at
+  // least one), sends them in one exchange with the lock released, hands each call its reply
+  // or failure and wakes its caller, then tells the first still-queued caller that it may send
+  // the next batch. Returns with `lock` released.
+  void send_batch(std::unique_lock<std::mutex>& lock) {
+    std::size_t n = 0;
+    std::size_t bytes = 0;
+    while (n < queued_.size() && n < max_batch_commands) {
+      for (const std::string_view a : queued_[n]->command->args())
+        bytes += a.size();
+      if (n > 0 && bytes > max_batch_bytes) break;
+      ++n;
+    }
+    // Fixed arrays: nothing between dequeuing and handing back can fail to allocate.
+    std::array<SharedCall*, max_batch_commands> batch;
+    std::array<const Command*, max_batch_commands> commands;
+    std::copy(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(n), batch.begin());
+    queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(n));
+    ++senders_;
+    lock.unlock();
+    Effect effect = Effect::read;
+    for (std::size_t i = 0; i < n; ++i) {
+      commands[i] = batch[i]->command;
+      if (batch[i]->effect == Effect::write) effect = Effect::write;
+    }
+    std::vector<Reply> replies;
+    detail::IoFailure failure;
+    std::exception_ptr error;
+    bool ok = false;
+    try {
+      auto lease = acquire();
+      ok = lease->try_run(commands.data(), n, effect, replies, failure);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      SharedCall& c = *batch[i];
+      std::lock_guard<std::mutex> hold(c.mutex);
+      if (error) {
+        c.error = error;
+      } else if (!ok) {
+        c.failed = true;
+        c.failure = failure;
+      } else {
+        c.reply = std::move(replies[i]);
+      }
+      c.state = SharedCall::done;
+      c.cv.notify_one();  // under c.mutex: its caller cannot return (and destroy c) before
+    }
+    lock.lock();
+    --senders_;
+    SharedCall* next = queued_.empty() ? nullptr : queued_.front();
+    if (next != nullptr) {
+      std::lock_guard<std::mutex> hold(next->mutex);  // next is queued: its caller waits
+      if (next->state == SharedCall::queued) next->state = SharedCall::your_turn;
+      next->cv.notify_one();
+    }
+    lock.unlock();
+  }
+
   void give_back(std::unique_ptr<Connection> conn) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -110,6 +245,9 @@ class ConnectionPool {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Connection>> idle_;
   std::size_t created_ = 0;
+  std::mutex share_mutex_;           // guards queued_ and senders_
+  std::vector<SharedCall*> queued_;  // run_shared callers waiting for a batch, oldest first
+  std::size_t senders_ = 0;          // batches on the wire
 };
 
 }  // namespace dlq::redis

@@ -255,11 +255,13 @@ struct Bench {
   }
 
   // N threads sending through one DeadLetterQueue (a pool of N connections), 300 B payloads,
-  // `per_thread` send_to_dlq calls each: entries/s over the wall time.
-  double threaded_send(std::size_t threads, std::size_t per_thread) {
+  // `per_thread` send_to_dlq calls each: entries/s over the wall time. `send_batches` as in
+  // PoolOptions (0 = every send its own round trip on its own connection).
+  double threaded_send(std::size_t threads, std::size_t per_thread, std::size_t send_batches) {
     clear();
     dlq::RedisListOptions o = layout();
     o.pool.size = threads;
+    o.pool.send_batches = send_batches;
     dlq::DeadLetterQueue<dlq::RedisListStorage> q(dlq::RedisListStorage(url, o));
     const std::string p = payload(0, 300);
     q.send_to_dlq("q", p, "payment timeout", 3, "w-1");  // connect and warm up
@@ -638,8 +640,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc > 3 && std::string(argv[3]) == "threads") {  // one round of N-thread sends
-      for (const std::size_t n : {1, 8, 32})
-        std::printf("dlq_send_threads_%zu %.0f\n", n, b.threaded_send(n, 32000 / n));
+      // The default (concurrent sends batched, PoolOptions::send_batches = 2) and, for
+      // comparison, every send its own round trip (send_batches = 0), alternated.
+      for (const std::size_t n : {1, 8, 32}) {
+        std::printf("dlq_send_threads_%zu %.0f\n", n, b.threaded_send(n, 32000 / n, 2));
+        std::printf("dlq_send_threads_unbatched_%zu %.0f\n", n, b.threaded_send(n, 32000 / n, 0));
+      }
       std::fflush(stdout);
       b.clear();
       return 0;

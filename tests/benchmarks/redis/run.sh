@@ -10,7 +10,8 @@
 #       the fast path —, the compare-and-move path alone and a queue with every 10th entry
 #       from the Python service, each against the LMOVE loop over the same entries,
 #       interleaved; then 1, 8, 32 threads sending through one queue against redis-benchmark
-#       rpush -c N -P 1; "prototype" is an alias)
+#       rpush -c N -P 1, batched (the default) and unbatched; "prototype" is an alias)
+#   tests/benchmarks/redis/run.sh BUILD_DIR RUNS sends    (the N-thread send rows alone)
 #
 # BUILD_DIR defaults to ./build (configure with -DCMAKE_BUILD_TYPE=Release for real numbers);
 # RUNS (default 5) interleaved rounds of every measurement, medians reported (script
@@ -33,10 +34,10 @@ if [ "${3:-}" = observability ]; then  # issue 12: stats 1k vs 1M, errors vs LRA
   "$bench" "redis://127.0.0.1:$port/0" "$runs" observability
   exit 0
 fi
-if [ "${3:-}" = replay ] || [ "${3:-}" = prototype ]; then  # issue 16 rows alone
+if [ "${3:-}" = replay ] || [ "${3:-}" = prototype ] || [ "${3:-}" = sends ]; then  # issue 16
   url="redis://127.0.0.1:$port/0"
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  "$bench" "$url" "$runs" replay
+  [ "${3:-}" = sends ] || "$bench" "$url" "$runs" replay
   # N threads sending through one queue against redis-benchmark RPUSH -c N -P 1 of values
   # the size of dlq's envelope (300 B payload), interleaved per round.
   env_bytes=$("$bench" "$url" 1 envelope_bytes)
@@ -56,6 +57,10 @@ if [ "${3:-}" = replay ] || [ "${3:-}" = prototype ]; then  # issue 16 rows alon
     awk -v n="$n" -v d="$d" -v r="$r" 'BEGIN { x = d / r;
       printf "send_to_dlq, %2d threads / redis-benchmark rpush -c %2d -P 1: %8.0f / %8.0f = %.2f %s\n",
              n, n, d, r, x, (x >= 0.9 ? "ok" : "MISS (>=0.9)") }'
+  done
+  for n in 1 8 32; do
+    d=$(sval "dlq_send_threads_unbatched_$n"); r=$(sval "rb_c$n")
+    awk -v n="$n" -v d="$d" -v r="$r" 'BEGIN { printf "  unbatched (PoolOptions::send_batches = 0), %2d threads: %8.0f = %.2f\n", n, d, d / r }'
   done
   echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
   exit 0

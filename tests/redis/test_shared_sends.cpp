@@ -1,0 +1,252 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// Concurrent sends through one RedisListStorage go to the server in shared batches
+// (ConnectionPool::run_shared, PoolOptions::send_batches): each command keeps its own reply,
+// its own error reply and its own failure; nothing is lost, doubled or left hanging when the
+// connection breaks or the server freezes under them.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlq/redis/list_storage.hpp"
+#include "redis/redis_test_util.hpp"
+#include "support/catch.hpp"
+#include "support/redis_process.hpp"
+
+using namespace dlq;
+using dlq::test::RawClient;
+using dlq::test::RedisProcess;
+using std::chrono::milliseconds;
+
+namespace {
+
+redis::ConnectionOptions fast_options(const RedisProcess& server) {
+  auto o = redis::parse_url(server.url());
+  o.connect_timeout = milliseconds(300);
+  o.command_timeout = milliseconds(300);
+  o.reconnect_attempts = 3;
+  o.reconnect_backoff = milliseconds(10);
+  return o;
+}
+
+RedisListOptions pool_of(std::size_t size, std::size_t send_batches,
+                         RedisListOptions o = RedisListOptions{}) {
+  o.pool.size = size;
+  o.pool.send_batches = send_batches;
+  return o;
+}
+
+std::string item(std::size_t thread, std::size_t i) {
+  return "t" + std::to_string(thread) + "-" + std::to_string(i);
+}
+
+// Runs `threads` threads, each calling body(thread) once.
+template <class F>
+void together(std::size_t threads, F body) {
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] { body(t); });
+  for (auto& th : pool)
+    th.join();
+}
+
+long long connected_clients(RawClient& admin) {
+  const auto reply = admin.cmd({"INFO", "clients"});
+  const std::string text(redis::view(*reply));
+  const auto at = text.find("connected_clients:");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(text.substr(at + 18));
+}
+
+}  // namespace
+
+TEST_CASE("shared sends: every send stored once, in each thread's order, with its own length",
+          "[redis][shared_sends]") {
+  const std::string url = dlq::test::shared_redis_url();
+  for (const std::size_t batches : {std::size_t{1}, std::size_t{2}, std::size_t{0}}) {
+    CAPTURE(batches);
+    RedisListStorage s(url, pool_of(8, batches, dlq::test::unique_layout()));
+    RawClient raw(url);
+    constexpr std::size_t threads = 16;
+    constexpr std::size_t per_thread = 300;
+    std::atomic<std::size_t> bad_length{0};
+    together(threads, [&](std::size_t t) {
+      const std::string q = "q" + std::to_string(t % 4);
+      std::size_t last = 0;
+      for (std::size_t i = 0; i < per_thread; ++i) {
+        const std::string e = item(t, i);
+        const std::size_t length = s.push(Record{q, "", "", e});
+        // The length RPUSH answered for this very command: it grows for each thread's own
+        // queue, and never exceeds what all senders to that queue could have stored.
+        if (length <= last || length > per_thread * threads / 4) ++bad_length;
+        last = length;
+      }
+    });
+    CHECK(bad_length == 0);
+    for (std::size_t qn = 0; qn < 4; ++qn) {
+      const auto stored = raw.list(s.key("q" + std::to_string(qn), ListKind::dead));
+      CHECK(stored.size() == per_thread * threads / 4);
+      std::map<std::size_t, std::size_t> next;  // thread -> next expected index
+      std::size_t out_of_order = 0;
+      for (const std::string& e : stored) {
+        const auto dash = e.find('-');
+        const std::size_t t = std::stoul(e.substr(1, dash - 1));
+        const std::size_t i = std::stoul(e.substr(dash + 1));
+        CHECK(t % 4 == qn);
+        if (i != next[t]) ++out_of_order;
+        next[t] = i + 1;
+      }
+      CHECK(out_of_order == 0);
+      for (const auto& [t, n] : next)
+        CHECK(n == per_thread);
+    }
+  }
+}
+
+TEST_CASE("shared sends: concurrent senders share one connection when send_batches = 1",
+          "[redis][shared_sends]") {
+  RedisProcess server;
+  RawClient admin(server.url());
+  const long long before = connected_clients(admin);  // the admin connection
+  SECTION("batched: one connection carries every thread's sends") {
+    RedisListStorage s(fast_options(server), pool_of(8, 1));
+    together(8, [&](std::size_t t) {
+      for (std::size_t i = 0; i < 200; ++i)
+        s.push(Record{"q", "", "", item(t, i)});
+    });
+    CHECK(connected_clients(admin) - before == 1);
+    CHECK(admin.integer({"LLEN", s.key("q", ListKind::dead)}) == 1600);
+  }
+  SECTION("unbatched (send_batches = 0): each sender leases a connection of its own") {
+    RedisListStorage s(fast_options(server), pool_of(8, 0));
+    together(8, [&](std::size_t t) {
+      for (std::size_t i = 0; i < 200; ++i)
+        s.push(Record{"q", "", "", item(t, i)});
+    });
+    CHECK(connected_clients(admin) - before > 1);
+    CHECK(admin.integer({"LLEN", s.key("q", ListKind::dead)}) == 1600);
+  }
+}
+
+TEST_CASE("shared sends: an error reply reaches its own command only", "[redis][shared_sends]") {
+  const std::string url = dlq::test::shared_redis_url();
+  RedisListStorage s(url, pool_of(4, 1, dlq::test::unique_layout()));
+  RawClient raw(url);
+  raw.cmd({"SET", s.key("bad", ListKind::dead), "not a list"});
+  std::atomic<std::size_t> wrongtype{0};
+  std::atomic<std::size_t> other_errors{0};
+  together(8, [&](std::size_t t) {
+    for (std::size_t i = 0; i < 200; ++i) {
+      try {
+        s.push(Record{t % 2 == 0 ? "good" : "bad", "", "", item(t, i)});
+      } catch (const dlq::reply_error& e) {
+        if (e.code() == "WRONGTYPE" && !e.outcome_unknown() &&
+            std::string(e.what()).find("RPUSH " + s.key("bad", ListKind::dead)) !=
+                std::string::npos) {
+          ++wrongtype;
+        } else {
+          ++other_errors;
+        }
+      }
+    }
+  });
+  CHECK(wrongtype == 800);
+  CHECK(other_errors == 0);
+  CHECK(raw.list(s.key("good", ListKind::dead)).size() == 800);
+}
+
+TEST_CASE("shared sends: connections killed under 8 senders lose and double nothing",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  RawClient admin(server.url());
+  RedisListStorage s(fast_options(server), pool_of(8, 2));
+  constexpr std::size_t threads = 8;
+  constexpr std::size_t per_thread = 400;
+  std::mutex m;
+  std::set<std::string> acknowledged, unknown, refused;
+  std::atomic<bool> stop{false};
+  std::atomic<long long> killed{0};
+  std::thread killer([&] {
+    RawClient k(server.url());
+    while (!stop) {
+      killed += k.integer({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+      std::this_thread::sleep_for(milliseconds(3));
+    }
+  });
+  together(threads, [&](std::size_t t) {
+    for (std::size_t i = 0; i < per_thread; ++i) {
+      const std::string e = item(t, i);
+      try {
+        s.push(Record{"q", "", "", e});
+        std::lock_guard<std::mutex> g(m);
+        acknowledged.insert(e);
+      } catch (const dlq::storage_error& err) {
+        std::lock_guard<std::mutex> g(m);
+        (err.outcome_unknown() ? unknown : refused).insert(e);
+      }
+    }
+  });
+  stop = true;
+  killer.join();
+  admin.connection().disconnect();  // the killer may have closed it
+  const auto stored = admin.list(s.key("q", ListKind::dead));
+  const std::set<std::string> stored_set(stored.begin(), stored.end());
+  INFO("killed " << killed << " connections; acknowledged " << acknowledged.size()
+                 << ", outcome unknown " << unknown.size() << ", refused " << refused.size());
+  CHECK(killed > 0);
+  CHECK(acknowledged.size() + unknown.size() + refused.size() == threads * per_thread);
+  CHECK(stored.size() == stored_set.size());  // nothing doubled (nothing re-sent)
+  std::size_t lost = 0, stored_refused = 0, unexplained = 0;
+  for (const auto& e : acknowledged)
+    lost += stored_set.count(e) == 0 ? 1 : 0;
+  for (const auto& e : refused)
+    stored_refused += stored_set.count(e);
+  for (const auto& e : stored_set)
+    unexplained += acknowledged.count(e) == 0 && unknown.count(e) == 0 ? 1 : 0;
+  CHECK(lost == 0);
+  CHECK(stored_refused == 0);
+  CHECK(unexplained == 0);
+}
+
+TEST_CASE("shared sends: a frozen server times out every waiting sender; sends work after",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  RawClient admin(server.url());
+  RedisListStorage s(fast_options(server), pool_of(8, 2));
+  s.push(Record{"q", "", "", "warm-up"});
+  server.freeze();
+  std::mutex m;
+  std::vector<std::string> known_not_stored;
+  std::atomic<std::size_t> timeouts{0};
+  std::atomic<std::size_t> stored_ok{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  together(8, [&](std::size_t t) {
+    const std::string e = item(t, 0);
+    try {
+      s.push(Record{"q", "", "", e});
+      ++stored_ok;
+    } catch (const dlq::timeout_error& err) {
+      ++timeouts;
+      if (!err.outcome_unknown()) {
+        std::lock_guard<std::mutex> g(m);
+        known_not_stored.push_back(e);
+      }
+    }
+  });
+  const auto waited = dlq::test::elapsed_ms(t0);
+  server.thaw();
+  CHECK(stored_ok == 0);
+  CHECK(timeouts == 8);
+  CHECK(waited < 5000);  // bounded: a few command timeouts, never one per sender in a row
+  s.push(Record{"q", "", "", "after"});
+  std::this_thread::sleep_for(milliseconds(200));
+  const auto stored = admin.list(s.key("q", ListKind::dead));
+  CHECK(stored.back() == "after");
+  for (const auto& e : known_not_stored)  // "outcome known" = not applied, even later
+    CHECK(std::count(stored.begin(), stored.end(), e) == 0);
+}
