@@ -74,8 +74,8 @@ struct PoolOptions {
   /// Default 5000 ms; 0 = wait without limit.
   std::chrono::milliseconds wait_timeout{5000};
   /// How many batches of concurrent sends may be on the wire at once (see
-  /// ConnectionPool::run_shared: RedisListStorage::push, the send of a DeadLetterQueue
-  /// without retention, goes through it). While that many are out, further senders wait for
+  /// ConnectionPool::run_shared: RedisListStorage::push — send_to_dlq without a retention
+  /// limit — goes through it). While that many are out, further senders wait for
   /// the next batch, which carries all of them in one write and one read — so N threads
   /// sending through one queue cost the server a few pipelines instead of N round trips.
   /// A lone sender never waits. Default 2; 0 = no batching (every send leases a connection
