@@ -17,8 +17,10 @@ namespace dlq::redis::scripts {
 ///
 ///     {"payload_bytes":N,"original_payload":<N bytes>,"id":"<36 bytes>","queue":"…}
 ///
-/// N is a positive integer, the 36 bytes are followed by `","queue":"`, and the item ends
-/// with `}`. Such an item's payload is exactly the N bytes and its id exactly the 36 bytes —
+/// N is a positive integer written as JSON writes it (decimal digits, no leading zero, sign,
+/// space or fraction — Lua's tonumber alone would also take `05`, `+5`, `0x5` or `5\0…`,
+/// which make the item unreadable as JSON), at most 11 digits; the 36 bytes are followed by
+/// `","queue":"`, and the item ends with `}`. Such an item's payload is exactly the N bytes and its id exactly the 36 bytes —
 /// what the compare-and-move path cuts and reports for it. dlq writes the flags that change
 /// how an entry replays (parked, payload_encoding, payload_whitespace) before payload_bytes,
 /// so such entries do not start this way. Anything else is not provable: a Python-written
@@ -72,15 +74,12 @@ while m < max and bytes < budget do
   for i = 1, #items do
     local w = items[i]
     local first, last
-    if find(w, '{"payload_bytes":', 1, true) == 1 then
-      local c = find(w, ',"original_payload":', 18, true)
-      local len = c and c < 30 and tonum(sub(w, 18, c - 1))
-      if len and len >= 1 and len % 1 == 0 then
-        local l = c + 19 + len
-        if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
-            and byte(w, -1) == 125 then
-          first, last = c + 20, l
-        end
+    local _, e = find(w, '^{"payload_bytes":[1-9]%d*,"original_payload":')
+    if e and e < 49 then
+      local l = e + tonum(sub(w, 18, e - 20))
+      if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
+          and byte(w, -1) == 125 then
+        first, last = e + 1, l
       end
     end
     if unprovable > 0 then
