@@ -336,6 +336,13 @@ std::string with_length_text(const std::string& env, std::string_view text) {
   return head + std::string(text) + env.substr(end);
 }
 
+// `env` with `member` (`,"key":value`) added before its final '}', as a JSON tool that
+// loads an entry, sets a field and writes it back compactly (jq -c, json.dumps with
+// separators) adds it: at the end, every other byte unchanged.
+std::string with_member(const std::string& env, std::string_view member) {
+  return env.substr(0, env.size() - 1) + std::string(member) + "}";
+}
+
 // Replays `items` on both paths, with and without ids read, and compares everything.
 void replays_as_compare_and_move(const std::vector<std::string>& items) {
   for (const bool observe : {true, false}) {
@@ -360,6 +367,23 @@ TEST_CASE("a length field that is not a plain JSON integer is not proof for the 
     DYNAMIC_SECTION("payload_bytes:" << name) {
       replays_as_compare_and_move(
           {dlq_envelope("1"), with_length_text(env, text), dlq_envelope("2"), python_envelope(3)});
+    }
+  }
+}
+
+TEST_CASE("an entry a JSON tool flagged at its end is not taken by the fast step",
+          "[redis][replay][fast]") {
+  // An operator parks an entry by hand (`jq -c '.parked = true'`, or json.loads, set,
+  // json.dumps with compact separators): the new member lands at the end, the frame stays.
+  // Compare-and-move keeps a parked entry and decodes a base64 one; the fast step must
+  // leave both to it.
+  const std::vector<std::pair<std::string, std::string>> flagged = {
+      {"parked", with_member(dlq_envelope(R"({"job":"p"})"), R"(,"parked":true)")},
+      {"base64", with_member(dlq_envelope(R"("AQID")"), R"(,"payload_encoding":"base64")")},
+      {"whitespace", with_member(dlq_envelope("[1]"), R"(,"payload_whitespace":true)")}};
+  for (const auto& [name, item] : flagged) {
+    DYNAMIC_SECTION(name) {
+      replays_as_compare_and_move({dlq_envelope("1"), item, dlq_envelope("2")});
     }
   }
 }
