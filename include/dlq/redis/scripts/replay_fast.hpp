@@ -74,12 +74,15 @@ while m < max and bytes < budget do
   for i = 1, #items do
     local w = items[i]
     local first, last
-    local _, e = find(w, '^{"payload_bytes":[1-9]%d*,"original_payload":')
-    if e and e < 49 then
-      local l = e + tonum(sub(w, 18, e - 20))
-      if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
-          and byte(w, -1) == 125 then
-        first, last = e + 1, l
+    if find(w, '{"payload_bytes":', 1, true) == 1 then
+      local c = find(w, ',"original_payload":', 18, true)
+      local t = c and c < 30 and sub(w, 18, c - 1)
+      if t and find(t, '^[1-9]%d*$') then
+        local l = c + 19 + tonum(t)
+        if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
+            and byte(w, -1) == 125 then
+          first, last = c + 20, l
+        end
       end
     end
     if unprovable > 0 then
