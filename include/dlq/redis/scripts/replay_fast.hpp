@@ -20,14 +20,20 @@ namespace dlq::redis::scripts {
 /// N is a positive integer written as JSON writes it (decimal digits, no leading zero, sign,
 /// space or fraction — Lua's tonumber alone would also take `05`, `+5`, `0x5` or `5\0…`,
 /// which make the item unreadable as JSON), at most 11 digits; the 36 bytes are followed by
-/// `","queue":"`, and the item ends with `}`. Such an item's payload is exactly the N bytes and its id exactly the 36 bytes —
-/// what the compare-and-move path cuts and reports for it. dlq writes the flags that change
-/// how an entry replays (parked, payload_encoding, payload_whitespace) before payload_bytes,
-/// so such entries do not start this way. Anything else is not provable: a Python-written
-/// or older envelope (no length field first), a parked, base64 or whitespace-kept entry,
-/// corrupt items (truncated ones lack the final `}` or the fixed bytes), and a dlq envelope
-/// whose length field is wrong (the fixed bytes are not where N says: a wrong length that
-/// still lands on them needs a payload or tail built to carry `,"id":"`, 36 bytes and
+/// `","queue":"`; the item ends with `}`; and no `parked"` or `_encoding"` follows the frame.
+/// Such an item's payload is exactly the N bytes and its id exactly the 36 bytes — what the
+/// compare-and-move path cuts and reports for it. dlq writes the flags that change how an
+/// entry replays (parked, payload_encoding, payload_whitespace) before payload_bytes, so
+/// such entries do not start this way; a JSON tool that loads an entry, sets one and writes
+/// it back compactly (jq -c, json.dumps with compact separators) appends it at the end
+/// instead, where compare-and-move honours it too (the last key wins) — hence the scan of
+/// the tail (payload_whitespace needs none: the frame leaves no whitespace around the value
+/// to widen; a key spelled with escapes, `"p\u0061rked"`, is not looked for: only a
+/// hand-built item has one). Anything else is not provable: a Python-written or older
+/// envelope (no length field first), a parked, base64 or whitespace-kept entry, corrupt
+/// items (truncated ones lack the final `}` or the fixed bytes), and a dlq envelope whose
+/// length field is wrong (the fixed bytes are not where N says: a wrong length that still
+/// lands on them needs a payload or tail built to carry `,"id":"`, 36 bytes and
 /// `","queue":"` exactly there).
 ///
 /// The script checks this frame, not the JSON inside it (validating it costs more than the
@@ -80,7 +86,8 @@ while m < max and bytes < budget do
       if t and find(t, '^[1-9]%d*$') then
         local l = c + 19 + tonum(t)
         if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
-            and byte(w, -1) == 125 then
+            and byte(w, -1) == 125 and not find(w, 'parked"', l + 55, true)
+            and not find(w, '_encoding"', l + 55, true) then
           first, last = c + 20, l
         end
       end
