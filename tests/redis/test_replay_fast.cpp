@@ -4,10 +4,14 @@
 // items replays exactly as the compare-and-move path alone replays it (same report, same
 // order, same events and audit ids) — compared against a replay with an always-true filter,
 // which never takes the fast path.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -386,4 +390,87 @@ TEST_CASE("an entry a JSON tool flagged at its end is not taken by the fast step
       replays_as_compare_and_move({dlq_envelope("1"), item, dlq_envelope("2")});
     }
   }
+}
+
+TEST_CASE("two fast-path replay_all at once, a popping consumer and producers: every entry once",
+          "[redis][replay][fast][concurrency]") {
+  const std::string url = test::shared_redis_url();
+  const RedisListOptions layout = test::unique_layout();
+  RedisListStorage storage(url, layout);
+  RawClient raw(url);
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string source = storage.source_key("orders");
+  // dlq entries with a Python one every 25th: fast steps, compare-and-move steps in between.
+  std::vector<std::string> items, payloads;
+  for (int i = 0; i < 12000; ++i) {
+    if (i % 25 == 24) {
+      items.push_back(python_envelope(i));
+      payloads.push_back(R"({"job": )" + std::to_string(i) + R"(, "src": "py"})");
+    } else {
+      payloads.push_back(R"({"job":)" + std::to_string(i) + "}");
+      items.push_back(dlq_envelope(payloads.back()));
+    }
+  }
+  raw.rpush(dead, items);
+  const std::size_t snapshot = items.size();
+  std::atomic<bool> stop{false};
+  std::vector<std::string> produced, popped;
+  std::mutex m;
+  std::size_t replayed[2] = {0, 0};
+  std::size_t events[2] = {0, 0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      RedisListStorage mine(url, layout);
+      Options options;
+      options.on_event = [&events, t](const Event& e) {
+        if (e.kind == EventKind::replayed) ++events[t];
+      };
+      DeadLetterQueue<RedisListStorage&> q(mine, options);
+      for (int round = 0; round < 2; ++round)  // a second run takes what the race left
+        replayed[t] += q.replay_all("orders").replayed;
+    });
+  }
+  threads.emplace_back([&] {  // the seed's replay_one: LPOP (then RPUSH elsewhere)
+    RawClient c(url);
+    for (int i = 0; i < 2000 && !stop; ++i) {
+      auto r = c.cmd({"LPOP", dead});
+      if (r->type != REDIS_REPLY_STRING) break;
+      std::lock_guard<std::mutex> lock(m);
+      popped.emplace_back(redis::view(*r));
+    }
+  });
+  threads.emplace_back([&] {  // a producer
+    RawClient c(url);
+    for (int i = 0; i < 3000 && !stop; ++i) {
+      std::string p = R"({"new":)" + std::to_string(i) + "}";
+      c.rpush(dead, {dlq_envelope(p)});
+      std::lock_guard<std::mutex> lock(m);
+      produced.push_back(std::move(p));
+    }
+  });
+  threads[0].join();
+  threads[1].join();
+  stop = true;
+  threads[2].join();
+  threads[3].join();
+  // Every payload is exactly once: in the source list, popped (as its envelope), or still in
+  // the dead list (a producer's entry after the snapshots).
+  std::vector<std::string> moved = raw.list(source);
+  CHECK(moved.size() == replayed[0] + replayed[1]);  // nothing moved and not reported
+  CHECK(events[0] == replayed[0]);
+  CHECK(events[1] == replayed[1]);
+  for (const std::string& item : popped)
+    moved.push_back(parse_entry(item).payload);
+  for (const std::string& item : raw.list(dead))
+    moved.push_back(parse_entry(item).payload);
+  std::vector<std::string> expected = payloads;
+  expected.insert(expected.end(), produced.begin(), produced.end());
+  std::sort(moved.begin(), moved.end());
+  std::sort(expected.begin(), expected.end());
+  CHECK(moved.size() == expected.size());
+  CHECK(moved == expected);
+  // Each run is bounded by its snapshot: the two runs of each replayer took at most twice
+  // what was there, never chasing the producer.
+  CHECK(replayed[0] + replayed[1] <= 4 * (snapshot + produced.size()));
 }
