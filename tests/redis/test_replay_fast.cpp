@@ -19,6 +19,7 @@
 #include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
+#include "support/redis_process.hpp"
 
 using namespace dlq;
 using dlq::test::new_id;
@@ -473,4 +474,47 @@ TEST_CASE("two fast-path replay_all at once, a popping consumer and producers: e
   // Each run is bounded by its snapshot: the two runs of each replayer took at most twice
   // what was there, never chasing the producer.
   CHECK(replayed[0] + replayed[1] <= 4 * (snapshot + produced.size()));
+}
+
+namespace {
+
+// A field of INFO's answer, as a number.
+long long info_number(RawClient& raw, const std::string& section, const std::string& field) {
+  const std::string text(redis::view(*raw.cmd({"INFO", section})));
+  const std::size_t at = text.find(field + ":");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(text.substr(at + field.size() + 1));
+}
+
+}  // namespace
+
+TEST_CASE("the fast step reads about its byte budget from the dead list, not chunks of big items",
+          "[redis][replay][fast]") {
+  // A private server: its peak memory is this test's alone. 2 MB entries, far above the
+  // byte budget (512 KiB): each script takes one; it must not read 16 or 32 of them to do so
+  // (copied into the script's reply buffer and again into Lua strings: 20 MB entries made a
+  // server allocate ~640 MB per script).
+  test::RedisProcess server;
+  RedisListStorage storage(server.url(), test::unique_layout());
+  RawClient raw(server.url());
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string big = "\"" + std::string(2000000, 'x') + "\"";
+  for (int i = 0; i < 40; ++i)
+    raw.rpush(dead, {dlq_envelope(big)});
+  RedisListStorage::replay_cursor cursor;
+  CHECK(storage.replay_fast("orders", cursor, 1, "orders", false).moved == 1);  // script loaded
+  raw.cmd({"MEMORY", "PURGE"});
+  const long long base = info_number(raw, "memory", "used_memory");
+  raw.cmd({"CONFIG", "RESETSTAT"});
+  // Four pipelined scripts of 16 (each ends at its byte budget after one entry), then one of
+  // 63 with 6 MiB of budget (two entries: each counts its 2 MB and its payload's 2 MB).
+  CHECK(storage.replay_fast("orders", cursor, 64, "orders", false).moved == 4);
+  RedisListOptions wider = storage.options();
+  wider.max_batch_bytes = 6 << 20;
+  RedisListStorage more(server.url(), wider);
+  CHECK(more.replay_fast("orders", cursor, 63, "orders", false).moved == 2);
+  const long long peak = info_number(raw, "memory", "used_memory_peak");
+  INFO("peak " << (peak - base) / 1000000 << " MB over the data");
+  CHECK(peak - base < 16000000);  // a few entries' worth (each moved one is copied once)
+  CHECK(raw.integer({"LLEN", dead}) == 33);
 }
