@@ -518,3 +518,34 @@ TEST_CASE("the fast step reads about its byte budget from the dead list, not chu
   CHECK(peak - base < 16000000);  // a few entries' worth (each moved one is copied once)
   CHECK(raw.integer({"LLEN", dead}) == 33);
 }
+
+TEST_CASE("a queue the fast step cannot prove costs about the scripts compare-and-move alone costs",
+          "[redis][replay][fast]") {
+  // Binary payloads (protobuf, say) are stored as base64: no entry is provable. The fast path
+  // must not turn each compare-and-move batch into a fast step, a batch of the few items it
+  // returned, and a discarded read-ahead.
+  test::RedisProcess server;
+  RawClient raw(server.url());
+  std::vector<std::string> items;
+  for (int i = 0; i < 6000; ++i)
+    items.push_back(dlq_envelope(std::string("\x01\x02\xff", 3) + std::to_string(i)));
+  auto scripts = [&](bool slow) {
+    RedisListStorage storage(server.url(), test::unique_layout());
+    raw.rpush(storage.key("orders", ListKind::dead), items);
+    raw.cmd({"CONFIG", "RESETSTAT"});
+    DeadLetterQueue<RedisListStorage&> q(storage);
+    ReplayOptions o;
+    if (slow) o.filter = [](const Entry&) { return true; };
+    CHECK(q.replay("orders", o).replayed == items.size());
+    CHECK(raw.list(storage.source_key("orders")).size() == items.size());
+    const std::string text(redis::view(*raw.cmd({"INFO", "commandstats"})));
+    const std::string field = "cmdstat_evalsha:calls=";
+    const std::size_t at = text.find(field);
+    REQUIRE(at != std::string::npos);
+    return std::stoll(text.substr(at + field.size()));
+  };
+  const long long slow = scripts(true);
+  const long long fast = scripts(false);
+  INFO("compare-and-move alone: " << slow << " scripts; with the fast path: " << fast);
+  CHECK(fast <= 2 * slow + 10);
+}
