@@ -51,7 +51,9 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
       break;
     }
     std::size_t slow_limit = budget;
-    if (fast_) {
+    if (fast_ && fast_skip_ > 0) {
+      --fast_skip_;  // backing off: the last fast step moved nothing (see below)
+    } else if (fast_) {
       // Fast steps grow like the walk's batches (x4 from one entry), up to four batches of
       // Options::replay_batch_items (the storage pipelines them, each atomic and bounded
       // in bytes), so that cancel and on_progress see the first entries move early. After
@@ -63,6 +65,7 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
                          : std::min(fast_window_ * 4, 4 * core_.options.replay_batch_items);
       if (!f.declined) {
         budget -= std::min(budget, f.moved);
+        if (f.moved > 0) fast_backoff_ = 1;
         if (f.moved > 0 && options.rate > 0) pace(options.rate, started, options.cancel);
         if (f.unprovable == 0) {
           if (f.moved == 0) break;  // the list ends here
@@ -73,7 +76,16 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
           result_.report.cancelled = true;
           break;
         }
-        slow_limit = std::min(budget, f.unprovable);
+        if (f.moved > 0) {
+          slow_limit = std::min(budget, f.unprovable);
+        } else {
+          // Nothing provable at the head (a run of base64 or Python-written entries):
+          // compare-and-move goes on with its own batches (it decides provable entries the
+          // same way) for 1, 2, 4 … 16 batches before the next fast step, instead of a fast
+          // step per batch of the few items it read.
+          fast_skip_ = fast_backoff_;
+          fast_backoff_ = std::min<std::size_t>(fast_backoff_ * 2, 16);
+        }
       } else {
         fast_ = false;
       }

@@ -341,8 +341,10 @@ class replay_engine {
   bool filtered_ = false;
   bool need_ids_ = false;
   bool keep_replayed_ = false;
-  bool fast_ = false;            // the fast path is on (fast_eligible, and not declined yet)
-  std::size_t fast_window_ = 1;  // most entries the next fast step takes
+  bool fast_ = false;             // the fast path is on (fast_eligible, and not declined yet)
+  std::size_t fast_window_ = 1;   // most entries the next fast step takes
+  std::size_t fast_skip_ = 0;     // compare-and-move batches to run before the next fast step
+  std::size_t fast_backoff_ = 1;  // fast_skip_ after the next fast step that moves nothing
   std::optional<filter_matcher> matcher_;
   bool collect_audit_ = false;
   // The run so far.
