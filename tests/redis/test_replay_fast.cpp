@@ -549,3 +549,48 @@ TEST_CASE("a queue the fast step cannot prove costs about the scripts compare-an
   INFO("compare-and-move alone: " << slow << " scripts; with the fast path: " << fast);
   CHECK(fast <= 2 * slow + 10);
 }
+
+TEST_CASE("a fast step refused by the server (WRONGTYPE, OOM) moves nothing and says so",
+          "[redis][replay][fast]") {
+  // A private server: this test changes its maxmemory.
+  test::RedisProcess server;
+  RedisListStorage storage(server.url(), test::unique_layout());
+  RawClient raw(server.url());
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string source = storage.source_key("orders");
+  std::vector<std::string> items;
+  for (int i = 0; i < 3000; ++i)
+    items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + "}"));
+  raw.rpush(dead, items);
+  DeadLetterQueue<RedisListStorage&> q(storage);
+
+  raw.cmd({"SET", source, "not a list"});
+  try {
+    q.replay_all("orders");
+    FAIL("no error");
+  } catch (const reply_error& e) {
+    CHECK(e.code() == "WRONGTYPE");
+    CHECK_FALSE(e.outcome_unknown());
+  }
+  CHECK(raw.list(dead) == items);
+  raw.cmd({"DEL", source});
+
+  // Over maxmemory (noeviction): the script's first write is refused, so nothing moves.
+  const long long used = info_number(raw, "memory", "used_memory");
+  raw.cmd({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  raw.cmd({"CONFIG", "SET", "maxmemory", std::to_string(used / 2)});
+  try {
+    q.replay_all("orders");
+    FAIL("no error");
+  } catch (const reply_error& e) {
+    CHECK(e.code() == "OOM");
+    CHECK_FALSE(e.outcome_unknown());
+  }
+  raw.cmd({"CONFIG", "SET", "maxmemory", "0"});
+  CHECK(raw.list(dead) == items);
+  CHECK(raw.integer({"EXISTS", source}) == 0);
+  // And once the server has room, the replay moves everything, once.
+  CHECK(q.replay_all("orders").replayed == items.size());
+  CHECK(raw.list(source).size() == items.size());
+  CHECK(raw.integer({"LLEN", dead}) == 0);
+}
