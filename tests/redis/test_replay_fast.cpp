@@ -594,3 +594,53 @@ TEST_CASE("a fast step refused by the server (WRONGTYPE, OOM) moves nothing and 
   CHECK(raw.list(source).size() == items.size());
   CHECK(raw.integer({"LLEN", dead}) == 0);
 }
+
+TEST_CASE("a fast step whose answer is lost: outcome unknown, and a second run moves the rest once",
+          "[redis][replay][fast][faults]") {
+  // The server freezes between two fast steps and wakes after the client's timeout: the
+  // scripts sent meanwhile run (or not) when it wakes; each entry must end up exactly once.
+  for (const int wake_ms : {50, 400}) {
+    INFO("the server wakes after " << wake_ms << " ms");
+    test::RedisProcess server;
+    auto o = redis::parse_url(server.url());
+    o.command_timeout = std::chrono::milliseconds(200);
+    RedisListStorage storage(o, test::unique_layout());
+    RawClient raw(server.url());
+    const std::string dead = storage.key("orders", ListKind::dead);
+    const std::string source = storage.source_key("orders");
+    std::vector<std::string> items, payloads;
+    for (int i = 0; i < 5000; ++i) {
+      payloads.push_back(R"({"job":)" + std::to_string(i) + "}");
+      items.push_back(dlq_envelope(payloads.back()));
+    }
+    raw.rpush(dead, items);
+    DeadLetterQueue<RedisListStorage&> q(storage);
+    std::thread waker;
+    int steps = 0;
+    ReplayOptions opts;
+    opts.on_progress = [&](const ReplayProgress&) {
+      if (++steps != 3) return;
+      server.freeze();
+      waker = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(wake_ms));
+        server.thaw();
+      });
+    };
+    std::size_t replayed = 0;
+    try {
+      replayed = q.replay("orders", opts).replayed;
+    } catch (const storage_error& e) {
+      CHECK(e.outcome_unknown());
+      CHECK(std::string(e.what()).find("nothing was lost") != std::string::npos);
+    }
+    waker.join();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // what was sent has run
+    const std::size_t before = raw.list(source).size();
+    CHECK(before >= replayed);
+    replayed = q.replay_all("orders").replayed;
+    const auto moved = raw.list(source);
+    CHECK(moved.size() == before + replayed);
+    CHECK(moved == payloads);  // each once, in order
+    CHECK(raw.integer({"LLEN", dead}) == 0);
+  }
+}
