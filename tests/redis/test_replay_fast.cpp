@@ -129,6 +129,7 @@ struct Outcome {
   std::vector<std::string> source, dead, corrupt;
   std::vector<std::string> audit_ids;
   std::size_t audit_omitted = 0;
+  Counters counters;
 };
 
 Outcome replay(const std::vector<std::string>& items, bool slow, bool observe) {
@@ -156,6 +157,7 @@ Outcome replay(const std::vector<std::string>& items, bool slow, bool observe) {
   REQUIRE(records.size() == 1);
   out.audit_ids = records.front().ids;
   out.audit_omitted = records.front().ids_omitted;
+  out.counters = q.counters();
   return out;
 }
 
@@ -176,6 +178,11 @@ void same(const Outcome& fast, const Outcome& slow) {
   CHECK(fast.corrupt == slow.corrupt);
   CHECK(fast.audit_ids == slow.audit_ids);
   CHECK(fast.audit_omitted == slow.audit_omitted);
+  CHECK(fast.counters.replayed == slow.counters.replayed);
+  CHECK(fast.counters.corrupt == slow.counters.corrupt);
+  CHECK(fast.counters.parked == slow.counters.parked);
+  CHECK(fast.counters.audited == slow.counters.audited);
+  CHECK(fast.counters.conflicts == slow.counters.conflicts);
 }
 
 }  // namespace
