@@ -132,7 +132,8 @@ struct Outcome {
   Counters counters;
 };
 
-Outcome replay(const std::vector<std::string>& items, bool slow, bool observe) {
+Outcome replay(const std::vector<std::string>& items, bool slow, bool observe,
+               std::size_t limit = 0) {
   const std::string url = test::shared_redis_url();
   RedisListStorage storage(url, test::unique_layout());
   RawClient raw(url);
@@ -148,6 +149,7 @@ Outcome replay(const std::vector<std::string>& items, bool slow, bool observe) {
   DeadLetterQueue<RedisListStorage&> q(storage, options);
   ReplayOptions o;
   o.record_ids = observe;
+  o.limit = limit;
   if (slow) o.filter = [](const Entry&) { return true; };  // never the fast path
   out.report = q.replay("orders", o);
   out.source = raw.list(storage.source_key("orders"));
@@ -649,5 +651,27 @@ TEST_CASE("a fast step whose answer is lost: outcome unknown, and a second run m
     CHECK(moved.size() == before + replayed);
     CHECK(moved == payloads);  // each once, in order
     CHECK(raw.integer({"LLEN", dead}) == 0);
+  }
+}
+
+TEST_CASE("payloads with multi-byte UTF-8, escapes and frame-shaped bytes, and a limit",
+          "[redis][replay][fast]") {
+  const std::string uuid = new_id();
+  std::vector<std::string> items = {
+      dlq_envelope("\"caf\xc3\xa9 \xf0\x9f\x98\x80\""),
+      dlq_envelope(R"("a\"b\\c\u0000,\"id\":\")" + uuid + R"(\"")"),
+      dlq_envelope(R"({"payload_bytes":3,"original_payload":123,"id":")" + uuid +
+                   R"(","queue":"x"})"),
+      dlq_envelope(std::string("{\"a\":1}\0,\"id\":\"", 14) + uuid + "\""),  // NUL: base64
+      dlq_envelope(R"(["}"])"),
+      python_envelope(5)};
+  for (int i = 0; i < 40; ++i)
+    items.push_back(i % 7 == 3 ? python_envelope(i) : dlq_envelope(std::to_string(i)));
+  replays_as_compare_and_move(items);
+  for (const std::size_t limit :
+       {std::size_t{1}, std::size_t{4}, std::size_t{6}, std::size_t{30}}) {
+    INFO("limit " << limit);
+    for (const bool observe : {true, false})
+      same(replay(items, false, observe, limit), replay(items, true, observe, limit));
   }
 }
