@@ -29,6 +29,7 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
     step_raw_.clear();
     step_notes_.clear();
     step_limit_used_ = 0;
+    step_past_limit_ = 0;
   };
   auto decide = [&](std::string_view raw, Decision& d) { this->decide(options, raw, d); };
   auto give_up = [this](std::size_t consecutive) {
@@ -127,7 +128,10 @@ DLQ_INLINE void replay_engine::pace(double rate, std::chrono::system_clock::time
 }
 
 DLQ_INLINE void replay_engine::decide(const ReplayOptions& o, std::string_view raw, Decision& d) {
-  if (step_limit_used_ >= limit_left_) return;  // the limit is reached: leave the rest
+  if (step_limit_used_ >= limit_left_) {  // the limit is reached: leave the rest, unexamined
+    ++step_past_limit_;
+    return;
+  }
   envelope_view view;
   std::string_view payload;
   problem_.clear();
@@ -187,7 +191,9 @@ DLQ_INLINE std::string replay_engine::unreadable_reason(std::string_view raw) {
 
 DLQ_INLINE void replay_engine::commit(const ReplayOptions& o, std::size_t examined) {
   ReplayReport& report = result_.report;
-  report.examined += examined;
+  // The entries of the window after the limit was reached were read, not examined: they are
+  // left as if the batch had ended before them (as the fast step, which never reads them).
+  report.examined += examined - std::min(examined, step_past_limit_);
   ++report.batches;
   auto& counters = core_.counters;
   std::size_t next_note = 0;

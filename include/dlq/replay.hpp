@@ -352,6 +352,7 @@ class replay_engine {
   result result_;
   // The batch being decided.
   std::size_t step_limit_used_ = 0;
+  std::size_t step_past_limit_ = 0;  // items of the batch left because the limit was reached
   std::vector<pending_item> pending_;
   std::vector<std::string> step_raw_;
   std::string scratch_;
