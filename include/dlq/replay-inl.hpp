@@ -66,7 +66,7 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
                          : std::min(fast_window_ * 4, 4 * core_.options.replay_batch_items);
       if (!f.declined) {
         budget -= std::min(budget, f.moved);
-        if (f.moved > 0) fast_backoff_ = 1;
+        fast_run_ += f.moved;
         if (f.moved > 0 && options.rate > 0) pace(options.rate, started, options.cancel);
         if (f.unprovable == 0) {
           if (f.moved == 0) break;  // the list ends here
@@ -77,13 +77,19 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
           result_.report.cancelled = true;
           break;
         }
-        if (f.moved > 0) {
+        // An unprovable entry ended the run of provable ones. A long run goes on with the
+        // fast path at once (compare-and-move decides just the unprovable ones). A short one
+        // — none at all in a queue of base64 entries, a few where a Python worker and a dlq
+        // one share a queue — costs two round trips per run, where compare-and-move alone
+        // takes up to Options::replay_batch_items entries per round trip: then
+        // compare-and-move goes on with its own batches (it decides provable entries the
+        // same way) for 1, 2, 4 … 16 batches before the next fast step.
+        const bool long_run = fast_run_ >= fast_min_run;
+        fast_run_ = 0;
+        if (long_run) {
+          fast_backoff_ = 1;
           slow_limit = std::min(budget, f.unprovable);
         } else {
-          // Nothing provable at the head (a run of base64 or Python-written entries):
-          // compare-and-move goes on with its own batches (it decides provable entries the
-          // same way) for 1, 2, 4 … 16 batches before the next fast step, instead of a fast
-          // step per batch of the few items it read.
           fast_skip_ = fast_backoff_;
           fast_backoff_ = std::min<std::size_t>(fast_backoff_ * 2, 16);
         }
