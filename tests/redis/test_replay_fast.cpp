@@ -97,13 +97,13 @@ std::vector<std::string> wrong_lengths() {
 
 // The mixed queue: dlq entries, every 10th from the Python service, corrupt items, a base64
 // and a whitespace payload, the wrong-length items, and a parked entry at `parked_at`.
-std::vector<std::string> mixed_items(int n, int parked_at) {
+std::vector<std::string> mixed_items(int n, int parked_at, int python_every = 10) {
   std::vector<std::string> items;
   const auto wrong = wrong_lengths();
   for (int i = 0; i < n; ++i) {
     if (i == parked_at) {
       items.push_back(dlq_envelope(R"({"job":"parked"})", true));
-    } else if (i % 10 == 9) {
+    } else if (i % python_every == python_every - 1) {
       items.push_back(python_envelope(i));
     } else if (i == 57) {
       items.push_back("not json {");
@@ -292,10 +292,14 @@ TEST_CASE("a mixed queue replays exactly as the compare-and-move path replays it
           "[redis][replay][fast]") {
   // 300 entries: more than the audit record lists (100), so that the fast path's count-only
   // steps are exercised once the record is full.
-  for (const int parked_at : {250, 0}) {
+  // A Python entry every 10th (the replay backs off to compare-and-move batches between
+  // fast steps) or every 150th (long runs: fast steps throughout).
+  for (const auto& [parked_at, python_every] :
+       std::vector<std::pair<int, int>>{{250, 10}, {0, 10}, {250, 150}}) {
     for (const bool observe : {true, false}) {
-      INFO("parked entry at " << parked_at << (observe ? ", ids and events read" : ""));
-      const auto items = mixed_items(300, parked_at);
+      INFO("parked entry at " << parked_at << ", a Python entry every " << python_every
+                              << (observe ? ", ids and events read" : ""));
+      const auto items = mixed_items(300, parked_at, python_every);
       const Outcome fast = replay(items, false, observe);
       const Outcome slow = replay(items, true, observe);
       same(fast, slow);
