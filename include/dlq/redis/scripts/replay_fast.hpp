@@ -31,13 +31,19 @@ namespace dlq::redis::scripts {
 /// to widen; a key spelled with escapes, `"p\u0061rked"`, is not looked for: only a
 /// hand-built item has one). Anything else is not provable: a Python-written or older
 /// envelope (no length field first), a parked, base64 or whitespace-kept entry, corrupt
-/// items (truncated ones lack the final `}` or the fixed bytes), and a dlq envelope whose
+/// items (most truncated ones lack the final `}` or the fixed bytes), and a dlq envelope whose
 /// length field is wrong (the fixed bytes are not where N says: a wrong length that still
 /// lands on them needs a payload or tail built to carry `,"id":"`, 36 bytes and
 /// `","queue":"` exactly there).
 ///
 /// The script checks this frame, not the JSON inside it (validating it costs more than the
-/// move itself). An item built on purpose with this frame around bytes that are not what
+/// move itself). So an item cut off right after a `}` inside its tail (in the context
+/// object, a queue name, an error text) keeps the frame and is moved with its payload, which
+/// is intact (it comes before the tail); compare-and-move would set it aside as unreadable.
+/// So is an item whose id's 36 bytes hold an escape or a quote (never in what dlq writes on
+/// Redis: a UUID): its id is reported as those bytes, not as the decoded string
+/// compare-and-move reports (checking for them costs ~0.1 µs an item). An item built on
+/// purpose with this frame around bytes that are not what
 /// dlq writes (a payload span that is not one JSON value, a second id or parked field in the
 /// tail) is moved as its frame says: only that item's own bytes are pushed and no other item
 /// is affected — the same limit as Decision::identity (dlq/storage.hpp); whoever can write
