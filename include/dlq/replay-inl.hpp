@@ -29,6 +29,7 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
     step_raw_.clear();
     step_notes_.clear();
     step_limit_used_ = 0;
+    step_past_limit_ = 0;
   };
   auto decide = [&](std::string_view raw, Decision& d) { this->decide(options, raw, d); };
   auto give_up = [this](std::size_t consecutive) {
@@ -51,7 +52,9 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
       break;
     }
     std::size_t slow_limit = budget;
-    if (fast_) {
+    if (fast_ && fast_skip_ > 0) {
+      --fast_skip_;  // backing off: the last fast step moved nothing (see below)
+    } else if (fast_) {
       // Fast steps grow like the walk's batches (x4 from one entry), up to four batches of
       // Options::replay_batch_items (the storage pipelines them, each atomic and bounded
       // in bytes), so that cancel and on_progress see the first entries move early. After
@@ -63,6 +66,7 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
                          : std::min(fast_window_ * 4, 4 * core_.options.replay_batch_items);
       if (!f.declined) {
         budget -= std::min(budget, f.moved);
+        fast_run_ += f.moved;
         if (f.moved > 0 && options.rate > 0) pace(options.rate, started, options.cancel);
         if (f.unprovable == 0) {
           if (f.moved == 0) break;  // the list ends here
@@ -73,7 +77,22 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
           result_.report.cancelled = true;
           break;
         }
-        slow_limit = std::min(budget, f.unprovable);
+        // An unprovable entry ended the run of provable ones. A long run goes on with the
+        // fast path at once (compare-and-move decides just the unprovable ones). A short one
+        // — none at all in a queue of base64 entries, a few where a Python worker and a dlq
+        // one share a queue — costs two round trips per run, where compare-and-move alone
+        // takes up to Options::replay_batch_items entries per round trip: then
+        // compare-and-move goes on with its own batches (it decides provable entries the
+        // same way) for 1, 2, 4 … 16 batches before the next fast step.
+        const bool long_run = fast_run_ >= fast_min_run;
+        fast_run_ = 0;
+        if (long_run) {
+          fast_backoff_ = 1;
+          slow_limit = std::min(budget, f.unprovable);
+        } else {
+          fast_skip_ = fast_backoff_;
+          fast_backoff_ = std::min<std::size_t>(fast_backoff_ * 2, 16);
+        }
       } else {
         fast_ = false;
       }
@@ -115,7 +134,10 @@ DLQ_INLINE void replay_engine::pace(double rate, std::chrono::system_clock::time
 }
 
 DLQ_INLINE void replay_engine::decide(const ReplayOptions& o, std::string_view raw, Decision& d) {
-  if (step_limit_used_ >= limit_left_) return;  // the limit is reached: leave the rest
+  if (step_limit_used_ >= limit_left_) {  // the limit is reached: leave the rest, unexamined
+    ++step_past_limit_;
+    return;
+  }
   envelope_view view;
   std::string_view payload;
   problem_.clear();
@@ -175,7 +197,9 @@ DLQ_INLINE std::string replay_engine::unreadable_reason(std::string_view raw) {
 
 DLQ_INLINE void replay_engine::commit(const ReplayOptions& o, std::size_t examined) {
   ReplayReport& report = result_.report;
-  report.examined += examined;
+  // The entries of the window after the limit was reached were read, not examined: they are
+  // left as if the batch had ended before them (as the fast step, which never reads them).
+  report.examined += examined - std::min(examined, step_past_limit_);
   ++report.batches;
   auto& counters = core_.counters;
   std::size_t next_note = 0;

@@ -341,8 +341,16 @@ class replay_engine {
   bool filtered_ = false;
   bool need_ids_ = false;
   bool keep_replayed_ = false;
-  bool fast_ = false;            // the fast path is on (fast_eligible, and not declined yet)
-  std::size_t fast_window_ = 1;  // most entries the next fast step takes
+  bool fast_ = false;             // the fast path is on (fast_eligible, and not declined yet)
+  std::size_t fast_window_ = 1;   // most entries the next fast step takes
+  std::size_t fast_skip_ = 0;     // compare-and-move batches to run before the next fast step
+  std::size_t fast_backoff_ = 1;  // fast_skip_ after the next short run
+  std::size_t fast_run_ = 0;      // provable entries moved since an unprovable one ended a step
+  // The shortest run of provable entries worth its two round trips (a fast step and a
+  // compare-and-move step) against compare-and-move alone: on loopback the break-even is
+  // ~60 entries (every 100th entry from Python: 52 ms fast, 108 ms compare-and-move alone;
+  // every 10th: 239 against 91), over a network with more latency it is higher.
+  static constexpr std::size_t fast_min_run = 128;
   std::optional<filter_matcher> matcher_;
   bool collect_audit_ = false;
   // The run so far.
@@ -350,6 +358,7 @@ class replay_engine {
   result result_;
   // The batch being decided.
   std::size_t step_limit_used_ = 0;
+  std::size_t step_past_limit_ = 0;  // items of the batch left because the limit was reached
   std::vector<pending_item> pending_;
   std::vector<std::string> step_raw_;
   std::string scratch_;

@@ -17,28 +17,46 @@ namespace dlq::redis::scripts {
 ///
 ///     {"payload_bytes":N,"original_payload":<N bytes>,"id":"<36 bytes>","queue":"…}
 ///
-/// N is a positive integer, the 36 bytes are followed by `","queue":"`, and the item ends
-/// with `}`. Such an item's payload is exactly the N bytes and its id exactly the 36 bytes —
-/// what the compare-and-move path cuts and reports for it. dlq writes the flags that change
-/// how an entry replays (parked, payload_encoding, payload_whitespace) before payload_bytes,
-/// so such entries do not start this way. Anything else is not provable: a Python-written
-/// or older envelope (no length field first), a parked, base64 or whitespace-kept entry,
-/// corrupt items (truncated ones lack the final `}` or the fixed bytes), and a dlq envelope
-/// whose length field is wrong (the fixed bytes are not where N says: a wrong length that
-/// still lands on them needs a payload or tail built to carry `,"id":"`, 36 bytes and
+/// N is a positive integer written as JSON writes it (decimal digits, no leading zero, sign,
+/// space or fraction — Lua's tonumber alone would also take `05`, `+5`, `0x5` or `5\0…`,
+/// which make the item unreadable as JSON), at most 11 digits; the 36 bytes are followed by
+/// `","queue":"`; the item ends with `}`; and no `parked"` or `_encoding"` follows the frame.
+/// Such an item's payload is exactly the N bytes and its id exactly the 36 bytes — what the
+/// compare-and-move path cuts and reports for it. dlq writes the flags that change how an
+/// entry replays (parked, payload_encoding, payload_whitespace) before payload_bytes, so
+/// such entries do not start this way; a JSON tool that loads an entry, sets one and writes
+/// it back compactly (jq -c, json.dumps with compact separators) appends it at the end
+/// instead, where compare-and-move honours it too (the last key wins) — hence the scan of
+/// the tail (payload_whitespace needs none: the frame leaves no whitespace around the value
+/// to widen; a key spelled with escapes, `"p\u0061rked"`, is not looked for: only a
+/// hand-built item has one). Anything else is not provable: a Python-written or older
+/// envelope (no length field first), a parked, base64 or whitespace-kept entry, corrupt
+/// items (most truncated ones lack the final `}` or the fixed bytes), and a dlq envelope whose
+/// length field is wrong (the fixed bytes are not where N says: a wrong length that still
+/// lands on them needs a payload or tail built to carry `,"id":"`, 36 bytes and
 /// `","queue":"` exactly there).
 ///
 /// The script checks this frame, not the JSON inside it (validating it costs more than the
-/// move itself). An item built on purpose with this frame around bytes that are not what
+/// move itself). So an item cut off right after a `}` inside its tail (in the context
+/// object, a queue name, an error text) keeps the frame and is moved with its payload, which
+/// is intact (it comes before the tail); compare-and-move would set it aside as unreadable.
+/// So is an item whose id's 36 bytes hold an escape or a quote (never in what dlq writes on
+/// Redis: a UUID): its id is reported as those bytes, not as the decoded string
+/// compare-and-move reports (checking for them costs ~0.1 µs an item). An item built on
+/// purpose with this frame around bytes that are not what
 /// dlq writes (a payload span that is not one JSON value, a second id or parked field in the
 /// tail) is moved as its frame says: only that item's own bytes are pushed and no other item
 /// is affected — the same limit as Decision::identity (dlq/storage.hpp); whoever can write
 /// such an item to the dead list could have written an entry with that payload.
 ///
-/// The script reads the head in chunks (32 items, doubling up to ARGV[4]) and takes provable
-/// items until ARGV[1] items are taken, their bytes plus their payloads' bytes (what the
-/// script reads and writes) reach ARGV[2] (the first provable item is always taken), the list
-/// ends, or an item is not provable. Then it RPUSHes the taken payloads to KEYS[2] (in list
+/// The script reads the head in chunks — one item first, then 32, doubling up to ARGV[4],
+/// each no larger than what fits the budget left at the average item size read so far, so
+/// that entries far bigger than the budget are read about one at a time (every item read is
+/// copied into the script's reply buffer and again into a Lua string: reading 32 entries of
+/// 20 MB to take one cost the server ~640 MB) — and takes provable items until ARGV[1] items
+/// are taken, their bytes plus their payloads' bytes (what the script reads and writes) reach
+/// ARGV[2] (the first provable item is always taken), the list ends, or an item is not
+/// provable. Then it RPUSHes the taken payloads to KEYS[2] (in list
 /// order, 1000 per command) and LTRIMs them off the head: every item is in exactly one of the
 /// two lists before and after, and nothing else is written (no receipt, no staging), so a
 /// replayer killed at any instant leaves nothing to recover.
@@ -52,7 +70,8 @@ namespace dlq::redis::scripts {
 ///   ARGV[4]  most items read per LRANGE (>= 1)
 /// Output: {taken, unprovable, ids, rest}: the number of items moved; how many items right
 /// after them were read and are not provable (0 when the step stopped at a limit or the list
-/// ended; counted up to the first provable item or the end of the chunk read); the moved
+/// ended; counted up to the first provable item, the end of the list, ARGV[1] items taken and
+/// unprovable together, ARGV[4] unprovable items, or their bytes reaching ARGV[2]); the moved
 /// items' ids in list order (an empty array unless ARGV[3] is "1"); and the bytes of those
 /// unprovable items, in order — the new head of the dead list, for the compare-and-move step.
 /// Errors: WRONGTYPE from LRANGE (nothing written) or from the first RPUSH (nothing written)
@@ -65,42 +84,58 @@ local max, budget = tonumber(ARGV[1]), tonumber(ARGV[2])
 local want, chunk = ARGV[3] == '1', tonumber(ARGV[4])
 local find, sub, byte, tonum = string.find, string.sub, string.byte, tonumber
 local out, ids, rest, m, bytes, unprovable, at = {}, {}, {}, 0, 0, 0, 0
-local n = math.min(chunk, 32)
-while m < max and bytes < budget do
-  n = math.min(n, max - m)
+local seen, spare, n, more = 0, 0, 1, true
+local floor, min, max1 = math.floor, math.min, math.max
+while more do
   local items = redis.call('LRANGE', dead, at, at + n - 1)
+  more = #items == n
   for i = 1, #items do
     local w = items[i]
+    seen = seen + #w
     local first, last
     if find(w, '{"payload_bytes":', 1, true) == 1 then
       local c = find(w, ',"original_payload":', 18, true)
-      local len = c and c < 30 and tonum(sub(w, 18, c - 1))
-      if len and len >= 1 and len % 1 == 0 then
-        local l = c + 19 + len
+      local t = c and c < 30 and sub(w, 18, c - 1)
+      if t and find(t, '^[1-9]%d*$') then
+        local l = c + 19 + tonum(t)
         if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
-            and byte(w, -1) == 125 then
+            and byte(w, -1) == 125 and not find(w, 'parked"', l + 55, true)
+            and not find(w, '_encoding"', l + 55, true) then
           first, last = c + 20, l
         end
       end
     end
-    if unprovable > 0 then
-      if first then break end
-      unprovable = unprovable + 1
-      rest[unprovable] = w
-    elseif not first then
-      unprovable = 1
-      rest[1] = w
-    else
+    if first and unprovable > 0 then
+      more = false
+      break
+    elseif first then
       m = m + 1
       out[m] = sub(w, first, last)
       if want then ids[m] = sub(w, last + 8, last + 43) end
       bytes = bytes + #w + (last - first + 1)
-      if m >= max or bytes >= budget then break end
+      if m >= max or bytes >= budget then
+        more = false
+        break
+      end
+    else
+      unprovable = unprovable + 1
+      rest[unprovable] = w
+      spare = spare + #w
+      if m + unprovable >= max or unprovable >= chunk or spare >= budget then
+        more = false
+        break
+      end
     end
   end
-  if unprovable > 0 or #items < n then break end
-  at = at + #items
-  n = math.min(n * 2, chunk)
+  if more then
+    at = at + n
+    -- The next chunk: 32 once the first item's size is known, then twice the last, up to
+    -- ARGV[4] — and no more than fit the budget left at the average size read so far (a
+    -- taken item counts itself and its payload, an unprovable one itself).
+    local per, used = max1(seen / at, 1), spare
+    if unprovable == 0 then per, used = 2 * per, bytes end
+    n = min(n == 1 and 32 or 2 * n, chunk, max - m - unprovable, floor((budget - used) / per) + 1)
+  end
 end
 for i = 1, m, 1000 do
   redis.call('RPUSH', dest, unpack(out, i, math.min(i + 999, m)))
