@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "dlq/dead_letter_queue.hpp"
+#include "dlq/detail/id.hpp"
 #include "dlq/detail/queue_core.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
@@ -433,13 +434,16 @@ class AsyncDeadLetterQueue {
     void get_page(std::shared_ptr<const std::string> queue, std::shared_ptr<const std::string> id,
                   std::size_t start, detail::done_fn<std::optional<Entry>> done) {
       auto self = this->shared_from_this();
+      // As the blocking get: the cheap pre-check only for an id stored verbatim (a derived
+      // "raw-" id or an escaped one is not in the item's bytes).
+      const bool plain = dlq::detail::id_stored_verbatim(*id);
       storage_->range(*queue, start, get_page_size,
-                      [self, queue, id, start, done](std::exception_ptr e,
-                                                     std::vector<std::string> raws) mutable {
+                      [self, queue, id, start, plain, done](std::exception_ptr e,
+                                                            std::vector<std::string> raws) mutable {
                         self->count_failure(e);
                         if (e) return done(e, std::nullopt);
                         for (auto& raw : raws) {
-                          if (raw.find(*id) == std::string::npos) continue;  // cheap pre-check
+                          if (plain && raw.find(*id) == std::string::npos) continue;
                           if (detail::stored_id(raw) == *id)
                             return done(nullptr, parse_entry(std::move(raw)));
                         }
