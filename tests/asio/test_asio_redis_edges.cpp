@@ -87,3 +87,23 @@ TEST_CASE("async_get finds every entry async_peek lists, as the blocking get doe
     if (async) CHECK(async->raw == listed.raw);
   }
 }
+
+TEST_CASE("async_peek with extreme start and count answers as the blocking peek",
+          "[asio][redis][edges]") {
+  Rig rig;
+  for (int i = 0; i < 5; ++i)
+    rig.q->async_send_to_dlq("x", "p" + std::to_string(i), failure(), asio::use_future).get();
+  constexpr std::size_t all = std::numeric_limits<std::size_t>::max();
+  const std::size_t huge = static_cast<std::size_t>(std::numeric_limits<long long>::max()) + 7;
+  struct Case {
+    std::size_t start, count, expected;
+  };
+  for (const Case c : {Case{0, all, 5}, Case{2, all, 3}, Case{4, all - 3, 1}, Case{all, 10, 0},
+                       Case{huge, 10, 0}, Case{1, huge, 4}}) {
+    INFO("start " << c.start << " count " << c.count);
+    CHECK(rig.blocking.peek("x", c.start, c.count).size() == c.expected);
+    std::vector<dlq::Entry> got;
+    CHECK_NOTHROW(got = rig.q->async_peek("x", c.start, c.count, asio::use_future).get());
+    CHECK(got.size() == c.expected);
+  }
+}
