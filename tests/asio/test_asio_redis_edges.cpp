@@ -9,6 +9,8 @@
 #include <asio/use_future.hpp>
 
 #include <cstddef>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -105,5 +107,176 @@ TEST_CASE("async_peek with extreme start and count answers as the blocking peek"
     std::vector<dlq::Entry> got;
     CHECK_NOTHROW(got = rig.q->async_peek("x", c.start, c.count, asio::use_future).get());
     CHECK(got.size() == c.expected);
+  }
+}
+
+TEST_CASE("hostile stored items: deep nesting, NUL bytes, huge items read back, nothing thrown",
+          "[asio][redis][edges]") {
+  Rig rig;
+  const std::string deep(200000, '[');
+  const std::string deep_context =
+      R"({"id":")" + dlq::test::new_id() + R"(","payload":"p","context":{"a":)" + deep + "}";
+  rig.raw.rpush(rig.key("bad"), {deep, deep_context, std::string("\0\0\0", 3)});
+  const std::string huge(8 << 20, 'h');
+  rig.q->async_send_to_dlq("bad", huge, failure(), asio::use_future).get();
+  rig.raw.rpush(rig.key("bad"), {"{"});
+  std::vector<dlq::Entry> page;
+  REQUIRE_NOTHROW(page = rig.q->async_peek("bad", 0, 10, asio::use_future).get());
+  REQUIRE(page.size() == 5);
+  CHECK_FALSE(page[0].ok());
+  CHECK(page[2].raw == std::string("\0\0\0", 3));
+  CHECK(page[3].payload == huge);
+  CHECK_FALSE(page[4].ok());
+  for (const auto& e : page) {
+    const auto got = rig.q->async_get("bad", e.id, asio::use_future).get();
+    REQUIRE(got.has_value());
+    CHECK(got->raw == e.raw);
+  }
+  CHECK(rig.q->async_size("bad", asio::use_future).get() == 5);
+}
+
+TEST_CASE(
+    "a key of another type (WRONGTYPE): typed errors, nothing unknown, the connection goes on",
+    "[asio][redis][edges]") {
+  Rig rig;
+  rig.raw.cmd({"SET", rig.key("typed"), "a string"});
+  auto thrown = [](auto&& f) -> std::exception_ptr {
+    try {
+      f();
+    } catch (...) {
+      return std::current_exception();
+    }
+    return nullptr;
+  };
+  for (const auto& e : {
+           thrown(
+               [&] { rig.q->async_send_to_dlq("typed", "p", failure(), asio::use_future).get(); }),
+           thrown([&] { rig.q->async_size("typed", asio::use_future).get(); }),
+           thrown([&] { rig.q->async_peek("typed", 0, 10, asio::use_future).get(); }),
+           thrown([&] { rig.q->async_get("typed", "x", asio::use_future).get(); }),
+       }) {
+    REQUIRE(e);
+    try {
+      std::rethrow_exception(e);
+    } catch (const dlq::reply_error& r) {
+      CHECK(r.code() == "WRONGTYPE");
+      CHECK_FALSE(r.outcome_unknown());
+    } catch (...) {
+      FAIL("not a dlq::reply_error");
+    }
+  }
+  CHECK(rig.q->counters().sent == 0);
+  // The same connection serves the next queue.
+  const std::string id = rig.q->async_send_to_dlq("fine", "p", failure(), asio::use_future).get();
+  CHECK(rig.blocking.get("fine", id).has_value());
+}
+
+TEST_CASE("completion handlers that start sends, throw, close or destroy the queue",
+          "[asio][redis][edges]") {
+  const auto layout = dlq::test::unique_layout();
+  const std::string url = dlq::test::shared_redis_url();
+  dlq::test::RawClient raw(url);
+  asio::io_context io;
+  auto q = std::make_unique<Queue>(io.get_executor(),
+                                   dlq::asio::RedisListStorage(io.get_executor(), url, layout));
+  const std::string key = q->storage().key("life");
+
+  SECTION("a chain: each handler starts the next send; stored in that order") {
+    constexpr int n = 300;
+    int done = 0;
+    std::function<void(int)> next = [&](int i) {
+      q->async_send_to_dlq("life", "job-" + std::to_string(i), failure(),
+                           [&, i](std::exception_ptr e, std::string) {
+                             REQUIRE_FALSE(e);
+                             ++done;
+                             if (i + 1 < n) next(i + 1);
+                           });
+    };
+    next(0);
+    io.run();
+    CHECK(done == n);
+    const auto items = raw.list(key);
+    REQUIRE(items.size() == std::size_t(n));
+    for (int i = 0; i < n; ++i)
+      CHECK(dlq::parse_entry(items[std::size_t(i)]).payload == "job-" + std::to_string(i));
+  }
+  SECTION("a handler that throws: the exception leaves run(); the other handlers still run") {
+    constexpr int n = 200;
+    std::vector<int> calls(n, 0);
+    for (int i = 0; i < n; ++i)
+      q->async_send_to_dlq("life", "job", failure(), [&, i](std::exception_ptr e, std::string) {
+        REQUIRE_FALSE(e);
+        ++calls[std::size_t(i)];
+        if (i % 50 == 7) throw std::runtime_error("handler failed");
+      });
+    int thrown = 0;
+    for (;;) {
+      try {
+        io.run();
+        break;
+      } catch (const std::runtime_error&) {
+        ++thrown;
+        io.restart();
+      }
+    }
+    CHECK(thrown == 4);
+    for (int c : calls)
+      CHECK(c == 1);
+    CHECK(raw.list(key).size() == std::size_t(n));
+  }
+  SECTION("a handler that closes the queue, twice, then sends again") {
+    constexpr int n = 2000;
+    std::vector<int> calls(n, 0);
+    int closed = 0, acked = 0;
+    for (int i = 0; i < n; ++i)
+      q->async_send_to_dlq("life", "job", failure(), [&, i](std::exception_ptr e, std::string) {
+        ++calls[std::size_t(i)];
+        if (e) {
+          ++closed;
+          CHECK_THROWS_AS(std::rethrow_exception(e), dlq::connection_error);
+          return;
+        }
+        if (++acked == 1) {
+          q->close();
+          q->close();
+        }
+      });
+    io.run();
+    for (int c : calls)
+      REQUIRE(c == 1);
+    CHECK(acked + closed == n);
+    CHECK(raw.list(key).size() >= std::size_t(acked));
+    std::exception_ptr after;
+    q->async_send_to_dlq("life", "late", failure(),
+                         [&](std::exception_ptr e, std::string) { after = e; });
+    io.restart();
+    io.run();
+    REQUIRE(after);
+    CHECK_THROWS_AS(std::rethrow_exception(after), dlq::connection_error);
+  }
+  SECTION("a handler that destroys the queue with sends in flight") {
+    constexpr int n = 2000;
+    std::vector<int> calls(n, 0);
+    int acked = 0, failed = 0;
+    for (int i = 0; i < n; ++i)
+      q->async_send_to_dlq("life", "job", failure(), [&, i](std::exception_ptr e, std::string) {
+        ++calls[std::size_t(i)];
+        if (e) {
+          ++failed;
+          CHECK_THROWS_AS(std::rethrow_exception(e), dlq::connection_error);
+          return;
+        }
+        if (++acked == 1) q.reset();
+      });
+    io.run();
+    for (int c : calls)
+      REQUIRE(c == 1);
+    CHECK(acked + failed == n);
+    CHECK(raw.list(key).size() >= std::size_t(acked));
+  }
+  if (q) {
+    q.reset();
+    io.restart();
+    io.run();
   }
 }
