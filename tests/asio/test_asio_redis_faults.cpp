@@ -3,6 +3,7 @@
 // and the sends complete with typed timeouts, then the connection recovers; kill -9 of a
 // server with appendfsync always loses no acknowledged send; AUTH and SELECT.
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
 #include <algorithm>
@@ -396,4 +397,58 @@ TEST_CASE("SELECT of a database the server does not have is a typed error for ev
   }
   dlq::test::RawClient raw(server.url());
   CHECK(raw.integer({"DBSIZE"}) == 0);
+}
+
+TEST_CASE(
+    "a loop busy with the application's own work past command_timeout: sends it issued "
+    "just before are written and answered, not failed as timeouts",
+    "[asio][redis][faults][busy]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(200);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  bool ready = false;
+  q.async_send_to_dlq("warm", "warm-up", failure(),
+                      [&](std::exception_ptr e, std::string) { ready = !e; });
+  io.run();
+  REQUIRE(ready);
+  constexpr std::size_t n = 500;
+  Ledger ledger(n);
+  asio::post(io, [&] {
+    for (std::size_t i = 0; i < n; ++i)
+      q.async_send_to_dlq(
+          "busy", "job-" + std::to_string(i), failure(),
+          [&, i](std::exception_ptr e, std::string id) { ledger.record(i, e, std::move(id)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // e.g. a synchronous call
+  });
+  io.restart();
+  io.run();
+  ledger.check_against(wait_list(server.url(), q.storage().key("busy")), "job-");
+  CHECK(ledger.errors == 0);
+  CHECK(ledger.acknowledged() == n);
+}
+
+TEST_CASE(
+    "a loop busy past connect_timeout right after the first send: the handshake is "
+    "written and answered, the sends are not failed as connect timeouts",
+    "[asio][redis][faults][busy]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.connect_timeout = std::chrono::milliseconds(200);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  constexpr std::size_t n = 500;
+  Ledger ledger(n);
+  asio::post(io, [&] {
+    for (std::size_t i = 0; i < n; ++i)
+      q.async_send_to_dlq(
+          "busy", "job-" + std::to_string(i), failure(),
+          [&, i](std::exception_ptr e, std::string id) { ledger.record(i, e, std::move(id)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // building a big burst
+  });
+  io.run();
+  ledger.check_against(wait_list(server.url(), q.storage().key("busy")), "job-");
+  CHECK(ledger.errors == 0);
+  CHECK(ledger.acknowledged() == n);
 }
