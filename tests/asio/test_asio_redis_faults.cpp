@@ -239,6 +239,7 @@ struct Ledger {
   std::vector<std::string> ids;
   std::size_t errors = 0;
   std::string untyped;  // an error that is not a dlq::storage_error
+  std::string first_error;
 
   void record(std::size_t i, std::exception_ptr e, std::string id) {
     ++calls[i];
@@ -251,6 +252,7 @@ struct Ledger {
     try {
       std::rethrow_exception(e);
     } catch (const dlq::storage_error& s) {
+      if (first_error.empty()) first_error = s.what();
       unknown[i] = s.outcome_unknown();
     } catch (const std::exception& x) {
       untyped = x.what();
@@ -425,6 +427,7 @@ TEST_CASE(
   io.restart();
   io.run();
   ledger.check_against(wait_list(server.url(), q.storage().key("busy")), "job-");
+  INFO(ledger.first_error);
   CHECK(ledger.errors == 0);
   CHECK(ledger.acknowledged() == n);
 }
@@ -449,6 +452,32 @@ TEST_CASE(
   });
   io.run();
   ledger.check_against(wait_list(server.url(), q.storage().key("busy")), "job-");
+  INFO(ledger.first_error);
   CHECK(ledger.errors == 0);
   CHECK(ledger.acknowledged() == n);
+}
+
+TEST_CASE("a server frozen before the first send: the connect still times out in bounded time",
+          "[asio][redis][faults][busy]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.connect_timeout = std::chrono::milliseconds(300);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  server.freeze();  // the kernel still accepts the TCP connection; nothing answers
+  std::exception_ptr error;
+  bool called = false;
+  const auto start = clock_type::now();
+  q.async_send_to_dlq("frozen", "p", failure(), [&](std::exception_ptr e, std::string) {
+    called = true;
+    error = e;
+  });
+  io.run();
+  const auto waited = clock_type::now() - start;
+  server.thaw();
+  REQUIRE(called);
+  REQUIRE(error);
+  CHECK_THROWS_AS(std::rethrow_exception(error), dlq::timeout_error);
+  CHECK(waited >= std::chrono::milliseconds(290));
+  CHECK(waited < std::chrono::milliseconds(1500));  // at most the limit again after the write
 }
