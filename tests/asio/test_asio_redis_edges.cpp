@@ -370,3 +370,36 @@ TEST_CASE(
     last[std::size_t(p)] = j;
   }
 }
+
+TEST_CASE(
+    "the queue destroyed with sends in flight, then its io_context destroyed without running "
+    "again: no leak, no use after free (ASan/LSan)",
+    "[asio][redis][edges]") {
+  const auto layout = dlq::test::unique_layout();
+  int calls = 0;
+  {
+    asio::io_context io;
+    auto q = std::make_unique<Queue>(
+        io.get_executor(),
+        dlq::asio::RedisListStorage(io.get_executor(), dlq::test::shared_redis_url(), layout));
+    for (int i = 0; i < 500; ++i)
+      q->async_send_to_dlq("gone", "job", failure(),
+                           [&](std::exception_ptr, std::string) { ++calls; });
+    io.run_one();  // the connect has started, the handshake is in flight
+    for (int i = 0; i < 20; ++i)
+      io.poll_one();
+    q.reset();
+  }  // pending completions are destroyed with the io_context, never run
+  SUCCEED("no sanitizer report; " << calls << " completions ran before");
+  asio::io_context io;
+  auto q = std::make_unique<Queue>(
+      io.get_executor(),
+      dlq::asio::RedisListStorage(io.get_executor(), dlq::test::shared_redis_url(), layout));
+  std::vector<std::string> ids;
+  q->async_send_to_dlq("gone", "job", failure(), [&](std::exception_ptr e, std::string id) {
+    REQUIRE_FALSE(e);
+    ids.push_back(std::move(id));
+  });
+  io.run();
+  CHECK(ids.size() == 1);
+}
