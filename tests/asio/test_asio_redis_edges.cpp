@@ -403,3 +403,39 @@ TEST_CASE(
   io.run();
   CHECK(ids.size() == 1);
 }
+
+TEST_CASE(
+    "async_get while another client removes entries from the head between its pages finds "
+    "the entry, as the blocking get does",
+    "[asio][redis][edges]") {
+  Rig rig;
+  std::vector<std::string> items;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 1200; ++i) {
+    ids.push_back(dlq::test::new_id());
+    items.push_back(R"({"id":")" + ids.back() + R"(","queue":"moving","payload":"p)" +
+                    std::to_string(i) + R"(","error":"e"})");
+  }
+  rig.raw.rpush(rig.key("moving"), items);
+  const std::string wanted = ids[600];  // on the second page of 512
+  REQUIRE(rig.blocking.get("moving", wanted).has_value());
+  // The LPOP goes out on the queue's own connection right behind the first page's LRANGE:
+  // it runs after the first page is read and before the second (a replay, a trim).
+  std::promise<std::optional<dlq::Entry>> found;
+  std::promise<void> popped;
+  asio::post(rig.io, [&] {
+    rig.q->async_get("moving", wanted, [&](std::exception_ptr e, std::optional<dlq::Entry> got) {
+      REQUIRE_FALSE(e);
+      found.set_value(std::move(got));
+    });
+    rig.q->storage().connection().execute({"LPOP", rig.key("moving"), "200"}, true, "LPOP",
+                                          [&](std::exception_ptr e, dlq::asio::RedisReply) {
+                                            REQUIRE_FALSE(e);
+                                            popped.set_value();
+                                          });
+  });
+  popped.get_future().get();
+  const auto got = found.get_future().get();
+  REQUIRE(got.has_value());
+  CHECK(got->id == wanted);
+}
