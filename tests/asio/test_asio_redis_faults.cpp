@@ -481,3 +481,40 @@ TEST_CASE("a server frozen before the first send: the connect still times out in
   CHECK(waited >= std::chrono::milliseconds(290));
   CHECK(waited < std::chrono::milliseconds(1500));  // at most the limit again after the write
 }
+
+TEST_CASE(
+    "a big answer streaming in while the loop is busy past command_timeout: the read "
+    "goes on, the command is not failed as a timeout",
+    "[asio][redis][faults][busy]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(300);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  const std::string big(24 << 20, 'b');
+  dlq::test::RawClient raw(server.url());
+  for (int i = 0; i < 2; ++i)
+    raw.rpush(q.storage().key("big"), {R"({"id":")" + dlq::test::new_id() + R"(","payload":")" +
+                                       big + R"(","error":"e"})"});
+  std::exception_ptr error;
+  std::size_t got = 0;
+  q.async_peek("big", 0, 10, [&](std::exception_ptr e, std::vector<dlq::Entry> page) {
+    error = e;
+    got = page.size();
+  });
+  // The application's own work lands on the loop while the answer is being read.
+  asio::steady_timer busy(io);
+  busy.expires_after(std::chrono::milliseconds(5));
+  busy.async_wait(
+      [](std::error_code) { std::this_thread::sleep_for(std::chrono::milliseconds(700)); });
+  io.run();
+  std::string why;
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const std::exception& x) {
+    why = x.what();
+  }
+  INFO(why);
+  CHECK_FALSE(error);
+  CHECK(got == 2);
+}
