@@ -20,8 +20,8 @@
 ///   command_timeout bounds each command from the moment it is issued on a ready
 ///   connection, and again from the moment it is handed to the kernel. When a limit passes,
 ///   what the socket holds is handled first (output the loop had no turn to write, answers
-///   not read yet: the loop may have been busy); a command still without its answer then
-///   drops the connection: it and every other one in flight complete with
+///   not read yet: the loop may have been busy), and if there was any the limit starts
+///   again; a command still without its answer then drops the connection: it and every other one in flight complete with
 ///   dlq::timeout_error (outcome_unknown() == true for writes: they were sent). A zero
 ///   limit means none.
 /// - Failures: a lost connection fails the commands in flight with dlq::connection_error
@@ -535,13 +535,18 @@ class RedisConnection {
       if (inflight.front()->deadline <= std::chrono::steady_clock::now()) {
         // The loop may have been busy (the application's work, a burst of sends) while the
         // commands waited in hiredis's buffer or their answers in the socket: handle those
-        // first (a command written now gets its limit from now, see on_flushed).
+        // first. There was something to handle: the server is answering (or had no chance
+        // yet), and the commands still waiting get their limit again from now — as the
+        // blocking connection, whose limit is per read.
         const std::uint64_t gen = generation;
         if (caught_up()) {
           if (generation != gen) return;  // the connection went down: already reported
           while (!inflight.empty() && inflight.front()->finished)
             inflight.pop_front();
           if (inflight.empty()) return;
+          const auto again = std::chrono::steady_clock::now() + options.command_timeout;
+          for (auto& o : inflight)
+            o->deadline = std::max(o->deadline, again);
         }
       }
       const op& front = *inflight.front();
