@@ -21,9 +21,9 @@
 ///   connection, and again from the moment it is handed to the kernel. When a limit passes,
 ///   what the socket holds is handled first (output the loop had no turn to write, answers
 ///   not read yet: the loop may have been busy), and if there was any the limit starts
-///   again; a command still without its answer then drops the connection: it and every other one in flight complete with
-///   dlq::timeout_error (outcome_unknown() == true for writes: they were sent). A zero
-///   limit means none.
+///   again; a command still without its answer then drops the connection: it and every
+///   other one in flight complete with dlq::timeout_error (outcome_unknown() == true for
+///   writes: they were sent). A zero limit means none.
 /// - Failures: a lost connection fails the commands in flight with dlq::connection_error
 ///   (outcome_unknown() for writes). No command is ever re-sent. The next command reconnects
 ///   (one try; it fails with the connect error when that try fails).
