@@ -37,6 +37,7 @@
 #include "dlq/audit.hpp"
 #include "dlq/detail/batched_walk.hpp"
 #include "dlq/detail/compiled.hpp"
+#include "dlq/detail/id.hpp"
 #include "dlq/detail/queue_core.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
@@ -701,10 +702,7 @@ class DeadLetterQueue {
     } else {
       constexpr std::size_t page = 512;
       // Ids of plain characters appear verbatim in the stored bytes: a cheap pre-check.
-      const bool plain = id.rfind("raw-", 0) != 0 && std::all_of(id.begin(), id.end(), [](char c) {
-                           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                                  (c >= 'A' && c <= 'Z') || c == '-' || c == '_' || c == '.';
-                         });
+      const bool plain = detail::id_stored_verbatim(id);
       // Pages are read by offset while other clients may remove entries (a replay, a trim):
       // each page after the first is read from the last item of the page before, and if that
       // item is not there the list moved left under the scan — the scan finds that item

@@ -5,7 +5,10 @@
 #include <asio/io_context.hpp>
 #include <asio/use_future.hpp>
 
+#include <atomic>
 #include <future>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -144,3 +147,47 @@ TEST_CASE("use_awaitable: a coroutine worker dead-letters and reads back", "[asi
   CHECK(refused);
 }
 #endif
+
+TEST_CASE(
+    "sends from four threads while two threads run the io_context: each completes once, "
+    "every id distinct, all stored (TSan)",
+    "[asio][threads]") {
+  asio::io_context io;
+  auto guard = asio::make_work_guard(io);
+  std::thread run1([&] { io.run(); });
+  std::thread run2([&] { io.run(); });
+  Queue q(io.get_executor());
+  constexpr int producers = 4, per = 500;
+  std::vector<std::atomic<int>> calls(producers * per);
+  std::mutex m;
+  std::set<std::string> ids;
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p)
+    threads.emplace_back([&, p] {
+      for (int j = 0; j < per; ++j) {
+        const int i = p * per + j;
+        q.async_send_to_dlq("mt", "job", failure("e"),
+                            [&, i](std::exception_ptr e, std::string id) {
+                              CHECK_FALSE(e);
+                              calls[std::size_t(i)].fetch_add(1);
+                              {
+                                std::lock_guard<std::mutex> lock(m);
+                                ids.insert(std::move(id));
+                              }
+                              done.fetch_add(1);
+                            });
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  guard.reset();
+  run1.join();
+  run2.join();
+  CHECK(done.load() == producers * per);
+  for (auto& c : calls)
+    CHECK(c.load() == 1);
+  CHECK(ids.size() == std::size_t(producers * per));
+  CHECK(q.storage().size("mt", dlq::ListKind::dead) == std::size_t(producers * per));
+  CHECK(q.counters().sent == std::uint64_t(producers * per));
+}

@@ -3,12 +3,18 @@
 // and the sends complete with typed timeouts, then the connection recovers; kill -9 of a
 // server with appendfsync always loses no acknowledged send; AUTH and SELECT.
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <exception>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "dlq/asio.hpp"
@@ -220,4 +226,295 @@ TEST_CASE("a refused connection completes with dlq::connection_error", "[asio][r
   io.run();
   REQUIRE(error);
   CHECK_THROWS_AS(std::rethrow_exception(error), dlq::connection_error);
+}
+
+namespace {
+
+// What a stream of sends came to: per send (by index) how often it completed, whether it
+// was acknowledged, and whether its error allows that it was stored (outcome unknown).
+struct Ledger {
+  explicit Ledger(std::size_t n) : calls(n, 0), acked(n, false), unknown(n, false) {}
+  std::vector<int> calls;
+  std::vector<bool> acked, unknown;
+  std::vector<std::string> ids;
+  std::size_t errors = 0;
+  std::string untyped;  // an error that is not a dlq::storage_error
+  std::string first_error;
+
+  void record(std::size_t i, std::exception_ptr e, std::string id) {
+    ++calls[i];
+    if (!e) {
+      acked[i] = true;
+      ids.push_back(std::move(id));
+      return;
+    }
+    ++errors;
+    try {
+      std::rethrow_exception(e);
+    } catch (const dlq::storage_error& s) {
+      if (first_error.empty()) first_error = s.what();
+      unknown[i] = s.outcome_unknown();
+    } catch (const std::exception& x) {
+      untyped = x.what();
+    }
+  }
+  std::size_t acknowledged() const {
+    return static_cast<std::size_t>(std::count(acked.begin(), acked.end(), true));
+  }
+
+  // Every send completed exactly once; each acknowledged one is stored exactly once; each
+  // stored one was acknowledged or failed with outcome_unknown(); none is stored twice.
+  void check_against(const std::vector<std::string>& items, const std::string& prefix) const {
+    INFO(untyped);
+    CHECK(untyped.empty());
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      INFO("send " << i);
+      REQUIRE(calls[i] == 1);
+    }
+    std::vector<int> stored(calls.size(), 0);
+    for (const auto& item : items) {
+      const dlq::Entry e = dlq::parse_entry(item);
+      REQUIRE(e.ok());
+      REQUIRE(e.payload.rfind(prefix, 0) == 0);
+      const std::size_t i = std::stoul(e.payload.substr(prefix.size()));  // stops at '-'
+      REQUIRE(i < stored.size());
+      ++stored[i];
+    }
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      INFO("send " << i << " acked " << acked[i] << " unknown " << unknown[i]);
+      REQUIRE(stored[i] <= 1);                                // nothing stored twice
+      if (acked[i]) REQUIRE(stored[i] == 1);                  // nothing acknowledged is lost
+      if (stored[i] == 1) REQUIRE((acked[i] || unknown[i]));  // an error that said "not stored"
+    }
+  }
+};
+
+std::vector<std::string> wait_list(const std::string& url, const std::string& key) {
+  dlq::test::RawClient raw(url);
+  return raw.list(key);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "CLIENT KILL of the connection with 5000 sends in flight: each completes once, "
+    "acknowledged ones stored once, the rest an error (outcome unknown when sent)",
+    "[asio][redis][faults]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.connect_timeout = std::chrono::seconds(60);  // the loop is busy building 5000 sends
+  opts.command_timeout = std::chrono::seconds(60);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  dlq::test::RawClient killer(server.url());
+  // Big payloads: the server is still reading the pipeline when the kill lands.
+  constexpr std::size_t n = 5000;
+  const std::string pad(4096, 'x');
+  Ledger ledger(n);
+  std::size_t acked = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    q.async_send_to_dlq("killed", "job-" + std::to_string(i) + "-" + pad, failure(),
+                        [&, i](std::exception_ptr e, std::string id) {
+                          ledger.record(i, e, std::move(id));
+                          if (!e && ++acked == 100)
+                            killer.cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+                        });
+  }
+  io.run();
+  CHECK(ledger.acknowledged() >= 100);
+  CHECK(ledger.errors > 0);  // the kill did land mid-stream
+  ledger.check_against(wait_list(server.url(), q.storage().key("killed")), "job-");
+  // The next send reconnects.
+  std::exception_ptr after;
+  bool called = false;
+  q.async_send_to_dlq("killed", "after", failure(), [&](std::exception_ptr e, std::string) {
+    called = true;
+    after = e;
+  });
+  io.restart();
+  io.run();
+  REQUIRE(called);
+  CHECK_FALSE(after);
+}
+
+TEST_CASE(
+    "command timeouts racing the replies (20 ms limit, a server pausing on DEBUG SLEEP): "
+    "each send completes once, nothing acknowledged lost, nothing stored twice",
+    "[asio][redis][faults]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(20);
+  opts.connect_timeout = std::chrono::milliseconds(2000);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  std::atomic<bool> stop{false};
+  std::thread sleeper([&] {  // short pauses of the server, so replies come late
+    dlq::test::RawClient raw(server.url());
+    while (!stop) {
+      raw.cmd({"DEBUG", "SLEEP", "0.002"});
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  constexpr std::size_t rounds = 6, per_round = 1500;
+  Ledger ledger(rounds * per_round);
+  for (std::size_t r = 0; r < rounds; ++r) {
+    for (std::size_t j = 0; j < per_round; ++j) {
+      const std::size_t i = r * per_round + j;
+      q.async_send_to_dlq(
+          "race", "job-" + std::to_string(i), failure(),
+          [&, i](std::exception_ptr e, std::string id) { ledger.record(i, e, std::move(id)); });
+    }
+    io.restart();
+    io.run();
+  }
+  stop = true;
+  sleeper.join();
+  INFO("acknowledged " << ledger.acknowledged() << " errors " << ledger.errors);
+  ledger.check_against(wait_list(server.url(), q.storage().key("race")), "job-");
+}
+
+TEST_CASE("SELECT of a database the server does not have is a typed error for every command",
+          "[asio][redis][faults]") {
+  dlq::test::RedisProcess server({"--databases", "2"});
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), server.url() + "/7"));
+  std::vector<std::exception_ptr> errors;
+  int calls = 0;
+  for (int i = 0; i < 3; ++i)
+    q.async_send_to_dlq("db", "p", failure(), [&](std::exception_ptr e, std::string) {
+      ++calls;
+      errors.push_back(e);
+    });
+  io.run();
+  REQUIRE(calls == 3);
+  for (const auto& e : errors) {
+    REQUIRE(e);
+    try {
+      std::rethrow_exception(e);
+    } catch (const dlq::reply_error& r) {
+      CHECK_FALSE(r.outcome_unknown());  // nothing was sent
+    } catch (...) {
+      FAIL("not a dlq::reply_error");
+    }
+  }
+  dlq::test::RawClient raw(server.url());
+  CHECK(raw.integer({"DBSIZE"}) == 0);
+}
+
+TEST_CASE(
+    "a loop busy with the application's own work past command_timeout: sends it issued "
+    "just before are written and answered, not failed as timeouts",
+    "[asio][redis][faults][busy]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(200);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  bool ready = false;
+  q.async_send_to_dlq("warm", "warm-up", failure(),
+                      [&](std::exception_ptr e, std::string) { ready = !e; });
+  io.run();
+  REQUIRE(ready);
+  constexpr std::size_t n = 500;
+  Ledger ledger(n);
+  asio::post(io, [&] {
+    for (std::size_t i = 0; i < n; ++i)
+      q.async_send_to_dlq(
+          "busy", "job-" + std::to_string(i), failure(),
+          [&, i](std::exception_ptr e, std::string id) { ledger.record(i, e, std::move(id)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // e.g. a synchronous call
+  });
+  io.restart();
+  io.run();
+  ledger.check_against(wait_list(server.url(), q.storage().key("busy")), "job-");
+  INFO(ledger.first_error);
+  CHECK(ledger.errors == 0);
+  CHECK(ledger.acknowledged() == n);
+}
+
+TEST_CASE(
+    "a loop busy past connect_timeout right after the first send: the handshake is "
+    "written and answered, the sends are not failed as connect timeouts",
+    "[asio][redis][faults][busy]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.connect_timeout = std::chrono::milliseconds(200);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  constexpr std::size_t n = 500;
+  Ledger ledger(n);
+  asio::post(io, [&] {
+    for (std::size_t i = 0; i < n; ++i)
+      q.async_send_to_dlq(
+          "busy", "job-" + std::to_string(i), failure(),
+          [&, i](std::exception_ptr e, std::string id) { ledger.record(i, e, std::move(id)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // building a big burst
+  });
+  io.run();
+  ledger.check_against(wait_list(server.url(), q.storage().key("busy")), "job-");
+  INFO(ledger.first_error);
+  CHECK(ledger.errors == 0);
+  CHECK(ledger.acknowledged() == n);
+}
+
+TEST_CASE("a server frozen before the first send: the connect still times out in bounded time",
+          "[asio][redis][faults][busy]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.connect_timeout = std::chrono::milliseconds(300);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  server.freeze();  // the kernel still accepts the TCP connection; nothing answers
+  std::exception_ptr error;
+  bool called = false;
+  const auto start = clock_type::now();
+  q.async_send_to_dlq("frozen", "p", failure(), [&](std::exception_ptr e, std::string) {
+    called = true;
+    error = e;
+  });
+  io.run();
+  const auto waited = clock_type::now() - start;
+  server.thaw();
+  REQUIRE(called);
+  REQUIRE(error);
+  CHECK_THROWS_AS(std::rethrow_exception(error), dlq::timeout_error);
+  CHECK(waited >= std::chrono::milliseconds(290));
+  CHECK(waited < std::chrono::milliseconds(1500));  // at most the limit again after the write
+}
+
+TEST_CASE(
+    "a big answer streaming in while the loop is busy past command_timeout: the read "
+    "goes on, the command is not failed as a timeout",
+    "[asio][redis][faults][busy]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(300);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  const std::string big(24 << 20, 'b');
+  dlq::test::RawClient raw(server.url());
+  for (int i = 0; i < 2; ++i)
+    raw.rpush(q.storage().key("big"), {R"({"id":")" + dlq::test::new_id() + R"(","payload":")" +
+                                       big + R"(","error":"e"})"});
+  std::exception_ptr error;
+  std::size_t got = 0;
+  q.async_peek("big", 0, 10, [&](std::exception_ptr e, std::vector<dlq::Entry> page) {
+    error = e;
+    got = page.size();
+  });
+  // The application's own work lands on the loop while the answer is being read.
+  asio::steady_timer busy(io);
+  busy.expires_after(std::chrono::milliseconds(5));
+  busy.async_wait(
+      [](std::error_code) { std::this_thread::sleep_for(std::chrono::milliseconds(700)); });
+  io.run();
+  std::string why;
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const std::exception& x) {
+    why = x.what();
+  }
+  INFO(why);
+  CHECK_FALSE(error);
+  CHECK(got == 2);
 }

@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "dlq/dead_letter_queue.hpp"
+#include "dlq/detail/id.hpp"
 #include "dlq/detail/queue_core.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
@@ -268,7 +269,8 @@ class AsyncDeadLetterQueue {
 
   /// The entry with this id, or nullopt. Completes with
   /// `void(std::exception_ptr, std::optional<Entry>)`. On an asynchronous storage the list
-  /// is read in pages of 512 (one round trip each) until the id is found.
+  /// is read in pages of 512 (one round trip each) until the id is found, re-anchored as the
+  /// blocking get when other clients remove entries meanwhile.
   template <class CompletionToken>
   auto async_get(std::string_view queue, std::string_view id, CompletionToken&& token) {
     return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::optional<Entry>)>(
@@ -401,8 +403,12 @@ class AsyncDeadLetterQueue {
         auto self = this->shared_from_this();
         ::asio::dispatch(executor, [self, queue = std::move(queue), id = std::move(id),
                                     done = std::move(done)]() mutable {
-          self->get_page(std::make_shared<const std::string>(std::move(queue)),
-                         std::make_shared<const std::string>(std::move(id)), 0, std::move(done));
+          auto scan = std::make_shared<get_scan>();
+          scan->queue = std::move(queue);
+          scan->id = std::move(id);
+          scan->plain = dlq::detail::id_stored_verbatim(scan->id);
+          scan->done = std::move(done);
+          self->get_page(std::move(scan));
         });
       }
     }
@@ -430,21 +436,65 @@ class AsyncDeadLetterQueue {
 
     static constexpr std::size_t get_page_size = 512;
 
-    void get_page(std::shared_ptr<const std::string> queue, std::shared_ptr<const std::string> id,
-                  std::size_t start, detail::done_fn<std::optional<Entry>> done) {
+    // One async_get: the blocking get's scan (DeadLetterQueue::find_raw), one round trip
+    // per step. Pages are read by offset while other clients may remove entries (a replay,
+    // a trim): each page after the first is read from the last item of the page before;
+    // when that item is not there the list moved left under the scan, which finds the item
+    // again (a page back) and goes on after it, so no entry slides past unseen. If it was
+    // removed itself the scan starts over (at most 3 times; then "not found").
+    struct get_scan {
+      std::string queue, id;
+      bool plain = false;  // the id is stored verbatim: a cheap pre-check (id_stored_verbatim)
+      std::size_t start = 0;
+      std::optional<std::string> last;  // the last item of the previous page
+      int restarts = 0;
+      detail::done_fn<std::optional<Entry>> done;
+    };
+
+    void get_page(std::shared_ptr<get_scan> scan) {
       auto self = this->shared_from_this();
-      storage_->range(*queue, start, get_page_size,
-                      [self, queue, id, start, done](std::exception_ptr e,
-                                                     std::vector<std::string> raws) mutable {
+      const bool anchored = scan->last.has_value();
+      storage_->range(scan->queue, anchored ? scan->start - 1 : scan->start,
+                      anchored ? get_page_size + 1 : get_page_size,
+                      [self, scan, anchored](std::exception_ptr e, std::vector<std::string> raws) {
                         self->count_failure(e);
-                        if (e) return done(e, std::nullopt);
-                        for (auto& raw : raws) {
-                          if (raw.find(*id) == std::string::npos) continue;  // cheap pre-check
-                          if (detail::stored_id(raw) == *id)
-                            return done(nullptr, parse_entry(std::move(raw)));
+                        if (e) return scan->done(e, std::nullopt);
+                        if (anchored && (raws.empty() || raws.front() != *scan->last))
+                          return self->get_reanchor(scan);
+                        const std::size_t first = anchored ? 1 : 0;
+                        for (std::size_t i = first; i < raws.size(); ++i) {
+                          std::string& raw = raws[i];
+                          if (scan->plain && raw.find(scan->id) == std::string::npos) continue;
+                          if (detail::stored_id(raw) == scan->id)
+                            return scan->done(nullptr, parse_entry(std::move(raw)));
                         }
-                        if (raws.size() < get_page_size) return done(nullptr, std::nullopt);
-                        self->get_page(queue, id, start + get_page_size, std::move(done));
+                        if (raws.size() - first < get_page_size)
+                          return scan->done(nullptr, std::nullopt);
+                        scan->last = std::move(raws.back());
+                        scan->start += get_page_size;
+                        self->get_page(scan);
+                      });
+    }
+
+    // The list moved left under the scan: find the last item seen a page back.
+    void get_reanchor(std::shared_ptr<get_scan> scan) {
+      auto self = this->shared_from_this();
+      const std::size_t start = scan->start;
+      const std::size_t back = start - 1 > get_page_size ? start - 1 - get_page_size : 0;
+      storage_->range(scan->queue, back, start - back,
+                      [self, scan, back](std::exception_ptr e, std::vector<std::string> before) {
+                        self->count_failure(e);
+                        if (e) return scan->done(e, std::nullopt);
+                        const auto it = std::find(before.rbegin(), before.rend(), *scan->last);
+                        if (it != before.rend()) {
+                          scan->start = back + static_cast<std::size_t>(before.rend() - it);
+                        } else if (++scan->restarts <= 3) {
+                          scan->start = 0;
+                          scan->last.reset();
+                        } else {
+                          return scan->done(nullptr, std::nullopt);
+                        }
+                        self->get_page(scan);
                       });
     }
 

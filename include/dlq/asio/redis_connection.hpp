@@ -18,9 +18,12 @@
 ///   replies come back in order.
 /// - Timeouts: ConnectionOptions::connect_timeout bounds the TCP connect plus the handshake;
 ///   command_timeout bounds each command from the moment it is issued on a ready
-///   connection. When a command's limit passes without its answer, the connection is
-///   dropped: that command and every other one in flight complete with dlq::timeout_error
-///   (outcome_unknown() == true for writes: they were sent). A zero limit means none.
+///   connection, and again from the moment it is handed to the kernel. When a limit passes,
+///   what the socket holds is handled first (output the loop had no turn to write, answers
+///   not read yet: the loop may have been busy), and if there was any the limit starts
+///   again; a command still without its answer then drops the connection: it and every
+///   other one in flight complete with dlq::timeout_error (outcome_unknown() == true for
+///   writes: they were sent). A zero limit means none.
 /// - Failures: a lost connection fails the commands in flight with dlq::connection_error
 ///   (outcome_unknown() for writes). No command is ever re-sent. The next command reconnects
 ///   (one try; it fails with the connect error when that try fails).
@@ -36,6 +39,7 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -45,6 +49,7 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -148,6 +153,7 @@ class RedisConnection {
     std::string label;
     bool write = false;
     bool sent = false;
+    bool written = false;  // handed to the kernel (hiredis's buffer drained after it)
     bool finished = false;
     callback done;
     std::chrono::steady_clock::time_point deadline;
@@ -176,17 +182,42 @@ class RedisConnection {
       sd.async_wait(type, [self = shared_from_this(), read, type](const std::error_code& ec) {
         (read ? self->reading : self->writing) = false;
         if (ec || self->ctx == nullptr) return;
-        if (read ? self->want_read : self->want_write) {
-          if (read) {
-            self->handling_read = true;
-            redisAsyncHandleRead(self->ctx);
-            self->handling_read = false;
-          } else {
-            redisAsyncHandleWrite(self->ctx);
-          }
-        }
+        if (read ? self->want_read : self->want_write) self->handle(read);
         if (self->ctx != nullptr && (read ? self->want_read : self->want_write)) self->start(type);
       });
+    }
+    // Lets hiredis read or write (it may free the context: ctx is then null).
+    void handle(bool read) {
+      if (read) {
+        handling_read = true;
+        redisAsyncHandleRead(ctx);
+        handling_read = false;
+      } else {
+        redisAsyncHandleWrite(ctx);
+        if (ctx != nullptr && !want_write) flushed(ctx);  // hiredis's buffer is empty
+      }
+    }
+    // Handles the socket's readiness at once, ahead of the loop's turn: writes what hiredis
+    // still holds (or completes the TCP connect) when the socket takes it, reads the answers
+    // that have arrived. True when there was something to handle. Called when a time limit
+    // passes: the loop may have been busy with other work while the server did answer.
+    bool pump() {
+      if (ctx == nullptr) return false;
+      pollfd p{ctx->c.fd, POLLIN | POLLOUT, 0};
+      if (::poll(&p, 1, 0) <= 0) return false;
+      bool progressed = false;
+      if (want_write && (p.revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+        handle(false);
+        progressed = true;
+        if (ctx != nullptr && want_write) start(::asio::posix::stream_descriptor::wait_write);
+      }
+      if (ctx != nullptr && want_read && *expected_replies > 0 &&
+          (p.revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
+        handle(true);
+        progressed = true;
+        if (ctx != nullptr && want_read) start(::asio::posix::stream_descriptor::wait_read);
+      }
+      return progressed;
     }
     static adapter* of(void* p) { return static_cast<adapter*>(p); }
     static void add_read(void* p) {
@@ -199,7 +230,8 @@ class RedisConnection {
       of(p)->start(::asio::posix::stream_descriptor::wait_write);
     }
     static void del_write(void* p) { of(p)->want_write = false; }
-    static void cleanup(void* p);  // defined after impl
+    static void cleanup(void* p);               // defined after impl
+    static void flushed(redisAsyncContext* c);  // defined after impl
   };
 
   struct impl : std::enable_shared_from_this<impl> {
@@ -228,6 +260,7 @@ class RedisConnection {
     std::deque<op_ptr> waiting;        // issued while connecting
     std::deque<op_ptr> inflight;       // sent, in order
     std::size_t expected_replies = 0;  // commands sent on this context, not answered yet
+    std::chrono::steady_clock::time_point connect_deadline;  // of the attempt in progress
 
     std::string msg(const std::string& what, const std::string& hint) const {
       return dlq::detail::message("redis", endpoint, what, hint);
@@ -305,18 +338,7 @@ class RedisConnection {
       c->ev.delWrite = &adapter::del_write;
       c->ev.cleanup = &adapter::cleanup;
       redisAsyncSetConnectCallback(c, &on_connect);
-      if (options.connect_timeout.count() > 0) {
-        connect_timer.expires_after(options.connect_timeout);
-        connect_timer.async_wait([self = shared_from_this(), gen](const std::error_code& ec) {
-          if (ec || self->generation != gen || self->state != phase::connecting) return;
-          self->drop(std::make_exception_ptr(dlq::timeout_error(
-              self->msg("connecting: no answer within " +
-                            std::to_string(self->options.connect_timeout.count()) + " ms",
-                        "the server is frozen, overloaded or unreachable; check it or raise "
-                        "ConnectionOptions::connect_timeout"),
-              false)));
-        });
-      }
+      arm_connect_timer(gen);
       // The handshake: AUTH, SELECT, and CLUSTER SLOTS (a cluster node is refused).
       std::vector<std::vector<std::string>> hs;
       if (!options.password.empty()) {
@@ -340,6 +362,57 @@ class RedisConnection {
         };
         send(o, false);
       }
+    }
+
+    // connect_timeout runs from the attempt, and again from the moment the handshake is
+    // handed to the kernel (the loop may have been busy before it wrote it).
+    void arm_connect_timer(std::uint64_t gen) {
+      if (options.connect_timeout.count() <= 0) return;
+      connect_deadline = std::chrono::steady_clock::now() + options.connect_timeout;
+      wait_connect_timer(gen);
+    }
+    void wait_connect_timer(std::uint64_t gen) {
+      connect_timer.expires_at(connect_deadline);
+      connect_timer.async_wait([self = shared_from_this(), gen](const std::error_code& ec) {
+        if (ec || self->generation != gen || self->state != phase::connecting) return;
+        if (self->connect_deadline > std::chrono::steady_clock::now())
+          return self->wait_connect_timer(gen);
+        // Progress the loop had not handled yet (it was busy): handled now, and the limit
+        // starts again for the answers still to come.
+        if (self->caught_up()) {
+          if (self->generation != gen || self->state != phase::connecting) return;
+          self->connect_deadline =
+              std::max(self->connect_deadline,
+                       std::chrono::steady_clock::now() + self->options.connect_timeout);
+          return self->wait_connect_timer(gen);
+        }
+        self->drop(std::make_exception_ptr(dlq::timeout_error(
+            self->msg("connecting: no answer within " +
+                          std::to_string(self->options.connect_timeout.count()) + " ms",
+                      "the server is frozen, overloaded or unreachable; check it or raise "
+                      "ConnectionOptions::connect_timeout"),
+            false)));
+      });
+    }
+
+    // hiredis's output buffer drained: every command issued so far is with the kernel, and
+    // its command_timeout (the handshake's connect_timeout) counts from now at the latest.
+    void on_flushed() {
+      const auto now = std::chrono::steady_clock::now();
+      if (state == phase::connecting && options.connect_timeout.count() > 0)
+        connect_deadline = std::max(connect_deadline, now + options.connect_timeout);
+      for (auto it = inflight.rbegin(); it != inflight.rend() && !(*it)->written; ++it) {
+        (*it)->written = true;
+        if (options.command_timeout.count() > 0)
+          (*it)->deadline = std::max((*it)->deadline, now + options.command_timeout);
+      }
+    }
+
+    // A time limit passed: handles what the socket already holds before calling it a
+    // timeout (see adapter::pump). True when there was something to handle.
+    bool caught_up() {
+      const std::shared_ptr<adapter> a = ad;  // kept while hiredis may free the context
+      return a && ctx != nullptr && a->pump();
     }
 
     void on_handshake(std::uint64_t gen, bool is_cluster, std::exception_ptr e,
@@ -459,6 +532,23 @@ class RedisConnection {
       while (!inflight.empty() && inflight.front()->finished)
         inflight.pop_front();
       if (inflight.empty()) return;
+      if (inflight.front()->deadline <= std::chrono::steady_clock::now()) {
+        // The loop may have been busy (the application's work, a burst of sends) while the
+        // commands waited in hiredis's buffer or their answers in the socket: handle those
+        // first. There was something to handle: the server is answering (or had no chance
+        // yet), and the commands still waiting get their limit again from now — as the
+        // blocking connection, whose limit is per read.
+        const std::uint64_t gen = generation;
+        if (caught_up()) {
+          if (generation != gen) return;  // the connection went down: already reported
+          while (!inflight.empty() && inflight.front()->finished)
+            inflight.pop_front();
+          if (inflight.empty()) return;
+          const auto again = std::chrono::steady_clock::now() + options.command_timeout;
+          for (auto& o : inflight)
+            o->deadline = std::max(o->deadline, again);
+        }
+      }
       const op& front = *inflight.front();
       if (front.deadline <= std::chrono::steady_clock::now()) {
         const std::string limit = std::to_string(options.command_timeout.count()) + " ms";
@@ -540,6 +630,11 @@ class RedisConnection {
 
   std::shared_ptr<impl> impl_;
 };
+
+inline void RedisConnection::adapter::flushed(redisAsyncContext* c) {
+  auto* self = static_cast<impl*>(c->data);
+  if (self != nullptr && self->ctx == c) self->on_flushed();
+}
 
 inline void RedisConnection::adapter::cleanup(void* p) {
   adapter* a = of(p);

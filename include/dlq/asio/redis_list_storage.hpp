@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -126,15 +127,18 @@ class RedisListStorage {
   }
 
   /// Items [start, start + count) of the queue's dead list: one LRANGE (count 0 = none).
+  /// Clamped to Redis's index range as the blocking range: a count reaching past the end
+  /// reads to the end, a start beyond it reads nothing.
   void range(std::string_view queue, std::size_t start, std::size_t count,
              std::function<void(std::exception_ptr, std::vector<std::string>)> done) {
-    if (count == 0) {
+    constexpr auto max = static_cast<std::size_t>(std::numeric_limits<long long>::max());
+    if (count == 0 || start >= max) {
       return ::asio::post(conn_->get_executor(), [done = std::move(done)] { done(nullptr, {}); });
     }
+    const std::size_t last = count - 1 > max - start ? max : start + (count - 1);
     const std::string k = dead_.key(queue);
     const std::string label = "LRANGE " + k;
-    conn_->execute({"LRANGE", k, std::to_string(start), std::to_string(start + count - 1)}, false,
-                   label,
+    conn_->execute({"LRANGE", k, std::to_string(start), std::to_string(last)}, false, label,
                    [done = std::move(done), label, endpoint = conn_->endpoint()](
                        std::exception_ptr e, RedisReply r) {
                      std::vector<std::string> out;

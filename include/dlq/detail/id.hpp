@@ -56,6 +56,19 @@ inline bool is_canonical_uuid(std::string_view text) noexcept {
   return true;
 }
 
+/// True when `id` is stored verbatim in an entry's bytes (plain characters, not a derived
+/// "raw-" id), so that a search may skip the items that do not contain it. A derived id or
+/// one with characters JSON may escape must be compared after reading each item's id.
+inline bool id_stored_verbatim(std::string_view id) noexcept {
+  if (id.rfind("raw-", 0) == 0) return false;
+  for (const char c : id) {
+    const bool plain = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       c == '-' || c == '_' || c == '.';
+    if (!plain) return false;
+  }
+  return true;
+}
+
 /// The id of an entry stored without one: derived from its exact bytes.
 inline std::string derived_id(std::string_view raw) {
   std::string id = "raw-";
