@@ -136,8 +136,8 @@ class ConnectionPool {
       lock.lock();
     }
     if (me.error) std::rethrow_exception(me.error);
-    if (me.failed) {
-      detail::throw_io_failure(me.failure, endpoint_, command.label(), effect == Effect::write,
+    if (me.failure) {
+      detail::throw_io_failure(*me.failure, endpoint_, command.label(), effect == Effect::write,
                                options_.command_timeout);
     }
     return std::move(me.reply);
@@ -163,8 +163,9 @@ class ConnectionPool {
     std::condition_variable cv;
     State state = queued;
     Reply reply;
-    bool failed = false;  // the exchange failed: `failure` says how
-    detail::IoFailure failure;
+    // The exchange failed: how. One object shared by the batch, so that handing it over
+    // copies a pointer and cannot fail to allocate.
+    std::shared_ptr<const detail::IoFailure> failure;
     std::exception_ptr error;  // acquiring or connecting failed
   };
   static constexpr std::size_t max_batch_commands = 64;
@@ -183,7 +184,8 @@ class ConnectionPool {
       if (n > 0 && bytes > max_batch_bytes) break;
       ++n;
     }
-    // Fixed arrays: nothing between dequeuing and handing back can fail to allocate.
+    // Fixed arrays, and a shared failure: nothing between dequeuing and handing back can fail
+    // to allocate outside the try below.
     std::array<SharedCall*, max_batch_commands> batch;
     std::array<const Command*, max_batch_commands> commands;
     std::copy(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(n), batch.begin());
@@ -196,22 +198,25 @@ class ConnectionPool {
       if (batch[i]->effect == Effect::write) effect = Effect::write;
     }
     std::vector<Reply> replies;
-    detail::IoFailure failure;
+    std::shared_ptr<const detail::IoFailure> failure;
     std::exception_ptr error;
-    bool ok = false;
     try {
       auto lease = acquire();
-      ok = lease->try_run(commands.data(), n, effect, replies, failure);
+      detail::IoFailure f;
+      if (!lease->try_run(commands.data(), n, effect, replies, f)) {
+        failure = std::make_shared<detail::IoFailure>(std::move(f));
+      }
     } catch (...) {
       error = std::current_exception();
     }
+    // From here to the end nothing may throw: every call of the batch must be handed its
+    // outcome (its caller waits for it), and senders_ given back.
     for (std::size_t i = 0; i < n; ++i) {
       SharedCall& c = *batch[i];
       std::lock_guard<std::mutex> hold(c.mutex);
       if (error) {
         c.error = error;
-      } else if (!ok) {
-        c.failed = true;
+      } else if (failure) {
         c.failure = failure;
       } else {
         c.reply = std::move(replies[i]);
