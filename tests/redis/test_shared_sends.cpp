@@ -250,3 +250,90 @@ TEST_CASE("shared sends: a frozen server times out every waiting sender; sends w
   for (const auto& e : known_not_stored)  // "outcome known" = not applied, even later
     CHECK(std::count(stored.begin(), stored.end(), e) == 0);
 }
+
+TEST_CASE("shared sends: with the server gone, every waiting sender fails at once, none unknown",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  for (const std::size_t batches : {std::size_t{1}, std::size_t{2}}) {
+    CAPTURE(batches);
+    RedisListStorage s(fast_options(server), pool_of(8, batches));
+    s.push(Record{"q", "", "", "warm-up"});
+    server.kill9();
+    std::atomic<std::size_t> refused{0};
+    std::atomic<std::size_t> other{0};
+    const auto t0 = std::chrono::steady_clock::now();
+    together(32, [&](std::size_t t) {
+      try {
+        s.push(Record{"q", "", "", item(t, 0)});
+        ++other;
+      } catch (const dlq::connection_error& e) {
+        (e.outcome_unknown() ? other : refused) += 1;
+      } catch (...) {
+        ++other;
+      }
+    });
+    const auto waited = dlq::test::elapsed_ms(t0);
+    CHECK(refused == 32);
+    CHECK(other == 0);
+    CHECK(waited < 3000);  // a few batches' reconnect attempts, not one per sender in a row
+    server.start();
+    CHECK(s.push(Record{"q", "", "", "after"}) == 1);  // a new server: the data is gone
+  }
+}
+
+TEST_CASE("shared sends: commands over the batch byte limit mixed with small ones",
+          "[redis][shared_sends]") {
+  const std::string url = dlq::test::shared_redis_url();
+  RedisListStorage s(url, pool_of(4, 1, dlq::test::unique_layout()));
+  RawClient raw(url);
+  const std::string huge(std::size_t{5} << 20, 'h');
+  std::atomic<std::size_t> bad_length{0};
+  together(12, [&](std::size_t t) {
+    const std::string q = "q" + std::to_string(t);
+    for (std::size_t i = 0; i < (t % 3 == 0 ? 3 : 200); ++i) {
+      const std::string e = t % 3 == 0 ? huge + item(t, i) : item(t, i);
+      if (s.push(Record{q, "", "", e}) != i + 1) ++bad_length;
+    }
+  });
+  CHECK(bad_length == 0);
+  for (std::size_t t = 0; t < 12; ++t) {
+    const std::string q = "q" + std::to_string(t);
+    const auto stored = raw.list(s.key(q, ListKind::dead));
+    REQUIRE(stored.size() == (t % 3 == 0 ? 3 : 200));
+    for (std::size_t i = 0; i < stored.size(); ++i)
+      CHECK(stored[i] == (t % 3 == 0 ? huge + item(t, i) : item(t, i)));
+  }
+}
+
+TEST_CASE("shared sends: every connection leased elsewhere: senders time out together, then send",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  RedisListOptions o = pool_of(1, 2);
+  o.pool.wait_timeout = milliseconds(300);
+  RedisListStorage s(fast_options(server), o);
+  s.push(Record{"q", "", "", "warm-up"});
+  std::atomic<std::size_t> timeouts{0};
+  std::atomic<std::size_t> other{0};
+  std::chrono::milliseconds::rep waited = 0;
+  {
+    auto held = s.router().seed().acquire();  // e.g. a slow replay holding the only connection
+    const auto t0 = std::chrono::steady_clock::now();
+    together(16, [&](std::size_t t) {
+      try {
+        s.push(Record{"q", "", "", item(t, 0)});
+        ++other;
+      } catch (const dlq::timeout_error& e) {
+        (e.outcome_unknown() ? other : timeouts) += 1;
+      } catch (...) {
+        ++other;
+      }
+    });
+    waited = dlq::test::elapsed_ms(t0);
+  }
+  CHECK(timeouts == 16);
+  CHECK(other == 0);
+  CHECK(waited < 2000);
+  together(16, [&](std::size_t t) { s.push(Record{"q", "", "", item(t, 1)}); });
+  RawClient admin(server.url());
+  CHECK(admin.integer({"LLEN", s.key("q", ListKind::dead)}) == 17);
+}
