@@ -140,3 +140,39 @@ TEST_CASE(
   }
   if (!hung) delete pool;
 }
+
+TEST_CASE(
+    "shared sends: an allocation failing after a batch was written leaves no reply behind "
+    "for the next batch on that connection",
+    "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  auto o = redis::parse_url(server.url());
+  o.command_timeout = milliseconds(2000);
+  redis::PoolOptions po;
+  po.size = 1;  // the next batch uses the same connection
+  po.send_batches = 1;
+  redis::ConnectionPool pool(o, po);
+  auto slow = [] {  // answered (nil) only after 300 ms: after the next batch was written
+    redis::Command c("BLPOP");
+    c.arg("oom-absent").arg("0.3");
+    return c;
+  };
+  pool.run_shared(slow(), redis::Effect::write);  // warm-up: connected, buffers sized
+  for (int skip = 0; skip < 4; ++skip) {
+    CAPTURE(skip);
+    const redis::Command c = slow();
+    // The replies vector of a one-command batch: one allocation of sizeof(Reply) bytes.
+    arm_failure(sizeof(redis::Reply), skip);
+    try {
+      pool.run_shared(c, redis::Effect::write);
+    } catch (const std::bad_alloc&) {
+    }
+    disarm_failure();
+    redis::Command echo("ECHO");
+    echo.arg_copy("token-" + std::to_string(skip));
+    const redis::Reply r = pool.run_shared(echo, redis::Effect::read);
+    REQUIRE(r->type == REDIS_REPLY_STRING);  // its own answer, not the BLPOP's nil
+    CHECK(redis::view(*r) == "token-" + std::to_string(skip));
+    std::this_thread::sleep_for(milliseconds(350));  // any BLPOP answer has come by now
+  }
+}
