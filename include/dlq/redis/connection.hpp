@@ -331,7 +331,12 @@ class Connection {
                detail::IoFailure& failure) {
     for (int pass = 0;; ++pass) {
       ensure_ready();
-      if (exchange(at, count, replies, failure)) return true;
+      try {
+        if (exchange(at, count, replies, failure)) return true;
+      } catch (...) {  // e.g. std::bad_alloc: answers may be on their way, never to be read
+        ctx_.reset();
+        throw;
+      }
       ctx_.reset();
       const bool timeout = detail::is_timeout(failure);
       const bool retry_safe = effect == Effect::read || !failure.sent_any;
@@ -347,6 +352,10 @@ class Connection {
     out_.clear();
     for (std::size_t i = 0; i < count; ++i)
       at(i).encode(out_);
+    // Everything that can fail to allocate happens before the first byte leaves: once a
+    // request is written, its answers are read (or the connection dropped) before returning.
+    replies.clear();
+    replies.reserve(count);
     std::size_t sent = 0;
     while (sent < out_.size()) {
       const ssize_t k = ::send(ctx_->fd, out_.data() + sent, out_.size() - sent, MSG_NOSIGNAL);
@@ -362,8 +371,6 @@ class Connection {
       sent += static_cast<std::size_t>(k);
     }
     if (out_.capacity() > (std::size_t{8} << 20)) std::string().swap(out_);
-    replies.clear();
-    replies.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
       void* raw = nullptr;
       // hiredis' output buffer is empty (we wrote ourselves), so this only reads.
