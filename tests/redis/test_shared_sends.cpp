@@ -337,3 +337,51 @@ TEST_CASE("shared sends: every connection leased elsewhere: senders time out tog
   RawClient admin(server.url());
   CHECK(admin.integer({"LLEN", s.key("q", ListKind::dead)}) == 17);
 }
+
+TEST_CASE("shared sends: a command whose answer came before its batch failed gets that answer",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  auto o = fast_options(server);  // 300 ms command timeout
+  redis::PoolOptions po;
+  po.size = 2;
+  po.send_batches = 1;
+  redis::ConnectionPool pool(o, po);
+  auto blpop = [](const char* seconds) {
+    redis::Command c("BLPOP");
+    c.arg("absent").arg(seconds);
+    return c;
+  };
+  // The batch on the wire: answered (nil) after 150 ms; meanwhile A, then B, queue.
+  std::thread first([&] { pool.run_shared(blpop("0.15"), redis::Effect::read); });
+  std::this_thread::sleep_for(milliseconds(50));
+  std::atomic<int> a_outcome{0};  // 1 = answered, 2 = outcome unknown, 3 = other error
+  long long a_length = -1;
+  std::thread a([&] {
+    redis::Command c("RPUSH");
+    c.arg("list").arg("x");
+    try {
+      const redis::Reply r = pool.run_shared(c, redis::Effect::write);
+      a_length = r->type == REDIS_REPLY_INTEGER ? r->integer : -2;
+      a_outcome = 1;
+    } catch (const dlq::storage_error& e) {
+      a_outcome = e.outcome_unknown() ? 2 : 3;
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(30));
+  std::atomic<bool> b_timed_out{false};
+  std::thread b([&] {  // answered after 1 s: its batch times out after A's answer came
+    try {
+      pool.run_shared(blpop("1"), redis::Effect::read);
+    } catch (const dlq::timeout_error&) {
+      b_timed_out = true;
+    }
+  });
+  first.join();
+  a.join();
+  b.join();
+  CHECK(b_timed_out);
+  RawClient admin(server.url());
+  REQUIRE(admin.integer({"LLEN", "list"}) == 1);  // A's RPUSH ran, and its answer came
+  CHECK(a_outcome == 1);                          // so A is told so, not "outcome unknown"
+  CHECK(a_length == 1);
+}
