@@ -385,3 +385,43 @@ TEST_CASE("shared sends: a command whose answer came before its batch failed get
   CHECK(a_outcome == 1);                          // so A is told so, not "outcome unknown"
   CHECK(a_length == 1);
 }
+
+TEST_CASE("shared sends: an empty command is refused and holds up no other command of its batch",
+          "[redis][shared_sends]") {
+  RedisProcess server;
+  redis::PoolOptions po;
+  po.size = 2;
+  po.send_batches = 1;
+  redis::ConnectionPool pool(fast_options(server), po);
+  std::thread first([&] {  // the batch on the wire while the next two queue
+    redis::Command c("BLPOP");
+    c.arg("absent").arg("0.15");
+    pool.run_shared(c, redis::Effect::read);
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  std::atomic<bool> refused{false};
+  std::thread empty([&] {
+    try {
+      pool.run_shared(redis::Command(), redis::Effect::write);
+    } catch (const dlq::invalid_argument&) {
+      refused = true;
+    } catch (const dlq::error&) {
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(30));
+  long long length = -1;
+  std::thread x([&] {
+    redis::Command c("RPUSH");
+    c.arg("list").arg("x");
+    try {
+      const redis::Reply r = pool.run_shared(c, redis::Effect::write);
+      length = r->type == REDIS_REPLY_INTEGER ? r->integer : -2;
+    } catch (const dlq::error&) {  // Redis answers nothing to an empty command: the batch
+    }                              // waits for one answer too many and times out
+  });
+  first.join();
+  empty.join();
+  x.join();
+  CHECK(refused);
+  CHECK(length == 1);
+}
