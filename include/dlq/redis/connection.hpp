@@ -210,8 +210,9 @@ class Connection {
                              options_.command_timeout);
   }
   /// Like run(const Command*, std::size_t, Effect), for commands given by pointer, but an
-  /// I/O failure of the exchange is returned (false, `failure` filled, `replies` empty)
-  /// instead of thrown, so that callers whose commands were written together
+  /// I/O failure of the exchange is returned (false, `failure` filled, `replies` holding the
+  /// replies read before the failure — those of the first replies.size() commands, which
+  /// ran) instead of thrown, so that callers whose commands were written together
   /// (ConnectionPool::run_shared) can each report it naming their own command. The retry
   /// rule of run() applies to the request as a whole. Connecting still throws.
   bool try_run(const Command* const* commands, std::size_t count, Effect effect,
@@ -346,7 +347,7 @@ class Connection {
   }
 
   // One request/response exchange of the commands at(0) … at(count - 1). Returns false with
-  // `failure` filled on an I/O error.
+  // `failure` filled on an I/O error; `replies` then holds the replies read before it.
   template <class At>
   bool exchange(At at, std::size_t count, std::vector<Reply>& replies, detail::IoFailure& failure) {
     out_.clear();
@@ -374,9 +375,8 @@ class Connection {
     for (std::size_t i = 0; i < count; ++i) {
       void* raw = nullptr;
       // hiredis' output buffer is empty (we wrote ourselves), so this only reads.
-      if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) {
+      if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) {  // the replies read so far are kept
         failure = detail::capture_failure(ctx_.get(), errno, true);
-        replies.clear();
         return false;
       }
       replies.emplace_back(static_cast<redisReply*>(raw));

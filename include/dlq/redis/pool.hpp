@@ -105,15 +105,25 @@ class ConnectionPool {
   /// 64, or about 4 MiB, a batch), in arrival order, in one write. A lone caller sends at
   /// once, as acquire()->run() would.
   ///
-  /// A failure is reported to every command of the batch, each naming its own command, under
-  /// the rule of Connection::run applied to the batch: a batch none of whose bytes left this
-  /// process is sent again once on a fresh connection; after that, a write fails with
-  /// `outcome_unknown() == true` — the command may or may not have been applied, and it is
-  /// never re-sent. (So one command's outcome can be unknown because a command written
-  /// before it in the same batch had left the process when the connection broke.)
-  /// @throws dlq::timeout_error, dlq::connection_error, dlq::protocol_error as
-  ///         Connection::run; the errors of acquire() and of connecting.
+  /// A failure is reported to every command of the batch whose answer had not been read,
+  /// each naming its own command, under the rule of Connection::run applied to the batch: a
+  /// batch none of whose bytes left this process is sent again once on a fresh connection;
+  /// after that, a write fails with `outcome_unknown() == true` — the command may or may not
+  /// have been applied, and it is never re-sent. (So one command's outcome can be unknown
+  /// because a command written before it in the same batch had left the process when the
+  /// connection broke.) The commands answered before the failure get their answers.
+  ///
+  /// `command` must be answered with exactly one reply and leave the connection as it found
+  /// it: not empty, and none of MULTI/EXEC/WATCH, SELECT, CLIENT REPLY, SUBSCRIBE, blocking
+  /// pops (they would hold up the whole batch) — use acquire() for those.
+  /// @throws dlq::invalid_argument for an empty command; dlq::timeout_error,
+  ///         dlq::connection_error, dlq::protocol_error as Connection::run; the errors of
+  ///         acquire() and of connecting.
   Reply run_shared(const Command& command, Effect effect) {
+    if (command.size() == 0) {  // no answer at all: every later answer would go to the wrong call
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", endpoint_, "run_shared: an empty command", "give the command a name"));
+    }
     if (pool_.send_batches == 0) return acquire()->run(command, effect);
     SharedCall me;
     me.command = &command;
@@ -173,8 +183,8 @@ class ConnectionPool {
 
   // With `lock` (share_mutex_) held: takes the queued commands (up to the batch limits; at
   // least one), sends them in one exchange with the lock released, hands each call its reply
-  // or failure and wakes its caller, then tells the first still-queued caller that it may send
-  // the next batch. Returns with `lock` released.
+  // (when it was read, even if a later one failed) or failure and wakes its caller, then tells the
+  // first still-queued caller that it may send the next batch. Returns with `lock` released.
   void send_batch(std::unique_lock<std::mutex>& lock) {
     std::size_t n = 0;
     std::size_t bytes = 0;
@@ -216,7 +226,7 @@ class ConnectionPool {
       std::lock_guard<std::mutex> hold(c.mutex);
       if (error) {
         c.error = error;
-      } else if (failure) {
+      } else if (failure && i >= replies.size()) {  // its answer was not read
         c.failure = failure;
       } else {
         c.reply = std::move(replies[i]);
