@@ -425,3 +425,64 @@ TEST_CASE("shared sends: an empty command is refused and holds up no other comma
   CHECK(refused);
   CHECK(length == 1);
 }
+
+TEST_CASE(
+    "shared sends: 64 senders through one batch slot, big and small commands, connections "
+    "killed: nothing lost, doubled or left waiting",
+    "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  RedisListStorage s(fast_options(server), pool_of(2, 1));
+  constexpr std::size_t threads = 64;
+  constexpr std::size_t per_thread = 60;
+  const std::string big(std::size_t{1} << 20, 'b');  // 5 of them pass the 4 MiB batch limit
+  std::mutex m;
+  std::set<std::string> acknowledged, unknown, refused;
+  std::atomic<bool> stop{false};
+  std::thread killer([&] {
+    RawClient k(server.url());
+    while (!stop) {
+      try {
+        k.integer({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+      } catch (const dlq::error&) {
+      }
+      std::this_thread::sleep_for(milliseconds(7));
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  together(threads, [&](std::size_t t) {
+    for (std::size_t i = 0; i < per_thread; ++i) {
+      const std::string id = item(t, i);
+      const std::string e = (t + i) % 16 == 0 ? id + ":" + big : id;
+      try {
+        s.push(Record{"q", "", "", e});
+        std::lock_guard<std::mutex> g(m);
+        acknowledged.insert(id);
+      } catch (const dlq::storage_error& err) {
+        std::lock_guard<std::mutex> g(m);
+        (err.outcome_unknown() ? unknown : refused).insert(id);
+      }
+    }
+  });
+  stop = true;
+  killer.join();
+  CHECK(dlq::test::elapsed_ms(t0) < 60000);
+  RawClient admin(server.url());
+  std::vector<std::string> stored;
+  for (auto& e : admin.list(s.key("q", ListKind::dead)))
+    stored.push_back(e.substr(0, e.find(':')));
+  const std::set<std::string> stored_set(stored.begin(), stored.end());
+  INFO("acknowledged " << acknowledged.size() << ", outcome unknown " << unknown.size()
+                       << ", refused " << refused.size());
+  CHECK(acknowledged.size() + unknown.size() + refused.size() == threads * per_thread);
+  CHECK(stored.size() == stored_set.size());
+  std::size_t lost = 0, stored_refused = 0, unexplained = 0;
+  for (const auto& e : acknowledged)
+    lost += stored_set.count(e) == 0 ? 1 : 0;
+  for (const auto& e : refused)
+    stored_refused += stored_set.count(e);
+  for (const auto& e : stored_set)
+    unexplained += acknowledged.count(e) == 0 && unknown.count(e) == 0 ? 1 : 0;
+  CHECK(lost == 0);
+  CHECK(stored_refused == 0);
+  CHECK(unexplained == 0);
+}
