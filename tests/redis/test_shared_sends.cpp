@@ -486,3 +486,30 @@ TEST_CASE(
   CHECK(stored_refused == 0);
   CHECK(unexplained == 0);
 }
+
+TEST_CASE("shared sends: two batches ending together start two batches, not one",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  auto o = fast_options(server);
+  o.connect_timeout = milliseconds(500);
+  o.command_timeout = milliseconds(500);
+  RedisListStorage s(o, pool_of(8, 2));
+  s.push(Record{"q", "", "", "warm-up"});
+  server.freeze();
+  std::atomic<std::size_t> timeouts{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  // Two lone sends time out together after 500 ms; the 128 senders queued behind them fit in
+  // two batches, which should then run side by side (another 500 ms) — not one after the
+  // other because both slots handed their turn to the same waiting sender.
+  together(130, [&](std::size_t t) {
+    try {
+      s.push(Record{"q", "", "", item(t, 0)});
+    } catch (const dlq::timeout_error&) {
+      ++timeouts;
+    }
+  });
+  const auto waited = dlq::test::elapsed_ms(t0);
+  server.thaw();
+  CHECK(timeouts == 130);
+  CHECK(waited < 1300);  // two rounds of 500 ms, not three
+}
