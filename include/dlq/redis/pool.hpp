@@ -131,13 +131,17 @@ class ConnectionPool {
     std::unique_lock<std::mutex> lock(share_mutex_);
     queued_.push_back(&me);
     for (;;) {
+      {  // a turn is used up here, under share_mutex_: a batch ending meanwhile sees it held
+        std::lock_guard<std::mutex> mine(me.mutex);
+        if (me.state == SharedCall::your_turn) me.state = SharedCall::queued;
+      }
       if (senders_ < pool_.send_batches && !queued_.empty()) {
-        send_batch(lock);  // returns with `lock` released
+        me.sending = true;
+        send_batch(lock, me);  // returns with `lock` released
       } else {
         lock.unlock();
         std::unique_lock<std::mutex> mine(me.mutex);
         me.cv.wait(mine, [&] { return me.state != SharedCall::queued; });
-        if (me.state == SharedCall::your_turn) me.state = SharedCall::queued;
       }
       {
         std::lock_guard<std::mutex> mine(me.mutex);
@@ -177,15 +181,17 @@ class ConnectionPool {
     // copies a pointer and cannot fail to allocate.
     std::shared_ptr<const detail::IoFailure> failure;
     std::exception_ptr error;  // acquiring or connecting failed
+    bool sending = false;      // its caller is sending a batch (guarded by share_mutex_)
   };
   static constexpr std::size_t max_batch_commands = 64;
   static constexpr std::size_t max_batch_bytes = std::size_t{4} << 20;
 
   // With `lock` (share_mutex_) held: takes the queued commands (up to the batch limits; at
   // least one), sends them in one exchange with the lock released, hands each call its reply
-  // (when it was read, even if a later one failed) or failure and wakes its caller, then tells the
-  // first still-queued caller that it may send the next batch. Returns with `lock` released.
-  void send_batch(std::unique_lock<std::mutex>& lock) {
+  // (when it was read, even if a later one failed) or failure and wakes its caller, then tells
+  // the first still-queued caller without a turn that it may send the next batch. `self` is
+  // the calling thread's own call. Returns with `lock` released.
+  void send_batch(std::unique_lock<std::mutex>& lock, SharedCall& self) {
     std::size_t n = 0;
     std::size_t bytes = 0;
     while (n < queued_.size() && n < max_batch_commands) {
@@ -236,11 +242,18 @@ class ConnectionPool {
     }
     lock.lock();
     --senders_;
-    SharedCall* next = queued_.empty() ? nullptr : queued_.front();
-    if (next != nullptr) {
+    self.sending = false;  // `self` is its caller's: alive while that caller is in here
+    // The freed slot goes to the oldest queued caller that neither holds a turn already (two
+    // batches ending together wake two callers, not the same one twice) nor is sending a
+    // batch itself (it looks for a free slot again when that is done). Those skipped look
+    // for a free slot anyway, so a slot is never left unseen.
+    for (SharedCall* next : queued_) {
+      if (next->sending) continue;
       std::lock_guard<std::mutex> hold(next->mutex);  // next is queued: its caller waits
-      if (next->state == SharedCall::queued) next->state = SharedCall::your_turn;
+      if (next->state != SharedCall::queued) continue;
+      next->state = SharedCall::your_turn;
       next->cv.notify_one();
+      break;
     }
     lock.unlock();
   }
