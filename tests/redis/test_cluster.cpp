@@ -371,3 +371,65 @@ TEST_CASE("a plain server is taken as plain, and the seed layout works there", "
   CHECK(storage.router().masters().size() == 1);
   CHECK(storage.router().stats().refreshes == 0);
 }
+
+TEST_CASE("shared sends from many threads while their slot migrates: each stored once, in order",
+          "[redis][cluster][shared_sends]") {
+  RawCluster raw;
+  RedisListOptions o = test::unique_layout();
+  o.pool.send_batches = 1;  // batches as large as they get
+  RedisListStorage storage(test::cluster_url(), o);
+  REQUIRE(storage.cluster_mode());
+  const auto& ports = raw.ports();
+  const std::string queue = queues_on(raw, storage, ports[1], 1, "shared-moving-").at(0);
+  const std::string dead = storage.key(queue, ListKind::dead);
+  const int slot = raw.keyslot(dead);
+  constexpr std::size_t threads = 8;
+  constexpr std::size_t per_thread = 400;
+  std::atomic<std::size_t> bad_length{0};
+  std::atomic<std::size_t> errors{0};
+  std::atomic<std::size_t> sent{0};
+  std::vector<std::thread> senders;
+  for (std::size_t t = 0; t < threads; ++t) {
+    senders.emplace_back([&, t] {
+      std::size_t last = 0;
+      for (std::size_t i = 0; i < per_thread; ++i) {
+        try {
+          const std::size_t length = storage.push(
+              Record{queue, "", "", "t" + std::to_string(t) + "-" + std::to_string(i)});
+          if (length <= last) ++bad_length;
+          last = length;
+        } catch (const dlq::error&) {
+          ++errors;
+        }
+        ++sent;
+      }
+    });
+  }
+  auto wait_sent = [&](std::size_t n) {
+    while (sent < n)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  wait_sent(threads * per_thread / 5);
+  raw.migrate(slot, ports[1], ports[2]);  // MOVED for every batched send after it
+  wait_sent(threads * per_thread / 2);
+  raw.begin_migration(slot, ports[2], ports[1]);  // ASK once the key has left the source
+  raw.move_keys(slot, ports[2], ports[1]);
+  wait_sent(threads * per_thread * 3 / 4);
+  raw.end_migration(slot, ports[1]);
+  for (auto& th : senders)
+    th.join();
+  CHECK(errors == 0);
+  CHECK(bad_length == 0);
+  const auto stored = raw.node(ports[1]).list(dead);
+  CHECK(stored.size() == threads * per_thread);
+  std::map<std::string, std::size_t> next;
+  std::size_t out_of_order = 0;
+  for (const auto& e : stored) {
+    const auto dash = e.find('-');
+    const std::string t = e.substr(0, dash);
+    if (std::stoul(e.substr(dash + 1)) != next[t]) ++out_of_order;
+    next[t] = std::stoul(e.substr(dash + 1)) + 1;
+  }
+  CHECK(out_of_order == 0);
+  CHECK(storage.router().stats().moved > 0);
+}

@@ -250,3 +250,266 @@ TEST_CASE("shared sends: a frozen server times out every waiting sender; sends w
   for (const auto& e : known_not_stored)  // "outcome known" = not applied, even later
     CHECK(std::count(stored.begin(), stored.end(), e) == 0);
 }
+
+TEST_CASE("shared sends: with the server gone, every waiting sender fails at once, none unknown",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  for (const std::size_t batches : {std::size_t{1}, std::size_t{2}}) {
+    CAPTURE(batches);
+    RedisListStorage s(fast_options(server), pool_of(8, batches));
+    s.push(Record{"q", "", "", "warm-up"});
+    server.kill9();
+    std::atomic<std::size_t> refused{0};
+    std::atomic<std::size_t> other{0};
+    const auto t0 = std::chrono::steady_clock::now();
+    together(32, [&](std::size_t t) {
+      try {
+        s.push(Record{"q", "", "", item(t, 0)});
+        ++other;
+      } catch (const dlq::connection_error& e) {
+        (e.outcome_unknown() ? other : refused) += 1;
+      } catch (...) {
+        ++other;
+      }
+    });
+    const auto waited = dlq::test::elapsed_ms(t0);
+    CHECK(refused == 32);
+    CHECK(other == 0);
+    CHECK(waited < 3000);  // a few batches' reconnect attempts, not one per sender in a row
+    server.start();
+    CHECK(s.push(Record{"q", "", "", "after"}) == 1);  // a new server: the data is gone
+  }
+}
+
+TEST_CASE("shared sends: commands over the batch byte limit mixed with small ones",
+          "[redis][shared_sends]") {
+  const std::string url = dlq::test::shared_redis_url();
+  RedisListStorage s(url, pool_of(4, 1, dlq::test::unique_layout()));
+  RawClient raw(url);
+  const std::string huge(std::size_t{5} << 20, 'h');
+  std::atomic<std::size_t> bad_length{0};
+  together(12, [&](std::size_t t) {
+    const std::string q = "q" + std::to_string(t);
+    for (std::size_t i = 0; i < (t % 3 == 0 ? 3 : 200); ++i) {
+      const std::string e = t % 3 == 0 ? huge + item(t, i) : item(t, i);
+      if (s.push(Record{q, "", "", e}) != i + 1) ++bad_length;
+    }
+  });
+  CHECK(bad_length == 0);
+  for (std::size_t t = 0; t < 12; ++t) {
+    const std::string q = "q" + std::to_string(t);
+    const auto stored = raw.list(s.key(q, ListKind::dead));
+    REQUIRE(stored.size() == (t % 3 == 0 ? 3 : 200));
+    for (std::size_t i = 0; i < stored.size(); ++i)
+      CHECK(stored[i] == (t % 3 == 0 ? huge + item(t, i) : item(t, i)));
+  }
+}
+
+TEST_CASE("shared sends: every connection leased elsewhere: senders time out together, then send",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  RedisListOptions o = pool_of(1, 2);
+  o.pool.wait_timeout = milliseconds(300);
+  RedisListStorage s(fast_options(server), o);
+  s.push(Record{"q", "", "", "warm-up"});
+  std::atomic<std::size_t> timeouts{0};
+  std::atomic<std::size_t> other{0};
+  std::chrono::milliseconds::rep waited = 0;
+  {
+    auto held = s.router().seed().acquire();  // e.g. a slow replay holding the only connection
+    const auto t0 = std::chrono::steady_clock::now();
+    together(16, [&](std::size_t t) {
+      try {
+        s.push(Record{"q", "", "", item(t, 0)});
+        ++other;
+      } catch (const dlq::timeout_error& e) {
+        (e.outcome_unknown() ? other : timeouts) += 1;
+      } catch (...) {
+        ++other;
+      }
+    });
+    waited = dlq::test::elapsed_ms(t0);
+  }
+  CHECK(timeouts == 16);
+  CHECK(other == 0);
+  CHECK(waited < 2000);
+  together(16, [&](std::size_t t) { s.push(Record{"q", "", "", item(t, 1)}); });
+  RawClient admin(server.url());
+  CHECK(admin.integer({"LLEN", s.key("q", ListKind::dead)}) == 17);
+}
+
+TEST_CASE("shared sends: a command whose answer came before its batch failed gets that answer",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  auto o = fast_options(server);  // 300 ms command timeout
+  redis::PoolOptions po;
+  po.size = 2;
+  po.send_batches = 1;
+  redis::ConnectionPool pool(o, po);
+  auto blpop = [](const char* seconds) {
+    redis::Command c("BLPOP");
+    c.arg("absent").arg(seconds);
+    return c;
+  };
+  // The batch on the wire: answered (nil) after 150 ms; meanwhile A, then B, queue.
+  std::thread first([&] { pool.run_shared(blpop("0.15"), redis::Effect::read); });
+  std::this_thread::sleep_for(milliseconds(50));
+  std::atomic<int> a_outcome{0};  // 1 = answered, 2 = outcome unknown, 3 = other error
+  long long a_length = -1;
+  std::thread a([&] {
+    redis::Command c("RPUSH");
+    c.arg("list").arg("x");
+    try {
+      const redis::Reply r = pool.run_shared(c, redis::Effect::write);
+      a_length = r->type == REDIS_REPLY_INTEGER ? r->integer : -2;
+      a_outcome = 1;
+    } catch (const dlq::storage_error& e) {
+      a_outcome = e.outcome_unknown() ? 2 : 3;
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(30));
+  std::atomic<bool> b_timed_out{false};
+  std::thread b([&] {  // answered after 1 s: its batch times out after A's answer came
+    try {
+      pool.run_shared(blpop("1"), redis::Effect::read);
+    } catch (const dlq::timeout_error&) {
+      b_timed_out = true;
+    }
+  });
+  first.join();
+  a.join();
+  b.join();
+  CHECK(b_timed_out);
+  RawClient admin(server.url());
+  REQUIRE(admin.integer({"LLEN", "list"}) == 1);  // A's RPUSH ran, and its answer came
+  CHECK(a_outcome == 1);                          // so A is told so, not "outcome unknown"
+  CHECK(a_length == 1);
+}
+
+TEST_CASE("shared sends: an empty command is refused and holds up no other command of its batch",
+          "[redis][shared_sends]") {
+  RedisProcess server;
+  redis::PoolOptions po;
+  po.size = 2;
+  po.send_batches = 1;
+  redis::ConnectionPool pool(fast_options(server), po);
+  std::thread first([&] {  // the batch on the wire while the next two queue
+    redis::Command c("BLPOP");
+    c.arg("absent").arg("0.15");
+    pool.run_shared(c, redis::Effect::read);
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  std::atomic<bool> refused{false};
+  std::thread empty([&] {
+    try {
+      pool.run_shared(redis::Command(), redis::Effect::write);
+    } catch (const dlq::invalid_argument&) {
+      refused = true;
+    } catch (const dlq::error&) {
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(30));
+  long long length = -1;
+  std::thread x([&] {
+    redis::Command c("RPUSH");
+    c.arg("list").arg("x");
+    try {
+      const redis::Reply r = pool.run_shared(c, redis::Effect::write);
+      length = r->type == REDIS_REPLY_INTEGER ? r->integer : -2;
+    } catch (const dlq::error&) {  // Redis answers nothing to an empty command: the batch
+    }                              // waits for one answer too many and times out
+  });
+  first.join();
+  empty.join();
+  x.join();
+  CHECK(refused);
+  CHECK(length == 1);
+}
+
+TEST_CASE(
+    "shared sends: 64 senders through one batch slot, big and small commands, connections "
+    "killed: nothing lost, doubled or left waiting",
+    "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  RedisListStorage s(fast_options(server), pool_of(2, 1));
+  constexpr std::size_t threads = 64;
+  constexpr std::size_t per_thread = 60;
+  const std::string big(std::size_t{1} << 20, 'b');  // 5 of them pass the 4 MiB batch limit
+  std::mutex m;
+  std::set<std::string> acknowledged, unknown, refused;
+  std::atomic<bool> stop{false};
+  std::thread killer([&] {
+    RawClient k(server.url());
+    while (!stop) {
+      try {
+        k.integer({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+      } catch (const dlq::error&) {
+      }
+      std::this_thread::sleep_for(milliseconds(7));
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  together(threads, [&](std::size_t t) {
+    for (std::size_t i = 0; i < per_thread; ++i) {
+      const std::string id = item(t, i);
+      const std::string e = (t + i) % 16 == 0 ? id + ":" + big : id;
+      try {
+        s.push(Record{"q", "", "", e});
+        std::lock_guard<std::mutex> g(m);
+        acknowledged.insert(id);
+      } catch (const dlq::storage_error& err) {
+        std::lock_guard<std::mutex> g(m);
+        (err.outcome_unknown() ? unknown : refused).insert(id);
+      }
+    }
+  });
+  stop = true;
+  killer.join();
+  CHECK(dlq::test::elapsed_ms(t0) < 60000);
+  RawClient admin(server.url());
+  std::vector<std::string> stored;
+  for (auto& e : admin.list(s.key("q", ListKind::dead)))
+    stored.push_back(e.substr(0, e.find(':')));
+  const std::set<std::string> stored_set(stored.begin(), stored.end());
+  INFO("acknowledged " << acknowledged.size() << ", outcome unknown " << unknown.size()
+                       << ", refused " << refused.size());
+  CHECK(acknowledged.size() + unknown.size() + refused.size() == threads * per_thread);
+  CHECK(stored.size() == stored_set.size());
+  std::size_t lost = 0, stored_refused = 0, unexplained = 0;
+  for (const auto& e : acknowledged)
+    lost += stored_set.count(e) == 0 ? 1 : 0;
+  for (const auto& e : refused)
+    stored_refused += stored_set.count(e);
+  for (const auto& e : stored_set)
+    unexplained += acknowledged.count(e) == 0 && unknown.count(e) == 0 ? 1 : 0;
+  CHECK(lost == 0);
+  CHECK(stored_refused == 0);
+  CHECK(unexplained == 0);
+}
+
+TEST_CASE("shared sends: two batches ending together start two batches, not one",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  auto o = fast_options(server);
+  o.connect_timeout = milliseconds(500);
+  o.command_timeout = milliseconds(500);
+  RedisListStorage s(o, pool_of(8, 2));
+  s.push(Record{"q", "", "", "warm-up"});
+  server.freeze();
+  std::atomic<std::size_t> timeouts{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  // Two lone sends time out together after 500 ms; the 128 senders queued behind them fit in
+  // two batches, which should then run side by side (another 500 ms) — not one after the
+  // other because both slots handed their turn to the same waiting sender.
+  together(130, [&](std::size_t t) {
+    try {
+      s.push(Record{"q", "", "", item(t, 0)});
+    } catch (const dlq::timeout_error&) {
+      ++timeouts;
+    }
+  });
+  const auto waited = dlq::test::elapsed_ms(t0);
+  server.thaw();
+  CHECK(timeouts == 130);
+  CHECK(waited < 1300);  // two rounds of 500 ms, not three
+}

@@ -210,8 +210,9 @@ class Connection {
                              options_.command_timeout);
   }
   /// Like run(const Command*, std::size_t, Effect), for commands given by pointer, but an
-  /// I/O failure of the exchange is returned (false, `failure` filled, `replies` empty)
-  /// instead of thrown, so that callers whose commands were written together
+  /// I/O failure of the exchange is returned (false, `failure` filled, `replies` holding the
+  /// replies read before the failure — those of the first replies.size() commands, which
+  /// ran) instead of thrown, so that callers whose commands were written together
   /// (ConnectionPool::run_shared) can each report it naming their own command. The retry
   /// rule of run() applies to the request as a whole. Connecting still throws.
   bool try_run(const Command* const* commands, std::size_t count, Effect effect,
@@ -331,7 +332,12 @@ class Connection {
                detail::IoFailure& failure) {
     for (int pass = 0;; ++pass) {
       ensure_ready();
-      if (exchange(at, count, replies, failure)) return true;
+      try {
+        if (exchange(at, count, replies, failure)) return true;
+      } catch (...) {  // e.g. std::bad_alloc: answers may be on their way, never to be read
+        ctx_.reset();
+        throw;
+      }
       ctx_.reset();
       const bool timeout = detail::is_timeout(failure);
       const bool retry_safe = effect == Effect::read || !failure.sent_any;
@@ -341,12 +347,16 @@ class Connection {
   }
 
   // One request/response exchange of the commands at(0) … at(count - 1). Returns false with
-  // `failure` filled on an I/O error.
+  // `failure` filled on an I/O error; `replies` then holds the replies read before it.
   template <class At>
   bool exchange(At at, std::size_t count, std::vector<Reply>& replies, detail::IoFailure& failure) {
     out_.clear();
     for (std::size_t i = 0; i < count; ++i)
       at(i).encode(out_);
+    // Everything that can fail to allocate happens before the first byte leaves: once a
+    // request is written, its answers are read (or the connection dropped) before returning.
+    replies.clear();
+    replies.reserve(count);
     std::size_t sent = 0;
     while (sent < out_.size()) {
       const ssize_t k = ::send(ctx_->fd, out_.data() + sent, out_.size() - sent, MSG_NOSIGNAL);
@@ -362,14 +372,11 @@ class Connection {
       sent += static_cast<std::size_t>(k);
     }
     if (out_.capacity() > (std::size_t{8} << 20)) std::string().swap(out_);
-    replies.clear();
-    replies.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
       void* raw = nullptr;
       // hiredis' output buffer is empty (we wrote ourselves), so this only reads.
-      if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) {
+      if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) {  // the replies read so far are kept
         failure = detail::capture_failure(ctx_.get(), errno, true);
-        replies.clear();
         return false;
       }
       replies.emplace_back(static_cast<redisReply*>(raw));

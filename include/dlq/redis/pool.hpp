@@ -105,15 +105,25 @@ class ConnectionPool {
   /// 64, or about 4 MiB, a batch), in arrival order, in one write. A lone caller sends at
   /// once, as acquire()->run() would.
   ///
-  /// A failure is reported to every command of the batch, each naming its own command, under
-  /// the rule of Connection::run applied to the batch: a batch none of whose bytes left this
-  /// process is sent again once on a fresh connection; after that, a write fails with
-  /// `outcome_unknown() == true` — the command may or may not have been applied, and it is
-  /// never re-sent. (So one command's outcome can be unknown because a command written
-  /// before it in the same batch had left the process when the connection broke.)
-  /// @throws dlq::timeout_error, dlq::connection_error, dlq::protocol_error as
-  ///         Connection::run; the errors of acquire() and of connecting.
+  /// A failure is reported to every command of the batch whose answer had not been read,
+  /// each naming its own command, under the rule of Connection::run applied to the batch: a
+  /// batch none of whose bytes left this process is sent again once on a fresh connection;
+  /// after that, a write fails with `outcome_unknown() == true` — the command may or may not
+  /// have been applied, and it is never re-sent. (So one command's outcome can be unknown
+  /// because a command written before it in the same batch had left the process when the
+  /// connection broke.) The commands answered before the failure get their answers.
+  ///
+  /// `command` must be answered with exactly one reply and leave the connection as it found
+  /// it: not empty, and none of MULTI/EXEC/WATCH, SELECT, CLIENT REPLY, SUBSCRIBE, blocking
+  /// pops (they would hold up the whole batch) — use acquire() for those.
+  /// @throws dlq::invalid_argument for an empty command; dlq::timeout_error,
+  ///         dlq::connection_error, dlq::protocol_error as Connection::run; the errors of
+  ///         acquire() and of connecting.
   Reply run_shared(const Command& command, Effect effect) {
+    if (command.size() == 0) {  // no answer at all: every later answer would go to the wrong call
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", endpoint_, "run_shared: an empty command", "give the command a name"));
+    }
     if (pool_.send_batches == 0) return acquire()->run(command, effect);
     SharedCall me;
     me.command = &command;
@@ -121,13 +131,17 @@ class ConnectionPool {
     std::unique_lock<std::mutex> lock(share_mutex_);
     queued_.push_back(&me);
     for (;;) {
+      {  // a turn is used up here, under share_mutex_: a batch ending meanwhile sees it held
+        std::lock_guard<std::mutex> mine(me.mutex);
+        if (me.state == SharedCall::your_turn) me.state = SharedCall::queued;
+      }
       if (senders_ < pool_.send_batches && !queued_.empty()) {
-        send_batch(lock);  // returns with `lock` released
+        me.sending = true;
+        send_batch(lock, me);  // returns with `lock` released
       } else {
         lock.unlock();
         std::unique_lock<std::mutex> mine(me.mutex);
         me.cv.wait(mine, [&] { return me.state != SharedCall::queued; });
-        if (me.state == SharedCall::your_turn) me.state = SharedCall::queued;
       }
       {
         std::lock_guard<std::mutex> mine(me.mutex);
@@ -136,8 +150,8 @@ class ConnectionPool {
       lock.lock();
     }
     if (me.error) std::rethrow_exception(me.error);
-    if (me.failed) {
-      detail::throw_io_failure(me.failure, endpoint_, command.label(), effect == Effect::write,
+    if (me.failure) {
+      detail::throw_io_failure(*me.failure, endpoint_, command.label(), effect == Effect::write,
                                options_.command_timeout);
     }
     return std::move(me.reply);
@@ -163,18 +177,21 @@ class ConnectionPool {
     std::condition_variable cv;
     State state = queued;
     Reply reply;
-    bool failed = false;  // the exchange failed: `failure` says how
-    detail::IoFailure failure;
+    // The exchange failed: how. One object shared by the batch, so that handing it over
+    // copies a pointer and cannot fail to allocate.
+    std::shared_ptr<const detail::IoFailure> failure;
     std::exception_ptr error;  // acquiring or connecting failed
+    bool sending = false;      // its caller is sending a batch (guarded by share_mutex_)
   };
   static constexpr std::size_t max_batch_commands = 64;
   static constexpr std::size_t max_batch_bytes = std::size_t{4} << 20;
 
   // With `lock` (share_mutex_) held: takes the queued commands (up to the batch limits; at
   // least one), sends them in one exchange with the lock released, hands each call its reply
-  // or failure and wakes its caller, then tells the first still-queued caller that it may send
-  // the next batch. Returns with `lock` released.
-  void send_batch(std::unique_lock<std::mutex>& lock) {
+  // (when it was read, even if a later one failed) or failure and wakes its caller, then tells
+  // the first still-queued caller without a turn that it may send the next batch. `self` is
+  // the calling thread's own call. Returns with `lock` released.
+  void send_batch(std::unique_lock<std::mutex>& lock, SharedCall& self) {
     std::size_t n = 0;
     std::size_t bytes = 0;
     while (n < queued_.size() && n < max_batch_commands) {
@@ -183,7 +200,8 @@ class ConnectionPool {
       if (n > 0 && bytes > max_batch_bytes) break;
       ++n;
     }
-    // Fixed arrays: nothing between dequeuing and handing back can fail to allocate.
+    // Fixed arrays, and a shared failure: nothing between dequeuing and handing back can fail
+    // to allocate outside the try below.
     std::array<SharedCall*, max_batch_commands> batch;
     std::array<const Command*, max_batch_commands> commands;
     std::copy(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(n), batch.begin());
@@ -196,22 +214,25 @@ class ConnectionPool {
       if (batch[i]->effect == Effect::write) effect = Effect::write;
     }
     std::vector<Reply> replies;
-    detail::IoFailure failure;
+    std::shared_ptr<const detail::IoFailure> failure;
     std::exception_ptr error;
-    bool ok = false;
     try {
       auto lease = acquire();
-      ok = lease->try_run(commands.data(), n, effect, replies, failure);
+      detail::IoFailure f;
+      if (!lease->try_run(commands.data(), n, effect, replies, f)) {
+        failure = std::make_shared<detail::IoFailure>(std::move(f));
+      }
     } catch (...) {
       error = std::current_exception();
     }
+    // From here to the end nothing may throw: every call of the batch must be handed its
+    // outcome (its caller waits for it), and senders_ given back.
     for (std::size_t i = 0; i < n; ++i) {
       SharedCall& c = *batch[i];
       std::lock_guard<std::mutex> hold(c.mutex);
       if (error) {
         c.error = error;
-      } else if (!ok) {
-        c.failed = true;
+      } else if (failure && i >= replies.size()) {  // its answer was not read
         c.failure = failure;
       } else {
         c.reply = std::move(replies[i]);
@@ -221,11 +242,18 @@ class ConnectionPool {
     }
     lock.lock();
     --senders_;
-    SharedCall* next = queued_.empty() ? nullptr : queued_.front();
-    if (next != nullptr) {
+    self.sending = false;  // `self` is its caller's: alive while that caller is in here
+    // The freed slot goes to the oldest queued caller that neither holds a turn already (two
+    // batches ending together wake two callers, not the same one twice) nor is sending a
+    // batch itself (it looks for a free slot again when that is done). Those skipped look
+    // for a free slot anyway, so a slot is never left unseen.
+    for (SharedCall* next : queued_) {
+      if (next->sending) continue;
       std::lock_guard<std::mutex> hold(next->mutex);  // next is queued: its caller waits
-      if (next->state == SharedCall::queued) next->state = SharedCall::your_turn;
+      if (next->state != SharedCall::queued) continue;
+      next->state = SharedCall::your_turn;
       next->cv.notify_one();
+      break;
     }
     lock.unlock();
   }
