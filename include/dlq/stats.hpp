@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "dlq/detail/compiled.hpp"
+#include "dlq/detail/function_ref.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/storage.hpp"
 
@@ -252,18 +253,19 @@ class error_grouper {
   std::string key_, scratch_, problem_;
 };
 
-/// DeadLetterQueue::errors: scans `queue`'s dead-letter list in windows (see the file
-/// comment).
-template <class S>
-ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOptions& options) {
+/// Reads `count` items of the dead-letter list from position `from` (a storage's range()).
+using range_reader = function_ref<std::vector<std::string>(std::size_t, std::size_t)>;
+
+/// DeadLetterQueue::errors over a storage's reads: scans `queue`'s dead-letter list, `depth`
+/// entries deep when the scan starts, in windows read by `read` (see the file comment).
+/// `read` is called from a helper thread too (ErrorsOptions::read_ahead).
+inline ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& options,
+                                     std::size_t depth, range_reader read) {
   ErrorsReport report;
   report.queue = std::string(queue);
   const std::size_t window = options.window == 0 ? 1000 : options.window;
   error_grouper grouper(options.by_worker);
-  report.depth_at_start = storage.size(queue, ListKind::dead);
-  auto read = [&storage, queue](std::size_t from, std::size_t count) {
-    return storage.range(queue, ListKind::dead, from, count);
-  };
+  report.depth_at_start = depth;
   // The next window, read on a helper thread while this one is grouped (read_ahead).
   std::future<std::vector<std::string>> ahead;
   std::size_t ahead_from = 0, ahead_count = 0;
@@ -353,6 +355,17 @@ ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOp
   grouper.finish(report);
   report.exact = report.complete && !report.changed && !report.cancelled;
   return report;
+}
+
+/// DeadLetterQueue::errors: scans `queue`'s dead-letter list in windows (see the file
+/// comment).
+template <class S>
+ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOptions& options) {
+  const std::size_t depth = storage.size(queue, ListKind::dead);
+  auto read = [&storage, queue](std::size_t from, std::size_t count) {
+    return storage.range(queue, ListKind::dead, from, count);
+  };
+  return summarize_errors(queue, options, depth, read);
 }
 
 }  // namespace detail
