@@ -1,15 +1,15 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file detail/compiled.hpp
-/// DLQ_MEMBER_INLINE marks the definitions of the public members of dlq's class templates
-/// that a user's code calls (DeadLetterQueue's), which live below their class, not in its
-/// body. Header-only mode (the default): `inline`, the same code as a definition in the class
-/// body. Compiled mode (CMake DLQ_COMPILED=ON, which defines DLQ_COMPILED_LIB): empty. GCC
-/// instantiates an inline member of an `extern template` specialization that a unit calls
-/// (at every -O level, `noinline` or not; it only does not emit it), which compiles the front
-/// end's bodies, and the nlohmann code they use, again in every translation unit; a member that
-/// is not inline is left to the library's explicit instantiation (GCC and Clang). A template
-/// the library does not instantiate (a user's own storage) is instantiated where it is used,
-/// as any template.
+/// DLQ_MEMBER_INLINE marks the definitions of the members of dlq's class templates that a
+/// user's code calls (DeadLetterQueue's public members, KeyValueStorage's constructor), which
+/// live below their class, not in its body. Header-only mode (the default): `inline`, the
+/// same code as a definition in the class body. Compiled mode (CMake DLQ_COMPILED=ON, which
+/// defines DLQ_COMPILED_LIB): empty. GCC instantiates an inline member of an `extern
+/// template` specialization that a unit calls (at every -O level, `noinline` or not; it only
+/// does not emit it), which compiles the member's body, and the nlohmann code it uses, again
+/// in every translation unit; a member that is not inline is left to the library's explicit
+/// instantiation (GCC and Clang). A specialization the library does not instantiate (over a
+/// user's own storage) is instantiated where it is used, as any template.
 #pragma once
 
 #if defined(DLQ_COMPILED_LIB)

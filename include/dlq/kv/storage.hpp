@@ -150,6 +150,7 @@
 #include <vector>
 
 #include "dlq/audit.hpp"
+#include "dlq/detail/compiled.hpp"
 #include "dlq/detail/function_ref.hpp"
 #include "dlq/detail/id.hpp"
 #include "dlq/detail/meta/detected.hpp"
@@ -1096,7 +1097,8 @@ class KeyValueStorage {
 // --- KeyValueStorage's constructor ---------------------------------------------------------
 
 template <class Kv, class Sink>
-inline KeyValueStorage<Kv, Sink>::KeyValueStorage(Kv store, Sink sink, KeyValueOptions options)
+DLQ_MEMBER_INLINE KeyValueStorage<Kv, Sink>::KeyValueStorage(Kv store, Sink sink,
+                                                             KeyValueOptions options)
     : store_(std::move(store)), sink_(std::move(sink)), shared_(std::make_shared<shared>()) {
   if (options.prefix.empty())
     throw invalid_argument(detail::message("kv", "KeyValueOptions::prefix", "is empty",
