@@ -40,3 +40,12 @@
 #define DLQ_REDIS_INLINE inline
 #define DLQ_REDIS_HEADER_ONLY 1
 #endif
+
+/// DLQ_SQLITE_INLINE: DLQ_INLINE for the SQLite backend's definitions (dlq/sqlite/*-inl.hpp),
+/// compiled into dlq::sqlite in compiled mode (DLQ_COMPILED_SQLITE).
+#if defined(DLQ_COMPILED_SQLITE)
+#define DLQ_SQLITE_INLINE
+#else
+#define DLQ_SQLITE_INLINE inline
+#define DLQ_SQLITE_HEADER_ONLY 1
+#endif
