@@ -9,6 +9,7 @@
 #include "dlq/kv/storage.hpp"
 
 #include "dlq/audit-inl.hpp"
+#include "dlq/detail/counter_map-inl.hpp"
 #include "dlq/detail/id-inl.hpp"
 #include "dlq/detail/queue_core-inl.hpp"
 #include "dlq/entry-inl.hpp"

@@ -67,10 +67,7 @@ class DeadLetterQueue {
 
  public:
   /// Creates a queue front end over `storage`.
-  DLQ_OUT_OF_LINE
-  explicit DeadLetterQueue(Storage storage = Storage(), Options options = {})
-      : storage_(std::forward<Storage>(storage)),
-        core_(std::make_unique<detail::queue_core>(std::move(options))) {}
+  explicit DeadLetterQueue(Storage storage = Storage(), Options options = {});
 
   /// The storage, for backend-specific calls (e.g. MemoryStorage::source_pop).
   storage_type& storage() noexcept { return storage_; }
@@ -94,23 +91,11 @@ class DeadLetterQueue {
   ///         that is not a JSON object, or a payload that is not JSON under
   ///         Payloads::json_only; dlq::queue_full_error when retention rejects the entry;
   ///         dlq::storage_error when the backend fails.
-  DLQ_OUT_OF_LINE
-  std::string send_to_dlq(std::string_view queue, std::string_view payload,
-                          const Failure& failure) {
-    const detail::job_view job{queue, payload, &failure};
-    return std::move(send(&job, 1, "send_to_dlq").front());
-  }
+  std::string send_to_dlq(std::string_view queue, std::string_view payload, const Failure& failure);
 
   /// The Python seed's signature: send_to_dlq(queue, payload, error, attempt, worker).
-  DLQ_OUT_OF_LINE
   std::string send_to_dlq(std::string_view queue, std::string_view payload, std::string error,
-                          std::int64_t attempt = 1, std::string worker = {}) {
-    Failure f;
-    f.error = std::move(error);
-    f.attempt = attempt;
-    f.worker = std::move(worker);
-    return send_to_dlq(queue, payload, f);
-  }
+                          std::int64_t attempt = 1, std::string worker = {});
 
   /// Dead-letters several jobs and returns their ids in order. Validates every job before
   /// storing any. One storage call (one round trip on Redis) when no queue of the batch has a
@@ -125,150 +110,61 @@ class DeadLetterQueue {
   /// with the push and each is reported. With the poison guard on, each job's count costs one
   /// storage call before the push.
   /// @throws as send_to_dlq.
-  DLQ_OUT_OF_LINE
-  std::vector<std::string> send_batch(const std::vector<FailedJob>& jobs) {
-    std::vector<detail::job_view> views;
-    views.reserve(jobs.size());
-    for (const auto& job : jobs)
-      views.push_back(detail::job_view{job.queue, job.payload, &job.failure});
-    return send(views.data(), views.size(), "send_batch");
-  }
+  std::vector<std::string> send_batch(const std::vector<FailedJob>& jobs);
 
   // --- operators: inspect ----------------------------------------------------------------
 
   /// Number of entries in the queue's dead-letter list (the seed's dlq_length).
-  DLQ_OUT_OF_LINE
-  std::size_t size(std::string_view queue) {
-    detail::queue_core::validate_queue(queue, "size");
-    return guarded([&] { return storage_.size(queue, ListKind::dead); });
-  }
+  std::size_t size(std::string_view queue);
 
   /// Entries [start, start + count) of the dead-letter list, oldest first, without removing
   /// them (the seed's peek_dlq). Unreadable entries are included with ok() == false.
-  DLQ_OUT_OF_LINE
-  std::vector<Entry> peek(std::string_view queue, std::size_t start = 0, std::size_t count = 10) {
-    detail::queue_core::validate_queue(queue, "peek");
-    return guarded([&] { return parse_all(storage_.range(queue, ListKind::dead, start, count)); });
-  }
+  std::vector<Entry> peek(std::string_view queue, std::size_t start = 0, std::size_t count = 10);
 
   /// The entry with this id, or nullopt.
-  DLQ_OUT_OF_LINE
-  std::optional<Entry> get(std::string_view queue, std::string_view id) {
-    detail::queue_core::validate_queue(queue, "get");
-    return guarded([&]() -> std::optional<Entry> {
-      auto raw = find_raw(queue, ListKind::dead, id);
-      if (!raw) return std::nullopt;
-      return parse_entry(std::move(*raw));
-    });
-  }
+  std::optional<Entry> get(std::string_view queue, std::string_view id);
 
   /// Removes the entry with this id without replaying it. Returns false when there is none.
-  DLQ_OUT_OF_LINE
-  bool remove(std::string_view queue, std::string_view id) {
-    detail::queue_core::validate_queue(queue, "remove");
-    const bool removed = guarded([&] {
-      for (int attempt = 0; attempt < 3; ++attempt) {
-        auto raw = find_raw(queue, ListKind::dead, id);
-        if (!raw) return false;
-        if (storage_.remove(queue, ListKind::dead, id, *raw)) return true;
-      }
-      return false;
-    });
-    audit_simple("remove", queue, {{"removed", removed ? 1 : 0}}, {std::string(id)},
-                 removed ? "ok" : "not found");
-    return removed;
-  }
+  bool remove(std::string_view queue, std::string_view id);
 
   /// Deletes every entry of the queue's dead-letter list; returns exactly how many were
   /// deleted (one atomic step).
-  DLQ_OUT_OF_LINE
-  std::size_t purge(std::string_view queue) {
-    detail::queue_core::validate_queue(queue, "purge");
-    const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::dead); });
-    audit_simple("purge", queue, {{"purged", n}});
-    return n;
-  }
+  std::size_t purge(std::string_view queue);
 
   /// Dead-letter depth of each named queue, read in one storage call (the seed's
   /// dlq_summary).
-  DLQ_OUT_OF_LINE
-  std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) {
-    for (const auto& q : queues)
-      detail::queue_core::validate_queue(q, "summary");
-    return guarded([&] {
-      const auto sizes = storage_.sizes(queues);
-      std::map<std::string, std::size_t> out;
-      for (std::size_t i = 0; i < queues.size() && i < sizes.size(); ++i)
-        out[queues[i]] = sizes[i];
-      return out;
-    });
-  }
+  std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues);
 
   /// Dead-letter depth of every queue that has dead-letter or corrupt entries.
-  DLQ_OUT_OF_LINE
-  std::map<std::string, std::size_t> summary() { return summary(queues()); }
+  std::map<std::string, std::size_t> summary();
 
   /// Depth, corrupt depth and the times of the oldest and newest entry of each named queue,
   /// in order, at a cost independent of the queues' lengths (see dlq/stats.hpp). Ages are
   /// measured by Options::clock. Times that cannot be read are reported as such, not guessed.
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error subclasses.
-  DLQ_OUT_OF_LINE
-  std::vector<QueueStats> stats(const std::vector<std::string>& queues) {
-    for (const auto& q : queues)
-      detail::queue_core::validate_queue(q, "stats");
-    return guarded(
-        [&] { return detail::queue_stats(storage_, queues, [this] { return core_->now(); }); });
-  }
+  std::vector<QueueStats> stats(const std::vector<std::string>& queues);
 
   /// stats() of every queue that has dead-letter or corrupt entries, sorted by name.
-  DLQ_OUT_OF_LINE
-  std::vector<QueueStats> stats() { return stats(queues()); }
+  std::vector<QueueStats> stats();
 
   /// The queue's dead letters grouped by error text and by error type (counts, oldest and
   /// newest time, an example id per group), read oldest first in bounded windows (see
   /// dlq/stats.hpp and ErrorsOptions; the default reads every entry). The report says whether
   /// its counts are exact or a sample.
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error subclasses.
-  DLQ_OUT_OF_LINE
-  ErrorsReport errors(std::string_view queue, const ErrorsOptions& options = {}) {
-    detail::queue_core::validate_queue(queue, "errors");
-    return guarded([&] { return detail::summarize_errors(storage_, queue, options); });
-  }
+  ErrorsReport errors(std::string_view queue, const ErrorsOptions& options = {});
 
   /// Names of the queues that have dead-letter or corrupt entries, sorted.
-  DLQ_OUT_OF_LINE
-  std::vector<std::string> queues() {
-    return guarded([&] {
-      auto names = storage_.queues();
-      std::sort(names.begin(), names.end());
-      return names;
-    });
-  }
+  std::vector<std::string> queues();
 
   /// Entries [start, start + count) of the queue's corrupt list (set aside by replay).
-  DLQ_OUT_OF_LINE
-  std::vector<Entry> corrupt(std::string_view queue, std::size_t start = 0,
-                             std::size_t count = 10) {
-    detail::queue_core::validate_queue(queue, "corrupt");
-    return guarded(
-        [&] { return parse_all(storage_.range(queue, ListKind::corrupt, start, count)); });
-  }
+  std::vector<Entry> corrupt(std::string_view queue, std::size_t start = 0, std::size_t count = 10);
 
   /// Number of items in the queue's corrupt list.
-  DLQ_OUT_OF_LINE
-  std::size_t corrupt_size(std::string_view queue) {
-    detail::queue_core::validate_queue(queue, "corrupt_size");
-    return guarded([&] { return storage_.size(queue, ListKind::corrupt); });
-  }
+  std::size_t corrupt_size(std::string_view queue);
 
   /// Deletes the queue's corrupt list; returns how many items it had.
-  DLQ_OUT_OF_LINE
-  std::size_t purge_corrupt(std::string_view queue) {
-    detail::queue_core::validate_queue(queue, "purge_corrupt");
-    const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
-    audit_simple("purge_corrupt", queue, {{"purged", n}});
-    return n;
-  }
+  std::size_t purge_corrupt(std::string_view queue);
 
   // --- operators: replay -----------------------------------------------------------------
 
@@ -276,52 +172,22 @@ class DeadLetterQueue {
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
   ///         backend fails (batches applied before the failure stay applied, nothing is
   ///         lost); dlq::conflict_error when other processes keep changing the same entries.
-  DLQ_OUT_OF_LINE
-  ReplayReport replay(std::string_view queue, const ReplayOptions& options = {}) {
-    detail::queue_core::validate_queue(queue, "replay");
-    return guarded([&] {
-      return run_replay(queue, options, false, options.transform ? "replay_edited" : "replay")
-          .report;
-    });
-  }
+  ReplayReport replay(std::string_view queue, const ReplayOptions& options = {});
 
   /// Replays every entry present now back to its source queue (the seed's replay_all).
-  DLQ_OUT_OF_LINE
-  ReplayReport replay_all(std::string_view queue) { return replay(queue, ReplayOptions::all()); }
+  ReplayReport replay_all(std::string_view queue);
 
   /// Replays the oldest readable entry and returns it, or nullopt when there is none (the
   /// seed's replay_one). Corrupt entries in front of it are set aside on the way.
-  DLQ_OUT_OF_LINE
-  std::optional<Entry> replay_one(std::string_view queue) {
-    detail::queue_core::validate_queue(queue, "replay_one");
-    return guarded([&]() -> std::optional<Entry> {
-      auto result = run_replay(queue, ReplayOptions::first(1), true, "replay");
-      if (result.replayed_raw.empty()) return std::nullopt;
-      return parse_entry(std::move(result.replayed_raw.front()));
-    });
-  }
+  std::optional<Entry> replay_one(std::string_view queue);
 
   /// Replays the entries with these ids, wherever they are in the list.
-  DLQ_OUT_OF_LINE
-  ReplayReport replay_ids(std::string_view queue, std::vector<std::string> ids) {
-    return replay(queue, ReplayOptions::by_ids(std::move(ids)));
-  }
+  ReplayReport replay_ids(std::string_view queue, std::vector<std::string> ids);
 
   /// Finishes replays of `queue` that were interrupted (a replayer killed mid-way), where the
   /// backend can leave such state; returns the number of items it fixed. A no-op on backends
   /// whose replay steps are atomic.
-  DLQ_OUT_OF_LINE
-  std::size_t recover(std::string_view queue) {
-    detail::queue_core::validate_queue(queue, "recover");
-    if constexpr (detail::has_recover<storage_type>::value) {
-      const std::size_t n =
-          guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
-      audit_simple("recover", queue, {{"fixed", n}});
-      return n;
-    } else {
-      return 0;
-    }
-  }
+  std::size_t recover(std::string_view queue);
 
   // --- operators: search, discard, edit, audit (dlq/search.hpp, dlq/operations.hpp) -----
 
@@ -332,15 +198,9 @@ class DeadLetterQueue {
   /// by Options::clock. Read-only: not audited.
   /// @throws dlq::invalid_argument for an empty queue name or a malformed continuation;
   ///         dlq::storage_error when the backend fails.
-  DLQ_OUT_OF_LINE
   SearchPage search(std::string_view queue, const Filter& filter,
                     std::string_view continuation = {}, std::size_t limit = 100,
-                    std::size_t max_examined = 0) {
-    detail::queue_core::validate_queue(queue, "search");
-    return guarded([&] {
-      return search_page(storage_, queue, filter, continuation, limit, core_->now(), max_examined);
-    });
-  }
+                    std::size_t max_examined = 0);
 
   /// Deletes the entries `options` matches, in atomic batches (see dlq/operations.hpp);
   /// every deletion is counted (Counters::discarded) and emitted (EventKind::discarded); one
@@ -348,37 +208,7 @@ class DeadLetterQueue {
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
   ///         backend fails (batches applied before stay applied and are in the audit
   ///         record); dlq::conflict_error when other clients keep changing the same entries.
-  DLQ_OUT_OF_LINE
-  DiscardReport discard(std::string_view queue, const DiscardOptions& options = {}) {
-    detail::queue_core::validate_queue(queue, "discard");
-    DiscardReport report;
-    AuditRecord rec = audit_record("discard", queue, options.actor);
-    rec.filter = options.describe();
-    if (options.limit != 0) rec.detail["limit"] = options.limit;
-    auto finish = [&](std::string outcome) {
-      rec.counts = {{"examined", report.examined},
-                    {"discarded", report.discarded},
-                    {"batches", report.batches}};
-      rec.outcome = std::move(outcome);
-      detail::audit_ids ids{core_->options.audit_max_ids, {}, 0};
-      for (const auto& id : report.discarded_ids)
-        ids.add(id);
-      rec.ids = std::move(ids.ids);
-      rec.ids_omitted = ids.omitted;
-      detail::write_audit(*core_, storage_, rec);
-    };
-    try {
-      guarded([&] {
-        detail::storage_dead_list<storage_type> list(storage_, queue);
-        detail::discard_engine(*core_, list, queue).run(options, report);
-      });
-    } catch (const std::exception& e) {
-      finish(std::string("failed: ") + e.what());
-      throw;
-    }
-    finish(report.cancelled ? "cancelled" : report.dry_run ? "dry_run" : "ok");
-    return report;
-  }
+  DiscardReport discard(std::string_view queue, const DiscardOptions& options = {});
 
   /// Replays the entry `id` with `new_payload` instead of its stored payload, in one atomic
   /// step (see ReplayOptions::transform); a parked entry is replayed too. The audit record
@@ -386,62 +216,26 @@ class DeadLetterQueue {
   /// new payload. Returns the report: replayed == 1 on success, else the id is in skipped
   /// (not_found, or corrupt: an unreadable entry has no payload to edit).
   /// @throws as replay().
-  DLQ_OUT_OF_LINE
   ReplayReport replay_edited(std::string_view queue, std::string_view id, std::string new_payload,
-                             std::string actor = {}, std::string to_queue = {}) {
-    detail::queue_core::validate_queue(queue, "replay_edited");
-    ReplayOptions o = ReplayOptions::by_ids({std::string(id)});
-    o.actor = std::move(actor);
-    o.to_queue = std::move(to_queue);
-    o.transform = [&new_payload](const Entry&) -> std::optional<std::string> {
-      return new_payload;
-    };
-    return guarded([&] { return run_replay(queue, o, false, "replay_edited").report; });
-  }
+                             std::string actor = {}, std::string to_queue = {});
 
   /// The queue's audit records made at or after `since` (by Options::clock when written),
   /// oldest first, at most `limit` (0 = 1000). Empty on a storage without an audit trail
   /// (see dlq/audit.hpp).
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error.
-  DLQ_OUT_OF_LINE
   std::vector<AuditRecord> audit(std::string_view queue,
                                  std::chrono::system_clock::time_point since = {},
-                                 std::size_t limit = 1000) {
-    detail::queue_core::validate_queue(queue, "audit");
-    if (limit == 0) limit = 1000;
-    return guarded([&] { return detail::read_audit(storage_, queue, since, limit); });
-  }
+                                 std::size_t limit = 1000);
 
   // --- retention -------------------------------------------------------------------------
 
   /// Applies the queue's retention now: evicts entries beyond Retention::max_length and
   /// entries older than Retention::max_age, oldest first, in bounded atomic batches. Every
   /// eviction is counted and reported as an event.
-  DLQ_OUT_OF_LINE
-  TrimReport trim(std::string_view queue) {
-    detail::queue_core::validate_queue(queue, "trim");
-    const TrimReport done = guarded([&] {
-      detail::storage_dead_list<storage_type> list(storage_, queue);
-      return detail::trim(*core_, list, queue);
-    });
-    if (done.evicted() != 0)  // a timer's empty runs would drown the trail
-      audit_simple("trim", queue,
-                   {{"evicted_for_length", done.evicted_for_length},
-                    {"evicted_for_age", done.evicted_for_age}});
-    return done;
-  }
+  TrimReport trim(std::string_view queue);
 
   /// trim() on every queue that has entries; returns the totals.
-  DLQ_OUT_OF_LINE
-  TrimReport trim() {
-    TrimReport total;
-    for (const auto& q : queues()) {
-      const TrimReport r = trim(q);
-      total.evicted_for_length += r.evicted_for_length;
-      total.evicted_for_age += r.evicted_for_age;
-    }
-    return total;
-  }
+  TrimReport trim();
 
  private:
   // Runs a replay and writes its audit record (also when it fails: what was applied before
@@ -748,5 +542,293 @@ class DeadLetterQueue {
   Storage storage_;
   std::unique_ptr<detail::queue_core> core_;  // not movable: atomics, a mutex
 };
+
+// --- DeadLetterQueue's public members -------------------------------------------------------
+
+template <class Storage>
+DLQ_MEMBER_INLINE DeadLetterQueue<Storage>::DeadLetterQueue(Storage storage, Options options)
+    : storage_(std::forward<Storage>(storage)),
+      core_(std::make_unique<detail::queue_core>(std::move(options))) {}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::string DeadLetterQueue<Storage>::send_to_dlq(std::string_view queue,
+                                                         std::string_view payload,
+                                                         const Failure& failure) {
+  const detail::job_view job{queue, payload, &failure};
+  return std::move(send(&job, 1, "send_to_dlq").front());
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::string DeadLetterQueue<Storage>::send_to_dlq(std::string_view queue,
+                                                         std::string_view payload,
+                                                         std::string error, std::int64_t attempt,
+                                                         std::string worker) {
+  Failure f;
+  f.error = std::move(error);
+  f.attempt = attempt;
+  f.worker = std::move(worker);
+  return send_to_dlq(queue, payload, f);
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::vector<std::string> DeadLetterQueue<Storage>::send_batch(
+    const std::vector<FailedJob>& jobs) {
+  std::vector<detail::job_view> views;
+  views.reserve(jobs.size());
+  for (const auto& job : jobs)
+    views.push_back(detail::job_view{job.queue, job.payload, &job.failure});
+  return send(views.data(), views.size(), "send_batch");
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::size(std::string_view queue) {
+  detail::queue_core::validate_queue(queue, "size");
+  return guarded([&] { return storage_.size(queue, ListKind::dead); });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::vector<Entry> DeadLetterQueue<Storage>::peek(std::string_view queue, std::size_t start,
+                                                         std::size_t count) {
+  detail::queue_core::validate_queue(queue, "peek");
+  return guarded([&] { return parse_all(storage_.range(queue, ListKind::dead, start, count)); });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::optional<Entry> DeadLetterQueue<Storage>::get(std::string_view queue,
+                                                          std::string_view id) {
+  detail::queue_core::validate_queue(queue, "get");
+  return guarded([&]() -> std::optional<Entry> {
+    auto raw = find_raw(queue, ListKind::dead, id);
+    if (!raw) return std::nullopt;
+    return parse_entry(std::move(*raw));
+  });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE bool DeadLetterQueue<Storage>::remove(std::string_view queue, std::string_view id) {
+  detail::queue_core::validate_queue(queue, "remove");
+  const bool removed = guarded([&] {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      auto raw = find_raw(queue, ListKind::dead, id);
+      if (!raw) return false;
+      if (storage_.remove(queue, ListKind::dead, id, *raw)) return true;
+    }
+    return false;
+  });
+  audit_simple("remove", queue, {{"removed", removed ? 1 : 0}}, {std::string(id)},
+               removed ? "ok" : "not found");
+  return removed;
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge(std::string_view queue) {
+  detail::queue_core::validate_queue(queue, "purge");
+  const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::dead); });
+  audit_simple("purge", queue, {{"purged", n}});
+  return n;
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::map<std::string, std::size_t> DeadLetterQueue<Storage>::summary(
+    const std::vector<std::string>& queues) {
+  for (const auto& q : queues)
+    detail::queue_core::validate_queue(q, "summary");
+  return guarded([&] {
+    const auto sizes = storage_.sizes(queues);
+    std::map<std::string, std::size_t> out;
+    for (std::size_t i = 0; i < queues.size() && i < sizes.size(); ++i)
+      out[queues[i]] = sizes[i];
+    return out;
+  });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::map<std::string, std::size_t> DeadLetterQueue<Storage>::summary() {
+  return summary(queues());
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::vector<QueueStats> DeadLetterQueue<Storage>::stats(
+    const std::vector<std::string>& queues) {
+  for (const auto& q : queues)
+    detail::queue_core::validate_queue(q, "stats");
+  return guarded(
+      [&] { return detail::queue_stats(storage_, queues, [this] { return core_->now(); }); });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::vector<QueueStats> DeadLetterQueue<Storage>::stats() {
+  return stats(queues());
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE ErrorsReport DeadLetterQueue<Storage>::errors(std::string_view queue,
+                                                     const ErrorsOptions& options) {
+  detail::queue_core::validate_queue(queue, "errors");
+  return guarded([&] { return detail::summarize_errors(storage_, queue, options); });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::vector<std::string> DeadLetterQueue<Storage>::queues() {
+  return guarded([&] {
+    auto names = storage_.queues();
+    std::sort(names.begin(), names.end());
+    return names;
+  });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::vector<Entry> DeadLetterQueue<Storage>::corrupt(std::string_view queue,
+                                                            std::size_t start, std::size_t count) {
+  detail::queue_core::validate_queue(queue, "corrupt");
+  return guarded([&] { return parse_all(storage_.range(queue, ListKind::corrupt, start, count)); });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::corrupt_size(std::string_view queue) {
+  detail::queue_core::validate_queue(queue, "corrupt_size");
+  return guarded([&] { return storage_.size(queue, ListKind::corrupt); });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge_corrupt(std::string_view queue) {
+  detail::queue_core::validate_queue(queue, "purge_corrupt");
+  const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
+  audit_simple("purge_corrupt", queue, {{"purged", n}});
+  return n;
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay(std::string_view queue,
+                                                     const ReplayOptions& options) {
+  detail::queue_core::validate_queue(queue, "replay");
+  return guarded([&] {
+    return run_replay(queue, options, false, options.transform ? "replay_edited" : "replay").report;
+  });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay_all(std::string_view queue) {
+  return replay(queue, ReplayOptions::all());
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::optional<Entry> DeadLetterQueue<Storage>::replay_one(std::string_view queue) {
+  detail::queue_core::validate_queue(queue, "replay_one");
+  return guarded([&]() -> std::optional<Entry> {
+    auto result = run_replay(queue, ReplayOptions::first(1), true, "replay");
+    if (result.replayed_raw.empty()) return std::nullopt;
+    return parse_entry(std::move(result.replayed_raw.front()));
+  });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay_ids(std::string_view queue,
+                                                         std::vector<std::string> ids) {
+  return replay(queue, ReplayOptions::by_ids(std::move(ids)));
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::recover(std::string_view queue) {
+  detail::queue_core::validate_queue(queue, "recover");
+  if constexpr (detail::has_recover<storage_type>::value) {
+    const std::size_t n =
+        guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
+    audit_simple("recover", queue, {{"fixed", n}});
+    return n;
+  } else {
+    return 0;
+  }
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE SearchPage DeadLetterQueue<Storage>::search(std::string_view queue, const Filter& filter,
+                                                   std::string_view continuation, std::size_t limit,
+                                                   std::size_t max_examined) {
+  detail::queue_core::validate_queue(queue, "search");
+  return guarded([&] {
+    return search_page(storage_, queue, filter, continuation, limit, core_->now(), max_examined);
+  });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE DiscardReport DeadLetterQueue<Storage>::discard(std::string_view queue,
+                                                       const DiscardOptions& options) {
+  detail::queue_core::validate_queue(queue, "discard");
+  DiscardReport report;
+  AuditRecord rec = audit_record("discard", queue, options.actor);
+  rec.filter = options.describe();
+  if (options.limit != 0) rec.detail["limit"] = options.limit;
+  auto finish = [&](std::string outcome) {
+    rec.counts = {{"examined", report.examined},
+                  {"discarded", report.discarded},
+                  {"batches", report.batches}};
+    rec.outcome = std::move(outcome);
+    detail::audit_ids ids{core_->options.audit_max_ids, {}, 0};
+    for (const auto& id : report.discarded_ids)
+      ids.add(id);
+    rec.ids = std::move(ids.ids);
+    rec.ids_omitted = ids.omitted;
+    detail::write_audit(*core_, storage_, rec);
+  };
+  try {
+    guarded([&] {
+      detail::storage_dead_list<storage_type> list(storage_, queue);
+      detail::discard_engine(*core_, list, queue).run(options, report);
+    });
+  } catch (const std::exception& e) {
+    finish(std::string("failed: ") + e.what());
+    throw;
+  }
+  finish(report.cancelled ? "cancelled" : report.dry_run ? "dry_run" : "ok");
+  return report;
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay_edited(std::string_view queue,
+                                                            std::string_view id,
+                                                            std::string new_payload,
+                                                            std::string actor,
+                                                            std::string to_queue) {
+  detail::queue_core::validate_queue(queue, "replay_edited");
+  ReplayOptions o = ReplayOptions::by_ids({std::string(id)});
+  o.actor = std::move(actor);
+  o.to_queue = std::move(to_queue);
+  o.transform = [&new_payload](const Entry&) -> std::optional<std::string> { return new_payload; };
+  return guarded([&] { return run_replay(queue, o, false, "replay_edited").report; });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::vector<AuditRecord> DeadLetterQueue<Storage>::audit(
+    std::string_view queue, std::chrono::system_clock::time_point since, std::size_t limit) {
+  detail::queue_core::validate_queue(queue, "audit");
+  if (limit == 0) limit = 1000;
+  return guarded([&] { return detail::read_audit(storage_, queue, since, limit); });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE TrimReport DeadLetterQueue<Storage>::trim(std::string_view queue) {
+  detail::queue_core::validate_queue(queue, "trim");
+  const TrimReport done = guarded([&] {
+    detail::storage_dead_list<storage_type> list(storage_, queue);
+    return detail::trim(*core_, list, queue);
+  });
+  if (done.evicted() != 0)  // a timer's empty runs would drown the trail
+    audit_simple("trim", queue,
+                 {{"evicted_for_length", done.evicted_for_length},
+                  {"evicted_for_age", done.evicted_for_age}});
+  return done;
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE TrimReport DeadLetterQueue<Storage>::trim() {
+  TrimReport total;
+  for (const auto& q : queues()) {
+    const TrimReport r = trim(q);
+    total.evicted_for_length += r.evicted_for_length;
+    total.evicted_for_age += r.evicted_for_age;
+  }
+  return total;
+}
 
 }  // namespace dlq

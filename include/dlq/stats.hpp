@@ -37,22 +37,19 @@
 /// read_ahead), so on Redis a scan costs little more than reading the list.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <future>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "dlq/detail/compiled.hpp"
+#include "dlq/detail/function_ref.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/storage.hpp"
 
@@ -217,142 +214,24 @@ std::vector<QueueStats> queue_stats(S& storage, const std::vector<std::string>& 
   return out;
 }
 
-/// Accumulates the groups of an errors() scan.
-class error_grouper {
- public:
-  explicit error_grouper(bool by_worker) : by_worker_(by_worker) {}
+/// Reads `count` items of the dead-letter list from position `from` (a storage's range()).
+using range_reader = function_ref<std::vector<std::string>(std::size_t, std::size_t)>;
 
-  /// Counts one stored item.
-  void add(std::string_view raw);
-
-  /// Fills the report's groupings.
-  void finish(ErrorsReport& report) const;
-
- private:
-  using time_point = std::chrono::system_clock::time_point;
-
-  static void note(ErrorGroup& g, std::optional<time_point> time, std::int64_t attempt);
-
-  // Groups are keyed by the field's bytes as stored (cheap); keys that decode to the same
-  // text (different escapes) are merged in groups().
-  void bump(std::unordered_map<std::string, ErrorGroup>& map, std::string_view span,
-            const envelope_view& view, std::string_view raw, std::optional<time_point> time,
-            std::int64_t attempt);
-
-  void add_unreadable(std::string_view raw, const std::string& problem,
-                      const envelope_view* view = nullptr);
-
-  static void merge(ErrorGroup& into, const ErrorGroup& g);
-
-  std::vector<ErrorGroup> groups(const std::unordered_map<std::string, ErrorGroup>& map) const;
-
-  bool by_worker_;
-  std::unordered_map<std::string, ErrorGroup> by_error_, by_type_, by_worker_map_;
-  std::map<std::string, ErrorGroup> unreadable_;
-  std::string key_, scratch_, problem_;
-};
+/// DeadLetterQueue::errors over a storage's reads: scans `queue`'s dead-letter list, `depth`
+/// entries deep when the scan starts, in windows read by `read` (see the file comment).
+/// `read` is called from a helper thread too (ErrorsOptions::read_ahead).
+ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& options,
+                              std::size_t depth, range_reader read);
 
 /// DeadLetterQueue::errors: scans `queue`'s dead-letter list in windows (see the file
 /// comment).
 template <class S>
 ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOptions& options) {
-  ErrorsReport report;
-  report.queue = std::string(queue);
-  const std::size_t window = options.window == 0 ? 1000 : options.window;
-  error_grouper grouper(options.by_worker);
-  report.depth_at_start = storage.size(queue, ListKind::dead);
+  const std::size_t depth = storage.size(queue, ListKind::dead);
   auto read = [&storage, queue](std::size_t from, std::size_t count) {
     return storage.range(queue, ListKind::dead, from, count);
   };
-  // The next window, read on a helper thread while this one is grouped (read_ahead).
-  std::future<std::vector<std::string>> ahead;
-  std::size_t ahead_from = 0, ahead_count = 0;
-  auto fetch = [&](std::size_t from, std::size_t count) {
-    if (ahead.valid()) {
-      if (ahead_from == from && ahead_count == count) return ahead.get();
-      try {
-        (void)ahead.get();  // not the window needed (the scan realigned): dropped
-      } catch (...) {
-      }
-    }
-    return read(from, count);
-  };
-  std::size_t start = 0;            // position of the next item to examine
-  std::optional<std::string> last;  // the last item examined (the anchor of the next read)
-  int realigned = 0;                // consecutive realignments
-  bool limited = false;
-  for (;;) {
-    if (options.cancel && options.cancel->load()) {
-      report.cancelled = true;
-      break;
-    }
-    std::size_t want = window;
-    if (options.max_examined != 0) {
-      if (report.examined >= options.max_examined) {
-        limited = true;
-        break;
-      }
-      want = std::min(want, options.max_examined - report.examined);
-    }
-    const bool anchored = last.has_value() && start > 0;
-    std::vector<std::string> raws = fetch(anchored ? start - 1 : start, anchored ? want + 1 : want);
-    if (anchored && (raws.empty() || raws.front() != *last)) {
-      // Entries before the scan position were removed: find the last examined item again
-      // (a window back) and go on after it. If it is gone too, go on from the same position:
-      // entries may then be missed or counted twice — the report is a sample either way.
-      report.changed = true;
-      if (++realigned <= 3) {
-        const std::size_t back = start - 1 > window ? start - 1 - window : 0;
-        const auto before = read(back, start - back);
-        const auto it = std::find(before.rbegin(), before.rend(), *last);
-        if (it != before.rend()) {
-          start = back + static_cast<std::size_t>(before.rend() - it);
-          continue;
-        }
-      }
-      last.reset();
-      realigned = 0;
-      continue;
-    }
-    realigned = 0;
-    const std::size_t first = anchored ? 1 : 0;
-    const std::size_t n = raws.size() - first;
-    if (n == want && options.read_ahead) {  // more may follow: read it while grouping this
-      std::size_t next = window;
-      if (options.max_examined != 0)
-        next = std::min(next, options.max_examined - (report.examined + n));
-      if (next > 0) {
-        ahead_from = start + n - 1;  // anchored at this window's last item
-        ahead_count = next + 1;
-        ahead = std::async(std::launch::async, read, ahead_from, ahead_count);
-      }
-    }
-    for (std::size_t i = first; i < raws.size(); ++i)
-      grouper.add(raws[i]);
-    report.examined += n;
-    start += n;
-    if (options.on_progress) options.on_progress({report.examined, report.depth_at_start});
-    if (n < want) {
-      report.complete = true;
-      break;
-    }
-    last = std::move(raws.back());
-  }
-  if (ahead.valid()) {  // stopped (cancel) with a window in flight: wait for it, drop it
-    try {
-      (void)ahead.get();
-    } catch (...) {
-    }
-  }
-  // A scan stopped by max_examined exactly at the end of the list did read all of it: the
-  // last examined item is still in place and nothing follows it.
-  if (limited && last) {
-    const auto tail = read(start - 1, 2);
-    if (tail.size() == 1 && tail.front() == *last) report.complete = true;
-  }
-  grouper.finish(report);
-  report.exact = report.complete && !report.changed && !report.cancelled;
-  return report;
+  return summarize_errors(queue, options, depth, read);
 }
 
 }  // namespace detail

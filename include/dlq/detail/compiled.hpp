@@ -1,18 +1,21 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file detail/compiled.hpp
-/// DLQ_OUT_OF_LINE marks the public members of dlq's class templates that a user's code
-/// calls. It is empty in header-only mode (the default). In compiled mode (CMake
-/// DLQ_COMPILED=ON, which defines DLQ_COMPILED_LIB) it is `noinline` on GCC and Clang: when
-/// optimizing, both compilers instantiate the inline members of an `extern template`
-/// specialization anyway (to consider them for inlining), which would compile the whole
-/// front end again in every translation unit; a member that cannot be inlined is not
-/// instantiated, so the call goes to the library's copy.
+/// DLQ_MEMBER_INLINE marks the definitions of the members of dlq's class templates that a
+/// user's code calls (DeadLetterQueue's public members, KeyValueStorage's constructor), which
+/// live below their class, not in its body. Header-only mode (the default): `inline`, the
+/// same code as a definition in the class body. Compiled mode (CMake DLQ_COMPILED=ON, which
+/// defines DLQ_COMPILED_LIB): empty. GCC instantiates an inline member of an `extern
+/// template` specialization that a unit calls (at every -O level, `noinline` or not; it only
+/// does not emit it), which compiles the member's body, and the nlohmann code it uses, again
+/// in every translation unit; a member that is not inline is left to the library's explicit
+/// instantiation (GCC and Clang). A specialization the library does not instantiate (over a
+/// user's own storage) is instantiated where it is used, as any template.
 #pragma once
 
-#if defined(DLQ_COMPILED_LIB) && (defined(__GNUC__) || defined(__clang__))
-#define DLQ_OUT_OF_LINE __attribute__((noinline))
+#if defined(DLQ_COMPILED_LIB)
+#define DLQ_MEMBER_INLINE
 #else
-#define DLQ_OUT_OF_LINE
+#define DLQ_MEMBER_INLINE inline
 #endif
 
 /// DLQ_INLINE marks the definitions of dlq's non-template functions that live in the
@@ -36,4 +39,13 @@
 #else
 #define DLQ_REDIS_INLINE inline
 #define DLQ_REDIS_HEADER_ONLY 1
+#endif
+
+/// DLQ_SQLITE_INLINE: DLQ_INLINE for the SQLite backend's definitions (dlq/sqlite/*-inl.hpp),
+/// compiled into dlq::sqlite in compiled mode (DLQ_COMPILED_SQLITE).
+#if defined(DLQ_COMPILED_SQLITE)
+#define DLQ_SQLITE_INLINE
+#else
+#define DLQ_SQLITE_INLINE inline
+#define DLQ_SQLITE_HEADER_ONLY 1
 #endif

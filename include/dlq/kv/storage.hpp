@@ -150,6 +150,7 @@
 #include <vector>
 
 #include "dlq/audit.hpp"
+#include "dlq/detail/compiled.hpp"
 #include "dlq/detail/function_ref.hpp"
 #include "dlq/detail/id.hpp"
 #include "dlq/detail/meta/detected.hpp"
@@ -433,17 +434,7 @@ class KeyValueStorage {
 
   /// Adapts `store`, replaying into `sink`.
   /// @throws dlq::invalid_argument if options.prefix is empty.
-  explicit KeyValueStorage(Kv store, Sink sink = Sink{}, KeyValueOptions options = {})
-      : store_(std::move(store)), sink_(std::move(sink)), shared_(std::make_shared<shared>()) {
-    if (options.prefix.empty())
-      throw invalid_argument(detail::message("kv", "KeyValueOptions::prefix", "is empty",
-                                             "use a non-empty prefix such as \"dlq:\""));
-    prefix_ = std::move(options.prefix);
-    if constexpr (kv::detail::joint_capable_v<Kv, Sink>) {
-      kv::detail::sink_target_t<Sink>& target = sink_;
-      joint_ = store_.shares_data_with(target.store());
-    }
-  }
+  explicit KeyValueStorage(Kv store, Sink sink = Sink{}, KeyValueOptions options = {});
 
   /// True when replay is exactly-once: the sink writes into the same store as the dead
   /// letters (a dlq::kv::JobQueue over the same SqliteStore or MemoryStore), so each replay
@@ -1102,5 +1093,21 @@ class KeyValueStorage {
   std::string prefix_;
   bool joint_ = false;  // replay is one store transaction (see exactly_once)
 };
+
+// --- KeyValueStorage's constructor ---------------------------------------------------------
+
+template <class Kv, class Sink>
+DLQ_MEMBER_INLINE KeyValueStorage<Kv, Sink>::KeyValueStorage(Kv store, Sink sink,
+                                                             KeyValueOptions options)
+    : store_(std::move(store)), sink_(std::move(sink)), shared_(std::make_shared<shared>()) {
+  if (options.prefix.empty())
+    throw invalid_argument(detail::message("kv", "KeyValueOptions::prefix", "is empty",
+                                           "use a non-empty prefix such as \"dlq:\""));
+  prefix_ = std::move(options.prefix);
+  if constexpr (kv::detail::joint_capable_v<Kv, Sink>) {
+    kv::detail::sink_target_t<Sink>& target = sink_;
+    joint_ = store_.shares_data_with(target.store());
+  }
+}
 
 }  // namespace dlq

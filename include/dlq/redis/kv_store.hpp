@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/detail/compiled.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/kv/sinks.hpp"
 #include "dlq/kv/storage.hpp"
@@ -95,13 +96,11 @@ inline std::string kv_limit(std::size_t limit) {
 class RedisStore {
  public:
   /// Connects to `connection` (lazily: the first operation connects).
-  explicit RedisStore(redis::ConnectionOptions connection, RedisStoreOptions options = {})
-      : shared_(std::make_shared<shared>(std::move(connection), std::move(options))) {}
+  explicit RedisStore(redis::ConnectionOptions connection, RedisStoreOptions options = {});
 
   /// Parses `url` (see dlq::redis::parse_url) and connects lazily.
   /// @throws dlq::invalid_argument for a bad URL.
-  explicit RedisStore(std::string_view url, RedisStoreOptions options = {})
-      : RedisStore(redis::parse_url(url), std::move(options)) {}
+  explicit RedisStore(std::string_view url, RedisStoreOptions options = {});
 
   /// The key holding record `id` of `collection`.
   std::string record_key(std::string_view collection, std::string_view id) const {
@@ -421,4 +420,8 @@ extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore>&>;
 extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore, kv::RedisListSink>>;
 extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore, kv::RedisListSink>&>;
 }  // namespace dlq
+#endif
+
+#if defined(DLQ_REDIS_HEADER_ONLY)
+#include "dlq/redis/kv_store-inl.hpp"
 #endif

@@ -84,6 +84,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/detail/compiled.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/kv/storage.hpp"
 
@@ -749,14 +750,7 @@ class SqliteStore {
   ///         dlq::storage_error naming the path when the file cannot be opened or created,
   ///         is not a database, belongs to another application or to a newer dlq;
   ///         dlq::timeout_error when another process kept it locked for busy_timeout.
-  explicit SqliteStore(std::string path, SqliteOptions options = {}) {
-    if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0)
-      throw invalid_argument(dlq::detail::message(
-          "sqlite", "SqliteStore", "path '" + path + "' is not a file path",
-          "give the path of a database file; for an in-memory store use dlq::kv::MemoryStore"));
-    db_ = std::make_shared<detail::sqlite_database>(std::move(path), std::move(options));
-    db_->initialize();
-  }
+  explicit SqliteStore(std::string path, SqliteOptions options = {});
 
   /// The database file's path.
   const std::string& path() const noexcept { return db_->path(); }
@@ -1092,4 +1086,8 @@ extern template class KeyValueStorage<kv::SqliteStore>;
 extern template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore>>;
 extern template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore>&>;
 }  // namespace dlq
+#endif
+
+#if defined(DLQ_SQLITE_HEADER_ONLY)
+#include "dlq/sqlite/sqlite_store-inl.hpp"
 #endif
