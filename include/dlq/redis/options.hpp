@@ -78,9 +78,11 @@ struct PoolOptions {
   /// limit — goes through it). While that many are out, further senders wait for
   /// the next batch, which carries all of them in one write and one read — so N threads
   /// sending through one queue cost the server a few pipelines instead of N round trips.
-  /// A lone sender never waits. Default 2; 0 = no batching (every send leases a connection
-  /// of its own and makes one round trip).
-  std::size_t send_batches = 2;
+  /// A lone sender never waits. Default 4 (measured on 2 cores against 8 and 32 sending
+  /// threads: 2 starves 8 threads of round trips, 8 combines too little for 32;
+  /// docs/benchmarks.md); 0 = no batching (every send leases a connection of its own and
+  /// makes one round trip).
+  std::size_t send_batches = 4;
 };
 
 namespace detail {

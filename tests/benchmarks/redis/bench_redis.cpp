@@ -640,10 +640,13 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc > 3 && std::string(argv[3]) == "threads") {  // one round of N-thread sends
-      // The default (concurrent sends batched, PoolOptions::send_batches = 2) and, for
+      // The default (concurrent sends batched, PoolOptions::send_batches) and, for
       // comparison, every send its own round trip (send_batches = 0), alternated.
+      const char* env = std::getenv("DLQ_BENCH_SEND_BATCHES");  // to compare other settings
+      const std::size_t batches =
+          env != nullptr ? std::strtoul(env, nullptr, 10) : dlq::redis::PoolOptions{}.send_batches;
       for (const std::size_t n : {1, 8, 32}) {
-        std::printf("dlq_send_threads_%zu %.0f\n", n, b.threaded_send(n, 32000 / n, 2));
+        std::printf("dlq_send_threads_%zu %.0f\n", n, b.threaded_send(n, 32000 / n, batches));
         std::printf("dlq_send_threads_unbatched_%zu %.0f\n", n, b.threaded_send(n, 32000 / n, 0));
       }
       std::fflush(stdout);
