@@ -63,6 +63,22 @@ long long connected_clients(RawClient& admin) {
   return std::stoll(text.substr(at + 18));
 }
 
+// Every acknowledged send is stored, no refused one is, and every stored one was either
+// acknowledged or failed with its outcome unknown.
+void check_outcomes(const std::set<std::string>& stored, const std::set<std::string>& acknowledged,
+                    const std::set<std::string>& unknown, const std::set<std::string>& refused) {
+  std::size_t lost = 0, stored_refused = 0, unexplained = 0;
+  for (const auto& e : acknowledged)
+    lost += stored.count(e) == 0 ? 1 : 0;
+  for (const auto& e : refused)
+    stored_refused += stored.count(e);
+  for (const auto& e : stored)
+    unexplained += acknowledged.count(e) == 0 && unknown.count(e) == 0 ? 1 : 0;
+  CHECK(lost == 0);
+  CHECK(stored_refused == 0);
+  CHECK(unexplained == 0);
+}
+
 }  // namespace
 
 TEST_CASE("shared sends: every send stored once, in each thread's order, with its own length",
@@ -201,16 +217,7 @@ TEST_CASE("shared sends: connections killed under 8 senders lose and double noth
   CHECK(killed > 0);
   CHECK(acknowledged.size() + unknown.size() + refused.size() == threads * per_thread);
   CHECK(stored.size() == stored_set.size());  // nothing doubled (nothing re-sent)
-  std::size_t lost = 0, stored_refused = 0, unexplained = 0;
-  for (const auto& e : acknowledged)
-    lost += stored_set.count(e) == 0 ? 1 : 0;
-  for (const auto& e : refused)
-    stored_refused += stored_set.count(e);
-  for (const auto& e : stored_set)
-    unexplained += acknowledged.count(e) == 0 && unknown.count(e) == 0 ? 1 : 0;
-  CHECK(lost == 0);
-  CHECK(stored_refused == 0);
-  CHECK(unexplained == 0);
+  check_outcomes(stored_set, acknowledged, unknown, refused);
 }
 
 TEST_CASE("shared sends: a frozen server times out every waiting sender; sends work after",
@@ -475,16 +482,7 @@ TEST_CASE(
                        << ", refused " << refused.size());
   CHECK(acknowledged.size() + unknown.size() + refused.size() == threads * per_thread);
   CHECK(stored.size() == stored_set.size());
-  std::size_t lost = 0, stored_refused = 0, unexplained = 0;
-  for (const auto& e : acknowledged)
-    lost += stored_set.count(e) == 0 ? 1 : 0;
-  for (const auto& e : refused)
-    stored_refused += stored_set.count(e);
-  for (const auto& e : stored_set)
-    unexplained += acknowledged.count(e) == 0 && unknown.count(e) == 0 ? 1 : 0;
-  CHECK(lost == 0);
-  CHECK(stored_refused == 0);
-  CHECK(unexplained == 0);
+  check_outcomes(stored_set, acknowledged, unknown, refused);
 }
 
 TEST_CASE("shared sends: two batches ending together start two batches, not one",
