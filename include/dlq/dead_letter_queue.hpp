@@ -552,17 +552,18 @@ DLQ_MEMBER_INLINE DeadLetterQueue<Storage>::DeadLetterQueue(Storage storage, Opt
 
 template <class Storage>
 DLQ_MEMBER_INLINE std::string DeadLetterQueue<Storage>::send_to_dlq(std::string_view queue,
-                                                         std::string_view payload,
-                                                         const Failure& failure) {
+                                                                    std::string_view payload,
+                                                                    const Failure& failure) {
   const detail::job_view job{queue, payload, &failure};
   return std::move(send(&job, 1, "send_to_dlq").front());
 }
 
 template <class Storage>
 DLQ_MEMBER_INLINE std::string DeadLetterQueue<Storage>::send_to_dlq(std::string_view queue,
-                                                         std::string_view payload,
-                                                         std::string error, std::int64_t attempt,
-                                                         std::string worker) {
+                                                                    std::string_view payload,
+                                                                    std::string error,
+                                                                    std::int64_t attempt,
+                                                                    std::string worker) {
   Failure f;
   f.error = std::move(error);
   f.attempt = attempt;
@@ -587,15 +588,16 @@ DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::size(std::string_view qu
 }
 
 template <class Storage>
-DLQ_MEMBER_INLINE std::vector<Entry> DeadLetterQueue<Storage>::peek(std::string_view queue, std::size_t start,
-                                                         std::size_t count) {
+DLQ_MEMBER_INLINE std::vector<Entry> DeadLetterQueue<Storage>::peek(std::string_view queue,
+                                                                    std::size_t start,
+                                                                    std::size_t count) {
   detail::queue_core::validate_queue(queue, "peek");
   return guarded([&] { return parse_all(storage_.range(queue, ListKind::dead, start, count)); });
 }
 
 template <class Storage>
 DLQ_MEMBER_INLINE std::optional<Entry> DeadLetterQueue<Storage>::get(std::string_view queue,
-                                                          std::string_view id) {
+                                                                     std::string_view id) {
   detail::queue_core::validate_queue(queue, "get");
   return guarded([&]() -> std::optional<Entry> {
     auto raw = find_raw(queue, ListKind::dead, id);
@@ -605,7 +607,8 @@ DLQ_MEMBER_INLINE std::optional<Entry> DeadLetterQueue<Storage>::get(std::string
 }
 
 template <class Storage>
-DLQ_MEMBER_INLINE bool DeadLetterQueue<Storage>::remove(std::string_view queue, std::string_view id) {
+DLQ_MEMBER_INLINE bool DeadLetterQueue<Storage>::remove(std::string_view queue,
+                                                        std::string_view id) {
   detail::queue_core::validate_queue(queue, "remove");
   const bool removed = guarded([&] {
     for (int attempt = 0; attempt < 3; ++attempt) {
@@ -663,7 +666,7 @@ DLQ_MEMBER_INLINE std::vector<QueueStats> DeadLetterQueue<Storage>::stats() {
 
 template <class Storage>
 DLQ_MEMBER_INLINE ErrorsReport DeadLetterQueue<Storage>::errors(std::string_view queue,
-                                                     const ErrorsOptions& options) {
+                                                                const ErrorsOptions& options) {
   detail::queue_core::validate_queue(queue, "errors");
   return guarded([&] { return detail::summarize_errors(storage_, queue, options); });
 }
@@ -679,7 +682,8 @@ DLQ_MEMBER_INLINE std::vector<std::string> DeadLetterQueue<Storage>::queues() {
 
 template <class Storage>
 DLQ_MEMBER_INLINE std::vector<Entry> DeadLetterQueue<Storage>::corrupt(std::string_view queue,
-                                                            std::size_t start, std::size_t count) {
+                                                                       std::size_t start,
+                                                                       std::size_t count) {
   detail::queue_core::validate_queue(queue, "corrupt");
   return guarded([&] { return parse_all(storage_.range(queue, ListKind::corrupt, start, count)); });
 }
@@ -700,7 +704,7 @@ DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge_corrupt(std::strin
 
 template <class Storage>
 DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay(std::string_view queue,
-                                                     const ReplayOptions& options) {
+                                                                const ReplayOptions& options) {
   detail::queue_core::validate_queue(queue, "replay");
   return guarded([&] {
     return run_replay(queue, options, false, options.transform ? "replay_edited" : "replay").report;
@@ -713,7 +717,8 @@ DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay_all(std::string_
 }
 
 template <class Storage>
-DLQ_MEMBER_INLINE std::optional<Entry> DeadLetterQueue<Storage>::replay_one(std::string_view queue) {
+DLQ_MEMBER_INLINE std::optional<Entry> DeadLetterQueue<Storage>::replay_one(
+    std::string_view queue) {
   detail::queue_core::validate_queue(queue, "replay_one");
   return guarded([&]() -> std::optional<Entry> {
     auto result = run_replay(queue, ReplayOptions::first(1), true, "replay");
@@ -724,7 +729,7 @@ DLQ_MEMBER_INLINE std::optional<Entry> DeadLetterQueue<Storage>::replay_one(std:
 
 template <class Storage>
 DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay_ids(std::string_view queue,
-                                                         std::vector<std::string> ids) {
+                                                                    std::vector<std::string> ids) {
   return replay(queue, ReplayOptions::by_ids(std::move(ids)));
 }
 
@@ -742,9 +747,11 @@ DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::recover(std::string_view
 }
 
 template <class Storage>
-DLQ_MEMBER_INLINE SearchPage DeadLetterQueue<Storage>::search(std::string_view queue, const Filter& filter,
-                                                   std::string_view continuation, std::size_t limit,
-                                                   std::size_t max_examined) {
+DLQ_MEMBER_INLINE SearchPage DeadLetterQueue<Storage>::search(std::string_view queue,
+                                                              const Filter& filter,
+                                                              std::string_view continuation,
+                                                              std::size_t limit,
+                                                              std::size_t max_examined) {
   detail::queue_core::validate_queue(queue, "search");
   return guarded([&] {
     return search_page(storage_, queue, filter, continuation, limit, core_->now(), max_examined);
@@ -753,7 +760,7 @@ DLQ_MEMBER_INLINE SearchPage DeadLetterQueue<Storage>::search(std::string_view q
 
 template <class Storage>
 DLQ_MEMBER_INLINE DiscardReport DeadLetterQueue<Storage>::discard(std::string_view queue,
-                                                       const DiscardOptions& options) {
+                                                                  const DiscardOptions& options) {
   detail::queue_core::validate_queue(queue, "discard");
   DiscardReport report;
   AuditRecord rec = audit_record("discard", queue, options.actor);
@@ -786,10 +793,10 @@ DLQ_MEMBER_INLINE DiscardReport DeadLetterQueue<Storage>::discard(std::string_vi
 
 template <class Storage>
 DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay_edited(std::string_view queue,
-                                                            std::string_view id,
-                                                            std::string new_payload,
-                                                            std::string actor,
-                                                            std::string to_queue) {
+                                                                       std::string_view id,
+                                                                       std::string new_payload,
+                                                                       std::string actor,
+                                                                       std::string to_queue) {
   detail::queue_core::validate_queue(queue, "replay_edited");
   ReplayOptions o = ReplayOptions::by_ids({std::string(id)});
   o.actor = std::move(actor);
