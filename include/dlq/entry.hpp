@@ -111,6 +111,20 @@ inline bool nests_deeper_than(std::string_view text, std::size_t limit) noexcept
   return false;
 }
 
+/// `Json::parse(text, nullptr, false)`: the same nlohmann parser and DOM builder, the same
+/// result (a discarded value when `text` is not exactly one valid JSON value), without the
+/// callback-driven parser that parse() compiles too (for a callback this code never passes).
+template <class Json>
+Json parse_json_or_discarded(std::string_view text) {
+  Json result;
+  nlohmann::detail::json_sax_dom_parser<Json> dom(result, false);
+  auto adapter = nlohmann::detail::input_adapter(text);
+  nlohmann::detail::parser<Json, decltype(adapter)> parser(std::move(adapter), nullptr, false);
+  parser.sax_parse(&dom, true);
+  if (dom.is_errored()) result = nlohmann::detail::value_t::discarded;
+  return result;
+}
+
 }  // namespace detail
 
 /// One stored dead-letter entry, as read back.
