@@ -21,6 +21,10 @@
 #include "dlq/storage/memory-inl.hpp"
 
 namespace dlq {
+namespace detail {
+template ErrorsReport summarize_errors<range_reader>(std::string_view, const ErrorsOptions&,
+                                                     std::size_t, range_reader);
+}  // namespace detail
 template class DeadLetterQueue<MemoryStorage>;
 template class DeadLetterQueue<MemoryStorage&>;
 template class KeyValueStorage<kv::MemoryStore>;

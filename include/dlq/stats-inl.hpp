@@ -1,8 +1,8 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file stats-inl.hpp
 /// The definitions of stats.hpp's non-template functions (see DLQ_INLINE in
-/// dlq/detail/compiled.hpp): included by stats.hpp in header-only mode, compiled into the
-/// library in compiled mode.
+/// dlq/detail/compiled.hpp) and of errors()' scan: included by stats.hpp in header-only mode,
+/// compiled into the library in compiled mode (the scan instantiated there for range_reader).
 #pragma once
 
 #include <algorithm>
@@ -41,7 +41,9 @@ DLQ_INLINE ListStats list_stats(const ListEnds& ends) {
   return s;
 }
 
-/// Accumulates the groups of an errors() scan.
+/// Accumulates the groups of an errors() scan. (A template, over the scan's reader type, only
+/// so that it is compiled where the scan is instantiated.)
+template <class Tag>
 class error_grouper {
  public:
   explicit error_grouper(bool by_worker) : by_worker_(by_worker) {}
@@ -76,7 +78,8 @@ class error_grouper {
   std::string key_, scratch_, problem_;
 };
 
-DLQ_INLINE void error_grouper::add(std::string_view raw) {
+template <class Tag>
+void error_grouper<Tag>::add(std::string_view raw) {
   envelope_view view;
   if (!view_envelope(raw, view)) {
     add_unreadable(
@@ -98,7 +101,8 @@ DLQ_INLINE void error_grouper::add(std::string_view raw) {
   if (by_worker_) bump(by_worker_map_, view.worker, view, raw, time, attempt);
 }
 
-DLQ_INLINE void error_grouper::finish(ErrorsReport& report) const {
+template <class Tag>
+void error_grouper<Tag>::finish(ErrorsReport& report) const {
   report.by_error = groups(by_error_);
   report.by_error_type = groups(by_type_);
   if (by_worker_) report.by_worker = groups(by_worker_map_);
@@ -108,8 +112,8 @@ DLQ_INLINE void error_grouper::finish(ErrorsReport& report) const {
   report.unreadable = unreadable;
 }
 
-DLQ_INLINE void error_grouper::note(ErrorGroup& g, std::optional<time_point> time,
-                                    std::int64_t attempt) {
+template <class Tag>
+void error_grouper<Tag>::note(ErrorGroup& g, std::optional<time_point> time, std::int64_t attempt) {
   ++g.count;
   if (time) {
     if (!g.oldest || *time < *g.oldest) g.oldest = time;
@@ -120,10 +124,11 @@ DLQ_INLINE void error_grouper::note(ErrorGroup& g, std::optional<time_point> tim
   g.max_attempt = std::max(g.max_attempt, attempt);
 }
 
-DLQ_INLINE void error_grouper::bump(std::unordered_map<std::string, ErrorGroup>& map,
-                                    std::string_view span, const envelope_view& view,
-                                    std::string_view raw, std::optional<time_point> time,
-                                    std::int64_t attempt) {
+template <class Tag>
+void error_grouper<Tag>::bump(std::unordered_map<std::string, ErrorGroup>& map,
+                              std::string_view span, const envelope_view& view,
+                              std::string_view raw, std::optional<time_point> time,
+                              std::int64_t attempt) {
   key_.assign(span.data(), span.size());
   auto it = map.find(key_);
   if (it == map.end()) {
@@ -133,8 +138,9 @@ DLQ_INLINE void error_grouper::bump(std::unordered_map<std::string, ErrorGroup>&
   note(it->second, time, attempt);
 }
 
-DLQ_INLINE void error_grouper::add_unreadable(std::string_view raw, const std::string& problem,
-                                              const envelope_view* view) {
+template <class Tag>
+void error_grouper<Tag>::add_unreadable(std::string_view raw, const std::string& problem,
+                                        const envelope_view* view) {
   auto it = unreadable_.find(problem);
   if (it == unreadable_.end()) {
     it = unreadable_.emplace(problem, ErrorGroup{}).first;
@@ -146,7 +152,8 @@ DLQ_INLINE void error_grouper::add_unreadable(std::string_view raw, const std::s
        view ? int_field(view->attempt) : 0);
 }
 
-DLQ_INLINE void error_grouper::merge(ErrorGroup& into, const ErrorGroup& g) {
+template <class Tag>
+void error_grouper<Tag>::merge(ErrorGroup& into, const ErrorGroup& g) {
   into.count += g.count;
   into.untimed += g.untimed;
   into.max_attempt = std::max(into.max_attempt, g.max_attempt);
@@ -157,7 +164,8 @@ DLQ_INLINE void error_grouper::merge(ErrorGroup& into, const ErrorGroup& g) {
   if (g.newest && (!into.newest || *g.newest > *into.newest)) into.newest = g.newest;
 }
 
-DLQ_INLINE std::vector<ErrorGroup> error_grouper::groups(
+template <class Tag>
+std::vector<ErrorGroup> error_grouper<Tag>::groups(
     const std::unordered_map<std::string, ErrorGroup>& map) const {
   std::map<std::string, ErrorGroup> decoded;
   for (const auto& [span, g] : map) {
@@ -185,12 +193,13 @@ DLQ_INLINE std::vector<ErrorGroup> error_grouper::groups(
   return out;
 }
 
-DLQ_INLINE ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& options,
-                                         std::size_t depth, range_reader read) {
+template <class Reader>
+ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& options,
+                              std::size_t depth, Reader read) {
   ErrorsReport report;
   report.queue = std::string(queue);
   const std::size_t window = options.window == 0 ? 1000 : options.window;
-  error_grouper grouper(options.by_worker);
+  error_grouper<Reader> grouper(options.by_worker);
   report.depth_at_start = depth;
   // The next window, read on a helper thread while this one is grouped (read_ahead).
   std::future<std::vector<std::string>> ahead;

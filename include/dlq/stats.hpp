@@ -219,9 +219,18 @@ using range_reader = function_ref<std::vector<std::string>(std::size_t, std::siz
 
 /// DeadLetterQueue::errors over a storage's reads: scans `queue`'s dead-letter list, `depth`
 /// entries deep when the scan starts, in windows read by `read` (see the file comment).
-/// `read` is called from a helper thread too (ErrorsOptions::read_ahead).
+/// `read` is called from a helper thread too (ErrorsOptions::read_ahead). A template only so
+/// that a translation unit that never calls errors() does not compile the scan (and the
+/// std::async, std::future and maps it uses); Reader is always range_reader, instantiated
+/// once in the library in compiled mode.
+template <class Reader>
 ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& options,
-                              std::size_t depth, range_reader read);
+                              std::size_t depth, Reader read);
+
+#if !defined(DLQ_HEADER_ONLY)
+extern template ErrorsReport summarize_errors<range_reader>(std::string_view, const ErrorsOptions&,
+                                                            std::size_t, range_reader);
+#endif
 
 /// DeadLetterQueue::errors: scans `queue`'s dead-letter list in windows (see the file
 /// comment).
@@ -231,7 +240,7 @@ ErrorsReport summarize_errors(S& storage, std::string_view queue, const ErrorsOp
   auto read = [&storage, queue](std::size_t from, std::size_t count) {
     return storage.range(queue, ListKind::dead, from, count);
   };
-  return summarize_errors(queue, options, depth, read);
+  return summarize_errors<range_reader>(queue, options, depth, range_reader(read));
 }
 
 }  // namespace detail
