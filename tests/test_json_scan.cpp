@@ -1,6 +1,11 @@
 // The JSON scanner: validation, exact spans, UTF-8, Python's NaN/Infinity, deep nesting.
 #include "dlq/detail/json_scan.hpp"
 
+#include <cmath>
+#include <random>
+
+#include "dlq/audit.hpp"
+
 #include <string>
 #include <vector>
 
@@ -152,4 +157,64 @@ TEST_CASE("append_string writes valid JSON for any bytes", "[json]") {
   std::string back;
   REQUIRE(json::string_value(out, back));
   CHECK(back == std::string("q\"b\\n\n\x01\x00 caf\xC3\xA9 \xEF\xBF\xBD end", 22));
+}
+
+// write_audit stores detail::audit_json(record), written by hand: it must be byte for byte
+// what record.to_json().dump(-1, ' ', false, error_handler_t::replace) gave before.
+TEST_CASE("audit records are written exactly as nlohmann's dump writes them", "[json][audit]") {
+  const auto dumped = [](const nlohmann::ordered_json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  SECTION("strings: escapes, UTF-8 and every kind of ill-formed byte sequence") {
+    const unsigned char edges[] = {0x00, 0x01, 0x1f, 0x20, '"',  '\\', '/',  0x7f, 0x80,
+                                   0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf,
+                                   0xe0, 0xe1, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3,
+                                   0xf4, 0xf5, 0xff, 'a',  '\n', '\t', '\b', '\f', '\r'};
+    std::mt19937_64 rng(42);
+    for (int n = 0; n < 50000; ++n) {
+      std::string s;
+      const int len = static_cast<int>(rng() % 12);
+      for (int i = 0; i < len; ++i)
+        s.push_back(static_cast<char>(rng() % 4 == 0 ? rng() & 0xff : edges[rng() % sizeof edges]));
+      std::string mine;
+      dlq::detail::append_dumped_string(mine, s);
+      INFO("string of " << s.size() << " bytes, case " << n);
+      REQUIRE(mine == dumped(nlohmann::ordered_json(s)));
+    }
+  }
+  SECTION("values") {
+    for (const char* text :
+         {R"({"a":1,"b":[true,false,null,-5,18446744073709551615,1.5,1e300,0.1,-0.0,3.0],)"
+          R"("c":{"x":"y\u0001"},"z":[],"o":{}})",
+          "{}", "[]", "2.5e-320", "123456789.125", "-9223372036854775808"}) {
+      const auto j = nlohmann::ordered_json::parse(text);
+      std::string mine;
+      dlq::detail::append_dumped(mine, j);
+      CHECK(mine == dumped(j));
+    }
+    for (const auto& j :
+         {nlohmann::ordered_json::binary({1, 2, 255}), nlohmann::ordered_json::binary({}, 7),
+          nlohmann::ordered_json(std::nan("")),
+          nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded)}) {
+      std::string mine;
+      dlq::detail::append_dumped(mine, j);
+      CHECK(mine == dumped(j));
+    }
+  }
+  SECTION("records") {
+    dlq::AuditRecord empty;
+    CHECK(dlq::detail::audit_json(empty) == dumped(empty.to_json()));
+    dlq::AuditRecord r;
+    r.actor = "op\xe2\x82";
+    r.operation = "replay";
+    r.queue = "orders";
+    r.filter = {{"error_contains", "time\xffout"}};
+    r.counts = {{"examined", 10}, {"replayed", 7}};
+    r.ids = {"a", "b\xc3"};
+    r.ids_omitted = 3;
+    r.outcome = "failed: \"x\"";
+    r.detail["destination"] = "orders";
+    r.detail["edits"] = nlohmann::ordered_json::array({{{"id", "x"}, {"old_sha256", "aa"}}});
+    CHECK(dlq::detail::audit_json(r) == dumped(r.to_json()));
+  }
 }

@@ -118,6 +118,20 @@ AuditRecord AuditRecord::from_json(std::string_view text) {
 
 namespace detail {
 
+/// Appends `text` as a JSON string exactly as nlohmann's dump(-1, ' ', false,
+/// error_handler_t::replace) writes it: `"`, `\\`, \b \f \n \r \t escaped, other control
+/// characters as \u00xx, UTF-8 kept, and each maximal ill-formed subsequence replaced by one
+/// U+FFFD (the bytes of a cut-short sequence together, the byte that broke it read again).
+void append_dumped_string(std::string& out, std::string_view text);
+
+/// Appends `value` as nlohmann's `value.dump(-1, ' ', false, error_handler_t::replace)`
+/// writes it, byte for byte, without compiling nlohmann's serializer.
+void append_dumped(std::string& out, const nlohmann::ordered_json& value);
+
+/// `record.to_json().dump(-1, ' ', false, error_handler_t::replace)`, written directly (what
+/// write_audit stores).
+std::string audit_json(const AuditRecord& record);
+
 template <class S, class = void>
 struct has_audit : std::false_type {};
 template <class S>

@@ -74,8 +74,7 @@ void write_audit(queue_core& core, S& storage, AuditRecord& record) noexcept {
     try {
       record.time = core.now();
       if (record.actor.empty()) record.actor = core.options.actor;
-      const std::string json =
-          record.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      const std::string json = audit_json(record);  // = to_json().dump(…, replace)
       storage.audit_append(record.queue, record.time, json);
       core.counters.audited.fetch_add(1, std::memory_order_relaxed);
     } catch (const std::exception& e) {
