@@ -47,7 +47,7 @@ TEST_CASE("commands are formatted as RESP arrays of bulk strings", "[asio][resp]
   CHECK(command({"PING"}) == "*1\r\n$4\r\nPING\r\n");
   CHECK(command({"RPUSH", "k", ""}) == "*3\r\n$5\r\nRPUSH\r\n$1\r\nk\r\n$0\r\n\r\n");
   const std::string binary("a\0\r\nb", 5);
-  CHECK(command({binary}) == std::string("*1\r\n$5\r\na\0\r\nb\r\n", 14));
+  CHECK(command({binary}) == std::string("*1\r\n$5\r\na\0\r\nb\r\n", 15));
   const std::string big(100000, 'x');
   CHECK(command({big}) == "*1\r\n$100000\r\n" + big + "\r\n");
 }
@@ -68,7 +68,8 @@ TEST_CASE("replies of every type are parsed, whole or split at any byte", "[asio
   CHECK(r.str == "status with \r inside");
 
   // A composite reply: incomplete at every split point, complete with all its bytes.
-  const std::string composite("*4\r\n:-7\r\n$5\r\na\0\r\nb\r\n*2\r\n+OK\r\n$-1\r\n*-1\r\n", 45);
+  static const char raw[] = "*4\r\n:-7\r\n$5\r\na\0\r\nb\r\n*2\r\n+OK\r\n$-1\r\n*-1\r\n";
+  const std::string composite(raw, sizeof raw - 1);
   for (std::size_t n = 0; n < composite.size(); ++n) {
     RedisReply part;
     INFO("prefix of " << n << " bytes");
