@@ -531,9 +531,16 @@ class RedisConnection {
 
     // False when the connection went down.
     bool read_some() {
-      for (int round = 0; round < 4; ++round) {
+      // Until the socket is drained (a short read or EAGAIN): the reactor's readiness is
+      // edge-triggered, so bytes left in the socket would wait for the next edge.
+      for (;;) {
         if (in_begin == in_end) in_begin = in_end = 0;
-        std::size_t want = std::max<std::size_t>(in_need, in_end - in_begin + 16384);
+        // Room for 16 KB more, or for the incomplete reply's announced length — grown by
+        // doubling at most, so that a length announced by a hostile server is not
+        // allocated before its bytes arrive.
+        const std::size_t have = in_end - in_begin;
+        std::size_t want = have + 16384;
+        if (in_need > want) want = std::min(in_need, std::max(want, have * 2));
         if (in_cap - in_begin < want) {
           if (in_cap >= want) {  // room at the front
             std::memmove(in.get(), in.get() + in_begin, in_end - in_begin);
@@ -553,7 +560,7 @@ class RedisConnection {
         if (n > 0) {
           in_end += static_cast<std::size_t>(n);
           if (static_cast<std::size_t>(n) < room) return true;
-          continue;  // the buffer filled up: more may be waiting
+          continue;  // the buffer filled up: more may be waiting (it grows next round)
         }
         if (n == 0) {
           lost("Server closed the connection");
@@ -564,7 +571,6 @@ class RedisConnection {
         lost(std::strerror(errno));
         return false;
       }
-      return true;
     }
 
     // Completes the commands whose replies are in the input buffer, oldest first. A
