@@ -579,6 +579,9 @@ class RedisConnection {
       const auto self = shared_from_this();
       const std::uint64_t gen = generation;
       while (!inflight.empty()) {
+        // A reply known to need more bytes than have arrived is not parsed again (a big
+        // reply would otherwise be re-parsed, and its first items copied, per read).
+        if (in_need > in_end - in_begin) break;
         RedisReply r;
         const detail::parse_status s = parser.parse(in.get() + in_begin, in_end - in_begin, r);
         if (s == detail::parse_status::incomplete) {
