@@ -61,6 +61,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlq/asio/detail/small.hpp"
 #include "dlq/dead_letter_queue.hpp"
 #include "dlq/detail/id.hpp"
 #include "dlq/detail/queue_core.hpp"
@@ -111,6 +112,30 @@ done_fn<T> make_done(::asio::any_io_executor ex, Handler&& handler) {
     post_result(ex, std::move(*h), std::move(e), std::move(value));
   };
 }
+
+// The send path's completions: move-only, stored inline (no allocation for a handler of
+// up to 128 bytes with its executor).
+template <class T>
+using once_fn = unique_fn<void(std::exception_ptr, T), 128>;
+
+// Wraps a completion handler into a move-only callback that completes it with post_result.
+template <class T, class Handler>
+once_fn<T> make_once(::asio::any_io_executor ex, Handler&& handler) {
+  return [h = std::forward<Handler>(handler), ex = std::move(ex)](std::exception_ptr e,
+                                                                  T value) mutable {
+    post_result(ex, std::move(h), std::move(e), std::move(value));
+  };
+}
+
+// A send's completion: the ids of a batch, or the one id of send_to_dlq.
+struct send_done {
+  once_fn<std::vector<std::string>> batch;
+  once_fn<std::string> one;
+  void operator()(std::exception_ptr e, std::vector<std::string> ids) {
+    if (one) return one(e, ids.empty() ? std::string() : std::move(ids.front()));
+    batch(e, std::move(ids));
+  }
+};
 
 template <class S, class = void>
 struct is_async_storage : std::false_type {};
@@ -207,10 +232,9 @@ class AsyncDeadLetterQueue {
     jobs.push_back(FailedJob{std::string(queue), std::string(payload), failure});
     return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::string)>(
         [st = state_](auto handler, std::vector<FailedJob> owned) {
-          auto done = detail::make_done<std::string>(st->executor, std::move(handler));
-          st->send(std::move(owned), "send_to_dlq", [done](std::exception_ptr e, auto ids) {
-            done(e, ids.empty() ? std::string() : std::move(ids.front()));
-          });
+          detail::send_done done;
+          done.one = detail::make_once<std::string>(st->executor, std::move(handler));
+          st->send(std::move(owned), "send_to_dlq", std::move(done));
         },
         token, std::move(jobs));
   }
@@ -236,8 +260,10 @@ class AsyncDeadLetterQueue {
     return ::asio::async_initiate<CompletionToken,
                                   void(std::exception_ptr, std::vector<std::string>)>(
         [st = state_](auto handler, std::vector<FailedJob> owned) {
-          st->send(std::move(owned), "send_batch",
-                   detail::make_done<std::vector<std::string>>(st->executor, std::move(handler)));
+          detail::send_done done;
+          done.batch =
+              detail::make_once<std::vector<std::string>>(st->executor, std::move(handler));
+          st->send(std::move(owned), "send_batch", std::move(done));
         },
         token, std::move(jobs));
   }
@@ -320,8 +346,8 @@ class AsyncDeadLetterQueue {
     }
 
     // --- inline storages: the blocking queue, completed through the executor -------------
-    template <class T, class F>
-    void run_inline(const detail::done_fn<T>& done, F&& f) {
+    template <class T, class Done, class F>
+    void run_inline(Done& done, F&& f) {
       T value{};
       std::exception_ptr e;
       try {
@@ -333,8 +359,7 @@ class AsyncDeadLetterQueue {
     }
 
     // --- the operations --------------------------------------------------------------------
-    void send(std::vector<FailedJob> jobs, const char* where,
-              detail::done_fn<std::vector<std::string>> done) {
+    void send(std::vector<FailedJob> jobs, const char* where, detail::send_done done) {
       if constexpr (!async_storage) {
         run_inline<std::vector<std::string>>(done, [&] {
           if (jobs.size() == 1 && std::string_view(where) == "send_to_dlq") {
@@ -344,10 +369,9 @@ class AsyncDeadLetterQueue {
           return blocking_->send_batch(jobs);
         });
       } else {
-        auto self = this->shared_from_this();
-        auto shared_jobs = std::make_shared<const std::vector<FailedJob>>(std::move(jobs));
-        ::asio::dispatch(executor, [self, shared_jobs, where, done = std::move(done)]() mutable {
-          self->send_async(std::move(shared_jobs), where, std::move(done));
+        ::asio::dispatch(executor, [self = this->shared_from_this(), jobs = std::move(jobs), where,
+                                    done = std::move(done)]() mutable {
+          self->send_async(std::move(jobs), where, std::move(done));
         });
       }
     }
@@ -502,38 +526,45 @@ class AsyncDeadLetterQueue {
     // with the blocking front end's queue core; push each queue's jobs as one command (all
     // pipelined) under the queue's retention; count and report every entry stored.
     struct send_join {
-      std::shared_ptr<const std::vector<FailedJob>> jobs;
+      std::vector<FailedJob> jobs;
       std::vector<dlq::detail::prepared_entry> entries;
-      std::vector<bool> stored;  // per entry
+      // Each queue's jobs, when the batch spans several queues (else all go in one push).
+      std::vector<std::pair<std::string_view, std::vector<std::size_t>>> parts;
+      std::vector<char> stored;  // per entry
       std::size_t remaining = 0;
       std::exception_ptr error;
-      detail::done_fn<std::vector<std::string>> done;
+      detail::send_done done;
     };
 
-    void send_async(std::shared_ptr<const std::vector<FailedJob>> jobs, const char* where,
-                    detail::done_fn<std::vector<std::string>> done) {
+    void send_async(std::vector<FailedJob> jobs, const char* where, detail::send_done done) {
       dlq::detail::queue_core& core = *core_;
-      auto join = std::make_shared<send_join>();
-      std::vector<std::pair<std::string_view, std::vector<std::size_t>>> parts;
+      std::shared_ptr<send_join> join;
       try {
-        for (const FailedJob& j : *jobs) {
+        for (const FailedJob& j : jobs) {
           const dlq::detail::job_view v{j.queue, j.payload, &j.failure};
           dlq::detail::queue_core::validate(v, where);
           dlq::detail::check_payload(j.queue, j.payload,
                                      core.options.payloads == Payloads::json_only);
         }
-        if (jobs->empty()) return done(nullptr, {});
-        for (std::size_t i = 0; i < jobs->size(); ++i) {
-          const std::string_view q = (*jobs)[i].queue;
-          auto it =
-              std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.first == q; });
-          if (it == parts.end()) {
-            parts.emplace_back(q, std::vector<std::size_t>{});
-            it = parts.end() - 1;
+        if (jobs.empty()) return done(nullptr, {});
+        join = std::make_shared<send_join>();
+        join->jobs = std::move(jobs);
+        const std::vector<FailedJob>& js = join->jobs;
+        auto& parts = join->parts;
+        bool one_queue = true;
+        for (std::size_t i = 1; i < js.size() && one_queue; ++i)
+          one_queue = js[i].queue == js.front().queue;
+        if (!one_queue) {
+          for (std::size_t i = 0; i < js.size(); ++i) {
+            const std::string_view q = js[i].queue;
+            auto it = std::find_if(parts.begin(), parts.end(),
+                                   [&](const auto& p) { return p.first == q; });
+            if (it == parts.end()) {
+              parts.emplace_back(q, std::vector<std::size_t>{});
+              it = parts.end() - 1;
+            }
+            it->second.push_back(i);
           }
-          it->second.push_back(i);
-        }
-        if (parts.size() > 1) {
           for (const auto& p : parts) {
             const Retention& r = core.retention_of(p.first);
             if (r.max_length != 0 && r.overflow == Overflow::reject)
@@ -545,9 +576,8 @@ class AsyncDeadLetterQueue {
           }
         }
         const auto now = core.now();
-        join->jobs = jobs;
-        join->entries.reserve(jobs->size());
-        for (const FailedJob& j : *jobs) {
+        join->entries.reserve(js.size());
+        for (const FailedJob& j : js) {
           const dlq::detail::job_view v{j.queue, j.payload, &j.failure};
           join->entries.push_back(
               core.prepare(v, now, dlq::detail::queue_core::make_id(j.failure, now, false), {}));
@@ -555,50 +585,69 @@ class AsyncDeadLetterQueue {
       } catch (...) {
         return done(std::current_exception(), {});
       }
-      join->stored.assign(jobs->size(), false);
-      join->remaining = parts.size();
+      join->stored.assign(join->jobs.size(), 0);
+      join->remaining = join->parts.empty() ? 1 : join->parts.size();
       join->done = std::move(done);
-      auto self = this->shared_from_this();
-      for (auto& part : parts) {
+      const std::size_t n_parts = join->remaining;
+      for (std::size_t part = 0; part < n_parts; ++part) {
         std::vector<std::string> envelopes;
-        envelopes.reserve(part.second.size());
-        for (std::size_t i : part.second)
-          envelopes.push_back(std::move(join->entries[i].envelope));  // not needed after
-        const Retention& r = core.retention_of(part.first);
+        std::string_view queue;
+        if (join->parts.empty()) {
+          queue = join->jobs.front().queue;
+          envelopes.reserve(join->entries.size());
+          for (auto& e : join->entries)
+            envelopes.push_back(std::move(e.envelope));  // not needed after
+        } else {
+          queue = join->parts[part].first;
+          envelopes.reserve(join->parts[part].second.size());
+          for (std::size_t i : join->parts[part].second)
+            envelopes.push_back(std::move(join->entries[i].envelope));
+        }
+        const Retention& r = core.retention_of(queue);
         storage_->push(
-            part.first, std::move(envelopes), r.max_length, r.overflow == Overflow::evict_oldest,
-            [self, join, indexes = std::move(part.second), queue = std::string(part.first)](
-                std::exception_ptr e, PushResult result) {
-              dlq::detail::queue_core& c = *self->core_;
-              self->count_failure(e);
-              if (!e && !result.stored) {
-                try {
-                  c.reject(queue, c.retention_of(queue));
-                } catch (...) {
-                  e = std::current_exception();
-                }
-              }
-              if (e) {
-                if (!join->error) join->error = e;
-              } else {
-                for (std::size_t i : indexes)
-                  join->stored[i] = true;
-                if (!result.evicted.empty()) {
-                  dlq::detail::report_evictions(c, queue, result.evicted, "max_length");
-                  dlq::detail::log_evictions(c, queue, result.evicted.size(), "max_length");
-                }
-              }
-              if (--join->remaining != 0) return;
-              std::vector<std::string> ids;
-              ids.reserve(join->entries.size());
-              for (std::size_t i = 0; i < join->entries.size(); ++i) {
-                if (join->stored[i]) c.after_send(join->entries[i]);
-                ids.push_back(join->entries[i].id);
-              }
-              if (join->error) return join->done(join->error, {});
-              join->done(nullptr, std::move(ids));
+            queue, std::move(envelopes), r.max_length, r.overflow == Overflow::evict_oldest,
+            [self = this->shared_from_this(), join, part](std::exception_ptr e, PushResult result) {
+              self->pushed(*join, part, e, std::move(result));
             });
       }
+    }
+
+    // One queue's push of a send completed.
+    void pushed(send_join& join, std::size_t part, std::exception_ptr e, PushResult result) {
+      dlq::detail::queue_core& c = *core_;
+      const std::string_view queue =
+          join.parts.empty() ? std::string_view(join.jobs.front().queue) : join.parts[part].first;
+      count_failure(e);
+      if (!e && !result.stored) {
+        try {
+          c.reject(queue, c.retention_of(queue));
+        } catch (...) {
+          e = std::current_exception();
+        }
+      }
+      if (e) {
+        if (!join.error) join.error = e;
+      } else {
+        if (join.parts.empty()) {
+          std::fill(join.stored.begin(), join.stored.end(), 1);
+        } else {
+          for (std::size_t i : join.parts[part].second)
+            join.stored[i] = 1;
+        }
+        if (!result.evicted.empty()) {
+          dlq::detail::report_evictions(c, queue, result.evicted, "max_length");
+          dlq::detail::log_evictions(c, queue, result.evicted.size(), "max_length");
+        }
+      }
+      if (--join.remaining != 0) return;
+      std::vector<std::string> ids;
+      ids.reserve(join.entries.size());
+      for (std::size_t i = 0; i < join.entries.size(); ++i) {
+        if (join.stored[i] != 0) c.after_send(join.entries[i]);
+        ids.push_back(std::move(join.entries[i].id));
+      }
+      if (join.error) return join.done(join.error, {});
+      join.done(nullptr, std::move(ids));
     }
 
     std::optional<Storage> storage_;                 // asynchronous storage

@@ -1,7 +1,8 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file asio/redis_connection.hpp
 /// dlq::asio::RedisConnection: one non-blocking Redis connection driven by an Asio executor
-/// (hiredis's async API under a small Asio adapter). CMake: dlq::asio and dlq::redis.
+/// (its own socket and RESP2 codec, see asio/detail/resp.hpp). CMake: dlq::asio and
+/// dlq::redis.
 ///
 ///     asio::io_context io;
 ///     dlq::asio::RedisConnection conn(io.get_executor(), "redis://127.0.0.1:6379/0");
@@ -12,10 +13,11 @@
 /// - Connects on the first command (same URL forms and ConnectionOptions as the blocking
 ///   connection: dlq::redis::parse_url), then sends AUTH (when a password is set) and SELECT
 ///   (db != 0) before any command. Commands issued meanwhile wait and go out once it is ready.
-///   Host names are resolved by hiredis with getaddrinfo (blocking): give an IP address or
-///   a unix socket where the event loop must never block.
-/// - Any number of commands in flight: each is written as soon as it is issued (pipelined);
-///   replies come back in order.
+///   Host names are resolved with getaddrinfo (blocking; IPv4 first, then IPv6, as hiredis):
+///   give an IP address or a unix socket where the event loop must never block.
+/// - Any number of commands in flight, pipelined; replies come back in order. Commands are
+///   formatted into one output buffer; what is issued while a write is pending goes out
+///   with it (one send() for a burst), and replies are parsed from one input buffer.
 /// - Timeouts: ConnectionOptions::connect_timeout bounds the TCP connect plus the handshake;
 ///   command_timeout bounds each command from the moment it is issued on a ready
 ///   connection, and again from the moment it is handed to the kernel. When a limit passes,
@@ -24,24 +26,29 @@
 ///   again; a command still without its answer then drops the connection: it and every
 ///   other one in flight complete with dlq::timeout_error (outcome_unknown() == true for
 ///   writes: they were sent). A zero limit means none.
-/// - Failures: a lost connection fails the commands in flight with dlq::connection_error
-///   (outcome_unknown() for writes). No command is ever re-sent. The next command reconnects
-///   (one try; it fails with the connect error when that try fails).
+/// - Failures: a lost connection (or bytes that are not RESP) fails the commands in flight
+///   with dlq::connection_error (outcome_unknown() for writes). No command is ever re-sent.
+///   The next command reconnects (one try; it fails with the connect error when that fails).
 /// - A Redis Cluster node is refused: the handshake asks CLUSTER SLOTS, and a node that
 ///   answers with slots fails every command with dlq::invalid_argument — the async path
 ///   does not route by slot yet; use the blocking dlq::RedisListStorage there.
 /// - Error replies become dlq::reply_error (code() = Redis's first word).
 ///
 /// Thread-safety: not thread-safe. Call it from its executor, which must be single-threaded
-/// (an io_context run by one thread, or a strand). Callbacks run on the executor, posted:
-/// never inside execute(). Destroying it (or close()) completes every pending command.
+/// (an io_context run by one thread, or a strand). execute()'s callbacks run on the
+/// executor, posted: never inside execute(). Destroying it (or close()) completes every
+/// pending command.
 #pragma once
 
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/async_result.hpp>
@@ -54,43 +61,24 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
-
 #include <vector>
-#include "dlq/redis/error_mapping.hpp"
 
 #include "dlq/asio/dead_letter_queue.hpp"
+#include "dlq/asio/detail/resp.hpp"
+#include "dlq/asio/detail/small.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/redis/error_mapping.hpp"
 #include "dlq/redis/options.hpp"
 
 namespace dlq::asio {
-
-/// An owned copy of a Redis reply (hiredis frees its own after the callback).
-struct RedisReply {
-  int type = REDIS_REPLY_NIL;        ///< REDIS_REPLY_STRING, _ARRAY, _INTEGER, _NIL, _STATUS
-  long long integer = 0;             ///< for REDIS_REPLY_INTEGER
-  std::string str;                   ///< for strings and status replies
-  std::vector<RedisReply> elements;  ///< for arrays
-
-  /// Copies a hiredis reply.
-  static RedisReply copy(const redisReply& r) {
-    RedisReply out;
-    out.type = r.type;
-    out.integer = r.integer;
-    if (r.str != nullptr) out.str.assign(r.str, r.len);
-    out.elements.reserve(r.elements);
-    for (std::size_t i = 0; i < r.elements; ++i)
-      out.elements.push_back(copy(*r.element[i]));
-    return out;
-  }
-};
 
 /// A non-blocking Redis connection (see the file comment). Movable, not copyable.
 class RedisConnection {
@@ -98,6 +86,9 @@ class RedisConnection {
   using executor_type = ::asio::any_io_executor;
   /// Called once per command, on the executor: (null, reply) or (error, empty reply).
   using callback = std::function<void(std::exception_ptr, RedisReply)>;
+  /// The internal completion of execute_inline (move-only, stored without allocation when
+  /// small).
+  using inline_callback = detail::unique_fn<void(std::exception_ptr, RedisReply&&), 160>;
 
   /// Connects lazily to `options`' server; completions run on `executor`.
   RedisConnection(executor_type executor, redis::ConnectionOptions options)
@@ -121,13 +112,21 @@ class RedisConnection {
   /// "host:port" or "unix:/path", for messages.
   const std::string& endpoint() const noexcept { return impl_->endpoint; }
   /// Commands issued and not completed yet.
-  std::size_t pending() const noexcept { return impl_->waiting.size() + impl_->inflight.size(); }
+  std::size_t pending() const noexcept { return impl_->pending(); }
 
   /// Sends `args` as one command. `write`: the command may change data (a lost answer is
   /// then reported with outcome_unknown()). `label` names it in messages ("RPUSH dlq:{q}").
   /// `done` is called exactly once, posted to the executor.
   void execute(std::vector<std::string> args, bool write, std::string label, callback done) {
-    impl_->execute(std::move(args), write, std::move(label), std::move(done));
+    impl_->submit(
+        [&args](std::string& out) {
+          detail::resp_command(out, args.size());
+          for (const auto& a : args)
+            detail::resp_arg(out, a);
+        },
+        write, "", std::move(label),
+        [done = std::move(done)](std::exception_ptr e, RedisReply&& r) { done(e, std::move(r)); },
+        true);
   }
 
   /// execute() with an Asio completion token; completes with
@@ -137,10 +136,32 @@ class RedisConnection {
     return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, RedisReply)>(
         [self = impl_](auto handler, std::vector<std::string> a, bool w) {
           std::string label = a.empty() ? std::string() : a.front();
-          self->execute(std::move(a), w, std::move(label),
-                        detail::make_done<RedisReply>(self->executor, std::move(handler)));
+          auto done = detail::make_done<RedisReply>(self->executor, std::move(handler));
+          self->submit(
+              [&a](std::string& out) {
+                detail::resp_command(out, a.size());
+                for (const auto& x : a)
+                  detail::resp_arg(out, x);
+              },
+              w, "", std::move(label),
+              [done = std::move(done)](std::exception_ptr e, RedisReply&& r) mutable {
+                done(e, std::move(r));
+              },
+              false);
         },
         token, std::move(args), write);
+  }
+
+  /// For dlq's own storages: `format(std::string& out)` appends the command in RESP
+  /// (detail::resp_command, detail::resp_arg) to the output buffer, at once; `done` runs on
+  /// the executor, never inside this call, but directly from the read handler when the
+  /// reply arrives (errors of the connection itself are posted). The label is
+  /// `label_prefix` (a string literal) followed by `label`.
+  template <class Format>
+  void execute_inline(Format&& format, bool write, const char* label_prefix, std::string label,
+                      inline_callback done) {
+    impl_->submit(std::forward<Format>(format), write, label_prefix, std::move(label),
+                  std::move(done), false);
   }
 
   /// Drops the connection: every pending command completes with dlq::connection_error
@@ -149,89 +170,17 @@ class RedisConnection {
 
  private:
   struct op {
-    std::vector<std::string> args;
-    std::string label;
-    bool write = false;
-    bool sent = false;
-    bool written = false;  // handed to the kernel (hiredis's buffer drained after it)
-    bool finished = false;
-    callback done;
+    inline_callback done;
+    const char* label_prefix = "";
+    std::string label_rest;
     std::chrono::steady_clock::time_point deadline;
-  };
-  using op_ptr = std::shared_ptr<op>;
+    bool write = false;
+    bool sent = false;     // in the output buffer (or on the wire)
+    bool written = false;  // handed to the kernel (the output buffer drained after it)
+    bool post = true;      // completion posted (execute) or run from the read handler
+    enum class kind : unsigned char { command, handshake, cluster } what = kind::command;
 
-  // The Asio side of one hiredis context: the socket's readiness waits.
-  struct adapter : std::enable_shared_from_this<adapter> {
-    adapter(const executor_type& ex, int fd, redisAsyncContext* c, const std::size_t* expected)
-        : sd(ex, fd), ctx(c), expected_replies(expected) {}
-    ::asio::posix::stream_descriptor sd;
-    redisAsyncContext* ctx;  // null once hiredis cleaned up
-    // Replies the connection waits for: reading only while there are some, so an idle
-    // connection holds no outstanding operation and io_context::run() can return.
-    const std::size_t* expected_replies;
-    bool want_read = false, reading = false, want_write = false, writing = false;
-    bool handling_read = false;
-
-    void start(::asio::posix::stream_descriptor::wait_type type) {
-      const bool read = type == ::asio::posix::stream_descriptor::wait_read;
-      bool& busy = read ? reading : writing;
-      // hiredis asks for reads before it hands out the replies it just read: the read
-      // handler decides after them whether to wait again.
-      if (busy || ctx == nullptr || (read && (handling_read || *expected_replies == 0))) return;
-      busy = true;
-      sd.async_wait(type, [self = shared_from_this(), read, type](const std::error_code& ec) {
-        (read ? self->reading : self->writing) = false;
-        if (ec || self->ctx == nullptr) return;
-        if (read ? self->want_read : self->want_write) self->handle(read);
-        if (self->ctx != nullptr && (read ? self->want_read : self->want_write)) self->start(type);
-      });
-    }
-    // Lets hiredis read or write (it may free the context: ctx is then null).
-    void handle(bool read) {
-      if (read) {
-        handling_read = true;
-        redisAsyncHandleRead(ctx);
-        handling_read = false;
-      } else {
-        redisAsyncHandleWrite(ctx);
-        if (ctx != nullptr && !want_write) flushed(ctx);  // hiredis's buffer is empty
-      }
-    }
-    // Handles the socket's readiness at once, ahead of the loop's turn: writes what hiredis
-    // still holds (or completes the TCP connect) when the socket takes it, reads the answers
-    // that have arrived. True when there was something to handle. Called when a time limit
-    // passes: the loop may have been busy with other work while the server did answer.
-    bool pump() {
-      if (ctx == nullptr) return false;
-      pollfd p{ctx->c.fd, POLLIN | POLLOUT, 0};
-      if (::poll(&p, 1, 0) <= 0) return false;
-      bool progressed = false;
-      if (want_write && (p.revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
-        handle(false);
-        progressed = true;
-        if (ctx != nullptr && want_write) start(::asio::posix::stream_descriptor::wait_write);
-      }
-      if (ctx != nullptr && want_read && *expected_replies > 0 &&
-          (p.revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
-        handle(true);
-        progressed = true;
-        if (ctx != nullptr && want_read) start(::asio::posix::stream_descriptor::wait_read);
-      }
-      return progressed;
-    }
-    static adapter* of(void* p) { return static_cast<adapter*>(p); }
-    static void add_read(void* p) {
-      of(p)->want_read = true;
-      of(p)->start(::asio::posix::stream_descriptor::wait_read);
-    }
-    static void del_read(void* p) { of(p)->want_read = false; }
-    static void add_write(void* p) {
-      of(p)->want_write = true;
-      of(p)->start(::asio::posix::stream_descriptor::wait_write);
-    }
-    static void del_write(void* p) { of(p)->want_write = false; }
-    static void cleanup(void* p);               // defined after impl
-    static void flushed(redisAsyncContext* c);  // defined after impl
+    std::string label() const { return label_prefix + label_rest; }
   };
 
   struct impl : std::enable_shared_from_this<impl> {
@@ -251,25 +200,39 @@ class RedisConnection {
     bool command_timer_armed = false;
     enum class phase { idle, connecting, ready } state = phase::idle;
     bool closed = false;
-    redisAsyncContext* ctx = nullptr;
-    std::shared_ptr<adapter> ad;
+    std::optional<::asio::posix::stream_descriptor> sd;  // owns the socket
+    bool connected = false;                              // the TCP connect completed
+    bool flush_posted = false;                           // a flush() is posted
+    bool write_waiting = false;      // waiting for the socket to take more output
+    bool reading = false;            // waiting for input
     std::uint64_t generation = 0;    // one per connection attempt
     std::size_t handshake_left = 0;  // replies of the handshake still expected
     std::exception_ptr handshake_error;
-    std::string connect_error;         // hiredis' text of a failed connect
-    std::deque<op_ptr> waiting;        // issued while connecting
-    std::deque<op_ptr> inflight;       // sent, in order
-    std::size_t expected_replies = 0;  // commands sent on this context, not answered yet
+    std::string connect_error;  // the text of a failed connect
+    detail::ring<op> waiting;   // issued while connecting
+    detail::ring<op> inflight;  // sent, in order (the handshake's first)
+    std::string out;            // output not handed to the kernel yet, from out_off
+    std::size_t out_off = 0;
+    std::string waiting_out;     // the waiting commands, formatted
+    std::unique_ptr<char[]> in;  // input not parsed yet: [in_begin, in_end)
+    std::size_t in_cap = 0, in_begin = 0, in_end = 0;
+    std::size_t in_need = 0;  // bytes the incomplete reply needs at least (a hint)
+    detail::reply_parser parser;
     std::chrono::steady_clock::time_point connect_deadline;  // of the attempt in progress
+
+    std::size_t pending() const noexcept {
+      return waiting.size() + inflight.size() - (state == phase::connecting ? handshake_left : 0);
+    }
+    int fd() { return sd ? sd->native_handle() : -1; }
 
     std::string msg(const std::string& what, const std::string& hint) const {
       return dlq::detail::message("redis", endpoint, what, hint);
     }
 
-    void finish(const op_ptr& o, std::exception_ptr e, RedisReply r = {}) {
-      if (o->finished) return;
-      o->finished = true;
-      ::asio::post(executor, [done = std::move(o->done), e, r = std::move(r)]() mutable {
+    // Completes `o` through the executor (errors, and execute()'s callbacks).
+    void post_done(op& o, std::exception_ptr e, RedisReply r = {}) {
+      if (!o.done) return;
+      ::asio::post(executor, [done = std::move(o.done), e, r = std::move(r)]() mutable {
         done(e, std::move(r));
       });
     }
@@ -277,91 +240,175 @@ class RedisConnection {
     std::exception_ptr closed_error(const op& o) const {
       const bool unknown = o.write && o.sent;
       return std::make_exception_ptr(dlq::connection_error(
-          msg(o.label + ": the connection was closed with the command in flight",
+          msg(o.label() + ": the connection was closed with the command in flight",
               unknown ? "the write was sent and may or may not have been applied (outcome "
                         "unknown); check the data before sending it again"
                       : "nothing was sent; open a new queue or connection to go on"),
           unknown));
     }
 
-    void execute(std::vector<std::string> args, bool write, std::string label, callback done) {
-      auto o = std::make_shared<op>();
-      o->args = std::move(args);
-      o->write = write;
-      o->label = std::move(label);
-      o->done = std::move(done);
-      if (closed) return finish(o, closed_error(*o));
-      if (state == phase::ready && expected_replies == 0 && !idle_connection_alive()) {
+    template <class Format>
+    void submit(Format&& format, bool write, const char* label_prefix, std::string label,
+                inline_callback done, bool post) {
+      op o;
+      o.done = std::move(done);
+      o.label_prefix = label_prefix;
+      o.label_rest = std::move(label);
+      o.write = write;
+      o.post = post;
+      if (closed) return post_done(o, closed_error(o));
+      if (state == phase::ready && inflight.empty() && !idle_connection_alive()) {
         drop(nullptr);  // nothing in flight: nothing to report; reconnect below
       }
-      if (state == phase::ready) return send(o);
+      if (state == phase::ready) {
+        format(out);
+        return send(std::move(o));
+      }
+      format(waiting_out);
       waiting.push_back(std::move(o));
       if (state == phase::idle) connect();
     }
 
-    // An idle connection is not read (see adapter), so a server that closed it (restart,
-    // idle timeout) is noticed here, before a write is sent into a dead socket: one
-    // non-blocking peek when a command follows a quiet spell.
-    bool idle_connection_alive() const {
-      if (ctx == nullptr) return false;
+    // An idle connection is not read (reads wait only while answers are expected), so a
+    // server that closed it (restart, idle timeout) is noticed here, before a write is sent
+    // into a dead socket: one non-blocking peek when a command follows a quiet spell.
+    bool idle_connection_alive() {
+      if (!sd) return false;
       char byte;
-      const ssize_t n = ::recv(ctx->c.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0) return true;    // unexpected data; hiredis reads it with the next reply
+      const ssize_t n = ::recv(fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) return true;    // unexpected data; read with the next reply
       if (n == 0) return false;  // the peer closed it
       return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     }
 
     // --- connecting ----------------------------------------------------------------------
+    // A non-blocking socket connecting to the server, or -1 with `error` set.
+    int open_socket(std::string& error, bool& done) {
+      done = false;
+      if (!options.unix_socket.empty()) {
+        sockaddr_un sa{};
+        sa.sun_family = AF_UNIX;
+        if (options.unix_socket.size() >= sizeof(sa.sun_path)) {
+          error = "unix socket path too long";
+          return -1;
+        }
+        std::memcpy(sa.sun_path, options.unix_socket.c_str(), options.unix_socket.size() + 1);
+        const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (s < 0) {
+          error = std::strerror(errno);
+          return -1;
+        }
+        if (::connect(s, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0) {
+          done = true;
+          return s;
+        }
+        if (errno == EINPROGRESS || errno == EAGAIN) return s;
+        error = std::strerror(errno);
+        ::close(s);
+        return -1;
+      }
+      // As hiredis: IPv4 addresses first, IPv6 when the name has none.
+      addrinfo* list = nullptr;
+      addrinfo hints{};
+      hints.ai_socktype = SOCK_STREAM;
+      const std::string port = std::to_string(options.port);
+      hints.ai_family = AF_INET;
+      int rc = ::getaddrinfo(options.host.c_str(), port.c_str(), &hints, &list);
+      if (rc != 0) {
+        hints.ai_family = AF_INET6;
+        rc = ::getaddrinfo(options.host.c_str(), port.c_str(), &hints, &list);
+      }
+      if (rc != 0) {
+        error = ::gai_strerror(rc);
+        return -1;
+      }
+      int s = -1;
+      error = "no address";
+      for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
+        s = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (s < 0) {
+          error = std::strerror(errno);
+          continue;
+        }
+        const int yes = 1;
+        ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+        if (::connect(s, a->ai_addr, a->ai_addrlen) == 0) {
+          done = true;
+          break;
+        }
+        if (errno == EINPROGRESS) break;
+        error = std::strerror(errno);
+        ::close(s);
+        s = -1;
+      }
+      ::freeaddrinfo(list);
+      return s;
+    }
+
     void connect() {
       state = phase::connecting;
       const std::uint64_t gen = ++generation;
       connect_error.clear();
       handshake_error = nullptr;
-      redisAsyncContext* c = options.unix_socket.empty()
-                                 ? redisAsyncConnect(options.host.c_str(), options.port)
-                                 : redisAsyncConnectUnix(options.unix_socket.c_str());
-      if (c == nullptr || c->err != 0) {
-        const std::string text = c == nullptr ? "cannot allocate a hiredis context" : c->errstr;
-        if (c != nullptr) redisAsyncFree(c);
+      std::string error;
+      bool done = false;
+      const int s = open_socket(error, done);
+      if (s < 0) {
         return fail_waiting(std::make_exception_ptr(dlq::connection_error(
-            msg("connecting: " + text, "is redis-server running and listening on this address?"),
+            msg("connecting: " + error, "is redis-server running and listening on this address?"),
             false)));
       }
-      ctx = c;
-      c->data = this;
-      expected_replies = 0;
-      ad = std::make_shared<adapter>(executor, c->c.fd, c, &expected_replies);
-      c->ev.data = ad.get();
-      c->ev.addRead = &adapter::add_read;
-      c->ev.delRead = &adapter::del_read;
-      c->ev.addWrite = &adapter::add_write;
-      c->ev.delWrite = &adapter::del_write;
-      c->ev.cleanup = &adapter::cleanup;
-      redisAsyncSetConnectCallback(c, &on_connect);
+      sd.emplace(executor, s);
+      connected = false;
+      flush_posted = write_waiting = reading = false;
+      out.clear();
+      out_off = 0;
+      in_begin = in_end = in_need = 0;
       arm_connect_timer(gen);
       // The handshake: AUTH, SELECT, and CLUSTER SLOTS (a cluster node is refused).
-      std::vector<std::vector<std::string>> hs;
+      auto handshake = [&](op::kind what, const char* label,
+                           std::initializer_list<std::string_view> args) {
+        detail::resp_command(out, args.size());
+        for (auto a : args)
+          detail::resp_arg(out, a);
+        op o;
+        o.what = what;
+        o.label_prefix = label;
+        o.sent = true;
+        inflight.push_back(std::move(o));
+      };
       if (!options.password.empty()) {
         if (options.user.empty()) {
-          hs.push_back({"AUTH", options.password});
+          handshake(op::kind::handshake, "AUTH", {"AUTH", options.password});
         } else {
-          hs.push_back({"AUTH", options.user, options.password});
+          handshake(op::kind::handshake, "AUTH", {"AUTH", options.user, options.password});
         }
       }
-      if (options.db != 0) hs.push_back({"SELECT", std::to_string(options.db)});
-      hs.push_back({"CLUSTER", "SLOTS"});
-      handshake_left = hs.size();
-      for (auto& args : hs) {
-        const bool is_cluster = args.front() == "CLUSTER";
-        const std::string label = args.front() == "AUTH" ? "AUTH" : args.front();
-        auto o = std::make_shared<op>();
-        o->args = std::move(args);
-        o->label = label;
-        o->done = [self = shared_from_this(), gen, is_cluster](std::exception_ptr e, RedisReply r) {
-          self->on_handshake(gen, is_cluster, e, r);
-        };
-        send(o, false);
+      const std::string db = std::to_string(options.db);
+      if (options.db != 0) handshake(op::kind::handshake, "SELECT", {"SELECT", db});
+      handshake(op::kind::cluster, "CLUSTER", {"CLUSTER", "SLOTS"});
+      handshake_left = inflight.size();
+      if (done) return on_connected();
+      write_waiting = true;
+      sd->async_wait(::asio::posix::stream_descriptor::wait_write,
+                     [self = shared_from_this(), gen](const std::error_code& ec) {
+                       if (self->generation != gen) return;
+                       self->write_waiting = false;
+                       if (!ec && !self->connected) self->on_connected();
+                     });
+    }
+
+    // The TCP connect completed (or failed): the handshake goes out.
+    void on_connected() {
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (::getsockopt(fd(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (err != 0) {
+        connect_error = std::strerror(err);
+        return lost(connect_error);
       }
+      connected = true;
+      flush();
     }
 
     // connect_timeout runs from the attempt, and again from the moment the handshake is
@@ -379,7 +426,7 @@ class RedisConnection {
           return self->wait_connect_timer(gen);
         // Progress the loop had not handled yet (it was busy): handled now, and the limit
         // starts again for the answers still to come.
-        if (self->caught_up()) {
+        if (self->pump()) {
           if (self->generation != gen || self->state != phase::connecting) return;
           self->connect_deadline =
               std::max(self->connect_deadline,
@@ -395,29 +442,200 @@ class RedisConnection {
       });
     }
 
-    // hiredis's output buffer drained: every command issued so far is with the kernel, and
-    // its command_timeout (the handshake's connect_timeout) counts from now at the latest.
+    // --- writing -------------------------------------------------------------------------
+    // Output waits for the end of the current handler: a burst of commands goes out in one
+    // send().
+    void schedule_flush() {
+      if (flush_posted || write_waiting || !connected) return;
+      flush_posted = true;
+      ::asio::post(executor, [self = shared_from_this(), gen = generation] {
+        if (self->generation != gen) return;
+        self->flush_posted = false;
+        if (!self->write_waiting) self->flush();
+      });
+    }
+
+    // Hands the output buffer to the kernel, as much as it takes.
+    void flush() {
+      const int s = fd();
+      while (out_off < out.size()) {
+        const ssize_t n =
+            ::send(s, out.data() + out_off, out.size() - out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+          out_off += static_cast<std::size_t>(n);
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          if (out_off > out.size() / 2) {  // keep the buffer from growing without bound
+            out.erase(0, out_off);
+            out_off = 0;
+          }
+          wait_write();
+          start_read();
+          return;
+        }
+        return lost(n == 0 ? std::string("write returned 0") : std::strerror(errno));
+      }
+      out.clear();
+      out_off = 0;
+      on_flushed();
+      start_read();
+    }
+
+    void wait_write() {
+      if (write_waiting || !sd) return;
+      write_waiting = true;
+      sd->async_wait(::asio::posix::stream_descriptor::wait_write,
+                     [self = shared_from_this(), gen = generation](const std::error_code& ec) {
+                       if (self->generation != gen) return;
+                       self->write_waiting = false;
+                       if (!ec) self->flush();
+                     });
+    }
+
+    // The output buffer drained: every command issued so far is with the kernel, and its
+    // command_timeout (the handshake's connect_timeout) counts from now at the latest.
     void on_flushed() {
       const auto now = std::chrono::steady_clock::now();
       if (state == phase::connecting && options.connect_timeout.count() > 0)
         connect_deadline = std::max(connect_deadline, now + options.connect_timeout);
-      for (auto it = inflight.rbegin(); it != inflight.rend() && !(*it)->written; ++it) {
-        (*it)->written = true;
-        if (options.command_timeout.count() > 0)
-          (*it)->deadline = std::max((*it)->deadline, now + options.command_timeout);
+      for (std::size_t i = inflight.size(); i-- > 0;) {
+        op& o = inflight[i];
+        if (o.written) break;
+        o.written = true;
+        if (options.command_timeout.count() > 0 && o.what == op::kind::command)
+          o.deadline = std::max(o.deadline, now + options.command_timeout);
       }
     }
 
-    // A time limit passed: handles what the socket already holds before calling it a
-    // timeout (see adapter::pump). True when there was something to handle.
-    bool caught_up() {
-      const std::shared_ptr<adapter> a = ad;  // kept while hiredis may free the context
-      return a && ctx != nullptr && a->pump();
+    // --- reading -------------------------------------------------------------------------
+    // Input is awaited only while answers are expected, so an idle connection holds no
+    // outstanding operation and io_context::run() can return.
+    void start_read() {
+      if (reading || !sd || !connected || inflight.empty()) return;
+      reading = true;
+      sd->async_wait(::asio::posix::stream_descriptor::wait_read,
+                     [self = shared_from_this(), gen = generation](const std::error_code& ec) {
+                       if (self->generation != gen) return;
+                       self->reading = false;
+                       if (!ec) self->on_readable();
+                     });
     }
 
-    void on_handshake(std::uint64_t gen, bool is_cluster, std::exception_ptr e,
-                      const RedisReply& r) {
-      if (gen != generation || state != phase::connecting) return;
+    // Reads what the socket holds and completes the commands whose answers are complete.
+    void on_readable() {
+      if (!read_some()) return;  // the connection went down (reported)
+      process();
+    }
+
+    // False when the connection went down.
+    bool read_some() {
+      // Until the socket is drained (a short read or EAGAIN): the reactor's readiness is
+      // edge-triggered, so bytes left in the socket would wait for the next edge.
+      for (;;) {
+        if (in_begin == in_end) in_begin = in_end = 0;
+        // Room for 16 KB more, or for the incomplete reply's announced length — grown by
+        // doubling at most, so that a length announced by a hostile server is not
+        // allocated before its bytes arrive.
+        const std::size_t have = in_end - in_begin;
+        std::size_t want = have + 16384;
+        if (in_need > want) want = std::min(in_need, std::max(want, have * 2));
+        if (in_cap - in_begin < want) {
+          if (in_cap >= want) {  // room at the front
+            std::memmove(in.get(), in.get() + in_begin, in_end - in_begin);
+          } else {
+            const std::size_t cap = std::max(want, in_cap * 2);
+            std::unique_ptr<char[]> bigger(new char[cap]);
+            if (in_end > in_begin)
+              std::memcpy(bigger.get(), in.get() + in_begin, in_end - in_begin);
+            in = std::move(bigger);
+            in_cap = cap;
+          }
+          in_end -= in_begin;
+          in_begin = 0;
+        }
+        const std::size_t room = in_cap - in_end;
+        const ssize_t n = ::recv(fd(), in.get() + in_end, room, MSG_DONTWAIT);
+        if (n > 0) {
+          in_end += static_cast<std::size_t>(n);
+          if (static_cast<std::size_t>(n) < room) return true;
+          continue;  // the buffer filled up: more may be waiting (it grows next round)
+        }
+        if (n == 0) {
+          lost("Server closed the connection");
+          return false;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+        lost(std::strerror(errno));
+        return false;
+      }
+    }
+
+    // Completes the commands whose replies are in the input buffer, oldest first. A
+    // completion may issue commands, close the connection or drop the last handle to it.
+    void process() {
+      const auto self = shared_from_this();
+      const std::uint64_t gen = generation;
+      while (!inflight.empty()) {
+        // A reply known to need more bytes than have arrived is not parsed again (a big
+        // reply would otherwise be re-parsed, and its first items copied, per read).
+        if (in_need > in_end - in_begin) break;
+        RedisReply r;
+        const detail::parse_status s = parser.parse(in.get() + in_begin, in_end - in_begin, r);
+        if (s == detail::parse_status::incomplete) {
+          in_need = parser.need;
+          break;
+        }
+        if (s == detail::parse_status::bad) return lost("Protocol error: " + parser.why);
+        in_begin += parser.used;
+        in_need = 0;
+        op o = inflight.pop_front();
+        if (o.what == op::kind::command && inflight.empty() && command_timer_armed)
+          command_timer.cancel();
+        try {
+          complete(o, std::move(r));
+        } catch (...) {
+          // A completion threw: it leaves run(); the replies still buffered are handled
+          // on the executor's next turn.
+          if (generation == gen)
+            ::asio::post(executor, [self, gen] {
+              if (self->generation != gen) return;
+              self->process();
+            });
+          throw;
+        }
+        if (generation != gen) return;  // closed or dropped by the completion
+      }
+      start_read();
+    }
+
+    void complete(op& o, RedisReply&& r) {
+      std::exception_ptr e;
+      if (r.type == REDIS_REPLY_ERROR) {
+        // The blocking paths' mapping (code, hints), with the async path's own word on a
+        // cluster redirection.
+        redisReply view{};
+        view.type = REDIS_REPLY_ERROR;
+        view.str = r.str.data();
+        view.len = r.str.size();
+        const std::string code = redis::detail::reply_code(r.str);
+        const bool redirected = code == "MOVED" || code == "ASK";
+        e = std::make_exception_ptr(redis::detail::reply_error_of(
+            view, endpoint, o.label(), false,
+            redirected ? "the server is a Redis Cluster node; the async path supports a "
+                         "single server"
+                       : ""));
+        r = RedisReply{};
+      }
+      if (o.what != op::kind::command) return on_handshake(o.what == op::kind::cluster, e, r);
+      if (o.post) return post_done(o, e, std::move(r));
+      o.done(e, std::move(r));
+    }
+
+    void on_handshake(bool is_cluster, std::exception_ptr e, const RedisReply& r) {
+      if (state != phase::connecting) return;
       if (is_cluster) {
         e = nullptr;  // an error reply: no cluster support, a plain server
         if (r.type == REDIS_REPLY_ARRAY && !r.elements.empty()) {
@@ -432,90 +650,59 @@ class RedisConnection {
       if (handshake_error) return drop(handshake_error);
       connect_timer.cancel();
       state = phase::ready;
-      auto ready = std::move(waiting);
-      waiting.clear();
-      for (auto& o : ready)
-        send(o);
-    }
-
-    static void on_connect(const redisAsyncContext* c, int status) {
-      if (status == REDIS_OK) return;
-      auto* self = static_cast<impl*>(c->data);
-      if (self != nullptr) self->connect_error = c->errstr != nullptr ? c->errstr : "";
-      // hiredis frees the context next; adapter::cleanup reports it.
+      out.append(waiting_out);
+      waiting_out.clear();
+      while (!waiting.empty())
+        send(waiting.pop_front());
     }
 
     // --- commands ------------------------------------------------------------------------
-    void send(const op_ptr& o, bool timed = true) {
-      std::vector<const char*> argv;
-      std::vector<std::size_t> lens;
-      argv.reserve(o->args.size());
-      lens.reserve(o->args.size());
-      for (const auto& a : o->args) {
-        argv.push_back(a.data());
-        lens.push_back(a.size());
-      }
-      auto* holder = new op_ptr(o);
-      if (redisAsyncCommandArgv(ctx, &on_reply, holder, static_cast<int>(argv.size()), argv.data(),
-                                lens.data()) != REDIS_OK) {
-        delete holder;
-        return finish(
-            o, std::make_exception_ptr(dlq::connection_error(
-                   msg(o->label + ": the connection is going down", "nothing was sent; retry"),
-                   false)));
-      }
-      o->sent = true;
-      ++expected_replies;
-      if (!timed) return;  // the handshake: bounded by connect_timeout, not tracked here
+    // `o` is formatted at the end of the output buffer.
+    void send(op&& o) {
+      o.sent = true;
       if (options.command_timeout.count() > 0)
-        o->deadline = std::chrono::steady_clock::now() + options.command_timeout;
-      inflight.push_back(o);
+        o.deadline = std::chrono::steady_clock::now() + options.command_timeout;
+      inflight.push_back(std::move(o));
       arm_command_timer();
+      schedule_flush();
     }
 
-    static void on_reply(redisAsyncContext* c, void* r, void* priv) {
-      const std::unique_ptr<op_ptr> holder(static_cast<op_ptr*>(priv));
-      auto* self = static_cast<impl*>(c->data);
-      const op_ptr& o = *holder;
-      if (self == nullptr) return;
-      if (self->ctx == c && self->expected_replies > 0) --self->expected_replies;
-      if (!self->inflight.empty() && self->inflight.front() == o) {
-        self->inflight.pop_front();
-        if (self->inflight.empty() && self->command_timer_armed) self->command_timer.cancel();
+    // Handles the socket's readiness at once, ahead of the loop's turn: writes what is
+    // still buffered (or completes the TCP connect) when the socket takes it, reads the
+    // answers that have arrived. True when there was something to handle. Called when a
+    // time limit passes: the loop may have been busy with other work while the server did
+    // answer.
+    bool pump() {
+      if (!sd) return false;
+      pollfd p{fd(), POLLIN | POLLOUT, 0};
+      if (::poll(&p, 1, 0) <= 0) return false;
+      const auto self = shared_from_this();
+      const std::uint64_t gen = generation;
+      const bool out_ready = (p.revents & (POLLOUT | POLLERR | POLLHUP)) != 0;
+      if (!connected) {
+        if (!out_ready) return false;
+        on_connected();
+        return true;
       }
-      if (o->finished) return;
-      if (r == nullptr) {
-        const bool unknown = o->write;
-        const std::string text = c->errstr != nullptr && c->err != 0 ? c->errstr : "closed";
-        return self->finish(
-            o, std::make_exception_ptr(dlq::connection_error(
-                   self->msg(o->label + ": the connection was lost (" + text + ")",
-                             unknown ? "the write was sent and may or may not have been applied "
-                                       "(outcome unknown); check the data before sending it again"
-                                     : "the server restarted or is unreachable; retry"),
-                   unknown)));
+      bool progressed = false;
+      if (out_off < out.size() && out_ready) {
+        flush();
+        progressed = true;
+        if (generation != gen) return true;
       }
-      const auto& reply = *static_cast<redisReply*>(r);
-      if (reply.type == REDIS_REPLY_ERROR) {
-        // The blocking paths' mapping (code, hints), with the async path's own word on a
-        // cluster redirection.
-        const std::string_view text(reply.str, reply.len);
-        const std::string code = redis::detail::reply_code(text);
-        const bool redirected = code == "MOVED" || code == "ASK";
-        return self->finish(
-            o, std::make_exception_ptr(redis::detail::reply_error_of(
-                   reply, self->endpoint, o->label, false,
-                   redirected ? "the server is a Redis Cluster node; the async path supports a "
-                                "single server"
-                              : "")));
+      if (!inflight.empty() && (p.revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
+        on_readable();
+        progressed = true;
       }
-      self->finish(o, nullptr, RedisReply::copy(reply));
+      return progressed;
     }
 
     void arm_command_timer() {
-      if (command_timer_armed || inflight.empty() || options.command_timeout.count() <= 0) return;
+      if (command_timer_armed || state != phase::ready || inflight.empty() ||
+          options.command_timeout.count() <= 0)
+        return;
       command_timer_armed = true;
-      command_timer.expires_at(inflight.front()->deadline);
+      command_timer.expires_at(inflight.front().deadline);
       command_timer.async_wait(
           [self = shared_from_this(), gen = generation](const std::error_code& ec) {
             self->command_timer_armed = false;
@@ -528,34 +715,30 @@ class RedisConnection {
     }
 
     void on_command_timer() {
-      // Skip the commands already answered.
-      while (!inflight.empty() && inflight.front()->finished)
-        inflight.pop_front();
-      if (inflight.empty()) return;
-      if (inflight.front()->deadline <= std::chrono::steady_clock::now()) {
+      if (inflight.empty() || state != phase::ready) return;
+      if (inflight.front().deadline <= std::chrono::steady_clock::now()) {
         // The loop may have been busy (the application's work, a burst of sends) while the
-        // commands waited in hiredis's buffer or their answers in the socket: handle those
+        // commands waited in the output buffer or their answers in the socket: handle those
         // first. There was something to handle: the server is answering (or had no chance
         // yet), and the commands still waiting get their limit again from now — as the
         // blocking connection, whose limit is per read.
         const std::uint64_t gen = generation;
-        if (caught_up()) {
+        if (pump()) {
           if (generation != gen) return;  // the connection went down: already reported
-          while (!inflight.empty() && inflight.front()->finished)
-            inflight.pop_front();
           if (inflight.empty()) return;
           const auto again = std::chrono::steady_clock::now() + options.command_timeout;
-          for (auto& o : inflight)
-            o->deadline = std::max(o->deadline, again);
+          for (std::size_t i = 0; i < inflight.size(); ++i)
+            inflight[i].deadline = std::max(inflight[i].deadline, again);
         }
       }
-      const op& front = *inflight.front();
+      if (inflight.empty()) return;
+      const op& front = inflight.front();
       if (front.deadline <= std::chrono::steady_clock::now()) {
         const std::string limit = std::to_string(options.command_timeout.count()) + " ms";
         drop_with([&](const op& o) {
           const bool unknown = o.write && o.sent;
           return std::make_exception_ptr(dlq::timeout_error(
-              msg(o.label + ": no answer within " + limit +
+              msg(o.label() + ": no answer within " + limit +
                       (&o == &front ? "" : " (another command on the connection timed out)"),
                   unknown ? "the write was sent and may or may not have been applied (outcome "
                             "unknown); it was not retried — check the data before sending it "
@@ -572,10 +755,28 @@ class RedisConnection {
     // --- failures ------------------------------------------------------------------------
     void fail_waiting(const std::exception_ptr& e) {
       state = phase::idle;
-      auto w = std::move(waiting);
-      waiting.clear();
-      for (auto& o : w)
-        finish(o, e);
+      waiting_out.clear();
+      while (!waiting.empty()) {
+        op o = waiting.pop_front();
+        post_done(o, e);
+      }
+    }
+
+    // Closes the socket and forgets its buffers (their commands are reported by the caller).
+    void close_socket() {
+      ++generation;
+      state = phase::idle;
+      connected = flush_posted = write_waiting = reading = false;
+      connect_timer.cancel();
+      command_timer.cancel();
+      if (sd) {
+        std::error_code ec;
+        sd->close(ec);
+        sd.reset();
+      }
+      out.clear();
+      out_off = 0;
+      in_begin = in_end = in_need = 0;
     }
 
     // Drops the connection: every command in flight and waiting completes with `e`.
@@ -585,22 +786,15 @@ class RedisConnection {
 
     template <class MakeError>
     void drop_with(MakeError make) {
-      ++generation;
-      state = phase::idle;
-      connect_timer.cancel();
-      command_timer.cancel();
-      auto f = std::move(inflight);
-      inflight.clear();
-      auto w = std::move(waiting);
-      waiting.clear();
-      for (auto& o : f)
-        finish(o, make(*o));
-      for (auto& o : w)
-        finish(o, make(*o));
-      if (redisAsyncContext* c = ctx) {
-        ctx = nullptr;
-        redisAsyncFree(c);  // NULL replies for the finished commands, then adapter::cleanup
-      }
+      close_socket();
+      // The rings are emptied before any completion is posted.
+      detail::ring<op> f = std::move(inflight);
+      detail::ring<op> w = std::move(waiting);
+      waiting_out.clear();
+      for (std::size_t i = 0; i < f.size(); ++i)
+        if (f[i].what == op::kind::command) post_done(f[i], make(f[i]));
+      for (std::size_t i = 0; i < w.size(); ++i)
+        post_done(w[i], make(w[i]));
     }
 
     void close() noexcept {
@@ -611,39 +805,34 @@ class RedisConnection {
       }
     }
 
-    // hiredis freed the context by itself (connect failed, server closed, I/O error).
-    void lost(redisAsyncContext* c) {
-      if (ctx != c) return;  // freed by drop(): already reported
-      ctx = nullptr;
-      ++generation;
-      state = phase::idle;
-      connect_timer.cancel();
-      inflight.clear();  // their NULL replies came before cleanup
+    // The connection failed under the commands (EOF, an I/O error, a failed connect, bytes
+    // that are not RESP): those in flight fail with connection_error, those waiting for the
+    // connect with its error.
+    void lost(const std::string& text) {
+      close_socket();
+      detail::ring<op> f = std::move(inflight);
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        op& o = f[i];
+        if (o.what != op::kind::command) continue;
+        const bool unknown = o.write;
+        post_done(o, std::make_exception_ptr(dlq::connection_error(
+                         msg(o.label() + ": the connection was lost (" + text + ")",
+                             unknown ? "the write was sent and may or may not have been applied "
+                                       "(outcome unknown); check the data before sending it again"
+                                     : "the server restarted or is unreachable; retry"),
+                         unknown)));
+      }
       if (!waiting.empty()) {
-        const std::string text = connect_error.empty() ? "the connection was lost" : connect_error;
+        const std::string why = connect_error.empty() ? "the connection was lost" : connect_error;
         fail_waiting(std::make_exception_ptr(dlq::connection_error(
-            msg("connecting: " + text, "is redis-server running and listening on this address?"),
+            msg("connecting: " + why, "is redis-server running and listening on this address?"),
             false)));
       }
+      waiting_out.clear();
     }
   };
 
   std::shared_ptr<impl> impl_;
 };
-
-inline void RedisConnection::adapter::flushed(redisAsyncContext* c) {
-  auto* self = static_cast<impl*>(c->data);
-  if (self != nullptr && self->ctx == c) self->on_flushed();
-}
-
-inline void RedisConnection::adapter::cleanup(void* p) {
-  adapter* a = of(p);
-  redisAsyncContext* c = a->ctx;
-  a->ctx = nullptr;
-  std::error_code ec;
-  a->sd.cancel(ec);
-  a->sd.release();  // hiredis closes the descriptor itself
-  if (c != nullptr && c->data != nullptr) static_cast<impl*>(c->data)->lost(c);
-}
 
 }  // namespace dlq::asio

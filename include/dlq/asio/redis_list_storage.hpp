@@ -69,48 +69,53 @@ class RedisListStorage {
   /// Appends `envelopes` to the queue's dead list in one command: RPUSH when `max_length`
   /// is 0; else, with `evict_oldest`, the capped push script (the evicted items are
   /// reported); else the bounded push script (all or none; stored == false when they do
-  /// not fit). `done` runs on the executor.
+  /// not fit). `done(std::exception_ptr, PushResult)` runs on the executor (from the
+  /// connection's read handler when the answer arrives, or posted). The command is
+  /// formatted straight into the connection's output buffer.
+  template <class Done>
   void push(std::string_view queue, std::vector<std::string> envelopes, std::size_t max_length,
-            bool evict_oldest, std::function<void(std::exception_ptr, PushResult)> done) {
+            bool evict_oldest, Done&& done) {
     const std::string k = dead_.key(queue);
-    std::vector<std::string> args;
-    args.reserve(envelopes.size() + 5);
-    std::string label;
-    enum class kind { plain, bounded, capped } how = kind::plain;
-    if (max_length == 0) {
-      args.emplace_back("RPUSH");
-      args.push_back(k);
-      label = "RPUSH " + k;
-    } else {
-      how = evict_oldest ? kind::capped : kind::bounded;
-      args.emplace_back("EVAL");
-      args.emplace_back(evict_oldest            ? redis::scripts::list_push_capped
-                        : envelopes.size() == 1 ? redis::scripts::list_push_bounded
-                                                : redis::scripts::list_push_bounded_batch);
-      args.emplace_back("1");
-      args.push_back(k);
-      args.push_back(std::to_string(max_length));
-      label = std::string(evict_oldest ? "capped" : "bounded") + " push script on " + k;
-    }
-    for (auto& e : envelopes)
-      args.push_back(std::move(e));
-    const std::string endpoint = conn_->endpoint();
-    conn_->execute(
-        std::move(args), true, label,
-        [done = std::move(done), how, label, endpoint](std::exception_ptr e, RedisReply r) {
-          PushResult result;
-          if (!e) {
-            if (how == kind::capped && r.type == REDIS_REPLY_ARRAY) {
-              for (auto& item : r.elements)
-                result.evicted.push_back(std::move(item.str));
-            } else if (how != kind::capped && r.type == REDIS_REPLY_INTEGER) {
-              result.stored = r.integer > 0;
-            } else {
-              e = unexpected(endpoint, label, r.type, true);
-            }
-          }
-          done(e, std::move(result));
-        });
+    const kind how = max_length == 0 ? kind::plain : evict_oldest ? kind::capped : kind::bounded;
+    const auto format = [&](std::string& out) {
+      if (how == kind::plain) {
+        detail::resp_command(out, 2 + envelopes.size());
+        detail::resp_arg(out, "RPUSH");
+        detail::resp_arg(out, k);
+      } else {
+        detail::resp_command(out, 5 + envelopes.size());
+        detail::resp_arg(out, "EVAL");
+        detail::resp_arg(out, evict_oldest            ? redis::scripts::list_push_capped
+                              : envelopes.size() == 1 ? redis::scripts::list_push_bounded
+                                                      : redis::scripts::list_push_bounded_batch);
+        detail::resp_arg(out, "1");
+        detail::resp_arg(out, k);
+        detail::resp_arg(out, std::to_string(max_length));
+      }
+      for (const auto& e : envelopes)
+        detail::resp_arg(out, e);
+    };
+    const char* prefix = how == kind::plain    ? "RPUSH "
+                         : how == kind::capped ? "capped push script on "
+                                               : "bounded push script on ";
+    // The arguments are made before the call: the key is copied, not moved, as `format`
+    // reads it.
+    conn_->execute_inline(format, true, prefix, k,
+                          [done = std::forward<Done>(done), how, prefix, k, conn = conn_](
+                              std::exception_ptr e, RedisReply&& r) mutable {
+                            PushResult result;
+                            if (!e) {
+                              if (how == kind::capped && r.type == REDIS_REPLY_ARRAY) {
+                                for (auto& item : r.elements)
+                                  result.evicted.push_back(std::move(item.str));
+                              } else if (how != kind::capped && r.type == REDIS_REPLY_INTEGER) {
+                                result.stored = r.integer > 0;
+                              } else {
+                                e = unexpected(conn->endpoint(), prefix + k, r.type, true);
+                              }
+                            }
+                            done(e, std::move(result));
+                          });
   }
 
   /// Length of the queue's dead list: one LLEN.
@@ -157,6 +162,8 @@ class RedisListStorage {
   void close() noexcept { conn_->close(); }
 
  private:
+  enum class kind { plain, bounded, capped };
+
   static std::exception_ptr unexpected(const std::string& endpoint, const std::string& label,
                                        int type, bool write) {
     return std::make_exception_ptr(dlq::protocol_error(
