@@ -13,8 +13,9 @@ foreach(h IN LISTS headers)
       endif()
     endforeach()
   endif()
-  # dlq::asio's core part needs no backend; its Redis part (dlq/asio/redis*) may use hiredis.
-  if(h MATCHES "^dlq/(redis/|redis\\.hpp|sqlite/|sqlite\\.hpp|http/|http\\.hpp|asio/redis)")
+  # dlq::asio's core part needs no backend; its Redis part (dlq/asio/redis*, and the RESP codec
+  # dlq/asio/detail/resp.hpp that only dlq/asio/redis_connection.hpp includes) may use hiredis.
+  if(h MATCHES "^dlq/(redis/|redis\\.hpp|sqlite/|sqlite\\.hpp|http/|http\\.hpp|asio/redis|asio/detail/resp\\.hpp)")
     continue()
   endif()
   foreach(line IN LISTS lines)
