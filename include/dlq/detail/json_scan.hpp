@@ -30,27 +30,50 @@ inline const char* skip_ws(const char* p, const char* end) noexcept {
   return p;
 }
 
-/// Length of the well-formed multi-byte UTF-8 sequence at `p` (Unicode Table 3-7: no
-/// overlongs, no surrogates, at most U+10FFFF), or 0 when the bytes are not one.
-inline std::size_t utf8_sequence_length(const char* p, const char* end) noexcept {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  const std::ptrdiff_t left = end - p;
-  auto cont = [](unsigned char b) { return (b & 0xC0) == 0x80; };
-  const unsigned char c = u[0];
-  if (c >= 0xC2 && c <= 0xDF) return left >= 2 && cont(u[1]) ? 2 : 0;
+/// The length of the UTF-8 sequence that byte `c` leads (2 to 4; 0 when `c` leads none) and
+/// the range its second byte must lie in (Unicode Table 3-7: no overlongs, no surrogates, at
+/// most U+10FFFF); every later byte lies in 0x80..0xBF.
+inline std::size_t utf8_lead(unsigned char c, unsigned char& lo, unsigned char& hi) noexcept {
+  lo = 0x80;
+  hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) return 2;
   if (c >= 0xE0 && c <= 0xEF) {
-    if (left < 3 || !cont(u[1]) || !cont(u[2])) return 0;
-    if (c == 0xE0 && u[1] < 0xA0) return 0;  // overlong
-    if (c == 0xED && u[1] > 0x9F) return 0;  // surrogate
+    if (c == 0xE0) lo = 0xA0;  // overlong below
+    if (c == 0xED) hi = 0x9F;  // surrogates above
     return 3;
   }
   if (c >= 0xF0 && c <= 0xF4) {
-    if (left < 4 || !cont(u[1]) || !cont(u[2]) || !cont(u[3])) return 0;
-    if (c == 0xF0 && u[1] < 0x90) return 0;  // overlong
-    if (c == 0xF4 && u[1] > 0x8F) return 0;  // above U+10FFFF
+    if (c == 0xF0) lo = 0x90;  // overlong below
+    if (c == 0xF4) hi = 0x8F;  // above U+10FFFF
     return 4;
   }
   return 0;
+}
+
+/// How many bytes from `p` (a byte >= 0x80, `p` < `end`) are a well-formed prefix of the
+/// sequence its first byte leads: the whole sequence, or the "maximal subpart" of an
+/// ill-formed one (Unicode 3.9; at least 1 byte, the lead byte alone when it leads none).
+/// `whole` says which.
+inline std::size_t utf8_prefix(const char* p, const char* end, bool& whole) noexcept {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  unsigned char lo = 0, hi = 0;
+  const std::size_t len = utf8_lead(u[0], lo, hi);
+  std::size_t good = 1;
+  if (len != 0 && p + 1 != end && u[1] >= lo && u[1] <= hi) {
+    good = 2;
+    while (good < len && p + good != end && (u[good] & 0xC0) == 0x80)
+      ++good;
+  }
+  whole = len != 0 && good == len;
+  return good;
+}
+
+/// Length of the well-formed multi-byte UTF-8 sequence at `p` (Unicode Table 3-7: no
+/// overlongs, no surrogates, at most U+10FFFF), or 0 when the bytes are not one.
+inline std::size_t utf8_sequence_length(const char* p, const char* end) noexcept {
+  bool whole = false;
+  const std::size_t good = utf8_prefix(p, end, whole);
+  return whole ? good : 0;
 }
 
 /// True when `text` is well-formed UTF-8 (NUL and control characters allowed).
@@ -421,9 +444,19 @@ inline bool string_value(std::string_view span, std::string& out) {
   return unescape(inner, out);
 }
 
-/// Appends `text` as a JSON string literal (with quotes). Invalid UTF-8 bytes are replaced
-/// by U+FFFD so the output is always valid JSON that Python's json.loads reads.
-inline void append_string(std::string& out, std::string_view text) {
+/// What append_string writes for bytes that are not well-formed UTF-8: always U+FFFD (so the
+/// output is valid JSON that Python's json.loads reads), once per byte (`per_byte`, dlq's
+/// envelopes) or once per maximal ill-formed subpart (`per_subpart`: the bytes of a
+/// cut-short sequence together, the byte that broke it read again — what nlohmann's
+/// dump(…, error_handler_t::replace) writes, which the audit trail reproduces byte for byte).
+enum class invalid_utf8 { per_byte, per_subpart };
+
+/// Appends `text` as a JSON string literal (with quotes): `"` and `\\` escaped, \b \f \n \r
+/// \t, other control characters as \u00xx (lower-case hex), UTF-8 kept as it is, invalid
+/// bytes replaced by U+FFFD as `invalid` says. This is byte for byte how nlohmann's
+/// dump(-1, ' ', false, …) writes a string.
+inline void append_string(std::string& out, std::string_view text,
+                          invalid_utf8 invalid = invalid_utf8::per_byte) {
   static constexpr char hexdigits[] = "0123456789abcdef";
   out.push_back('"');
   const char* p = text.data();
@@ -439,14 +472,14 @@ inline void append_string(std::string& out, std::string_view text) {
     if (p == end) break;
     const auto c = static_cast<unsigned char>(*p);
     if (c >= 0x80) {
-      const std::size_t len = utf8_sequence_length(p, end);
-      if (len != 0) {
+      bool whole = false;
+      const std::size_t len = utf8_prefix(p, end, whole);
+      if (whole) {
         out.append(p, len);
-        p += len;
-        continue;
+      } else {
+        out.append("\xEF\xBF\xBD");  // U+FFFD
       }
-      out.append("\xEF\xBF\xBD");  // U+FFFD
-      ++p;
+      p += whole || invalid == invalid_utf8::per_subpart ? len : 1;
       continue;
     }
     switch (c) {
