@@ -834,3 +834,38 @@ TEST_CASE("an entry cut off inside a context that looks like the tail is never t
   }
   CHECK(cuts >= 3);
 }
+
+TEST_CASE("a flag a tool appended while shortening other bytes by as much is never ignored",
+          "[redis][replay][fast]") {
+  // jq 1.6 and JavaScript write the number 2.0 as 2: an entry whose context holds seven such
+  // numbers, parked with `jq -c '.parked = true'`, has exactly its old length — the
+  // envelope_bytes value still matches #item, but the member after it breaks the end.
+  Failure f;
+  f.error = "e";
+  f.context = nlohmann::json::parse(R"({"a":1.0,"b":2.0,"c":3.0,"d":4.0,"e":5.0,"f":6.0,"g":7.0})");
+  detail::envelope_input in;
+  in.queue = "orders";
+  in.payload = R"({"job":"floats"})";
+  in.failure = &f;
+  in.worker = "w";
+  const std::string id = new_id();
+  in.id = id;
+  in.time = std::chrono::system_clock::now();
+  std::string env;
+  detail::write_envelope(env, in);
+  std::string edited = env;
+  // Only inside the context (dead_lettered_at may hold ".0" too).
+  for (std::size_t at = edited.find(".0", edited.find(R"("context":)")); at != std::string::npos;
+       at = edited.find(".0", at))
+    edited.erase(at, 2);
+  edited = with_member(edited, R"(,"parked":true)");
+  REQUIRE(edited.size() == env.size());
+  const Entry e = parse_entry(edited);
+  REQUIRE(e.ok());
+  REQUIRE(e.parked);
+  fast_step_refuses(edited);
+  replays_as_compare_and_move({dlq_envelope("1"), edited, dlq_envelope("2")});
+  const Outcome o = replay({edited}, false, true);
+  CHECK(o.source.empty());
+  CHECK(o.dead == std::vector<std::string>{edited});
+}
