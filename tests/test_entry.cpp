@@ -1,8 +1,10 @@
 // The wire format: what send writes, what is read back, and how bad bytes are reported.
 #include "dlq/entry.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "support/catch.hpp"
 
@@ -31,15 +33,52 @@ TEST_CASE("the envelope carries the seed's six fields with their names and types
   const std::string raw = envelope(R"({"order":42})", f, "worker-7");
   // payload_bytes (the length of original_payload's value) first, then the payload and the id:
   // the layout the server-side replay step proves (dlq/redis/scripts/replay_fast.hpp).
-  CHECK(
-      raw ==
-      R"({"payload_bytes":12,"original_payload":{"order":42},)"
-      R"("id":"0190aaaa-0000-7000-8000-000000000001",)"
-      R"("queue":"orders","error":"payment \"timeout\"\n",)"
-      R"("attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.000007+00:00"})");
+  CHECK(raw ==
+        R"({"payload_bytes":12,"original_payload":{"order":42},)"
+        R"("id":"0190aaaa-0000-7000-8000-000000000001",)"
+        R"("queue":"orders","error":"payment \"timeout\"\n",)"
+        R"("attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.000007+00:00",)"
+        R"("envelope_bytes":252})");
+  CHECK(raw.size() == 252);
   const auto j = nlohmann::json::parse(raw);
   CHECK(j["attempt"].is_number_integer());
   CHECK(j["original_payload"]["order"] == 42);
+}
+
+TEST_CASE("envelope_bytes, last, is the byte length of the whole envelope as written", "[entry]") {
+  // Its own digits included: sizes around 999 and 9999 bytes, where the value gains a digit
+  // (1000 and 10000 cannot be written: with the fourth digit the envelope is 1001 bytes);
+  // and appended to a buffer that already holds bytes.
+  dlq::Failure f;
+  f.error = "e";
+  const std::size_t base = envelope("\"\"", f).size();
+  std::vector<std::size_t> sizes;
+  for (std::size_t around : {std::size_t{999}, std::size_t{9999}}) {
+    for (std::size_t pad = around - base - 5; pad < around - base + 5; ++pad) {
+      const std::string payload = "\"" + std::string(pad, 'x') + "\"";
+      dlq::detail::envelope_input in;
+      in.queue = "orders";
+      in.payload = payload;
+      in.failure = &f;
+      in.worker = "w";
+      in.id = "0190aaaa-0000-7000-8000-000000000001";
+      in.time = system_clock::time_point(seconds(1796009539));
+      std::string out = "prefix";
+      dlq::detail::write_envelope(out, in);
+      const std::string raw = out.substr(6);
+      const std::string tail = R"(,"envelope_bytes":)" + std::to_string(raw.size()) + "}";
+      INFO(raw.size());
+      REQUIRE(raw.size() >= tail.size());
+      CHECK(raw.compare(raw.size() - tail.size(), tail.size(), tail) == 0);
+      CHECK(nlohmann::json::parse(raw)["envelope_bytes"] == raw.size());
+      sizes.push_back(raw.size());
+    }
+  }
+  for (std::size_t n : {std::size_t{998}, std::size_t{999}, std::size_t{1001}, std::size_t{1002},
+                        std::size_t{9999}, std::size_t{10001}}) {
+    INFO(n);
+    CHECK(std::count(sizes.begin(), sizes.end(), n) == 1);
+  }
 }
 
 TEST_CASE("payload_bytes is the byte length of original_payload's value as written", "[entry]") {

@@ -21,6 +21,7 @@ DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
   // and the id right after it — the layout whose payload span a server-side replay step can
   // prove from a few bytes (dlq/redis/scripts/replay_fast.hpp).
   const std::size_t encoded = as_json ? in.payload.size() : (in.payload.size() + 2) / 3 * 4 + 2;
+  const std::size_t start = out.size();
   // The flags that change how the entry replays come first, so that a flagged entry never
   // starts with payload_bytes (what the fast step requires).
   out.push_back('{');
@@ -66,6 +67,16 @@ DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
     out.append(",\"dead_letter_count\":");
     out.append(std::to_string(in.dead_letter_count));
   }
+  // envelope_bytes, last: the byte length of the whole envelope, its own digits and the
+  // final '}' included — what lets the fast step prove in O(1) that an item is one whole
+  // envelope as written (not cut off, not joined to another, not edited by a tool that
+  // adds a member; dlq/redis/scripts/replay_fast.hpp).
+  out.append(",\"envelope_bytes\":");
+  const std::size_t fixed = out.size() - start + 1;  // with the final '}'
+  std::size_t digits = 1;
+  while (std::to_string(fixed + digits).size() != digits)
+    ++digits;
+  out.append(std::to_string(fixed + digits));
   out.push_back('}');
 }
 

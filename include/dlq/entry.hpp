@@ -7,7 +7,8 @@
 ///
 ///     {"payload_bytes":12,"original_payload":{"order":42},
 ///      "id":"019acb7e-1c2d-7000-8a4f-3e5b6c7d8e9f","queue":"orders","error":"payment timeout",
-///      "attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.123456+00:00"}
+///      "attempt":3,"worker":"worker-7","dead_lettered_at":"2026-11-30T03:32:19.123456+00:00",
+///      "envelope_bytes":246}
 ///
 /// Fields of dlq's own, all optional on read (absent = default):
 ///   "payload_bytes"      the byte length of original_payload's value as written; dlq
@@ -17,6 +18,12 @@
 ///                        find the payload of an unflagged entry from a few bytes
 ///                        (dlq/redis/scripts/replay_fast.hpp). Readers ignore it: field order
 ///                        and an extra field change nothing for a JSON reader
+///   "envelope_bytes"     the byte length of the whole envelope as written (its own digits
+///                        and the final '}' included); dlq writes it last, so that the same
+///                        step proves in O(1) that an item is one whole envelope (not cut
+///                        off, not joined to another, not re-written with an added member).
+///                        Readers ignore it; a tool that re-writes an entry in this layout
+///                        drops it or writes it last with the new length
 ///   "id"                 unique, time-ordered UUIDv7; entries without one (seed-written) get
 ///                        an id derived from their bytes ("raw-<16 hex>")
 ///   "error_type"         the kind of failure (e.g. an exception type)
@@ -460,7 +467,8 @@ inline void check_payload(std::string_view queue, std::string_view payload, bool
 
 /// Appends the envelope for `in` to `out`: compact JSON; first the flags "parked",
 /// "payload_whitespace", "payload_encoding" (each only when set), then payload_bytes,
-/// original_payload and id, then the other fields.
+/// original_payload and id, then the other fields, and envelope_bytes (the envelope's byte
+/// length) last.
 /// @throws dlq::invalid_argument when in.json_only is set and the payload is not JSON
 ///         (nothing is appended).
 void write_envelope(std::string& out, const envelope_input& in);

@@ -103,7 +103,7 @@ TEST_CASE("entries C++ wrote are read and replayed by the Python seed", "[redis]
                   static_cast<std::int64_t>(i + 1), "cpp-worker");
   }
   {  // stored in the fast path's layout: payload_bytes, original_payload, id first (after
-     // the payload_whitespace flag for the last two)
+     // the payload_whitespace flag for the last two), envelope_bytes (the item's length) last
     dlq::test::RawClient raw(url);
     const auto items = raw.list(prefix + "dlq:orders");
     REQUIRE(items.size() == payloads.size());
@@ -112,6 +112,9 @@ TEST_CASE("entries C++ wrote are read and replayed by the Python seed", "[redis]
                                    ? R"({"payload_bytes":)"
                                    : R"({"payload_whitespace":true,"payload_bytes":)";
       CHECK(items[i].rfind(head, 0) == 0);
+      const std::string end = R"(,"envelope_bytes":)" + std::to_string(items[i].size()) + "}";
+      CHECK(items[i].size() > end.size());
+      CHECK(items[i].compare(items[i].size() - end.size(), end.size(), end) == 0);
     }
   }
   const auto result = nlohmann::json::parse(seed("replay", url, prefix, "orders"));
@@ -126,7 +129,8 @@ TEST_CASE("entries C++ wrote are read and replayed by the Python seed", "[redis]
     CHECK(entries[i].at("attempt") == i + 1);
     CHECK(entries[i].at("worker") == "cpp-worker");
     CHECK(entries[i].at("original_payload") == nlohmann::json::parse(payloads[i]));
-    CHECK(entries[i].at("payload_bytes").is_number_unsigned());  // an extra field, ignored
+    CHECK(entries[i].at("payload_bytes").is_number_unsigned());  // extra fields, ignored
+    CHECK(entries[i].at("envelope_bytes").is_number_unsigned());
     CHECK(nlohmann::json::parse(replayed[i].get<std::string>()) ==
           nlohmann::json::parse(payloads[i]));
   }

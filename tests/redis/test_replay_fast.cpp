@@ -714,3 +714,158 @@ TEST_CASE("a queue mixing Python and dlq entries finely costs about what compare
     CHECK(fast <= 2 * slow + 10);
   }
 }
+
+namespace {
+
+// `env` with `member` (`,"key":value`) inserted right before its `,"dead_lettered_at":`
+// member: where a tool that keeps some fields last (a typed serializer, a JS spread that
+// re-adds them) puts a new flag — in the middle of the tail, not at its end.
+std::string with_member_inside(const std::string& env, std::string_view member) {
+  const std::size_t at = env.find(R"(,"dead_lettered_at":)");
+  REQUIRE(at != std::string::npos);
+  return env.substr(0, at) + std::string(member) + env.substr(at);
+}
+
+// Checks that one fast step on a dead list holding only `item` moves nothing and hands the
+// item to compare-and-move.
+void fast_step_refuses(const std::string& item) {
+  const std::string url = test::shared_redis_url();
+  RedisListStorage storage(url, test::unique_layout());
+  RawClient raw(url);
+  const std::string dead = storage.key("orders", ListKind::dead);
+  raw.rpush(dead, {item});
+  RedisListStorage::replay_cursor cursor;
+  const FastStep f = storage.replay_fast("orders", cursor, 100, "orders", true);
+  CHECK(f.moved == 0);
+  CHECK(f.unprovable == 1);
+  CHECK(raw.list(storage.source_key("orders")).empty());
+  CHECK(raw.list(dead) == std::vector<std::string>{item});
+}
+
+}  // namespace
+
+TEST_CASE("two entries pushed as one item are never cut to the first one by the fast step",
+          "[redis][replay][fast][joined]") {
+  // `RPUSH key "$(cat entries.ndjson)"`, or entries concatenated by hand: the item starts
+  // with the first envelope's frame and ends with the last one's '}'. Pushing the first
+  // payload and trimming the item would lose the second entry; compare-and-move sets the
+  // whole item aside, every byte kept.
+  const std::string a = dlq_envelope(R"({"job":"first"})");
+  const std::string b = dlq_envelope(R"({"job":"second"})");
+  const std::vector<std::pair<std::string, std::string>> joined = {
+      {"no separator", a + b},
+      {"newline", a + "\n" + b},
+      {"crlf", a + "\r\n" + b},
+      {"space", a + " " + b},
+      {"three entries", a + "\n" + b + "\n" + dlq_envelope("3")},
+      {"then a Python entry", a + "\n" + python_envelope(1)},
+      {"then other JSON", a + R"({"x":1})"},
+      {"then other JSON, newline", a + "\n" + R"({"x":1})"},
+      {"then an empty object", a + "{}"}};
+  for (const auto& [name, item] : joined) {
+    DYNAMIC_SECTION(name) {
+      fast_step_refuses(item);
+      replays_as_compare_and_move({dlq_envelope("1"), item, dlq_envelope("2")});
+      // Nothing dropped: the joined item is kept whole, beside the queue.
+      const Outcome o = replay({item}, false, true);
+      CHECK(o.report.replayed == 0);
+      CHECK(o.source.empty());
+      CHECK(o.dead.size() + o.corrupt.size() == 1);
+      const auto& kept = o.dead.empty() ? o.corrupt : o.dead;
+      CHECK(kept == std::vector<std::string>{item});
+    }
+  }
+}
+
+TEST_CASE("a flag a tool put in the middle of an entry's tail is never ignored by the fast step",
+          "[redis][replay][fast]") {
+  // A parked entry is never replayed by the fast step; a base64 one is never pushed undecoded.
+  const std::vector<std::pair<std::string, std::string>> flagged = {
+      {"parked", with_member_inside(dlq_envelope(R"({"job":"p"})"), R"(,"parked":true)")},
+      {"base64", with_member_inside(dlq_envelope(R"("AQID")"), R"(,"payload_encoding":"base64")")},
+      {"parked, first in the tail", [] {
+         std::string e = dlq_envelope(R"({"job":"q"})");
+         const std::size_t at = e.find(R"(,"id":")");
+         return e.substr(0, at) + R"(,"parked":true)" + e.substr(at);
+       }()}};
+  for (const auto& [name, item] : flagged) {
+    DYNAMIC_SECTION(name) {
+      fast_step_refuses(item);
+      replays_as_compare_and_move({dlq_envelope("1"), item, dlq_envelope("2")});
+    }
+  }
+  // Through replay_all: the parked entry stays, the base64 one arrives decoded.
+  const Outcome o = replay({flagged[0].second, flagged[1].second}, false, true);
+  CHECK(o.source == std::vector<std::string>{std::string("\x01\x02\x03", 3)});
+  CHECK(o.dead == std::vector<std::string>{flagged[0].second});
+}
+
+TEST_CASE("an entry cut off inside a context that looks like the tail is never taken",
+          "[redis][replay][fast]") {
+  // The context holds a nested dead_lettered_at member and objects; the item is cut right
+  // after one of its '}' — it ends with '}' and its frame is intact, but it is not an entry.
+  Failure f;
+  f.error = "e";
+  f.context = nlohmann::json::parse(
+      R"({"prev":{"dead_lettered_at":"2026-12-01T00:00:00.000Z","worker":"w"},)"
+      R"("n":{"a":{"b":1}},"tail":"x"})");
+  detail::envelope_input in;
+  in.queue = "orders";
+  in.payload = R"({"job":"ctx"})";
+  in.failure = &f;
+  in.worker = "w";
+  const std::string id = new_id();
+  in.id = id;
+  in.time = std::chrono::system_clock::now();
+  std::string whole;
+  detail::write_envelope(whole, in);
+  REQUIRE(parse_entry(whole).ok());
+  const std::size_t from = whole.find(R"("context":)");
+  REQUIRE(from != std::string::npos);
+  int cuts = 0;
+  for (std::size_t at = whole.find('}', from); at != std::string::npos && at + 1 < whole.size();
+       at = whole.find('}', at + 1)) {
+    const std::string cut = whole.substr(0, at + 1);
+    INFO(cut);
+    REQUIRE_FALSE(parse_entry(cut).ok());
+    fast_step_refuses(cut);
+    replays_as_compare_and_move({dlq_envelope("1"), cut, dlq_envelope("2")});
+    ++cuts;
+  }
+  CHECK(cuts >= 3);
+}
+
+TEST_CASE("a flag a tool appended while shortening other bytes by as much is never ignored",
+          "[redis][replay][fast]") {
+  // jq 1.6 and JavaScript write the number 2.0 as 2: an entry whose context holds seven such
+  // numbers, parked with `jq -c '.parked = true'`, has exactly its old length — the
+  // envelope_bytes value still matches #item, but the member after it breaks the end.
+  Failure f;
+  f.error = "e";
+  f.context = nlohmann::json::parse(R"({"a":1.0,"b":2.0,"c":3.0,"d":4.0,"e":5.0,"f":6.0,"g":7.0})");
+  detail::envelope_input in;
+  in.queue = "orders";
+  in.payload = R"({"job":"floats"})";
+  in.failure = &f;
+  in.worker = "w";
+  const std::string id = new_id();
+  in.id = id;
+  in.time = std::chrono::system_clock::now();
+  std::string env;
+  detail::write_envelope(env, in);
+  std::string edited = env;
+  // Only inside the context (dead_lettered_at may hold ".0" too).
+  for (std::size_t at = edited.find(".0", edited.find(R"("context":)")); at != std::string::npos;
+       at = edited.find(".0", at))
+    edited.erase(at, 2);
+  edited = with_member(edited, R"(,"parked":true)");
+  REQUIRE(edited.size() == env.size());
+  const Entry e = parse_entry(edited);
+  REQUIRE(e.ok());
+  REQUIRE(e.parked);
+  fast_step_refuses(edited);
+  replays_as_compare_and_move({dlq_envelope("1"), edited, dlq_envelope("2")});
+  const Outcome o = replay({edited}, false, true);
+  CHECK(o.source.empty());
+  CHECK(o.dead == std::vector<std::string>{edited});
+}

@@ -32,13 +32,14 @@
 ///
 /// Fast path (replay_fast, dlq/redis/scripts/replay_fast.hpp): for an unfiltered replay the
 /// front end first moves the entries at the head whose frame proves their payload span —
-/// what dlq writes for an unflagged entry, `{"payload_bytes":N,"original_payload":…,"id":…`
-/// (dlq/entry.hpp) — with one script per batch, returning their ids only when something
-/// reads them (ReplayOptions::record_ids, Options::on_event, the audit record's first
-/// Options::audit_max_ids ids), else their count. The first item it cannot prove (a Python
-/// or older envelope, a corrupt, parked, base64 or whitespace-kept entry, a wrong length
-/// field) ends the fast step, and replay_step decides it as below. The invariants below hold
-/// for both; the fast script writes nothing but the move itself (no receipt, no tombstone).
+/// what dlq writes for an unflagged entry, `{"payload_bytes":N,"original_payload":…,"id":…`,
+/// ending with `,"envelope_bytes":<the item's length>}` (dlq/entry.hpp) — with one script per
+/// batch, returning their ids only when something reads them (ReplayOptions::record_ids,
+/// Options::on_event, the audit record's first Options::audit_max_ids ids), else their count. The
+/// first item it cannot prove (a Python or older envelope, a corrupt, parked, base64 or
+/// whitespace-kept entry, a wrong length field, two entries joined into one item) ends the fast
+/// step, and replay_step decides it as below. The invariants below hold for both; the fast script
+/// writes nothing but the move itself (no receipt, no tombstone).
 ///
 /// Replay invariants (compare-and-move; dlq/redis/scripts/replay_step.hpp is the script,
 /// docs/design.md the reasoning, docs/benchmarks.md the measurements):

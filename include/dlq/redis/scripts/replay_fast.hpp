@@ -12,42 +12,64 @@ namespace dlq::redis::scripts {
 /// Fast replay step: move the provable entries at the head of a dead list to the destination
 /// list in one atomic step, without the client seeing their bytes.
 ///
-/// An item is provable when its bytes start and continue as dlq writes an envelope whose
-/// payload is JSON embedded verbatim and which is not parked (dlq/entry.hpp):
+/// An item is provable when its bytes start and end as dlq writes an envelope whose payload
+/// is JSON embedded verbatim and which is not parked (dlq/entry.hpp):
 ///
-///     {"payload_bytes":N,"original_payload":<N bytes>,"id":"<36 bytes>","queue":"…}
+///     {"payload_bytes":N,"original_payload":<N bytes>,"id":"<36 B>","queue":"…,"envelope_bytes":M}
 ///
 /// N is a positive integer written as JSON writes it (decimal digits, no leading zero, sign,
 /// space or fraction — Lua's tonumber alone would also take `05`, `+5`, `0x5` or `5\0…`,
 /// which make the item unreadable as JSON), at most 11 digits; the 36 bytes are followed by
-/// `","queue":"`; the item ends with `}`; and no `parked"` or `_encoding"` follows the frame.
+/// `","queue":"`; the item ends with `,"envelope_bytes":M}` where M, written as Lua writes
+/// #item, is the item's own byte length (so no leading zero either), after the fixed bytes.
 /// Such an item's payload is exactly the N bytes and its id exactly the 36 bytes — what the
-/// compare-and-move path cuts and reports for it. dlq writes the flags that change how an
-/// entry replays (parked, payload_encoding, payload_whitespace) before payload_bytes, so
-/// such entries do not start this way; a JSON tool that loads an entry, sets one and writes
-/// it back compactly (jq -c, json.dumps with compact separators) appends it at the end
-/// instead, where compare-and-move honours it too (the last key wins) — hence the scan of
-/// the tail (payload_whitespace needs none: the frame leaves no whitespace around the value
-/// to widen; a key spelled with escapes, `"p\u0061rked"`, is not looked for: only a
-/// hand-built item has one). Anything else is not provable: a Python-written or older
-/// envelope (no length field first), a parked, base64 or whitespace-kept entry, corrupt
-/// items (most truncated ones lack the final `}` or the fixed bytes), and a dlq envelope whose
-/// length field is wrong (the fixed bytes are not where N says: a wrong length that still
-/// lands on them needs a payload or tail built to carry `,"id":"`, 36 bytes and
+/// compare-and-move path cuts and reports for it. All of it costs O(1) an item: nothing
+/// after the id is read.
+///
+/// The end proves the item is the whole of one envelope as dlq wrote it: an item cut off
+/// anywhere (even right after a `}` inside a context holding a nested dead_lettered_at or
+/// envelope_bytes member) is shorter than the M it would have to end with — a nested
+/// envelope's M is that envelope's length, never the length of an item around it; two
+/// envelopes (or an envelope and any other JSON) pushed as one item, joined by nothing, `\n`
+/// or `\r\n` (`RPUSH key "$(cat entries.ndjson)"`), end with the last one's M, which is not
+/// the length of the whole: compare-and-move sets such an item aside, every byte kept, where
+/// taking its frame would push the first payload and trim the rest away.
+///
+/// Flags. dlq writes the ones that change how an entry replays (parked, payload_encoding,
+/// payload_whitespace) before payload_bytes, so such entries do not start this way. A tool
+/// that sets one on an entry dlq wrote:
+///   - appends it after envelope_bytes when it keeps the members' order (jq -c, json.dumps,
+///     a JS spread or Object.assign, ordered maps): the item no longer ends with M — even when
+///     re-serializing shortens other bytes by exactly the member's length (jq 1.6 and JS
+///     write `2.0` as `2`: seven such numbers in a context and `,"parked":true` leave #item
+///     equal to M);
+///   - or sorts the members (Go maps, sort_keys): the item no longer starts with the frame;
+///   - or drops the members it does not know (a typed struct without envelope_bytes): no M;
+///   - or keeps some members last and puts the flag before them (a typed serializer with
+///     envelope_bytes declared last, an object rebuilt with some fields last): the item is longer
+///     than M — unless the same rewrite shortens other bytes by exactly the flag's length.
+/// That last case needs a tool that knows dlq's layout, copies M unchanged, adds a flag in
+/// the middle and happens to shorten the rest by exactly as many bytes; the wire format
+/// (README) asks such a tool to drop or rewrite envelope_bytes. It is of the class of items
+/// built on purpose below, as a key spelled with escapes (`"p\u0061rked"`) already was when
+/// the script scanned the tail for `parked"` and `_encoding"`; that scan cost ~12-23 % of
+/// the script's server time for 300 B payloads (docs/benchmarks.md) and is gone.
+///
+/// Anything else is not provable: a Python-written or older envelope (no length field first
+/// or none last), a parked, base64 or whitespace-kept entry, corrupt items, and a dlq
+/// envelope whose length field is wrong (the fixed bytes are not where N says: a wrong length
+/// that still lands on them needs a payload or tail built to carry `,"id":"`, 36 bytes and
 /// `","queue":"` exactly there).
 ///
 /// The script checks this frame, not the JSON inside it (validating it costs more than the
-/// move itself). So an item cut off right after a `}` inside its tail (in the context
-/// object, a queue name, an error text) keeps the frame and is moved with its payload, which
-/// is intact (it comes before the tail); compare-and-move would set it aside as unreadable.
-/// So is an item whose id's 36 bytes hold an escape or a quote (never in what dlq writes on
-/// Redis: a UUID): its id is reported as those bytes, not as the decoded string
+/// move itself). An item whose id's 36 bytes hold an escape or a quote (never in what dlq
+/// writes on Redis: a UUID) has its id reported as those bytes, not as the decoded string
 /// compare-and-move reports (checking for them costs ~0.1 µs an item). An item built on
-/// purpose with this frame around bytes that are not what
-/// dlq writes (a payload span that is not one JSON value, a second id or parked field in the
-/// tail) is moved as its frame says: only that item's own bytes are pushed and no other item
-/// is affected — the same limit as Decision::identity (dlq/storage.hpp); whoever can write
-/// such an item to the dead list could have written an entry with that payload.
+/// purpose with this frame around bytes that are not what dlq writes (a payload span that is
+/// not one JSON value, a second id or parked field in the tail, a matching M) is moved as its
+/// frame says: only that item's own bytes are pushed and no other item is affected — the
+/// same limit as Decision::identity (dlq/storage.hpp); whoever can write such an item to the
+/// dead list could have written an entry with that payload.
 ///
 /// The script reads the head in chunks — one item first, then 32, doubling up to ARGV[4],
 /// each no larger than what fits the budget left at the average item size read so far, so
@@ -98,9 +120,9 @@ while more do
       local t = c and c < 30 and sub(w, 18, c - 1)
       if t and find(t, '^[1-9]%d*$') then
         local l = c + 19 + tonum(t)
+        local e = ',"envelope_bytes":' .. #w .. '}'
         if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
-            and byte(w, -1) == 125 and not find(w, 'parked"', l + 55, true)
-            and not find(w, '_encoding"', l + 55, true) then
+            and #w - #e >= l + 54 and sub(w, -#e) == e then
           first, last = c + 20, l
         end
       end
