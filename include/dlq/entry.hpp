@@ -22,8 +22,9 @@
 ///                        and the final '}' included); dlq writes it last, so that the same
 ///                        step proves in O(1) that an item is one whole envelope (not cut
 ///                        off, not joined to another, not re-written with an added member).
-///                        Readers ignore it; a tool that re-writes an entry in this layout
-///                        drops it or writes it last with the new length
+///                        Readers ignore it; a tool that re-writes an entry drops it, never
+///                        recomputes it (a flag appended before a recomputed one is not seen
+///                        by that step)
 ///   "id"                 unique, time-ordered UUIDv7; entries without one (seed-written) get
 ///                        an id derived from their bytes ("raw-<16 hex>")
 ///   "error_type"         the kind of failure (e.g. an exception type)

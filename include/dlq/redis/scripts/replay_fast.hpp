@@ -49,8 +49,11 @@ namespace dlq::redis::scripts {
 ///     envelope_bytes declared last, an object rebuilt with some fields last): the item is longer
 ///     than M — unless the same rewrite shortens other bytes by exactly the flag's length.
 /// That last case needs a tool that knows dlq's layout, copies M unchanged, adds a flag in
-/// the middle and happens to shorten the rest by exactly as many bytes; the wire format
-/// (README) asks such a tool to drop or rewrite envelope_bytes. It is of the class of items
+/// the middle and happens to shorten the rest by exactly as many bytes. A tool that appends
+/// a flag and then writes envelope_bytes last with the new length defeats the proof outright
+/// (the item ends as dlq writes it; the step would replay a parked entry): the wire format
+/// (README) asks a tool that re-writes an entry to drop envelope_bytes, never to recompute
+/// it. Both are of the class of items
 /// built on purpose below, as a key spelled with escapes (`"p\u0061rked"`) already was when
 /// the script scanned the tail for `parked"` and `_encoding"`; that scan cost ~12-23 % of
 /// the script's server time for 300 B payloads (docs/benchmarks.md) and is gone.
