@@ -10,7 +10,7 @@ dlq_add_test(test_source_queue_memory SOURCES contract/source_queue_memory.cpp
              LABELS "core;memory;contract;source")
 
 # Header hygiene (each public header compiled on its own, ~80 objects): on by default; the
-# test script runs it in two of its configurations (one C++17, one C++20).
+# test script runs it in one configuration (gcc-17).
 option(DLQ_HEADER_TESTS "Compile every public header on its own as a test" ON)
 if(DLQ_HEADER_TESTS)
   include(headers/headers.cmake)
