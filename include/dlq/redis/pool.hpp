@@ -131,11 +131,15 @@ class ConnectionPool {
     std::unique_lock<std::mutex> lock(share_mutex_);
     queued_.push_back(&me);
     for (;;) {
+      bool turn = false;
       {  // a turn is used up here, under share_mutex_: a batch ending meanwhile sees it held
         std::lock_guard<std::mutex> mine(me.mutex);
-        if (me.state == SharedCall::your_turn) me.state = SharedCall::queued;
+        if (me.state == SharedCall::your_turn) {
+          me.state = SharedCall::queued;
+          turn = true;
+        }
       }
-      if (senders_ < pool_.send_batches && !queued_.empty()) {
+      if (may_open_slot(turn)) {
         me.sending = true;
         send_batch(lock, me);  // returns with `lock` released
       } else {
@@ -155,6 +159,19 @@ class ConnectionPool {
                                options_.command_timeout);
     }
     return std::move(me.reply);
+  }
+
+  /// What run_shared() has done so far (for monitoring and tests).
+  struct SharedSendStats {
+    std::size_t batches_on_wire = 0;       ///< batches being sent or answered now
+    std::size_t most_batches_on_wire = 0;  ///< the most at once so far
+    std::size_t batches = 0;               ///< batches sent (one write each)
+    std::size_t commands = 0;              ///< commands those batches carried
+  };
+  /// A snapshot of SharedSendStats. Does not throw.
+  SharedSendStats shared_send_stats() const noexcept {
+    std::lock_guard<std::mutex> lock(share_mutex_);
+    return stats_;
   }
 
   /// The options every pooled connection uses.
@@ -185,13 +202,72 @@ class ConnectionPool {
   };
   static constexpr std::size_t max_batch_commands = 64;
   static constexpr std::size_t max_batch_bytes = std::size_t{4} << 20;
+  // A thread sends at most this many batches in a row for others once its own is answered.
+  static constexpr std::size_t max_batches_in_a_row = 8;
+  // A newcomer opens one more batch slot (up to PoolOptions::send_batches) while fewer than
+  // this many commands (its own included) wait: the next batch would be small anyway, so
+  // sending now costs the server little and saves the newcomer a wait for a slot.
+  static constexpr std::size_t open_slot_below = 4;
+  // A sender gives up its slot when at least this many commands wait for one (see send_batch).
+  static constexpr std::size_t close_slot_at = 8;
 
-  // With `lock` (share_mutex_) held: takes the queued commands (up to the batch limits; at
-  // least one), sends them in one exchange with the lock released, hands each call its reply
-  // (when it was read, even if a later one failed) or failure and wakes its caller, then tells
-  // the first still-queued caller without a turn that it may send the next batch. `self` is
-  // the calling thread's own call. Returns with `lock` released.
+  // With share_mutex_ held: whether the calling (queued) caller may send the next batch now.
+  // Always when no batch is out, or when a finished batch handed it the slot (`turn`) —
+  // so queued commands are never left without a sender; otherwise when a slot is free and
+  // the waiting batch would be small.
+  bool may_open_slot(bool turn) const noexcept {
+    if (senders_ >= pool_.send_batches || queued_.empty()) return false;
+    return senders_ == 0 || turn || queued_.size() < open_slot_below;
+  }
+
+  // With `lock` (share_mutex_) held: takes a batch slot and sends batches of the queued
+  // commands (exchange) while commands wait — at most max_batches_in_a_row — then frees the
+  // slot and tells the first still-queued caller without a turn that it may send the next
+  // batch; or, when many commands wait and other batches are out, closes the slot without a
+  // hand-over. `self` is the calling thread's own call. Returns with `lock` released.
   void send_batch(std::unique_lock<std::mutex>& lock, SharedCall& self) {
+    ++senders_;
+    stats_.batches_on_wire = senders_;
+    stats_.most_batches_on_wire = std::max(stats_.most_batches_on_wire, senders_);
+    for (std::size_t round = 1;; ++round) {
+      exchange(lock);  // returns with `lock` held again
+      if (queued_.empty()) break;
+      // Many commands waiting while other batches are out: the server is the bottleneck, and
+      // fewer, bigger batches cost it less. This slot closes (no turn handed on) and another
+      // batch takes the queue next — unless a full batch waits, which keeps the slot busy.
+      if (senders_ > 1 && queued_.size() >= close_slot_at && queued_.size() < max_batch_commands) {
+        stats_.batches_on_wire = --senders_;
+        self.sending = false;
+        lock.unlock();
+        return;
+      }
+      // The slot stays with this thread while commands wait: it is awake, while handing the
+      // slot over would wake a sleeping caller first (the slot idle until the scheduler runs
+      // it). Bounded, so that its own caller returns.
+      if (round >= max_batches_in_a_row) break;
+    }
+    stats_.batches_on_wire = --senders_;
+    self.sending = false;  // `self` is its caller's: alive while that caller is in here
+    // The freed slot goes to the oldest queued caller that neither holds a turn already (two
+    // batches ending together wake two callers, not the same one twice) nor is sending a
+    // batch itself (it looks for a free slot again when that is done). Those skipped look
+    // for a free slot anyway, so a slot is never left unseen.
+    for (SharedCall* next : queued_) {
+      if (next->sending) continue;
+      std::lock_guard<std::mutex> hold(next->mutex);  // next is queued: its caller waits
+      if (next->state != SharedCall::queued) continue;
+      next->state = SharedCall::your_turn;
+      next->cv.notify_one();
+      break;
+    }
+    lock.unlock();
+  }
+
+  // With `lock` (share_mutex_) held and a slot counted in senders_: takes the queued commands
+  // (up to the batch limits; at least one), sends them in one exchange with the lock
+  // released, hands each call its reply (when it was read, even if a later one failed) or
+  // failure and wakes its caller. Returns with `lock` held again.
+  void exchange(std::unique_lock<std::mutex>& lock) {
     std::size_t n = 0;
     std::size_t bytes = 0;
     while (n < queued_.size() && n < max_batch_commands) {
@@ -206,7 +282,8 @@ class ConnectionPool {
     std::array<const Command*, max_batch_commands> commands;
     std::copy(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(n), batch.begin());
     queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(n));
-    ++senders_;
+    ++stats_.batches;
+    stats_.commands += n;
     lock.unlock();
     Effect effect = Effect::read;
     for (std::size_t i = 0; i < n; ++i) {
@@ -226,7 +303,7 @@ class ConnectionPool {
       error = std::current_exception();
     }
     // From here to the end nothing may throw: every call of the batch must be handed its
-    // outcome (its caller waits for it), and senders_ given back.
+    // outcome (its caller waits for it), and the slot given back.
     for (std::size_t i = 0; i < n; ++i) {
       SharedCall& c = *batch[i];
       std::lock_guard<std::mutex> hold(c.mutex);
@@ -241,21 +318,6 @@ class ConnectionPool {
       c.cv.notify_one();  // under c.mutex: its caller cannot return (and destroy c) before
     }
     lock.lock();
-    --senders_;
-    self.sending = false;  // `self` is its caller's: alive while that caller is in here
-    // The freed slot goes to the oldest queued caller that neither holds a turn already (two
-    // batches ending together wake two callers, not the same one twice) nor is sending a
-    // batch itself (it looks for a free slot again when that is done). Those skipped look
-    // for a free slot anyway, so a slot is never left unseen.
-    for (SharedCall* next : queued_) {
-      if (next->sending) continue;
-      std::lock_guard<std::mutex> hold(next->mutex);  // next is queued: its caller waits
-      if (next->state != SharedCall::queued) continue;
-      next->state = SharedCall::your_turn;
-      next->cv.notify_one();
-      break;
-    }
-    lock.unlock();
   }
 
   void give_back(std::unique_ptr<Connection> conn) {
@@ -273,9 +335,10 @@ class ConnectionPool {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Connection>> idle_;
   std::size_t created_ = 0;
-  std::mutex share_mutex_;           // guards queued_ and senders_
+  mutable std::mutex share_mutex_;   // guards queued_, senders_ and stats_
   std::vector<SharedCall*> queued_;  // run_shared callers waiting for a batch, oldest first
-  std::size_t senders_ = 0;          // batches on the wire
+  std::size_t senders_ = 0;          // batches on the wire (slots in use)
+  SharedSendStats stats_;
 };
 
 }  // namespace dlq::redis
