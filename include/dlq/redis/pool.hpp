@@ -4,13 +4,13 @@
 /// many worker threads can use one DeadLetterQueue. Connections are opened lazily, up to
 /// PoolOptions::size; a thread holds one for the duration of one storage operation.
 ///
-/// Sends can share connections instead (run_shared): a thread that finds
-/// PoolOptions::send_batches batches already on the wire queues its command, and the next
-/// batch takes every queued command in one write and one read (flat combining: whichever
-/// waiting thread finds a free batch slot sends for all of them, then hands each its own
-/// reply). Each command still gets its own reply, its own error reply and, on an I/O
-/// failure, its own exception naming its own command; see run_shared for what a failure
-/// means for the commands written together.
+/// Sends can share connections instead (run_shared): a thread that finds batches already on
+/// the wire and no slot it may open (PoolOptions::send_batches at most, fewer while many
+/// commands wait) queues its command, and the next batch takes every queued command in one
+/// write and one read (flat combining: whichever thread holds a batch slot sends for all of
+/// them, then hands each its own reply). Each command still gets its own reply, its own error reply
+/// and, on an I/O failure, its own exception naming its own command; see run_shared for what a
+/// failure means for the commands written together.
 #pragma once
 
 #include <algorithm>
@@ -101,9 +101,10 @@ class ConnectionPool {
   /// Runs one command on a pooled connection and returns its reply (an error reply is
   /// returned, not thrown), written together with the commands other threads are running
   /// through run_shared() at the same moment: while PoolOptions::send_batches batches are
-  /// on the wire, a caller waits, and the next batch carries every waiting command (at most
-  /// 64, or about 4 MiB, a batch), in arrival order, in one write. A lone caller sends at
-  /// once, as acquire()->run() would.
+  /// on the wire, or some are and 4 or more commands wait, a caller waits, and the next batch
+  /// carries every waiting command (at most 64, or about 4 MiB, a batch), in arrival order,
+  /// in one write. A lone caller sends at once, as acquire()->run() would. A caller whose
+  /// batch was answered may send up to 7 more batches of waiting commands before it returns.
   ///
   /// A failure is reported to every command of the batch whose answer had not been read,
   /// each naming its own command, under the rule of Connection::run applied to the batch: a
@@ -202,7 +203,8 @@ class ConnectionPool {
   };
   static constexpr std::size_t max_batch_commands = 64;
   static constexpr std::size_t max_batch_bytes = std::size_t{4} << 20;
-  // A thread sends at most this many batches in a row for others once its own is answered.
+  // A thread sends at most this many batches in a row (the first normally carrying its own
+  // command) before it hands its slot over.
   static constexpr std::size_t max_batches_in_a_row = 8;
   // A newcomer opens one more batch slot (up to PoolOptions::send_batches) while fewer than
   // this many commands (its own included) wait: the next batch would be small anyway, so
