@@ -232,12 +232,15 @@ class ConnectionPool {
     stats_.batches_on_wire = senders_;
     stats_.most_batches_on_wire = std::max(stats_.most_batches_on_wire, senders_);
     for (std::size_t round = 1;; ++round) {
-      exchange(lock);  // returns with `lock` held again
+      const bool answered = exchange(lock);  // returns with `lock` held again
       if (queued_.empty()) break;
-      // Many commands waiting while other batches are out: the server is the bottleneck, and
-      // fewer, bigger batches cost it less. This slot closes (no turn handed on) and another
-      // batch takes the queue next — unless a full batch waits, which keeps the slot busy.
-      if (senders_ > 1 && queued_.size() >= close_slot_at && queued_.size() < max_batch_commands) {
+      // Many commands waiting while other batches are out and the server answers: it is the
+      // bottleneck, and fewer, bigger batches cost it less. This slot closes (no turn handed
+      // on) and another batch takes the queue next — unless a full batch waits, which keeps
+      // the slot busy, or this batch failed (the others may be stuck on a frozen server too,
+      // and the queue would wait a command timeout longer for them).
+      if (answered && senders_ > 1 && queued_.size() >= close_slot_at &&
+          queued_.size() < max_batch_commands) {
         stats_.batches_on_wire = --senders_;
         self.sending = false;
         lock.unlock();
@@ -268,8 +271,9 @@ class ConnectionPool {
   // With `lock` (share_mutex_) held and a slot counted in senders_: takes the queued commands
   // (up to the batch limits; at least one), sends them in one exchange with the lock
   // released, hands each call its reply (when it was read, even if a later one failed) or
-  // failure and wakes its caller. Returns with `lock` held again.
-  void exchange(std::unique_lock<std::mutex>& lock) {
+  // failure and wakes its caller. Returns with `lock` held again; true when every command of
+  // the batch was answered.
+  bool exchange(std::unique_lock<std::mutex>& lock) {
     std::size_t n = 0;
     std::size_t bytes = 0;
     while (n < queued_.size() && n < max_batch_commands) {
@@ -320,6 +324,7 @@ class ConnectionPool {
       c.cv.notify_one();  // under c.mutex: its caller cannot return (and destroy c) before
     }
     lock.lock();
+    return !error && !failure;
   }
 
   void give_back(std::unique_ptr<Connection> conn) {
