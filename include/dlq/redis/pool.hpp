@@ -214,11 +214,12 @@ class ConnectionPool {
   static constexpr std::size_t close_slot_at = 8;
 
   // With share_mutex_ held: whether the calling (queued) caller may send the next batch now.
-  // Always when no batch is out, or when a finished batch handed it the slot (`turn`) —
-  // so queued commands are never left without a sender; otherwise when a slot is free and
-  // the waiting batch would be small.
+  // Never when min(send_batches, size) batches are out. Otherwise always when no batch is
+  // out, or when a finished batch handed it the slot (`turn`) — so queued commands are never
+  // left without a sender; and else when the waiting batch would be small.
   bool may_open_slot(bool turn) const noexcept {
-    if (senders_ >= pool_.send_batches || queued_.empty()) return false;
+    // More slots than connections would only make senders wait in acquire() holding a slot.
+    if (senders_ >= std::min(pool_.send_batches, pool_.size) || queued_.empty()) return false;
     return senders_ == 0 || turn || queued_.size() < open_slot_below;
   }
 
