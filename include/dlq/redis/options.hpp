@@ -73,16 +73,16 @@ struct PoolOptions {
   /// How long a thread waits for a free connection before a dlq::timeout_error.
   /// Default 5000 ms; 0 = wait without limit.
   std::chrono::milliseconds wait_timeout{5000};
-  /// How many batches of concurrent sends may be on the wire at once (see
+  /// The most batches of concurrent sends on the wire at once (see
   /// ConnectionPool::run_shared: RedisListStorage::push — send_to_dlq without a retention
-  /// limit — goes through it). While that many are out, further senders wait for
-  /// the next batch, which carries all of them in one write and one read — so N threads
-  /// sending through one queue cost the server a few pipelines instead of N round trips.
-  /// A lone sender never waits. Default 4 (measured on 2 cores against 8 and 32 sending
-  /// threads: 2 starves 8 threads of round trips, 8 combines too little for 32;
-  /// docs/benchmarks.md); 0 = no batching (every send leases a connection of its own and
-  /// makes one round trip).
-  std::size_t send_batches = 4;
+  /// limit — goes through it). Within it the number follows the senders: a sender opens
+  /// another batch while few commands wait (a few threads each send at once), and a batch
+  /// slot closes while many wait (many threads share a few pipelines, so N threads cost the
+  /// server a few writes instead of N round trips). A lone sender never waits. Default 8
+  /// (measured on 2 cores against 1, 8 and 32 sending threads, docs/benchmarks.md); at most
+  /// PoolOptions::size are used; 0 = no batching (every send leases a connection of its own
+  /// and makes one round trip).
+  std::size_t send_batches = 8;
 };
 
 namespace detail {

@@ -4,13 +4,13 @@
 /// many worker threads can use one DeadLetterQueue. Connections are opened lazily, up to
 /// PoolOptions::size; a thread holds one for the duration of one storage operation.
 ///
-/// Sends can share connections instead (run_shared): a thread that finds
-/// PoolOptions::send_batches batches already on the wire queues its command, and the next
-/// batch takes every queued command in one write and one read (flat combining: whichever
-/// waiting thread finds a free batch slot sends for all of them, then hands each its own
-/// reply). Each command still gets its own reply, its own error reply and, on an I/O
-/// failure, its own exception naming its own command; see run_shared for what a failure
-/// means for the commands written together.
+/// Sends can share connections instead (run_shared): a thread that finds batches already on
+/// the wire and no slot it may open (PoolOptions::send_batches at most, fewer while many
+/// commands wait) queues its command, and the next batch takes every queued command in one
+/// write and one read (flat combining: whichever thread holds a batch slot sends for all of
+/// them, then hands each its own reply). Each command still gets its own reply, its own error reply
+/// and, on an I/O failure, its own exception naming its own command; see run_shared for what a
+/// failure means for the commands written together.
 #pragma once
 
 #include <algorithm>
@@ -101,9 +101,10 @@ class ConnectionPool {
   /// Runs one command on a pooled connection and returns its reply (an error reply is
   /// returned, not thrown), written together with the commands other threads are running
   /// through run_shared() at the same moment: while PoolOptions::send_batches batches are
-  /// on the wire, a caller waits, and the next batch carries every waiting command (at most
-  /// 64, or about 4 MiB, a batch), in arrival order, in one write. A lone caller sends at
-  /// once, as acquire()->run() would.
+  /// on the wire, or some are and 4 or more commands wait, a caller waits, and the next batch
+  /// carries every waiting command (at most 64, or about 4 MiB, a batch), in arrival order,
+  /// in one write. A lone caller sends at once, as acquire()->run() would. A caller whose
+  /// batch was answered may send up to 7 more batches of waiting commands before it returns.
   ///
   /// A failure is reported to every command of the batch whose answer had not been read,
   /// each naming its own command, under the rule of Connection::run applied to the batch: a
@@ -131,11 +132,15 @@ class ConnectionPool {
     std::unique_lock<std::mutex> lock(share_mutex_);
     queued_.push_back(&me);
     for (;;) {
+      bool turn = false;
       {  // a turn is used up here, under share_mutex_: a batch ending meanwhile sees it held
         std::lock_guard<std::mutex> mine(me.mutex);
-        if (me.state == SharedCall::your_turn) me.state = SharedCall::queued;
+        if (me.state == SharedCall::your_turn) {
+          me.state = SharedCall::queued;
+          turn = true;
+        }
       }
-      if (senders_ < pool_.send_batches && !queued_.empty()) {
+      if (may_open_slot(turn)) {
         me.sending = true;
         send_batch(lock, me);  // returns with `lock` released
       } else {
@@ -155,6 +160,19 @@ class ConnectionPool {
                                options_.command_timeout);
     }
     return std::move(me.reply);
+  }
+
+  /// What run_shared() has done so far (for monitoring and tests).
+  struct SharedSendStats {
+    std::size_t batches_on_wire = 0;       ///< batches being sent or answered now
+    std::size_t most_batches_on_wire = 0;  ///< the most at once so far
+    std::size_t batches = 0;               ///< batches sent (one write each)
+    std::size_t commands = 0;              ///< commands those batches carried
+  };
+  /// A snapshot of SharedSendStats. Does not throw.
+  SharedSendStats shared_send_stats() const noexcept {
+    std::lock_guard<std::mutex> lock(share_mutex_);
+    return stats_;
   }
 
   /// The options every pooled connection uses.
@@ -185,13 +203,78 @@ class ConnectionPool {
   };
   static constexpr std::size_t max_batch_commands = 64;
   static constexpr std::size_t max_batch_bytes = std::size_t{4} << 20;
+  // A thread sends at most this many batches in a row (the first normally carrying its own
+  // command) before it hands its slot over.
+  static constexpr std::size_t max_batches_in_a_row = 8;
+  // A newcomer opens one more batch slot (up to PoolOptions::send_batches) while fewer than
+  // this many commands (its own included) wait: the next batch would be small anyway, so
+  // sending now costs the server little and saves the newcomer a wait for a slot.
+  static constexpr std::size_t open_slot_below = 4;
+  // A sender gives up its slot when at least this many commands wait for one (see send_batch).
+  static constexpr std::size_t close_slot_at = 8;
 
-  // With `lock` (share_mutex_) held: takes the queued commands (up to the batch limits; at
-  // least one), sends them in one exchange with the lock released, hands each call its reply
-  // (when it was read, even if a later one failed) or failure and wakes its caller, then tells
-  // the first still-queued caller without a turn that it may send the next batch. `self` is
-  // the calling thread's own call. Returns with `lock` released.
+  // With share_mutex_ held: whether the calling (queued) caller may send the next batch now.
+  // Never when min(send_batches, size) batches are out. Otherwise always when no batch is
+  // out, or when a finished batch handed it the slot (`turn`) — so queued commands are never
+  // left without a sender; and else when the waiting batch would be small.
+  bool may_open_slot(bool turn) const noexcept {
+    // More slots than connections would only make senders wait in acquire() holding a slot.
+    if (senders_ >= std::min(pool_.send_batches, pool_.size) || queued_.empty()) return false;
+    return senders_ == 0 || turn || queued_.size() < open_slot_below;
+  }
+
+  // With `lock` (share_mutex_) held: takes a batch slot and sends batches of the queued
+  // commands (exchange) while commands wait — at most max_batches_in_a_row — then frees the
+  // slot and tells the first still-queued caller without a turn that it may send the next
+  // batch; or, when many commands wait and other batches are out, closes the slot without a
+  // hand-over. `self` is the calling thread's own call. Returns with `lock` released.
   void send_batch(std::unique_lock<std::mutex>& lock, SharedCall& self) {
+    ++senders_;
+    stats_.batches_on_wire = senders_;
+    stats_.most_batches_on_wire = std::max(stats_.most_batches_on_wire, senders_);
+    for (std::size_t round = 1;; ++round) {
+      const bool answered = exchange(lock);  // returns with `lock` held again
+      if (queued_.empty()) break;
+      // Many commands waiting while other batches are out and the server answers: it is the
+      // bottleneck, and fewer, bigger batches cost it less. This slot closes (no turn handed
+      // on) and another batch takes the queue next — unless a full batch waits, which keeps
+      // the slot busy, or this batch failed (the others may be stuck on a frozen server too,
+      // and the queue would wait a command timeout longer for them).
+      if (answered && senders_ > 1 && queued_.size() >= close_slot_at &&
+          queued_.size() < max_batch_commands) {
+        stats_.batches_on_wire = --senders_;
+        self.sending = false;
+        lock.unlock();
+        return;
+      }
+      // The slot stays with this thread while commands wait: it is awake, while handing the
+      // slot over would wake a sleeping caller first (the slot idle until the scheduler runs
+      // it). Bounded, so that its own caller returns.
+      if (round >= max_batches_in_a_row) break;
+    }
+    stats_.batches_on_wire = --senders_;
+    self.sending = false;  // `self` is its caller's: alive while that caller is in here
+    // The freed slot goes to the oldest queued caller that neither holds a turn already (two
+    // batches ending together wake two callers, not the same one twice) nor is sending a
+    // batch itself (it looks for a free slot again when that is done). Those skipped look
+    // for a free slot anyway, so a slot is never left unseen.
+    for (SharedCall* next : queued_) {
+      if (next->sending) continue;
+      std::lock_guard<std::mutex> hold(next->mutex);  // next is queued: its caller waits
+      if (next->state != SharedCall::queued) continue;
+      next->state = SharedCall::your_turn;
+      next->cv.notify_one();
+      break;
+    }
+    lock.unlock();
+  }
+
+  // With `lock` (share_mutex_) held and a slot counted in senders_: takes the queued commands
+  // (up to the batch limits; at least one), sends them in one exchange with the lock
+  // released, hands each call its reply (when it was read, even if a later one failed) or
+  // failure and wakes its caller. Returns with `lock` held again; true when every command of
+  // the batch was answered.
+  bool exchange(std::unique_lock<std::mutex>& lock) {
     std::size_t n = 0;
     std::size_t bytes = 0;
     while (n < queued_.size() && n < max_batch_commands) {
@@ -206,7 +289,8 @@ class ConnectionPool {
     std::array<const Command*, max_batch_commands> commands;
     std::copy(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(n), batch.begin());
     queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(n));
-    ++senders_;
+    ++stats_.batches;
+    stats_.commands += n;
     lock.unlock();
     Effect effect = Effect::read;
     for (std::size_t i = 0; i < n; ++i) {
@@ -226,7 +310,7 @@ class ConnectionPool {
       error = std::current_exception();
     }
     // From here to the end nothing may throw: every call of the batch must be handed its
-    // outcome (its caller waits for it), and senders_ given back.
+    // outcome (its caller waits for it), and the slot given back.
     for (std::size_t i = 0; i < n; ++i) {
       SharedCall& c = *batch[i];
       std::lock_guard<std::mutex> hold(c.mutex);
@@ -241,21 +325,7 @@ class ConnectionPool {
       c.cv.notify_one();  // under c.mutex: its caller cannot return (and destroy c) before
     }
     lock.lock();
-    --senders_;
-    self.sending = false;  // `self` is its caller's: alive while that caller is in here
-    // The freed slot goes to the oldest queued caller that neither holds a turn already (two
-    // batches ending together wake two callers, not the same one twice) nor is sending a
-    // batch itself (it looks for a free slot again when that is done). Those skipped look
-    // for a free slot anyway, so a slot is never left unseen.
-    for (SharedCall* next : queued_) {
-      if (next->sending) continue;
-      std::lock_guard<std::mutex> hold(next->mutex);  // next is queued: its caller waits
-      if (next->state != SharedCall::queued) continue;
-      next->state = SharedCall::your_turn;
-      next->cv.notify_one();
-      break;
-    }
-    lock.unlock();
+    return !error && !failure;
   }
 
   void give_back(std::unique_ptr<Connection> conn) {
@@ -273,9 +343,10 @@ class ConnectionPool {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Connection>> idle_;
   std::size_t created_ = 0;
-  std::mutex share_mutex_;           // guards queued_ and senders_
+  mutable std::mutex share_mutex_;   // guards queued_, senders_ and stats_
   std::vector<SharedCall*> queued_;  // run_shared callers waiting for a batch, oldest first
-  std::size_t senders_ = 0;          // batches on the wire
+  std::size_t senders_ = 0;          // batches on the wire (slots in use)
+  SharedSendStats stats_;
 };
 
 }  // namespace dlq::redis
