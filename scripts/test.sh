@@ -57,7 +57,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 passed=0
 failed=0
 failed_configs=()
+timings=()
 for config in "${configs[@]}"; do
+  start=$SECONDS
   case "$config" in
     gcc-17)   cxx=g++;     std=17; extra=(-DDLQ_CONSUMER_TESTS=ON -DDLQ_BROWSER_TESTS=ON) ;;
     clang-20) cxx=clang++; std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_HEADER_TESTS=OFF) ;;
@@ -95,9 +97,11 @@ for config in "${configs[@]}"; do
     failed_configs+=("$config")
     [ -n "$nfail" ] && [ "$nfail" -gt 0 ] || failed=$((failed + 1))
   fi
+  timings+=("$config $((SECONDS - start)) s")
 done
 
 echo
+echo "test.sh: wall time per configuration (build + tests): $(IFS=','; echo "${timings[*]}" | sed 's/,/, /g'); total ${SECONDS} s"
 if [ ${#failed_configs[@]} -gt 0 ]; then
   echo "test.sh: FAILED in: ${failed_configs[*]}"
 fi
