@@ -218,3 +218,30 @@ TEST_CASE("audit records are written exactly as nlohmann's dump writes them", "[
     CHECK(dlq::detail::audit_json(r) == dumped(r.to_json()));
   }
 }
+
+TEST_CASE("write_string writes append_string's bytes, within max_string_size", "[json]") {
+  std::mt19937 rng(18);
+  // Edge-biased bytes: controls, quotes, backslashes, valid and broken UTF-8 sequences.
+  const std::vector<std::string> pieces = {
+      "a",    "\"",       "\\",       "\n",           "\x01",
+      "\x1f", "\x7f",     "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80",
+      "\xC3", "\xE2\x82", "\xFF",     "\xED\xA0\x80", "/"};
+  for (int round = 0; round < 20000; ++round) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i)
+      text += pieces[rng() % pieces.size()];
+    std::string expected;
+    json::append_string(expected, text);
+    std::string buf(json::max_string_size(text.size()), '\0');
+    char* end = json::write_string(buf.data(), text);
+    REQUIRE(std::string(buf.data(), end) == expected);
+  }
+  for (int c = 0; c < 256; ++c) {  // each byte alone, the worst case included
+    const std::string text(7, static_cast<char>(c));
+    std::string expected;
+    json::append_string(expected, text);
+    std::string buf(json::max_string_size(text.size()), '\0');
+    REQUIRE(std::string(buf.data(), json::write_string(buf.data(), text)) == expected);
+  }
+}

@@ -5,16 +5,20 @@
 /// library in compiled mode.
 #pragma once
 
+#include <charconv>
+#include <cstring>
+
 #include "dlq/entry.hpp"
 
 namespace dlq {
 namespace detail {
 
-DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
+// write_envelope() by appending, field by field: the path for fields too long for
+// write_envelope's stack buffer (the same bytes).
+inline void write_envelope_appending(std::string& out, const envelope_input& in,
+                                     payload_shape shape) {
   const Failure& f = *in.failure;
-  const payload_shape shape = shape_of(in.payload);
   const bool as_json = shape != payload_shape::binary;
-  if (!as_json && in.json_only) refuse_payload(in.queue, in.payload);
   out.reserve(out.size() + (as_json ? in.payload.size() : in.payload.size() / 3 * 4 + 4) +
               in.queue.size() + f.error.size() + in.worker.size() + 160);
   // payload_bytes: the byte length of original_payload's value as written, right before it,
@@ -67,6 +71,96 @@ DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
     out.append(std::to_string(in.dead_letter_count));
   }
   out.push_back('}');
+}
+
+template <std::size_t N>
+char* put_literal(char* p, const char (&text)[N]) noexcept {
+  std::memcpy(p, text, N - 1);
+  return p + N - 1;
+}
+
+DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
+  const Failure& f = *in.failure;
+  const payload_shape shape = shape_of(in.payload);
+  const bool as_json = shape != payload_shape::binary;
+  if (!as_json && in.json_only) refuse_payload(in.queue, in.payload);
+  // The fields before and after the payload are written into stack buffers through a
+  // pointer (their longest escaped form fits), then appended with the payload to `out`,
+  // reserved once to the exact size. Longer fields take the appending path.
+  constexpr std::size_t tail_room = 2048;
+  const std::size_t fields = in.id.size() + in.queue.size() + f.error.size() + in.worker.size() +
+                             f.error_type.size() + f.job_id.size();
+  if (fields > (tail_room - 256) / 6) return write_envelope_appending(out, in, shape);
+  // payload_bytes: the byte length of original_payload's value as written, right before it,
+  // and the id right after it — the layout whose payload span a server-side replay step can
+  // prove from a few bytes (dlq/redis/scripts/replay_fast.hpp).
+  const std::size_t encoded = as_json ? in.payload.size() : (in.payload.size() + 2) / 3 * 4 + 2;
+  // The flags that change how the entry replays come first, so that a flagged entry never
+  // starts with payload_bytes (what the fast step requires).
+  char head[160];
+  char* h = head;
+  *h++ = '{';
+  if (in.parked) h = put_literal(h, "\"parked\":true,");
+  if (shape == payload_shape::spaced) h = put_literal(h, "\"payload_whitespace\":true,");
+  if (!as_json) h = put_literal(h, "\"payload_encoding\":\"base64\",");
+  h = put_literal(h, "\"payload_bytes\":");
+  h = std::to_chars(h, head + sizeof head, encoded).ptr;
+  h = put_literal(h, ",\"original_payload\":");
+  char tail[tail_room];
+  char* t = tail;
+  t = put_literal(t, ",\"id\":");
+  t = json::write_string(t, in.id);
+  t = put_literal(t, ",\"queue\":");
+  t = json::write_string(t, in.queue);
+  t = put_literal(t, ",\"error\":");
+  t = json::write_string(t, f.error);
+  t = put_literal(t, ",\"attempt\":");
+  t = std::to_chars(t, tail + sizeof tail, f.attempt).ptr;
+  t = put_literal(t, ",\"worker\":");
+  t = json::write_string(t, in.worker);
+  t = put_literal(t, ",\"dead_lettered_at\":\"");
+  iso_time::write(t, in.time);
+  t += 32;
+  *t++ = '"';
+  if (!f.error_type.empty()) {
+    t = put_literal(t, ",\"error_type\":");
+    t = json::write_string(t, f.error_type);
+  }
+  if (!f.job_id.empty()) {
+    t = put_literal(t, ",\"job_id\":");
+    t = json::write_string(t, f.job_id);
+  }
+  std::string context;
+  if (!f.context.is_null())
+    context = f.context.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  char end[64];
+  char* e = end;
+  if (in.dead_letter_count > 0) {
+    e = put_literal(e, ",\"dead_letter_count\":");
+    e = std::to_chars(e, end + sizeof end, in.dead_letter_count).ptr;
+  }
+  *e++ = '}';
+  const auto size = [](const char* from, const char* to) {
+    return static_cast<std::size_t>(to - from);
+  };
+  out.reserve(out.size() + size(head, h) + encoded + size(tail, t) +
+              (f.context.is_null() ? 0 : 11 + context.size()) + size(end, e));
+  out.append(head, size(head, h));
+  if (as_json) {
+    out.append(in.payload);
+  } else {
+    out.push_back('"');
+    const std::size_t at = out.size();
+    out.resize(at + encoded - 2);
+    base64::encode_to(in.payload, &out[at]);
+    out.push_back('"');
+  }
+  out.append(tail, size(tail, t));
+  if (!f.context.is_null()) {
+    out.append(",\"context\":");
+    out.append(context);
+  }
+  out.append(end, size(end, e));
 }
 
 }  // namespace detail

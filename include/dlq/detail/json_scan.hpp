@@ -421,6 +421,76 @@ inline bool string_value(std::string_view span, std::string& out) {
   return unescape(inner, out);
 }
 
+/// The most bytes write_string() writes for `n` bytes of text (a control byte becomes
+/// "\u00XX": 6 bytes; an invalid UTF-8 byte 3; the quotes 2).
+constexpr std::size_t max_string_size(std::size_t n) noexcept {
+  return 2 + 6 * n;
+}
+
+/// append_string() into a buffer of at least max_string_size(text.size()) bytes at `dst`;
+/// returns the end of what was written. The same bytes as append_string.
+inline char* write_string(char* dst, std::string_view text) noexcept {
+  static constexpr char hexdigits[] = "0123456789abcdef";
+  *dst++ = '"';
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  while (p != end) {
+    const auto c = static_cast<unsigned char>(*p);
+    if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+      *dst++ = static_cast<char>(c);
+      ++p;
+      continue;
+    }
+    if (c >= 0x80) {
+      const std::size_t len = utf8_sequence_length(p, end);
+      if (len != 0) {
+        for (std::size_t i = 0; i < len; ++i)
+          *dst++ = p[i];
+        p += len;
+        continue;
+      }
+      *dst++ = '\xEF';  // U+FFFD
+      *dst++ = '\xBF';
+      *dst++ = '\xBD';
+      ++p;
+      continue;
+    }
+    *dst++ = '\\';
+    switch (c) {
+      case '"':
+        *dst++ = '"';
+        break;
+      case '\\':
+        *dst++ = '\\';
+        break;
+      case '\n':
+        *dst++ = 'n';
+        break;
+      case '\r':
+        *dst++ = 'r';
+        break;
+      case '\t':
+        *dst++ = 't';
+        break;
+      case '\b':
+        *dst++ = 'b';
+        break;
+      case '\f':
+        *dst++ = 'f';
+        break;
+      default:
+        *dst++ = 'u';
+        *dst++ = '0';
+        *dst++ = '0';
+        *dst++ = hexdigits[c >> 4];
+        *dst++ = hexdigits[c & 0xF];
+    }
+    ++p;
+  }
+  *dst++ = '"';
+  return dst;
+}
+
 /// Appends `text` as a JSON string literal (with quotes). Invalid UTF-8 bytes are replaced
 /// by U+FFFD so the output is always valid JSON that Python's json.loads reads.
 inline void append_string(std::string& out, std::string_view text) {
