@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -389,4 +390,92 @@ TEST_CASE("check_payload refuses only under json_only, before anything is writte
   CHECK_NOTHROW(dlq::detail::check_payload("q", "not json", false));
   CHECK_NOTHROW(dlq::detail::check_payload("q", " {\"a\":1}\n", true));
   CHECK_THROWS_AS(dlq::detail::check_payload("q", "not json", true), dlq::invalid_argument);
+}
+
+namespace {
+// The envelope written field by field by appending, the plainest way (the wire format the
+// Python service and the interop tests expect), envelope_bytes counted by brute force.
+std::string reference_envelope(const dlq::detail::envelope_input& in) {
+  namespace d = dlq::detail;
+  const dlq::Failure& f = *in.failure;
+  const d::payload_shape shape = d::shape_of(in.payload);
+  const bool as_json = shape != d::payload_shape::binary;
+  const std::size_t encoded = as_json ? in.payload.size() : (in.payload.size() + 2) / 3 * 4 + 2;
+  std::string out = "{";
+  if (in.parked) out += "\"parked\":true,";
+  if (shape == d::payload_shape::spaced) out += "\"payload_whitespace\":true,";
+  if (!as_json) out += "\"payload_encoding\":\"base64\",";
+  out += "\"payload_bytes\":" + std::to_string(encoded) + ",\"original_payload\":";
+  if (as_json) {
+    out += in.payload;
+  } else {
+    out += '"';
+    d::base64::encode(in.payload, out);
+    out += '"';
+  }
+  const auto field = [&out](const char* name, std::string_view v) {
+    out += name;
+    d::json::append_string(out, v);
+  };
+  field(",\"id\":", in.id);
+  field(",\"queue\":", in.queue);
+  field(",\"error\":", f.error);
+  out += ",\"attempt\":" + std::to_string(f.attempt);
+  field(",\"worker\":", in.worker);
+  out += ",\"dead_lettered_at\":\"" + d::iso_time::format(in.time) + '"';
+  if (!f.error_type.empty()) field(",\"error_type\":", f.error_type);
+  if (!f.job_id.empty()) field(",\"job_id\":", f.job_id);
+  if (!f.context.is_null())
+    out +=
+        ",\"context\":" + f.context.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (in.dead_letter_count > 0)
+    out += ",\"dead_letter_count\":" + std::to_string(in.dead_letter_count);
+  out += ",\"envelope_bytes\":";
+  std::size_t total = out.size() + 2;  // one digit and the '}'
+  while (std::to_string(total).size() + out.size() + 1 != total)
+    ++total;
+  out += std::to_string(total) + '}';
+  return out;
+}
+}  // namespace
+
+TEST_CASE("write_envelope writes the field-by-field reference bytes, short and long fields",
+          "[entry]") {
+  std::mt19937 rng(18);
+  const std::vector<std::string> pieces = {
+      "a", "\"", "\\", "\n", "\x01", "\xC3\xA9", "\xF0\x9F\x98\x80", "\xFF", "\xE2\x82", "z"};
+  const auto text = [&](std::size_t max) {
+    std::string s;
+    const std::size_t n = max == 0 ? 0 : rng() % max;
+    for (std::size_t i = 0; i < n; ++i)
+      s += pieces[rng() % pieces.size()];
+    return s;
+  };
+  const std::vector<std::string> payloads = {
+      "{\"a\":1}", "  [1, 2]\n", "xyz", "", "\x00\x01\xFF", "12", "\"s\"", std::string(1000, 'q')};
+  for (int round = 0; round < 3000; ++round) {
+    // Up to ~1000 bytes of fields, with every kind of byte that needs escaping.
+    const std::size_t max = round % 3 == 0 ? 400 : 40;
+    dlq::Failure f;
+    f.error = text(max);
+    f.attempt = static_cast<std::int64_t>(rng() % 5) - 1;
+    if (rng() % 2 != 0) f.error_type = text(max / 4 + 1);
+    if (rng() % 2 != 0) f.job_id = text(max / 4 + 1);
+    if (rng() % 3 == 0) f.context = nlohmann::json{{"k", text(20)}, {"n", round}};
+    const std::string queue = text(max / 4 + 1), worker = text(max / 4 + 1), id = text(60);
+    const std::string payload = payloads[rng() % payloads.size()];
+    dlq::detail::envelope_input in;
+    in.queue = queue;
+    in.payload = payload;
+    in.failure = &f;
+    in.worker = worker;
+    in.id = id;
+    in.time = system_clock::time_point(microseconds(static_cast<std::int64_t>(rng()) * 1000003));
+    in.dead_letter_count = rng() % 3 == 0 ? static_cast<std::int64_t>(rng() % 100000) : 0;
+    in.parked = rng() % 4 == 0;
+    std::string out = "prefix";  // appended to what the string holds
+    dlq::detail::write_envelope(out, in);
+    INFO(round);
+    REQUIRE(out == "prefix" + reference_envelope(in));
+  }
 }

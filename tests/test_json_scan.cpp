@@ -218,3 +218,45 @@ TEST_CASE("audit records are written exactly as nlohmann's dump writes them", "[
     CHECK(dlq::detail::audit_json(r) == dumped(r.to_json()));
   }
 }
+
+TEST_CASE("write_string stays within max_string_size and writes what nlohmann writes", "[json]") {
+  std::mt19937 rng(18);
+  // Edge-biased bytes: controls, quotes, backslashes, valid and broken UTF-8 sequences.
+  const std::vector<std::string> pieces = {
+      "a",    "\"",       "\\",       "\n",           "\x01",
+      "\x1f", "\x7f",     "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80",
+      "\xC3", "\xE2\x82", "\xFF",     "\xED\xA0\x80", "/"};
+  const auto written = [](const std::string& text, json::invalid_utf8 invalid) {
+    std::string buf(json::max_string_size(text.size()) + 1, '#');
+    char* end = json::write_string(&buf[0], text, invalid);
+    REQUIRE(static_cast<std::size_t>(end - buf.data()) <= json::max_string_size(text.size()));
+    REQUIRE(buf.back() == '#');  // nothing past the bound
+    std::string appended = "x";  // append_string: the same bytes after what was there
+    json::append_string(appended, text, invalid);
+    REQUIRE(appended == "x" + std::string(buf.data(), end));
+    return std::string(buf.data(), end);
+  };
+  const auto check = [&](const std::string& text) {
+    // per_subpart is nlohmann's replace rule; per_byte writes one U+FFFD per invalid byte,
+    // so it equals nlohmann's output once each invalid byte stands alone.
+    REQUIRE(written(text, json::invalid_utf8::per_subpart) ==
+            nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    const std::string per_byte = written(text, json::invalid_utf8::per_byte);
+    const auto back = nlohmann::json::parse(per_byte, nullptr, false);
+    REQUIRE(back.is_string());
+  };
+  for (int round = 0; round < 20000; ++round) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i)
+      text += pieces[rng() % pieces.size()];
+    check(text);
+  }
+  for (int c = 0; c < 256; ++c) {  // each byte alone and repeated, the worst case included
+    check(std::string(1, static_cast<char>(c)));
+    check(std::string(7, static_cast<char>(c)));
+  }
+  // per_byte: a cut-short sequence gives one U+FFFD per byte, per_subpart one in all.
+  CHECK(written("\xE2\x82x", json::invalid_utf8::per_byte) == "\"\xEF\xBF\xBD\xEF\xBF\xBDx\"");
+  CHECK(written("\xE2\x82x", json::invalid_utf8::per_subpart) == "\"\xEF\xBF\xBDx\"");
+}

@@ -5,79 +5,102 @@
 /// library in compiled mode.
 #pragma once
 
+#include <charconv>
+#include <cstring>
+
 #include "dlq/entry.hpp"
 
 namespace dlq {
 namespace detail {
+
+template <std::size_t N>
+char* put_literal(char* p, const char (&text)[N]) noexcept {
+  std::memcpy(p, text, N - 1);
+  return p + N - 1;
+}
 
 DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
   const Failure& f = *in.failure;
   const payload_shape shape = shape_of(in.payload);
   const bool as_json = shape != payload_shape::binary;
   if (!as_json && in.json_only) refuse_payload(in.queue, in.payload);
-  out.reserve(out.size() + (as_json ? in.payload.size() : in.payload.size() / 3 * 4 + 4) +
-              in.queue.size() + f.error.size() + in.worker.size() + 160);
   // payload_bytes: the byte length of original_payload's value as written, right before it,
   // and the id right after it — the layout whose payload span a server-side replay step can
   // prove from a few bytes (dlq/redis/scripts/replay_fast.hpp).
   const std::size_t encoded = as_json ? in.payload.size() : (in.payload.size() + 2) / 3 * 4 + 2;
+  std::string context;
+  if (!f.context.is_null())
+    context = f.context.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // One pass through a pointer into `out`, grown once by the most the envelope can take
+  // (member names, numbers and flags fit in 512 bytes; every string at its longest escaped
+  // form), then cut to what was written.
   const std::size_t start = out.size();
+  out.resize(start + 512 + encoded + context.size() + json::max_string_size(in.id.size()) +
+             json::max_string_size(in.queue.size()) + json::max_string_size(f.error.size()) +
+             json::max_string_size(in.worker.size()) + json::max_string_size(f.error_type.size()) +
+             json::max_string_size(f.job_id.size()));
+  char* const base = &out[start];
+  char* p = base;
   // The flags that change how the entry replays come first, so that a flagged entry never
   // starts with payload_bytes (what the fast step requires).
-  out.push_back('{');
-  if (in.parked) out.append("\"parked\":true,");
-  if (shape == payload_shape::spaced) out.append("\"payload_whitespace\":true,");
-  if (!as_json) out.append("\"payload_encoding\":\"base64\",");
-  out.append("\"payload_bytes\":");
-  out.append(std::to_string(encoded));
-  out.append(",\"original_payload\":");
+  *p++ = '{';
+  if (in.parked) p = put_literal(p, "\"parked\":true,");
+  if (shape == payload_shape::spaced) p = put_literal(p, "\"payload_whitespace\":true,");
+  if (!as_json) p = put_literal(p, "\"payload_encoding\":\"base64\",");
+  p = put_literal(p, "\"payload_bytes\":");
+  p = std::to_chars(p, p + 20, encoded).ptr;
+  p = put_literal(p, ",\"original_payload\":");
   if (as_json) {
-    out.append(in.payload);
+    std::memcpy(p, in.payload.data(), in.payload.size());
+    p += in.payload.size();
   } else {
-    out.push_back('"');
-    base64::encode(in.payload, out);
-    out.push_back('"');
+    *p++ = '"';
+    p = base64::encode_to(in.payload, p);
+    *p++ = '"';
   }
-  out.append(",\"id\":");
-  json::append_string(out, in.id);
-  out.append(",\"queue\":");
-  json::append_string(out, in.queue);
-  out.append(",\"error\":");
-  json::append_string(out, f.error);
-  out.append(",\"attempt\":");
-  out.append(std::to_string(f.attempt));
-  out.append(",\"worker\":");
-  json::append_string(out, in.worker);
-  out.append(",\"dead_lettered_at\":\"");
-  iso_time::append(out, in.time);
-  out.push_back('"');
+  p = put_literal(p, ",\"id\":");
+  p = json::write_string(p, in.id);
+  p = put_literal(p, ",\"queue\":");
+  p = json::write_string(p, in.queue);
+  p = put_literal(p, ",\"error\":");
+  p = json::write_string(p, f.error);
+  p = put_literal(p, ",\"attempt\":");
+  p = std::to_chars(p, p + 20, f.attempt).ptr;
+  p = put_literal(p, ",\"worker\":");
+  p = json::write_string(p, in.worker);
+  p = put_literal(p, ",\"dead_lettered_at\":\"");
+  iso_time::write(p, in.time);
+  p += 32;
+  *p++ = '"';
   if (!f.error_type.empty()) {
-    out.append(",\"error_type\":");
-    json::append_string(out, f.error_type);
+    p = put_literal(p, ",\"error_type\":");
+    p = json::write_string(p, f.error_type);
   }
   if (!f.job_id.empty()) {
-    out.append(",\"job_id\":");
-    json::append_string(out, f.job_id);
+    p = put_literal(p, ",\"job_id\":");
+    p = json::write_string(p, f.job_id);
   }
   if (!f.context.is_null()) {
-    out.append(",\"context\":");
-    out.append(f.context.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    p = put_literal(p, ",\"context\":");
+    std::memcpy(p, context.data(), context.size());
+    p += context.size();
   }
   if (in.dead_letter_count > 0) {
-    out.append(",\"dead_letter_count\":");
-    out.append(std::to_string(in.dead_letter_count));
+    p = put_literal(p, ",\"dead_letter_count\":");
+    p = std::to_chars(p, p + 20, in.dead_letter_count).ptr;
   }
   // envelope_bytes, last: the byte length of the whole envelope, its own digits and the
   // final '}' included — what lets the fast step prove in O(1) that an item is one whole
   // envelope as written (not cut off, not joined to another, not edited by a tool that
   // adds a member; dlq/redis/scripts/replay_fast.hpp).
-  out.append(",\"envelope_bytes\":");
-  const std::size_t fixed = out.size() - start + 1;  // with the final '}'
+  p = put_literal(p, ",\"envelope_bytes\":");
+  const std::size_t fixed = static_cast<std::size_t>(p - base) + 1;  // with the final '}'
   std::size_t digits = 1;
-  while (std::to_string(fixed + digits).size() != digits)
+  for (std::size_t bound = 10; fixed + digits >= bound; bound *= 10)
     ++digits;
-  out.append(std::to_string(fixed + digits));
-  out.push_back('}');
+  p = std::to_chars(p, p + 20, fixed + digits).ptr;
+  *p++ = '}';
+  out.resize(start + static_cast<std::size_t>(p - base));
 }
 
 }  // namespace detail

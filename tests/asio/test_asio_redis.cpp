@@ -3,11 +3,14 @@
 // cases through the async API on memory and Redis; 10k sends in flight from one thread (none
 // lost or doubled, stored in initiation order); retention through the same scripts; closing
 // the queue with operations in flight; the blocking front end reads what the async one wrote.
+#include <asio/bind_executor.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/strand.hpp>
 #include <asio/use_future.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <set>
 #include <string>
@@ -194,6 +197,93 @@ TEST_CASE(
     REQUIRE(e.payload == "job-" + std::to_string(i));
   }
   CHECK(q.counters().sent == n);
+}
+
+TEST_CASE(
+    "the flush policy: a send with nothing in flight is written during the call, later ones "
+    "join the end of the handler's turn; a burst larger than the socket takes completes",
+    "[asio][redis]") {
+  const auto layout = dlq::test::unique_layout();
+  asio::io_context io;
+  dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage> q(
+      io.get_executor(),
+      dlq::asio::RedisListStorage(io.get_executor(), dlq::test::shared_redis_url(), layout));
+  dlq::test::RawClient raw(dlq::test::shared_redis_url());
+  const std::string key = q.storage().key("flush");
+  q.async_size("flush", [](std::exception_ptr, std::size_t) {});  // connected first
+  io.run();
+  io.restart();
+  const auto stored_within = [&](std::size_t n, std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (raw.list(key).size() < n && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return raw.list(key).size();
+  };
+  int completed = 0;
+  const auto count = [&](std::exception_ptr e, std::string) {
+    CHECK_FALSE(e);
+    ++completed;
+  };
+  asio::post(io, [&] {
+    q.async_send_to_dlq("flush", "first", failure("e"), count);
+    // Nothing else in flight: written during the call, stored while this handler runs.
+    CHECK(stored_within(1, std::chrono::milliseconds(2000)) == 1);
+    // The first one's answer is unread: these wait for the end of this handler.
+    for (int i = 0; i < 3; ++i)
+      q.async_send_to_dlq("flush", "then", failure("e"), count);
+    CHECK(stored_within(4, std::chrono::milliseconds(100)) == 1);
+  });
+  io.run();
+  io.restart();
+  CHECK(completed == 4);
+  CHECK(raw.list(key).size() == 4);
+  // 48 envelopes of ~350 KB from one handler: the socket takes them in pieces (partial
+  // send()s, waits for writability) while the answers of the first ones come back.
+  constexpr int n = 48;
+  std::vector<std::string> ids(n);
+  asio::post(io, [&] {
+    for (int i = 0; i < n; ++i)
+      q.async_send_to_dlq("flush", std::string(256 * 1024, static_cast<char>('a' + i % 26)),
+                          failure("big"), [&, i](std::exception_ptr e, std::string id) {
+                            CHECK_FALSE(e);
+                            ++completed;
+                            ids[std::size_t(i)] = std::move(id);
+                          });
+  });
+  io.run();
+  CHECK(completed == 4 + n);
+  const auto items = raw.list(key);
+  REQUIRE(items.size() == std::size_t(4 + n));
+  for (int i = 0; i < n; ++i) {
+    const dlq::Entry e = dlq::parse_entry(items[std::size_t(4 + i)]);
+    CHECK(e.id == ids[std::size_t(i)]);
+    CHECK(e.payload == std::string(256 * 1024, static_cast<char>('a' + i % 26)));
+  }
+}
+
+TEST_CASE("a send's handler runs on its associated executor (a strand), else on the queue's",
+          "[asio][redis]") {
+  const auto layout = dlq::test::unique_layout();
+  asio::io_context io;
+  dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage> q(
+      io.get_executor(),
+      dlq::asio::RedisListStorage(io.get_executor(), dlq::test::shared_redis_url(), layout));
+  auto strand = asio::make_strand(io);
+  int on_strand = 0, plain = 0;
+  for (int i = 0; i < 50; ++i) {
+    q.async_send_to_dlq("exec", "p", failure("e"),
+                        asio::bind_executor(strand, [&](std::exception_ptr e, std::string) {
+                          CHECK_FALSE(e);
+                          if (strand.running_in_this_thread()) ++on_strand;
+                        }));
+    q.async_send_to_dlq("exec", "p", failure("e"), [&](std::exception_ptr e, std::string) {
+      CHECK_FALSE(e);
+      ++plain;
+    });
+  }
+  io.run();
+  CHECK(on_strand == 50);
+  CHECK(plain == 50);
 }
 
 TEST_CASE("retention on the async Redis path uses the blocking path's scripts", "[asio][redis]") {

@@ -104,6 +104,34 @@ void post_result(const ::asio::any_io_executor& ex, Handler handler, std::except
       }));
 }
 
+// Completes `handler` with (e, value) from a completion already running on `ex` (the
+// connection's read handler, or a posted failure), never from an initiating call: called
+// at once when the handler's associated executor is `ex` itself (a callback, a coroutine
+// on the same executor; an exception it throws leaves the loop's run() as from a posted
+// handler), else dispatched to its executor (a strand, another io_context).
+template <class Handler, class T>
+void dispatch_result(const ::asio::any_io_executor& ex, Handler handler, std::exception_ptr e,
+                     T value) {
+  auto hex = ::asio::get_associated_executor(handler, ex);
+  if constexpr (std::is_same_v<decltype(hex), ::asio::any_io_executor>) {
+    if (hex == ex) return std::move(handler)(std::move(e), std::move(value));
+  }
+  ::asio::dispatch(hex, [h = std::move(handler), e, v = std::move(value)]() mutable {
+    std::move(h)(e, std::move(v));
+  });
+}
+
+// One send_to_dlq on an asynchronous storage, prepared in the initiating call: the job is
+// not copied, only its envelope, id and queue are kept (and Failure::error when an
+// on_event hook will report it).
+struct one_send {
+  std::string queue;
+  std::string id;
+  std::string envelope;
+  std::string error;
+  std::exception_ptr refused;  // the job was refused before anything was sent
+};
+
 // Wraps a completion handler into a copyable callback that completes it with post_result.
 template <class T, class Handler>
 done_fn<T> make_done(::asio::any_io_executor ex, Handler&& handler) {
@@ -224,10 +252,31 @@ class AsyncDeadLetterQueue {
   }
 
   /// Dead-letters one job, as dlq::DeadLetterQueue::send_to_dlq. Completes with
-  /// `void(std::exception_ptr, std::string id)`. The arguments are copied.
+  /// `void(std::exception_ptr, std::string id)`. The arguments need not outlive the call:
+  /// on an asynchronous storage the envelope (id, clock, wire format) is built during it, on
+  /// the calling thread; otherwise they are copied. On an asynchronous storage the handler
+  /// runs from the connection's read handler when its associated executor is the queue's
+  /// (else it is dispatched to its own) — never inside this call.
   template <class CompletionToken>
   auto async_send_to_dlq(std::string_view queue, std::string_view payload, const Failure& failure,
                          CompletionToken&& token) {
+    if constexpr (async_storage) {
+      // The envelope is built here, on the calling thread (as the blocking send_to_dlq
+      // would): only it, the id and the queue are kept, not a copy of the job.
+      return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::string)>(
+          [st = state_](auto handler, detail::one_send s) {
+            st->send_one(std::move(s), std::move(handler));
+          },
+          token, state_->prepare_one(queue, payload, failure));
+    } else {
+      return send_jobs(queue, payload, failure, std::forward<CompletionToken>(token));
+    }
+  }
+
+ private:
+  template <class CompletionToken>
+  auto send_jobs(std::string_view queue, std::string_view payload, const Failure& failure,
+                 CompletionToken&& token) {
     std::vector<FailedJob> jobs;
     jobs.push_back(FailedJob{std::string(queue), std::string(payload), failure});
     return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::string)>(
@@ -239,6 +288,7 @@ class AsyncDeadLetterQueue {
         token, std::move(jobs));
   }
 
+ public:
   /// The Python seed's signature: (queue, payload, error, attempt, worker, token).
   template <class CompletionToken>
   auto async_send_to_dlq(std::string_view queue, std::string_view payload, std::string error,
@@ -374,6 +424,77 @@ class AsyncDeadLetterQueue {
           self->send_async(std::move(jobs), where, std::move(done));
         });
       }
+    }
+
+    // --- send_to_dlq on an asynchronous storage --------------------------------------------
+    // The send steps of send_async for one job (validate, check_payload, the clock, the id,
+    // the envelope), run on the calling thread; a refusal is kept for the completion.
+    detail::one_send prepare_one(std::string_view queue, std::string_view payload,
+                                 const Failure& f) const {
+      detail::one_send s;
+      try {
+        const dlq::detail::queue_core& core = *core_;
+        const dlq::detail::job_view v{queue, payload, &f};
+        dlq::detail::queue_core::validate(v, "send_to_dlq");
+        dlq::detail::check_payload(queue, payload, core.options.payloads == Payloads::json_only);
+        const auto now = core.now();
+        dlq::detail::prepared_entry p =
+            core.prepare(v, now, dlq::detail::queue_core::make_id(f, now, false), {});
+        s.queue.assign(queue.data(), queue.size());
+        s.id = std::move(p.id);
+        s.envelope = std::move(p.envelope);
+        if (core.options.on_event) s.error = f.error;
+      } catch (...) {
+        s.refused = std::current_exception();
+      }
+      return s;
+    }
+
+    template <class Handler>
+    void send_one(detail::one_send s, Handler handler) {
+      if (s.refused)
+        return detail::post_result(executor, std::move(handler), s.refused, std::string());
+      ::asio::dispatch(executor, [self = this->shared_from_this(), s = std::move(s),
+                                  h = std::move(handler)]() mutable {
+        self->push_one(std::move(s), std::move(h));
+      });
+    }
+
+    // On the executor: the one push, then the blocking front end's after-send steps.
+    template <class Handler>
+    struct one_pushed {
+      std::shared_ptr<state> self;
+      std::string queue, id, error;
+      Handler handler;
+
+      void operator()(std::exception_ptr e, PushResult result) {
+        dlq::detail::queue_core& c = *self->core_;
+        self->count_failure(e);
+        if (!e && !result.stored) {
+          try {
+            c.reject(queue, c.retention_of(queue));
+          } catch (...) {
+            e = std::current_exception();
+          }
+        }
+        if (e) return detail::dispatch_result(self->executor, std::move(handler), e, std::string());
+        if (!result.evicted.empty()) {
+          dlq::detail::report_evictions(c, queue, result.evicted, "max_length");
+          dlq::detail::log_evictions(c, queue, result.evicted.size(), "max_length");
+        }
+        c.after_send(queue, id, error, {});
+        detail::dispatch_result(self->executor, std::move(handler), nullptr, std::move(id));
+      }
+    };
+
+    template <class Handler>
+    void push_one(detail::one_send s, Handler handler) {
+      one_pushed<Handler> done{this->shared_from_this(), std::move(s.queue), std::move(s.id),
+                               std::move(s.error), std::move(handler)};
+      const Retention& r = core_->retention_of(done.queue);
+      // push_one reads the queue (for the key) before it takes `done`.
+      storage_->push_one(done.queue, s.envelope, r.max_length, r.overflow == Overflow::evict_oldest,
+                         std::move(done));
     }
 
     void size(std::string queue, detail::done_fn<std::size_t> done) {

@@ -88,7 +88,7 @@ class RedisConnection {
   using callback = std::function<void(std::exception_ptr, RedisReply)>;
   /// The internal completion of execute_inline (move-only, stored without allocation when
   /// small).
-  using inline_callback = detail::unique_fn<void(std::exception_ptr, RedisReply&&), 160>;
+  using inline_callback = detail::unique_fn<void(std::exception_ptr, RedisReply&&), 256>;
 
   /// Connects lazily to `options`' server; completions run on `executor`.
   RedisConnection(executor_type executor, redis::ConnectionOptions options)
@@ -443,10 +443,22 @@ class RedisConnection {
     }
 
     // --- writing -------------------------------------------------------------------------
-    // Output waits for the end of the current handler: a burst of commands goes out in one
-    // send().
+    // The flush policy: a command issued while no other awaits its answer goes out at once
+    // (the server has nothing else to do; no loop turn is spent before it gets it — a send
+    // awaited one at a time, or the first of a burst after a quiet spell); while answers are
+    // awaited, commands are coalesced and go out at the end of the current handler (one
+    // posted flush: a burst in one send()). While the socket does not take more (a write
+    // waits for it), everything joins the waiting output. Writing each chunk of a burst
+    // early (so that the server works while the client builds the rest) was measured and
+    // lost on this 2-core machine: more send()s, and no idle core for the overlap.
     void schedule_flush() {
-      if (flush_posted || write_waiting || !connected) return;
+      if (write_waiting || !connected) return;
+      if (inflight.size() == 1 && out_off < out.size()) {
+        const std::uint64_t gen = generation;
+        flush();
+        if (generation != gen || write_waiting || out_off == out.size()) return;
+      }
+      if (flush_posted) return;
       flush_posted = true;
       ::asio::post(executor, [self = shared_from_this(), gen = generation] {
         if (self->generation != gen) return;
@@ -652,19 +664,26 @@ class RedisConnection {
       state = phase::ready;
       out.append(waiting_out);
       waiting_out.clear();
+      if (waiting.empty()) return;
+      // All of them in flight before any is written (a failed write reports them as sent).
       while (!waiting.empty())
-        send(waiting.pop_front());
+        enqueue(waiting.pop_front());
+      arm_command_timer();
+      schedule_flush();
     }
 
     // --- commands ------------------------------------------------------------------------
     // `o` is formatted at the end of the output buffer.
     void send(op&& o) {
+      enqueue(std::move(o));
+      arm_command_timer();
+      schedule_flush();
+    }
+    void enqueue(op&& o) {
       o.sent = true;
       if (options.command_timeout.count() > 0)
         o.deadline = std::chrono::steady_clock::now() + options.command_timeout;
       inflight.push_back(std::move(o));
-      arm_command_timer();
-      schedule_flush();
     }
 
     // Handles the socket's readiness at once, ahead of the loop's turn: writes what is

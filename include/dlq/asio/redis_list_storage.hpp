@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <string>
@@ -75,47 +76,15 @@ class RedisListStorage {
   template <class Done>
   void push(std::string_view queue, std::vector<std::string> envelopes, std::size_t max_length,
             bool evict_oldest, Done&& done) {
-    const std::string k = dead_.key(queue);
-    const kind how = max_length == 0 ? kind::plain : evict_oldest ? kind::capped : kind::bounded;
-    const auto format = [&](std::string& out) {
-      if (how == kind::plain) {
-        detail::resp_command(out, 2 + envelopes.size());
-        detail::resp_arg(out, "RPUSH");
-        detail::resp_arg(out, k);
-      } else {
-        detail::resp_command(out, 5 + envelopes.size());
-        detail::resp_arg(out, "EVAL");
-        detail::resp_arg(out, evict_oldest            ? redis::scripts::list_push_capped
-                              : envelopes.size() == 1 ? redis::scripts::list_push_bounded
-                                                      : redis::scripts::list_push_bounded_batch);
-        detail::resp_arg(out, "1");
-        detail::resp_arg(out, k);
-        detail::resp_arg(out, std::to_string(max_length));
-      }
-      for (const auto& e : envelopes)
-        detail::resp_arg(out, e);
-    };
-    const char* prefix = how == kind::plain    ? "RPUSH "
-                         : how == kind::capped ? "capped push script on "
-                                               : "bounded push script on ";
-    // The arguments are made before the call: the key is copied, not moved, as `format`
-    // reads it.
-    conn_->execute_inline(format, true, prefix, k,
-                          [done = std::forward<Done>(done), how, prefix, k, conn = conn_](
-                              std::exception_ptr e, RedisReply&& r) mutable {
-                            PushResult result;
-                            if (!e) {
-                              if (how == kind::capped && r.type == REDIS_REPLY_ARRAY) {
-                                for (auto& item : r.elements)
-                                  result.evicted.push_back(std::move(item.str));
-                              } else if (how != kind::capped && r.type == REDIS_REPLY_INTEGER) {
-                                result.stored = r.integer > 0;
-                              } else {
-                                e = unexpected(conn->endpoint(), prefix + k, r.type, true);
-                              }
-                            }
-                            done(e, std::move(result));
-                          });
+    push_each(queue, envelopes, max_length, evict_oldest, std::forward<Done>(done));
+  }
+
+  /// push() of one envelope, copied into the connection's output buffer during the call.
+  template <class Done>
+  void push_one(std::string_view queue, std::string_view envelope, std::size_t max_length,
+                bool evict_oldest, Done&& done) {
+    const std::string_view one[1] = {envelope};
+    push_each(queue, one, max_length, evict_oldest, std::forward<Done>(done));
   }
 
   /// Length of the queue's dead list: one LLEN.
@@ -163,6 +132,55 @@ class RedisListStorage {
 
  private:
   enum class kind { plain, bounded, capped };
+
+  // push() and push_one(): `envelopes` is a range of strings, formatted during the call;
+  // `queue` is read (for the key) before `done` is moved from.
+  template <class Envelopes, class Done>
+  void push_each(std::string_view queue, const Envelopes& envelopes, std::size_t max_length,
+                 bool evict_oldest, Done&& done) {
+    const std::string k = dead_.key(queue);
+    const kind how = max_length == 0 ? kind::plain : evict_oldest ? kind::capped : kind::bounded;
+    const auto format = [&](std::string& out) {
+      if (how == kind::plain) {
+        detail::resp_command(out, 2 + std::size(envelopes));
+        detail::resp_arg(out, "RPUSH");
+        detail::resp_arg(out, k);
+      } else {
+        detail::resp_command(out, 5 + std::size(envelopes));
+        detail::resp_arg(out, "EVAL");
+        detail::resp_arg(out, evict_oldest ? redis::scripts::list_push_capped
+                              : std::size(envelopes) == 1
+                                  ? redis::scripts::list_push_bounded
+                                  : redis::scripts::list_push_bounded_batch);
+        detail::resp_arg(out, "1");
+        detail::resp_arg(out, k);
+        detail::resp_arg(out, std::to_string(max_length));
+      }
+      for (const auto& e : envelopes)
+        detail::resp_arg(out, e);
+    };
+    const char* prefix = how == kind::plain    ? "RPUSH "
+                         : how == kind::capped ? "capped push script on "
+                                               : "bounded push script on ";
+    // The arguments are made before the call: the key is copied, not moved, as `format`
+    // reads it.
+    conn_->execute_inline(format, true, prefix, k,
+                          [done = std::forward<Done>(done), how, prefix, k, conn = conn_](
+                              std::exception_ptr e, RedisReply&& r) mutable {
+                            PushResult result;
+                            if (!e) {
+                              if (how == kind::capped && r.type == REDIS_REPLY_ARRAY) {
+                                for (auto& item : r.elements)
+                                  result.evicted.push_back(std::move(item.str));
+                              } else if (how != kind::capped && r.type == REDIS_REPLY_INTEGER) {
+                                result.stored = r.integer > 0;
+                              } else {
+                                e = unexpected(conn->endpoint(), prefix + k, r.type, true);
+                              }
+                            }
+                            done(e, std::move(result));
+                          });
+  }
 
   static std::exception_ptr unexpected(const std::string& endpoint, const std::string& label,
                                        int type, bool write) {

@@ -9,6 +9,39 @@
 
 namespace dlq::detail::base64 {
 
+/// Writes the base64 of `in` at `dst` ((in.size() + 2) / 3 * 4 bytes); returns the end.
+inline char* encode_to(std::string_view in, char* dst) noexcept {
+  static constexpr char alphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
+  const std::size_t n = in.size();
+  std::size_t i = 0;
+  for (; i + 3 <= n; i += 3) {
+    const std::uint32_t v = (std::uint32_t{p[i]} << 16) | (std::uint32_t{p[i + 1]} << 8) | p[i + 2];
+    dst[0] = alphabet[(v >> 18) & 63];
+    dst[1] = alphabet[(v >> 12) & 63];
+    dst[2] = alphabet[(v >> 6) & 63];
+    dst[3] = alphabet[v & 63];
+    dst += 4;
+  }
+  if (i + 1 == n) {
+    const std::uint32_t v = std::uint32_t{p[i]} << 16;
+    dst[0] = alphabet[(v >> 18) & 63];
+    dst[1] = alphabet[(v >> 12) & 63];
+    dst[2] = '=';
+    dst[3] = '=';
+    dst += 4;
+  } else if (i + 2 == n) {
+    const std::uint32_t v = (std::uint32_t{p[i]} << 16) | (std::uint32_t{p[i + 1]} << 8);
+    dst[0] = alphabet[(v >> 18) & 63];
+    dst[1] = alphabet[(v >> 12) & 63];
+    dst[2] = alphabet[(v >> 6) & 63];
+    dst[3] = '=';
+    dst += 4;
+  }
+  return dst;
+}
+
 inline void encode(std::string_view in, std::string& out) {
   static constexpr char alphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -27,18 +27,23 @@ DLQ_INLINE std::string id_generator::next(std::chrono::system_clock::time_point 
   const std::uint64_t seq = next_value & 0xFFF;
   const std::uint64_t rnd = random64();
 
-  std::string id;
-  id.reserve(36);
-  append_hex(id, time_ms >> 16, 8);
-  id.push_back('-');
-  append_hex(id, time_ms & 0xFFFF, 4);
-  id.push_back('-');
-  append_hex(id, 0x7000 | seq, 4);
-  id.push_back('-');
-  append_hex(id, 0x8000 | ((rnd >> 48) & 0x3FFF), 4);
-  id.push_back('-');
-  append_hex(id, rnd & 0xFFFFFFFFFFFFull, 12);
-  return id;
+  // Written into a buffer, then made a string at once: 8-4-4-4-12 hex digits.
+  static constexpr char hex[] = "0123456789abcdef";
+  char buf[36];
+  const auto put = [&buf](int at, std::uint64_t v, int digits) {
+    for (int i = digits - 1; i >= 0; --i)
+      buf[at++] = hex[(v >> (i * 4)) & 0xF];
+  };
+  put(0, time_ms >> 16, 8);
+  buf[8] = '-';
+  put(9, time_ms & 0xFFFF, 4);
+  buf[13] = '-';
+  put(14, 0x7000 | seq, 4);
+  buf[18] = '-';
+  put(19, 0x8000 | ((rnd >> 48) & 0x3FFF), 4);
+  buf[23] = '-';
+  put(24, rnd & 0xFFFFFFFFFFFFull, 12);
+  return std::string(buf, sizeof buf);
 }
 
 DLQ_INLINE std::uint64_t id_generator::random64() {

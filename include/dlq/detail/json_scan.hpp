@@ -451,14 +451,22 @@ inline bool string_value(std::string_view span, std::string& out) {
 /// dump(…, error_handler_t::replace) writes, which the audit trail reproduces byte for byte).
 enum class invalid_utf8 { per_byte, per_subpart };
 
-/// Appends `text` as a JSON string literal (with quotes): `"` and `\\` escaped, \b \f \n \r
-/// \t, other control characters as \u00xx (lower-case hex), UTF-8 kept as it is, invalid
-/// bytes replaced by U+FFFD as `invalid` says. This is byte for byte how nlohmann's
-/// dump(-1, ' ', false, …) writes a string.
-inline void append_string(std::string& out, std::string_view text,
-                          invalid_utf8 invalid = invalid_utf8::per_byte) {
+/// The most bytes write_string() writes for `n` bytes of text: 6 for a control byte
+/// ("\u00xx"), at most 3 for an invalid UTF-8 byte, and the quotes.
+constexpr std::size_t max_string_size(std::size_t n) noexcept {
+  return 2 + 6 * n;
+}
+
+/// Writes `text` as a JSON string literal (with quotes) at `dst`, which has room for
+/// max_string_size(text.size()) bytes; returns the end of what it wrote. `"` and `\` are
+/// escaped, \b \f \n \r \t, other control characters written as \u00xx (lower-case hex),
+/// UTF-8 kept as it is, invalid bytes replaced by U+FFFD as `invalid` says: byte for byte
+/// how nlohmann's dump(-1, ' ', false, …) writes a string. The one escape routine of dlq's
+/// writers (envelopes, the audit trail).
+inline char* write_string(char* dst, std::string_view text,
+                          invalid_utf8 invalid = invalid_utf8::per_byte) noexcept {
   static constexpr char hexdigits[] = "0123456789abcdef";
-  out.push_back('"');
+  *dst++ = '"';
   const char* p = text.data();
   const char* const end = p + text.size();
   while (p != end) {
@@ -468,50 +476,67 @@ inline void append_string(std::string& out, std::string_view text,
       if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) break;
       ++p;
     }
-    out.append(run, static_cast<std::size_t>(p - run));
+    std::memcpy(dst, run, static_cast<std::size_t>(p - run));
+    dst += p - run;
     if (p == end) break;
     const auto c = static_cast<unsigned char>(*p);
     if (c >= 0x80) {
       bool whole = false;
       const std::size_t len = utf8_prefix(p, end, whole);
       if (whole) {
-        out.append(p, len);
+        std::memcpy(dst, p, len);
+        dst += len;
       } else {
-        out.append("\xEF\xBF\xBD");  // U+FFFD
+        std::memcpy(dst, "\xEF\xBF\xBD", 3);  // U+FFFD
+        dst += 3;
       }
       p += whole || invalid == invalid_utf8::per_subpart ? len : 1;
       continue;
     }
+    *dst++ = '\\';
     switch (c) {
       case '"':
-        out.append("\\\"");
+        *dst++ = '"';
         break;
       case '\\':
-        out.append("\\\\");
+        *dst++ = '\\';
         break;
       case '\n':
-        out.append("\\n");
+        *dst++ = 'n';
         break;
       case '\r':
-        out.append("\\r");
+        *dst++ = 'r';
         break;
       case '\t':
-        out.append("\\t");
+        *dst++ = 't';
         break;
       case '\b':
-        out.append("\\b");
+        *dst++ = 'b';
         break;
       case '\f':
-        out.append("\\f");
+        *dst++ = 'f';
         break;
       default:
-        out.append("\\u00");
-        out.push_back(hexdigits[c >> 4]);
-        out.push_back(hexdigits[c & 0xF]);
+        *dst++ = 'u';
+        *dst++ = '0';
+        *dst++ = '0';
+        *dst++ = hexdigits[c >> 4];
+        *dst++ = hexdigits[c & 0xF];
     }
     ++p;
   }
-  out.push_back('"');
+  *dst++ = '"';
+  return dst;
+}
+
+/// Appends `text` as write_string() writes it (the string grows by the bound, then shrinks
+/// to what was written).
+inline void append_string(std::string& out, std::string_view text,
+                          invalid_utf8 invalid = invalid_utf8::per_byte) {
+  const std::size_t at = out.size();
+  out.resize(at + max_string_size(text.size()));
+  char* const begin = &out[0];
+  out.resize(static_cast<std::size_t>(write_string(begin + at, text, invalid) - begin));
 }
 
 }  // namespace dlq::detail::json

@@ -133,12 +133,13 @@ DLQ_INLINE prepared_entry queue_core::prepare(const job_view& job,
   return p;
 }
 
-DLQ_INLINE void queue_core::after_send(const prepared_entry& p) noexcept {
+DLQ_INLINE void queue_core::after_send(std::string_view queue, std::string_view id,
+                                       std::string_view error, poison_mark mark) noexcept {
   counters.sent.fetch_add(1, std::memory_order_relaxed);
-  emit(EventKind::dead_lettered, p.queue, p.id, p.failure->error);
-  if (p.mark.parked) {
+  emit(EventKind::dead_lettered, queue, id, error);
+  if (mark.parked) {
     counters.parked.fetch_add(1, std::memory_order_relaxed);
-    emit(EventKind::parked, p.queue, p.id, std::to_string(p.mark.count));
+    emit(EventKind::parked, queue, id, std::to_string(mark.count));
   }
 }
 

@@ -129,7 +129,13 @@ class queue_core {
                          std::string id, poison_mark mark) const;
 
   /// After a successful push: counters and events. Never throws.
-  void after_send(const prepared_entry& p) noexcept;
+  void after_send(const prepared_entry& p) noexcept {
+    after_send(p.queue, p.id, p.failure->error, p.mark);
+  }
+
+  /// after_send() from the parts of an entry (`error`: its Failure::error).
+  void after_send(std::string_view queue, std::string_view id, std::string_view error,
+                  poison_mark mark) noexcept;
 
  private:
   std::mutex poison_mutex_;

@@ -43,8 +43,8 @@ constexpr civil civil_from_days(std::int64_t z) noexcept {
   return {y + (m <= 2), m, d};
 }
 
-/// Appends `t` as "YYYY-MM-DDTHH:MM:SS.ffffff+00:00".
-inline void append(std::string& out, std::chrono::system_clock::time_point t) {
+/// Writes `t` as "YYYY-MM-DDTHH:MM:SS.ffffff+00:00" (32 bytes) at `buf`.
+inline void write(char* buf, std::chrono::system_clock::time_point t) noexcept {
   const auto us =
       std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
   std::int64_t secs = us / 1000000;
@@ -60,8 +60,7 @@ inline void append(std::string& out, std::chrono::system_clock::time_point t) {
     --days;
   }
   const civil c = civil_from_days(days);
-  char buf[40];
-  auto put = [&buf](int pos, std::int64_t v, int width) {
+  auto put = [buf](int pos, std::int64_t v, int width) {
     for (int i = width - 1; i >= 0; --i) {
       buf[pos + i] = static_cast<char>('0' + v % 10);
       v /= 10;
@@ -83,6 +82,12 @@ inline void append(std::string& out, std::chrono::system_clock::time_point t) {
   const char tz[] = "+00:00";
   for (int i = 0; i < 6; ++i)
     buf[26 + i] = tz[i];
+}
+
+/// Appends `t` as "YYYY-MM-DDTHH:MM:SS.ffffff+00:00".
+inline void append(std::string& out, std::chrono::system_clock::time_point t) {
+  char buf[32];
+  write(buf, t);
   out.append(buf, 32);
 }
 

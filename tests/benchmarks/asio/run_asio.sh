@@ -15,9 +15,14 @@ server=$!
 trap 'kill $server; wait $server 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 url="redis://127.0.0.1:$port"
+# Like with like: redis-benchmark stores values of the envelope's size (-d), measured from an
+# entry the bench wrote (a 64-byte non-JSON payload: base64 in a ~308-byte envelope).
+"$bin" "$url" 1 1 >/dev/null
+size=$(redis-cli -p "$port" --raw lindex 'bench:asio:{q}' 0 | head -c -1 | wc -c)
+echo "envelope: $size bytes; redis-benchmark -d $size"
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 rb() {  # requests per second of redis-benchmark RPUSH with pipeline $1
-  redis-benchmark -p "$port" -c 1 -P "$1" -n "$2" -t rpush -d 250 --csv |
+  redis-benchmark -p "$port" -c 1 -P "$1" -n "$2" -t rpush -d "$size" --csv |
     awk -F'","' '/RPUSH/ {print $2}' | tr -d '"'
 }
 for depth in 64 1; do
