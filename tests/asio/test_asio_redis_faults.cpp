@@ -488,7 +488,9 @@ TEST_CASE(
     "[asio][redis][faults][busy]") {
   dlq::test::RedisProcess server;
   auto opts = dlq::redis::parse_url(server.url());
-  opts.command_timeout = std::chrono::milliseconds(300);
+  // A limit the server never stalls past even on a loaded 2-core machine (300 ms did, under
+  // load average ~9: no byte for 300 ms is a real timeout), and a busy spell well past it.
+  opts.command_timeout = std::chrono::milliseconds(1000);
   asio::io_context io;
   Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
   const std::string big(24 << 20, 'b');
@@ -506,7 +508,7 @@ TEST_CASE(
   asio::steady_timer busy(io);
   busy.expires_after(std::chrono::milliseconds(5));
   busy.async_wait(
-      [](std::error_code) { std::this_thread::sleep_for(std::chrono::milliseconds(700)); });
+      [](std::error_code) { std::this_thread::sleep_for(std::chrono::milliseconds(2500)); });
   io.run();
   std::string why;
   try {
