@@ -612,3 +612,58 @@ TEST_CASE("shared sends: a thread sending for others is let go after a few batch
   CHECK(a_ms < 2500);
   CHECK(pool.shared_send_stats().batches_on_wire == 0);
 }
+
+TEST_CASE("shared sends: a sender whose own batch failed on a frozen server returns then",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  auto o = fast_options(server);  // 300 ms timeouts
+  o.reconnect_attempts = 0;
+  redis::PoolOptions po;
+  po.size = 2;
+  po.send_batches = 1;
+  redis::ConnectionPool pool(o, po);
+  auto rpush = [&](const std::string& value) {
+    redis::Command c("RPUSH");
+    c.arg("list").arg(value);
+    pool.run_shared(c, redis::Effect::write);
+  };
+  rpush("warm-up");
+  server.freeze();
+  // A's lone send takes the only slot and times out. Meanwhile 100 senders keep more than a
+  // batch queued. run_shared: "A caller whose batch was answered may send up to 7 more
+  // batches" — A's was not: it hands the slot on and returns after its own timeout, instead
+  // of sending others' batches into the frozen server for up to 7 timeouts more.
+  std::atomic<bool> stop{false};
+  long long a_ms = -1;
+  bool a_timed_out = false;
+  std::thread a([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      rpush("a");
+    } catch (const dlq::timeout_error&) {
+      a_timed_out = true;
+    } catch (const dlq::error&) {
+    }
+    a_ms = dlq::test::elapsed_ms(t0);
+  });
+  while (pool.shared_send_stats().batches_on_wire == 0)
+    std::this_thread::sleep_for(milliseconds(1));
+  std::thread others([&] {
+    together(100, [&](std::size_t t) {
+      for (std::size_t i = 0; !stop; ++i) {
+        try {
+          rpush(item(t, i));
+        } catch (const dlq::error&) {
+        }
+      }
+    });
+  });
+  a.join();
+  stop = true;
+  others.join();
+  server.thaw();
+  INFO("A returned after " << a_ms << " ms");
+  CHECK(a_timed_out);
+  CHECK(a_ms < 1500);  // its own timeout (300 ms) and scheduling; 8 batches take >= 2400 ms
+  CHECK(pool.shared_send_stats().batches_on_wire == 0);
+}
