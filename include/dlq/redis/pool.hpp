@@ -247,10 +247,12 @@ class ConnectionPool {
         lock.unlock();
         return;
       }
-      // The slot stays with this thread while commands wait: it is awake, while handing the
-      // slot over would wake a sleeping caller first (the slot idle until the scheduler runs
-      // it). Bounded, so that its own caller returns.
-      if (round >= max_batches_in_a_row) break;
+      // The slot stays with this thread while commands wait and the server answers: it is
+      // awake, while handing the slot over would wake a sleeping caller first (the slot idle
+      // until the scheduler runs it). Bounded, so that its own caller returns; and not after
+      // a failed batch: on a frozen server each further batch would hold its caller another
+      // command timeout past its own failure.
+      if (!answered || round >= max_batches_in_a_row) break;
     }
     stats_.batches_on_wire = --senders_;
     self.sending = false;  // `self` is its caller's: alive while that caller is in here
