@@ -668,3 +668,61 @@ TEST_CASE("shared sends: a sender whose own batch failed on a frozen server retu
   CHECK(a_ms < 1500);  // its own timeout (300 ms) and scheduling; 8 batches take >= 2400 ms
   CHECK(pool.shared_send_stats().batches_on_wire == 0);
 }
+
+TEST_CASE(
+    "shared sends: the server killed (SIGKILL) and restarted from its fsynced AOF under 32 "
+    "senders through 8 slots: every acknowledged send stored once",
+    "[redis][shared_sends][faults]") {
+  RedisProcess server({"--appendonly", "yes", "--appendfsync", "always"});
+  RedisListStorage s(fast_options(server), pool_of(8, 8));
+  constexpr std::size_t threads = 32;
+  constexpr std::size_t per_thread = 150;
+  std::mutex m;
+  std::set<std::string> acknowledged, unknown, refused;
+  std::atomic<std::size_t> sent{0};
+  std::thread senders([&] {
+    together(threads, [&](std::size_t t) {
+      for (std::size_t i = 0; i < per_thread; ++i) {
+        const std::string e = item(t, i);
+        try {
+          s.push(Record{"q", "", "", e});
+          std::lock_guard<std::mutex> g(m);
+          acknowledged.insert(e);
+        } catch (const dlq::storage_error& err) {
+          std::lock_guard<std::mutex> g(m);
+          (err.outcome_unknown() ? unknown : refused).insert(e);
+        }
+        ++sent;
+      }
+    });
+  });
+  // Killed and restarted from this thread: the server gets PR_SET_PDEATHSIG for the thread
+  // that started it.
+  for (const std::size_t at : {std::size_t{800}, std::size_t{2500}}) {
+    while (sent < at)
+      std::this_thread::sleep_for(milliseconds(1));
+    server.kill9();
+    std::this_thread::sleep_for(milliseconds(100));
+    server.start();
+  }
+  senders.join();
+  // The restarted server may still be loading its AOF: ask until it answers.
+  std::vector<std::string> stored;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      RawClient admin(server.url());
+      stored = admin.list(s.key("q", ListKind::dead));
+      break;
+    } catch (const dlq::error&) {
+      if (attempt >= 100) throw;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  }
+  const std::set<std::string> stored_set(stored.begin(), stored.end());
+  INFO("acknowledged " << acknowledged.size() << ", outcome unknown " << unknown.size()
+                       << ", refused " << refused.size() << ", stored " << stored.size());
+  CHECK(acknowledged.size() + unknown.size() + refused.size() == threads * per_thread);
+  CHECK(unknown.size() + refused.size() > 0);  // the kills hit sends in flight
+  CHECK(stored.size() == stored_set.size());
+  check_outcomes(stored_set, acknowledged, unknown, refused);
+}
