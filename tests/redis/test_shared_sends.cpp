@@ -726,3 +726,44 @@ TEST_CASE(
   CHECK(stored.size() == stored_set.size());
   check_outcomes(stored_set, acknowledged, unknown, refused);
 }
+
+TEST_CASE("shared sends: OOM error replies for some commands of a batch reach those commands only",
+          "[redis][shared_sends][faults]") {
+  // noeviction: once used memory passes maxmemory, RPUSH is answered -OOM (nothing stored);
+  // a reply that frees nothing does not bring it back under.
+  RedisProcess server({"--maxmemory", "3mb", "--maxmemory-policy", "noeviction"});
+  RedisListStorage s(fast_options(server), pool_of(8, 8));
+  constexpr std::size_t threads = 32;
+  constexpr std::size_t per_thread = 300;
+  const std::string pad(400, 'p');
+  std::mutex m;
+  std::set<std::string> acknowledged, refused;
+  std::atomic<std::size_t> other{0};
+  together(threads, [&](std::size_t t) {
+    for (std::size_t i = 0; i < per_thread; ++i) {
+      const std::string id = item(t, i);
+      try {
+        s.push(Record{"q", "", "", id + ":" + pad});
+        std::lock_guard<std::mutex> g(m);
+        acknowledged.insert(id);
+      } catch (const dlq::reply_error& e) {
+        if (e.code() != "OOM" || e.outcome_unknown()) ++other;
+        std::lock_guard<std::mutex> g(m);
+        refused.insert(id);
+      } catch (const dlq::error&) {
+        ++other;
+      }
+    }
+  });
+  RawClient admin(server.url());
+  std::vector<std::string> stored;
+  for (auto& e : admin.list(s.key("q", ListKind::dead)))
+    stored.push_back(e.substr(0, e.find(':')));
+  const std::set<std::string> stored_set(stored.begin(), stored.end());
+  INFO("acknowledged " << acknowledged.size() << ", refused " << refused.size());
+  CHECK(other == 0);
+  CHECK(refused.size() > 0);  // the limit was reached
+  CHECK(acknowledged.size() + refused.size() == threads * per_thread);
+  CHECK(stored.size() == stored_set.size());
+  check_outcomes(stored_set, acknowledged, {}, refused);
+}
