@@ -303,10 +303,12 @@ class ConnectionPool {
     std::shared_ptr<const detail::IoFailure> failure;
     std::exception_ptr error;
     try {
+      // The failure record is allocated before anything is written: failing to allocate it
+      // after some answers were read would hand those callers std::bad_alloc instead.
+      auto record = std::make_shared<detail::IoFailure>();
       auto lease = acquire();
-      detail::IoFailure f;
-      if (!lease->try_run(commands.data(), n, effect, replies, f)) {
-        failure = std::make_shared<detail::IoFailure>(std::move(f));
+      if (!lease->try_run(commands.data(), n, effect, replies, *record)) {
+        failure = std::move(record);
       }
     } catch (...) {
       error = std::current_exception();
