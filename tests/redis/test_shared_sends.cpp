@@ -579,8 +579,9 @@ TEST_CASE("shared sends: a thread sending for others is let go after a few batch
   rpush("warm-up");
   server.freeze();
   // A's lone send takes the only slot; 100 senders keep the queue from ever emptying while
-  // every batch times out. A, its own send failed, sends their batches — for a bounded
-  // number of rounds (8 batches, each ~100 ms), not for as long as others keep queuing.
+  // every batch times out. A, its own send failed, does not send their batches for as long
+  // as others keep queuing (it hands the slot over after a failed batch, and after 8 in any
+  // case).
   std::atomic<bool> stop{false};
   long long a_ms = -1;
   std::thread a([&] {
@@ -611,4 +612,158 @@ TEST_CASE("shared sends: a thread sending for others is let go after a few batch
   INFO("A returned after " << a_ms << " ms");
   CHECK(a_ms < 2500);
   CHECK(pool.shared_send_stats().batches_on_wire == 0);
+}
+
+TEST_CASE("shared sends: a sender whose own batch failed on a frozen server returns then",
+          "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  auto o = fast_options(server);  // 300 ms timeouts
+  o.reconnect_attempts = 0;
+  redis::PoolOptions po;
+  po.size = 2;
+  po.send_batches = 1;
+  redis::ConnectionPool pool(o, po);
+  auto rpush = [&](const std::string& value) {
+    redis::Command c("RPUSH");
+    c.arg("list").arg(value);
+    pool.run_shared(c, redis::Effect::write);
+  };
+  rpush("warm-up");
+  server.freeze();
+  // A's lone send takes the only slot and times out. Meanwhile 100 senders keep more than a
+  // batch queued. run_shared: "A caller whose batch was answered may send up to 7 more
+  // batches" — A's was not: it hands the slot on and returns after its own timeout, instead
+  // of sending others' batches into the frozen server for up to 7 timeouts more.
+  std::atomic<bool> stop{false};
+  long long a_ms = -1;
+  bool a_timed_out = false;
+  std::thread a([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      rpush("a");
+    } catch (const dlq::timeout_error&) {
+      a_timed_out = true;
+    } catch (const dlq::error&) {
+    }
+    a_ms = dlq::test::elapsed_ms(t0);
+  });
+  while (pool.shared_send_stats().batches_on_wire == 0)
+    std::this_thread::sleep_for(milliseconds(1));
+  std::thread others([&] {
+    together(100, [&](std::size_t t) {
+      for (std::size_t i = 0; !stop; ++i) {
+        try {
+          rpush(item(t, i));
+        } catch (const dlq::error&) {
+        }
+      }
+    });
+  });
+  a.join();
+  stop = true;
+  others.join();
+  server.thaw();
+  INFO("A returned after " << a_ms << " ms");
+  CHECK(a_timed_out);
+  CHECK(a_ms < 1500);  // its own timeout (300 ms) and scheduling; 8 batches take >= 2400 ms
+  CHECK(pool.shared_send_stats().batches_on_wire == 0);
+}
+
+TEST_CASE(
+    "shared sends: the server killed (SIGKILL) and restarted from its fsynced AOF under 32 "
+    "senders through 8 slots: every acknowledged send stored once",
+    "[redis][shared_sends][faults]") {
+  RedisProcess server({"--appendonly", "yes", "--appendfsync", "always"});
+  RedisListStorage s(fast_options(server), pool_of(8, 8));
+  constexpr std::size_t threads = 32;
+  constexpr std::size_t per_thread = 150;
+  std::mutex m;
+  std::set<std::string> acknowledged, unknown, refused;
+  std::atomic<std::size_t> sent{0};
+  std::thread senders([&] {
+    together(threads, [&](std::size_t t) {
+      for (std::size_t i = 0; i < per_thread; ++i) {
+        const std::string e = item(t, i);
+        try {
+          s.push(Record{"q", "", "", e});
+          std::lock_guard<std::mutex> g(m);
+          acknowledged.insert(e);
+        } catch (const dlq::storage_error& err) {
+          std::lock_guard<std::mutex> g(m);
+          (err.outcome_unknown() ? unknown : refused).insert(e);
+        }
+        ++sent;
+      }
+    });
+  });
+  // Killed and restarted from this thread: the server gets PR_SET_PDEATHSIG for the thread
+  // that started it.
+  for (const std::size_t at : {std::size_t{800}, std::size_t{2500}}) {
+    while (sent < at)
+      std::this_thread::sleep_for(milliseconds(1));
+    server.kill9();
+    std::this_thread::sleep_for(milliseconds(100));
+    server.start();
+  }
+  senders.join();
+  // The restarted server may still be loading its AOF: ask until it answers.
+  std::vector<std::string> stored;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      RawClient admin(server.url());
+      stored = admin.list(s.key("q", ListKind::dead));
+      break;
+    } catch (const dlq::error&) {
+      if (attempt >= 100) throw;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  }
+  const std::set<std::string> stored_set(stored.begin(), stored.end());
+  INFO("acknowledged " << acknowledged.size() << ", outcome unknown " << unknown.size()
+                       << ", refused " << refused.size() << ", stored " << stored.size());
+  CHECK(acknowledged.size() + unknown.size() + refused.size() == threads * per_thread);
+  CHECK(unknown.size() + refused.size() > 0);  // the kills hit sends in flight
+  CHECK(stored.size() == stored_set.size());
+  check_outcomes(stored_set, acknowledged, unknown, refused);
+}
+
+TEST_CASE("shared sends: OOM error replies for some commands of a batch reach those commands only",
+          "[redis][shared_sends][faults]") {
+  // noeviction: once used memory passes maxmemory, RPUSH is answered -OOM (nothing stored);
+  // a reply that frees nothing does not bring it back under.
+  RedisProcess server({"--maxmemory", "3mb", "--maxmemory-policy", "noeviction"});
+  RedisListStorage s(fast_options(server), pool_of(8, 8));
+  constexpr std::size_t threads = 32;
+  constexpr std::size_t per_thread = 300;
+  const std::string pad(400, 'p');
+  std::mutex m;
+  std::set<std::string> acknowledged, refused;
+  std::atomic<std::size_t> other{0};
+  together(threads, [&](std::size_t t) {
+    for (std::size_t i = 0; i < per_thread; ++i) {
+      const std::string id = item(t, i);
+      try {
+        s.push(Record{"q", "", "", id + ":" + pad});
+        std::lock_guard<std::mutex> g(m);
+        acknowledged.insert(id);
+      } catch (const dlq::reply_error& e) {
+        if (e.code() != "OOM" || e.outcome_unknown()) ++other;
+        std::lock_guard<std::mutex> g(m);
+        refused.insert(id);
+      } catch (const dlq::error&) {
+        ++other;
+      }
+    }
+  });
+  RawClient admin(server.url());
+  std::vector<std::string> stored;
+  for (auto& e : admin.list(s.key("q", ListKind::dead)))
+    stored.push_back(e.substr(0, e.find(':')));
+  const std::set<std::string> stored_set(stored.begin(), stored.end());
+  INFO("acknowledged " << acknowledged.size() << ", refused " << refused.size());
+  CHECK(other == 0);
+  CHECK(refused.size() > 0);  // the limit was reached
+  CHECK(acknowledged.size() + refused.size() == threads * per_thread);
+  CHECK(stored.size() == stored_set.size());
+  check_outcomes(stored_set, acknowledged, {}, refused);
 }

@@ -176,3 +176,73 @@ TEST_CASE(
     std::this_thread::sleep_for(milliseconds(350));  // any BLPOP answer has come by now
   }
 }
+
+#if defined(__GLIBCXX__)
+TEST_CASE(
+    "shared sends: an allocation failing while a batch's failure is recorded leaves the "
+    "commands answered before it their answers",
+    "[redis][shared_sends][faults]") {
+  RedisProcess server;
+  auto o = redis::parse_url(server.url());
+  o.command_timeout = milliseconds(300);
+  redis::PoolOptions po;
+  po.size = 2;
+  po.send_batches = 1;
+  redis::ConnectionPool pool(o, po);
+  auto blpop = [](const char* seconds) {
+    redis::Command c("BLPOP");
+    c.arg("oom-absent").arg(seconds);
+    return c;
+  };
+  pool.run_shared(blpop("0.01"), redis::Effect::read);  // connected, buffers sized
+  // The shared failure record of a batch: one make_shared<IoFailure> allocation.
+  const std::size_t record = sizeof(
+      std::_Sp_counted_ptr_inplace<redis::detail::IoFailure,
+                                   std::allocator<redis::detail::IoFailure>, __gnu_cxx::_S_atomic>);
+  // F's lone BLPOP is on the wire (answered after 150 ms) while A's RPUSH and then B's
+  // BLPOP (answered after 1 s) queue; F, its batch answered, sends [A, B]: A is answered,
+  // B times out, and recording that failure fails to allocate (on F's thread).
+  std::thread f([&] {
+    const redis::Command c = blpop("0.15");
+    arm_failure(record, 0);
+    try {
+      pool.run_shared(c, redis::Effect::read);
+    } catch (...) {
+    }
+    disarm_failure();
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  std::atomic<int> a_outcome{0};  // 1 answered, 2 outcome unknown, 3 other dlq error, 4 bad_alloc
+  long long a_length = -1;
+  std::thread a([&] {
+    redis::Command c("RPUSH");
+    c.arg("oom-list2").arg("x");
+    try {
+      const redis::Reply r = pool.run_shared(c, redis::Effect::write);
+      a_length = r->type == REDIS_REPLY_INTEGER ? r->integer : -2;
+      a_outcome = 1;
+    } catch (const dlq::storage_error& e) {
+      a_outcome = e.outcome_unknown() ? 2 : 3;
+    } catch (const std::bad_alloc&) {
+      a_outcome = 4;
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(30));
+  std::thread b([&] {
+    try {
+      pool.run_shared(blpop("1"), redis::Effect::read);
+    } catch (...) {
+    }
+  });
+  f.join();
+  a.join();
+  b.join();
+  redis::Command llen("LLEN");
+  llen.arg("oom-list2");
+  const redis::Reply n = pool.run_shared(llen, redis::Effect::read);
+  REQUIRE(n->type == REDIS_REPLY_INTEGER);
+  REQUIRE(n->integer == 1);  // A's RPUSH ran and was answered
+  CHECK(a_outcome == 1);     // so A gets that answer, not the sender's allocation failure
+  CHECK(a_length == 1);
+}
+#endif

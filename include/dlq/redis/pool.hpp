@@ -21,6 +21,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -154,7 +155,7 @@ class ConnectionPool {
       }
       lock.lock();
     }
-    if (me.error) std::rethrow_exception(me.error);
+    if (me.error) rethrow_own(me.error);
     if (me.failure) {
       detail::throw_io_failure(*me.failure, endpoint_, command.label(), effect == Effect::write,
                                options_.command_timeout);
@@ -247,10 +248,12 @@ class ConnectionPool {
         lock.unlock();
         return;
       }
-      // The slot stays with this thread while commands wait: it is awake, while handing the
-      // slot over would wake a sleeping caller first (the slot idle until the scheduler runs
-      // it). Bounded, so that its own caller returns.
-      if (round >= max_batches_in_a_row) break;
+      // The slot stays with this thread while commands wait and the server answers: it is
+      // awake, while handing the slot over would wake a sleeping caller first (the slot idle
+      // until the scheduler runs it). Bounded, so that its own caller returns; and not after
+      // a failed batch: on a frozen server each further batch would hold its caller another
+      // command timeout past its own failure.
+      if (!answered || round >= max_batches_in_a_row) break;
     }
     stats_.batches_on_wire = --senders_;
     self.sending = false;  // `self` is its caller's: alive while that caller is in here
@@ -301,10 +304,12 @@ class ConnectionPool {
     std::shared_ptr<const detail::IoFailure> failure;
     std::exception_ptr error;
     try {
+      // The failure record is allocated before anything is written: failing to allocate it
+      // after some answers were read would hand those callers std::bad_alloc instead.
+      auto record = std::make_shared<detail::IoFailure>();
       auto lease = acquire();
-      detail::IoFailure f;
-      if (!lease->try_run(commands.data(), n, effect, replies, f)) {
-        failure = std::make_shared<detail::IoFailure>(std::move(f));
+      if (!lease->try_run(commands.data(), n, effect, replies, *record)) {
+        failure = std::move(record);
       }
     } catch (...) {
       error = std::current_exception();
@@ -326,6 +331,35 @@ class ConnectionPool {
     }
     lock.lock();
     return !error && !failure;
+  }
+
+  // Throws a copy of the batch's shared exception (acquiring or connecting failed), so that
+  // each caller — and its catch handler — has an object of its own; then lets go of the
+  // shared one under share_mutex_, so that whichever thread frees it does so after every
+  // caller's copy (ordered by that mutex, which ThreadSanitizer sees, unlike the exception's
+  // reference count inside the C++ runtime). An exception of another type is rethrown shared.
+  [[noreturn]] void rethrow_own(std::exception_ptr& shared) {
+    std::exception_ptr own;
+    try {
+      std::rethrow_exception(shared);
+    } catch (const dlq::timeout_error& e) {
+      own = std::make_exception_ptr(e);
+    } catch (const dlq::connection_error& e) {
+      own = std::make_exception_ptr(e);
+    } catch (const dlq::protocol_error& e) {
+      own = std::make_exception_ptr(e);
+    } catch (const dlq::reply_error& e) {
+      own = std::make_exception_ptr(e);
+    } catch (const std::bad_alloc&) {
+      own = std::make_exception_ptr(std::bad_alloc());
+    } catch (...) {
+      own = shared;
+    }
+    {
+      std::lock_guard<std::mutex> lock(share_mutex_);
+      shared = nullptr;
+    }
+    std::rethrow_exception(own);
   }
 
   void give_back(std::unique_ptr<Connection> conn) {
