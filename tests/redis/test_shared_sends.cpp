@@ -560,113 +560,92 @@ TEST_CASE("shared sends: slots follow the senders — one for a lone sender, com
   CHECK(std::set<std::string>(stored.begin(), stored.end()).size() == stored.size());
 }
 
+namespace {
+// How a lone send fared that took the only batch slot of a pool (two connections, one slot)
+// on a frozen server while 100 senders kept more than a batch queued behind it for
+// `keep_queuing` (then they stop, and the server is thawed).
+struct LoneSender {
+  long long ms = -1;       // how long its send took
+  bool timed_out = false;  // it failed with timeout_error
+  std::size_t left_on_wire = 0;
+};
+
+LoneSender lone_sender_on_frozen_server(RedisProcess& server, redis::ConnectionOptions o,
+                                        milliseconds keep_queuing) {
+  o.reconnect_attempts = 0;
+  redis::PoolOptions po;
+  po.size = 2;
+  po.send_batches = 1;
+  redis::ConnectionPool pool(o, po);
+  auto rpush = [&](const std::string& value) {
+    redis::Command c("RPUSH");
+    c.arg("list").arg(value);
+    pool.run_shared(c, redis::Effect::write);
+  };
+  rpush("warm-up");
+  server.freeze();
+  std::atomic<bool> stop{false};
+  LoneSender r;
+  std::thread a([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      rpush("a");
+    } catch (const dlq::timeout_error&) {
+      r.timed_out = true;
+    } catch (const dlq::error&) {
+    }
+    r.ms = dlq::test::elapsed_ms(t0);
+  });
+  while (pool.shared_send_stats().batches_on_wire == 0)
+    std::this_thread::sleep_for(milliseconds(1));
+  std::thread others([&] {
+    together(100, [&](std::size_t t) {
+      for (std::size_t i = 0; !stop; ++i) {
+        try {
+          rpush(item(t, i));
+        } catch (const dlq::error&) {
+        }
+      }
+    });
+  });
+  std::this_thread::sleep_for(keep_queuing);
+  stop = true;
+  a.join();
+  others.join();
+  server.thaw();
+  r.left_on_wire = pool.shared_send_stats().batches_on_wire;
+  return r;
+}
+}  // namespace
+
 TEST_CASE("shared sends: a thread sending for others is let go after a few batches",
           "[redis][shared_sends][faults]") {
   RedisProcess server;
   auto o = fast_options(server);
   o.connect_timeout = milliseconds(100);
   o.command_timeout = milliseconds(100);
-  o.reconnect_attempts = 0;
-  redis::PoolOptions po;
-  po.size = 2;
-  po.send_batches = 1;
-  redis::ConnectionPool pool(o, po);
-  auto rpush = [&](const std::string& value) {
-    redis::Command c("RPUSH");
-    c.arg("list").arg(value);
-    pool.run_shared(c, redis::Effect::write);
-  };
-  rpush("warm-up");
-  server.freeze();
-  // A's lone send takes the only slot; 100 senders keep the queue from ever emptying while
-  // every batch times out. A, its own send failed, does not send their batches for as long
-  // as others keep queuing (it hands the slot over after a failed batch, and after 8 in any
-  // case).
-  std::atomic<bool> stop{false};
-  long long a_ms = -1;
-  std::thread a([&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      rpush("a");
-    } catch (const dlq::error&) {
-    }
-    a_ms = dlq::test::elapsed_ms(t0);
-  });
-  while (pool.shared_send_stats().batches_on_wire == 0)
-    std::this_thread::sleep_for(milliseconds(1));
-  std::thread others([&] {
-    together(100, [&](std::size_t t) {
-      for (std::size_t i = 0; !stop; ++i) {
-        try {
-          rpush(item(t, i));
-        } catch (const dlq::error&) {
-        }
-      }
-    });
-  });
-  std::this_thread::sleep_for(milliseconds(4000));
-  stop = true;
-  a.join();
-  others.join();
-  server.thaw();
-  INFO("A returned after " << a_ms << " ms");
-  CHECK(a_ms < 2500);
-  CHECK(pool.shared_send_stats().batches_on_wire == 0);
+  // Every batch times out while the others keep queuing for 4 s. A, its own send failed,
+  // does not send their batches for as long as others keep queuing (it hands the slot over
+  // after a failed batch, and after 8 in any case).
+  const LoneSender a = lone_sender_on_frozen_server(server, o, milliseconds(4000));
+  INFO("A returned after " << a.ms << " ms");
+  CHECK(a.ms < 2500);
+  CHECK(a.left_on_wire == 0);
 }
 
 TEST_CASE("shared sends: a sender whose own batch failed on a frozen server returns then",
           "[redis][shared_sends][faults]") {
   RedisProcess server;
-  auto o = fast_options(server);  // 300 ms timeouts
-  o.reconnect_attempts = 0;
-  redis::PoolOptions po;
-  po.size = 2;
-  po.send_batches = 1;
-  redis::ConnectionPool pool(o, po);
-  auto rpush = [&](const std::string& value) {
-    redis::Command c("RPUSH");
-    c.arg("list").arg(value);
-    pool.run_shared(c, redis::Effect::write);
-  };
-  rpush("warm-up");
-  server.freeze();
-  // A's lone send takes the only slot and times out. Meanwhile 100 senders keep more than a
-  // batch queued. run_shared: "A caller whose batch was answered may send up to 7 more
-  // batches" — A's was not: it hands the slot on and returns after its own timeout, instead
-  // of sending others' batches into the frozen server for up to 7 timeouts more.
-  std::atomic<bool> stop{false};
-  long long a_ms = -1;
-  bool a_timed_out = false;
-  std::thread a([&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      rpush("a");
-    } catch (const dlq::timeout_error&) {
-      a_timed_out = true;
-    } catch (const dlq::error&) {
-    }
-    a_ms = dlq::test::elapsed_ms(t0);
-  });
-  while (pool.shared_send_stats().batches_on_wire == 0)
-    std::this_thread::sleep_for(milliseconds(1));
-  std::thread others([&] {
-    together(100, [&](std::size_t t) {
-      for (std::size_t i = 0; !stop; ++i) {
-        try {
-          rpush(item(t, i));
-        } catch (const dlq::error&) {
-        }
-      }
-    });
-  });
-  a.join();
-  stop = true;
-  others.join();
-  server.thaw();
-  INFO("A returned after " << a_ms << " ms");
-  CHECK(a_timed_out);
-  CHECK(a_ms < 1500);  // its own timeout (300 ms) and scheduling; 8 batches take >= 2400 ms
-  CHECK(pool.shared_send_stats().batches_on_wire == 0);
+  // A's lone send times out (300 ms). run_shared: "A caller whose batch was answered may
+  // send up to 7 more batches" — A's was not: it hands the slot on and returns after its own
+  // timeout, instead of sending others' batches into the frozen server for up to 7 timeouts
+  // more (the others keep queuing for 2 s, past the 2.4 s that would take less its own).
+  const LoneSender a =
+      lone_sender_on_frozen_server(server, fast_options(server), milliseconds(2000));
+  INFO("A returned after " << a.ms << " ms");
+  CHECK(a.timed_out);
+  CHECK(a.ms < 1500);  // its own timeout (300 ms) and scheduling; 8 batches take >= 2400 ms
+  CHECK(a.left_on_wire == 0);
 }
 
 TEST_CASE(
