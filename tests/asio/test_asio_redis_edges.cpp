@@ -270,6 +270,39 @@ TEST_CASE("completion handlers that start sends, throw, close or destroy the que
     REQUIRE(after);
     CHECK_THROWS_AS(std::rethrow_exception(after), dlq::connection_error);
   }
+  SECTION("a handler that runs the loop itself (nested poll) until its own sends complete") {
+    constexpr int n = 1000, extra = 500;
+    std::vector<int> calls(n + extra, 0);
+    int extra_done = 0;
+    for (int i = 0; i < n; ++i)
+      q->async_send_to_dlq(
+          "life", "job-" + std::to_string(i), failure(), [&, i](std::exception_ptr e, std::string) {
+            REQUIRE_FALSE(e);
+            ++calls[std::size_t(i)];
+            if (i != 0) return;
+            for (int j = 0; j < extra; ++j)
+              q->async_send_to_dlq("life", "extra", failure(),
+                                   [&, j](std::exception_ptr e2, std::string) {
+                                     REQUIRE_FALSE(e2);
+                                     ++calls[std::size_t(n + j)];
+                                     ++extra_done;
+                                   });
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+            while (extra_done < extra && std::chrono::steady_clock::now() < until)
+              io.run_one_for(std::chrono::milliseconds(100));
+          });
+    io.run();
+    for (int c : calls)
+      REQUIRE(c == 1);
+    const auto items = raw.list(key);
+    REQUIRE(items.size() == std::size_t(n + extra));
+    int next = 0;  // the first n in order among the items
+    for (const auto& item : items) {
+      const std::string payload = dlq::parse_entry(item).payload;
+      if (payload != "extra") CHECK(payload == "job-" + std::to_string(next++));
+    }
+    CHECK(next == n);
+  }
   SECTION("a handler that destroys the queue with sends in flight") {
     constexpr int n = 2000;
     std::vector<int> calls(n, 0);

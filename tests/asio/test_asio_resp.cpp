@@ -12,6 +12,7 @@
 
 #include <asio/io_context.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -320,4 +321,54 @@ TEST_CASE(
   io.run();
   REQUIRE_FALSE(read.error);
   CHECK(read.reply.integer == 5);
+}
+
+TEST_CASE(
+    "the connection: a reply that arrived whole before the server hung up completes its "
+    "command (the hang-up read in the same pass does not discard it)",
+    "[asio][resp]") {
+  // 32768 bytes: the input buffer (16 KB, then doubled) fills exactly, so the same read
+  // pass goes on and reads the end of the stream.
+  const std::string item(32758, 'r');
+  const std::string wire = "$" + std::to_string(item.size()) + "\r\n" + item + "\r\n";
+  REQUIRE(wire.size() == 32768);
+  std::atomic<bool> hung_up{false};
+  fake_server server(1, [&](int fd, int) {
+    handshake(fd);
+    read_until(fd, "PING\r\n");
+    write_all(fd, "+PONG\r\n");
+    read_until(fd, "W\r\n");
+    write_all(fd, wire);
+    ::shutdown(fd, SHUT_WR);
+    hung_up = true;
+  });
+  asio::io_context io;
+  dlq::asio::RedisConnection conn(io.get_executor(), server.url());
+  result ping, w;
+  conn.execute({"PING"}, false, "PING", [&](std::exception_ptr e, RedisReply r) {
+    ping.error = e;
+    ping.done = true;
+    (void)r;
+    conn.execute({"W"}, true, "W", into(w));
+    // The loop is busy until the reply and the hang-up are both in the socket.
+    asio::post(io, [&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!hung_up && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    });
+  });
+  io.run();
+  REQUIRE(ping.done);
+  REQUIRE_FALSE(ping.error);
+  REQUIRE(w.done);
+  CHECK(hung_up);
+  if (w.error) {
+    try {
+      std::rethrow_exception(w.error);
+    } catch (const std::exception& e) {
+      FAIL_CHECK("the answered write failed: " << e.what());
+    }
+  }
+  CHECK(w.reply.str == item);
 }

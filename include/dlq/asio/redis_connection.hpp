@@ -536,13 +536,19 @@ class RedisConnection {
     }
 
     // Reads what the socket holds and completes the commands whose answers are complete.
+    // When the stream ended (or failed) in the same pass, the replies that arrived before
+    // it complete first: a write whose answer came is not reported as outcome unknown.
     void on_readable() {
-      if (!read_some()) return;  // the connection went down (reported)
+      std::string down;
+      read_some(down);
+      const std::uint64_t gen = generation;
       process();
+      if (!down.empty() && generation == gen) lost(down);
     }
 
-    // False when the connection went down.
-    bool read_some() {
+    // Reads until the socket is drained; `down` is set when the connection went down (the
+    // caller reports it after the replies already read).
+    void read_some(std::string& down) {
       // Until the socket is drained (a short read or EAGAIN): the reactor's readiness is
       // edge-triggered, so bytes left in the socket would wait for the next edge.
       for (;;) {
@@ -571,17 +577,17 @@ class RedisConnection {
         const ssize_t n = ::recv(fd(), in.get() + in_end, room, MSG_DONTWAIT);
         if (n > 0) {
           in_end += static_cast<std::size_t>(n);
-          if (static_cast<std::size_t>(n) < room) return true;
+          if (static_cast<std::size_t>(n) < room) return;
           continue;  // the buffer filled up: more may be waiting (it grows next round)
         }
         if (n == 0) {
-          lost("Server closed the connection");
-          return false;
+          down = "Server closed the connection";
+          return;
         }
         if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-        lost(std::strerror(errno));
-        return false;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        down = std::strerror(errno);
+        return;
       }
     }
 
