@@ -40,8 +40,15 @@ void source_worker_sigkill(Jobs& jobs, Dlq& dlq, Child child) {
   for (int round = 0; round < 20; ++round) {
     consumer = "w" + std::to_string(round);
     const pid_t pid = spawn_process(child(consumer));
+    // Kill it 10-100 ms after it took its first jobs (not after a fixed time from spawn: a
+    // worker built with AddressSanitizer in compiled mode took so long to start that 11 of 20
+    // kills landed before it held anything, and the check below failed).
+    const auto started = std::chrono::steady_clock::now();
+    while (jobs.in_flight("orders", consumer) == 0 &&
+           std::chrono::steady_clock::now() - started < std::chrono::seconds(10))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::this_thread::sleep_for(
-        std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 120)(rng)));
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(10, 100)(rng)));
     ::kill(pid, SIGKILL);
     int status = 0;
     REQUIRE(::waitpid(pid, &status, 0) == pid);
