@@ -468,21 +468,9 @@ class AsyncDeadLetterQueue {
       Handler handler;
 
       void operator()(std::exception_ptr e, PushResult result) {
-        dlq::detail::queue_core& c = *self->core_;
-        self->count_failure(e);
-        if (!e && !result.stored) {
-          try {
-            c.reject(queue, c.retention_of(queue));
-          } catch (...) {
-            e = std::current_exception();
-          }
-        }
+        e = self->settle_push(queue, e, result);
         if (e) return detail::dispatch_result(self->executor, std::move(handler), e, std::string());
-        if (!result.evicted.empty()) {
-          dlq::detail::report_evictions(c, queue, result.evicted, "max_length");
-          dlq::detail::log_evictions(c, queue, result.evicted.size(), "max_length");
-        }
-        c.after_send(queue, id, error, {});
+        self->core_->after_send(queue, id, error, {});
         detail::dispatch_result(self->executor, std::move(handler), nullptr, std::move(id));
       }
     };
@@ -733,11 +721,12 @@ class AsyncDeadLetterQueue {
       }
     }
 
-    // One queue's push of a send completed.
-    void pushed(send_join& join, std::size_t part, std::exception_ptr e, PushResult result) {
+    // The blocking front end's steps after one queue's push: the failure counted, a push
+    // the retention refused turned into its error, evictions reported. Returns the push's
+    // error (null when it stored).
+    std::exception_ptr settle_push(std::string_view queue, std::exception_ptr e,
+                                   const PushResult& result) {
       dlq::detail::queue_core& c = *core_;
-      const std::string_view queue =
-          join.parts.empty() ? std::string_view(join.jobs.front().queue) : join.parts[part].first;
       count_failure(e);
       if (!e && !result.stored) {
         try {
@@ -746,19 +735,26 @@ class AsyncDeadLetterQueue {
           e = std::current_exception();
         }
       }
+      if (!e && !result.evicted.empty()) {
+        dlq::detail::report_evictions(c, queue, result.evicted, "max_length");
+        dlq::detail::log_evictions(c, queue, result.evicted.size(), "max_length");
+      }
+      return e;
+    }
+
+    // One queue's push of a send completed.
+    void pushed(send_join& join, std::size_t part, std::exception_ptr e, PushResult result) {
+      dlq::detail::queue_core& c = *core_;
+      const std::string_view queue =
+          join.parts.empty() ? std::string_view(join.jobs.front().queue) : join.parts[part].first;
+      e = settle_push(queue, e, result);
       if (e) {
         if (!join.error) join.error = e;
+      } else if (join.parts.empty()) {
+        std::fill(join.stored.begin(), join.stored.end(), 1);
       } else {
-        if (join.parts.empty()) {
-          std::fill(join.stored.begin(), join.stored.end(), 1);
-        } else {
-          for (std::size_t i : join.parts[part].second)
-            join.stored[i] = 1;
-        }
-        if (!result.evicted.empty()) {
-          dlq::detail::report_evictions(c, queue, result.evicted, "max_length");
-          dlq::detail::log_evictions(c, queue, result.evicted.size(), "max_length");
-        }
+        for (std::size_t i : join.parts[part].second)
+          join.stored[i] = 1;
       }
       if (--join.remaining != 0) return;
       std::vector<std::string> ids;
