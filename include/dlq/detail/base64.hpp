@@ -42,32 +42,11 @@ inline char* encode_to(std::string_view in, char* dst) noexcept {
   return dst;
 }
 
+/// Appends the base64 of `in` to `out` (encode_to into the grown string).
 inline void encode(std::string_view in, std::string& out) {
-  static constexpr char alphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
-  const std::size_t n = in.size();
-  out.reserve(out.size() + (n + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 3 <= n; i += 3) {
-    const std::uint32_t v = (std::uint32_t{p[i]} << 16) | (std::uint32_t{p[i + 1]} << 8) | p[i + 2];
-    out.push_back(alphabet[(v >> 18) & 63]);
-    out.push_back(alphabet[(v >> 12) & 63]);
-    out.push_back(alphabet[(v >> 6) & 63]);
-    out.push_back(alphabet[v & 63]);
-  }
-  if (i + 1 == n) {
-    const std::uint32_t v = std::uint32_t{p[i]} << 16;
-    out.push_back(alphabet[(v >> 18) & 63]);
-    out.push_back(alphabet[(v >> 12) & 63]);
-    out.append("==");
-  } else if (i + 2 == n) {
-    const std::uint32_t v = (std::uint32_t{p[i]} << 16) | (std::uint32_t{p[i + 1]} << 8);
-    out.push_back(alphabet[(v >> 18) & 63]);
-    out.push_back(alphabet[(v >> 12) & 63]);
-    out.push_back(alphabet[(v >> 6) & 63]);
-    out.push_back('=');
-  }
+  const std::size_t at = out.size();
+  out.resize(at + (in.size() + 2) / 3 * 4);
+  encode_to(in, &out[0] + at);
 }
 
 inline std::string encode(std::string_view in) {
