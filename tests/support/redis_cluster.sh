@@ -35,19 +35,22 @@ PY
 }
 
 stop_all() {
+  # Read every pid first: redis-server removes its own pidfile as it exits, so a file seen a
+  # moment ago may be gone by the time it is read (set -e would then fail the stop).
+  local pids=() pidfile pid
   for pidfile in "$dir"/pid-*; do
-    [ -f "$pidfile" ] || continue
-    pid=$(cat "$pidfile")
+    pid=$(cat "$pidfile" 2>/dev/null) || continue
+    [ -n "$pid" ] && pids+=("$pid")
+  done
+  for pid in "${pids[@]}"; do
     kill -CONT "$pid" 2>/dev/null || true
     kill "$pid" 2>/dev/null || true
   done
-  for pidfile in "$dir"/pid-*; do
-    [ -f "$pidfile" ] || continue
-    pid=$(cat "$pidfile")
+  for pid in "${pids[@]}"; do
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     kill -9 "$pid" 2>/dev/null || true
-    rm -f "$pidfile"
   done
+  rm -f "$dir"/pid-*
 }
 
 fail() {
