@@ -111,6 +111,11 @@ local find, sub, byte, tonum = string.find, string.sub, string.byte, tonumber
 local out, ids, rest, m, bytes, unprovable, at = {}, {}, {}, 0, 0, 0, 0
 local seen, spare, n, more = 0, 0, 1, true
 local floor, min, max1 = math.floor, math.min, math.max
+-- Per call: the payload length an item's head up to ,"original_payload": proves (false:
+-- none) and the end an item of a given length must have. Heads and lengths repeat, so each
+-- is worked out once, not a pattern match, a tonumber, a number-to-string and a concatenation
+-- per item (docs/benchmarks.md).
+local heads, ends = {}, {}
 while more do
   local items = redis.call('LRANGE', dead, at, at + n - 1)
   more = #items == n
@@ -118,14 +123,26 @@ while more do
     local w = items[i]
     seen = seen + #w
     local first, last
-    if find(w, '{"payload_bytes":', 1, true) == 1 then
-      local c = find(w, ',"original_payload":', 18, true)
-      local t = c and c < 30 and sub(w, 18, c - 1)
-      if t and find(t, '^[1-9]%d*$') then
-        local l = c + 19 + tonum(t)
-        local e = ',"envelope_bytes":' .. #w .. '}'
+    local c = find(w, ',"original_payload":', 18, true)
+    if c and c < 30 then
+      local h = sub(w, 1, c + 19)
+      local v = heads[h]
+      if v == nil then
+        local t = sub(h, 18, c - 1)
+        v = find(h, '{"payload_bytes":', 1, true) == 1 and find(t, '^[1-9]%d*$') ~= nil and tonum(t)
+        heads[h] = v
+      end
+      if v then
+        local len, l = #w, c + 19 + v
+        local e = ends[len]
+        if not e then
+          e = ',"envelope_bytes":' .. len .. '}'
+          ends[len] = e
+        end
+        -- The end compared in place (a plain find that can only match at s): no substring.
+        local s = len - #e + 1
         if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
-            and #w - #e >= l + 54 and sub(w, -#e) == e then
+            and s > l + 54 and find(w, e, s, true) == s then
           first, last = c + 20, l
         end
       end
