@@ -24,7 +24,11 @@ namespace dlq::redis::scripts {
 /// #item, is the item's own byte length (so no leading zero either), after the fixed bytes.
 /// Such an item's payload is exactly the N bytes and its id exactly the 36 bytes — what the
 /// compare-and-move path cuts and reports for it. All of it costs O(1) an item: nothing
-/// after the id is read.
+/// between the queue marker and the end is read. What a head up to `"original_payload":`
+/// proves (N, or nothing) and the end an item of a given length must have are worked out
+/// once per call and looked up for the next item with the same head or length (payload
+/// sizes repeat; docs/benchmarks.md has what that saves); every item's own bytes are still
+/// compared.
 ///
 /// The end proves the item is the whole of one envelope as dlq wrote it: an item cut off
 /// anywhere (even right after a `}` inside a context holding a nested dead_lettered_at or
