@@ -118,7 +118,7 @@ local floor, min, max1 = math.floor, math.min, math.max
 -- Per call: the payload length an item's head up to ,"original_payload": proves (false:
 -- none) and the end an item of a given length must have. Heads and lengths repeat, so each
 -- is worked out once, not a pattern match, a tonumber, a number-to-string and a concatenation
--- per item (docs/benchmarks.md).
+-- per item (docs/benchmarks.md). At most one entry each per item read.
 local heads, ends = {}, {}
 while more do
   local items = redis.call('LRANGE', dead, at, at + n - 1)
