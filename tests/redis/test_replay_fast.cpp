@@ -883,3 +883,83 @@ TEST_CASE("a flag a tool appended while shortening other bytes by as much is nev
   CHECK(o.source.empty());
   CHECK(o.dead == std::vector<std::string>{edited});
 }
+
+TEST_CASE("an item sharing a proved item's head or length is still checked whole",
+          "[redis][replay][fast]") {
+  // The script works out what a head (`{"payload_bytes":N,"original_payload":`) proves and
+  // the end an item of a given length needs once per call: an item after a provable one,
+  // with the same head or the same length, must still be refused when its own bytes are
+  // not the frame.
+  const std::string url = test::shared_redis_url();
+  RedisListStorage storage(url, test::unique_layout());
+  RawClient raw(url);
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string payload = R"({"job":"cached","pad":"xxxxxxxx"})";
+  const std::string a = new_id();
+  const std::string good = dlq_envelope(payload, false, a);
+  // The same head (payload_bytes N) over a payload one byte shorter: the id is not where N
+  // says; envelope_bytes is its true length.
+  const std::string short_payload =
+      with_length(dlq_envelope(R"({"job":"cached","pad":"xxxxxxx"})"), payload.size());
+  REQUIRE(short_payload.substr(0, 30) == good.substr(0, 30));
+  // The same length, head and fields, but an envelope_bytes value that is not its length.
+  std::string wrong_end = dlq_envelope(payload);
+  REQUIRE(wrong_end.size() == good.size());
+  const std::size_t digit = wrong_end.size() - 2;
+  wrong_end[digit] = wrong_end[digit] == '9' ? '8' : static_cast<char>(wrong_end[digit] + 1);
+  for (const auto& bad : {short_payload, wrong_end}) {
+    INFO(bad);
+    raw.cmd({"DEL", dead, storage.source_key("orders")});
+    raw.rpush(dead, {good, bad, dlq_envelope("1")});
+    RedisListStorage::replay_cursor cursor;
+    const FastStep f = storage.replay_fast("orders", cursor, 100, "orders", true);
+    CHECK(f.moved == 1);
+    CHECK(f.unprovable == 1);
+    CHECK(f.ids == std::vector<std::string>{a});
+    replays_as_compare_and_move({good, bad, dlq_envelope("2"), good});
+  }
+}
+
+TEST_CASE("a fast replay longer than audit_max_ids lists exactly the first ids in its record",
+          "[redis][replay][fast]") {
+  // The fast steps ask the script for ids only while something reads them: here, after the
+  // first steps, only the count. The record must still name exactly the first
+  // Options::audit_max_ids entries, in order, and count the rest; with an event hook or
+  // record_ids every id is still exact.
+  const std::string url = test::shared_redis_url();
+  for (const bool observe : {false, true}) {
+    INFO((observe ? "ids and events read" : "counts only"));
+    RedisListStorage storage(url, test::unique_layout());
+    RawClient raw(url);
+    std::vector<std::string> items, ids;
+    for (int i = 0; i < 700; ++i) {
+      ids.push_back(new_id());
+      items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + "}", false, ids.back()));
+    }
+    raw.rpush(storage.key("orders", ListKind::dead), items);
+    Options options;
+    options.audit_max_ids = 7;  // reached inside the third fast step (1, 4, 16 entries)
+    std::vector<std::string> events;
+    if (observe)
+      options.on_event = [&events](const Event& e) {
+        if (e.kind == EventKind::replayed) events.emplace_back(e.id);
+      };
+    DeadLetterQueue<RedisListStorage&> q(storage, options);
+    ReplayOptions o;
+    o.record_ids = observe;
+    const ReplayReport r = q.replay("orders", o);
+    CHECK(r.replayed == 700);
+    CHECK(r.batches > 4);  // several fast steps
+    const auto records = q.audit("orders");
+    REQUIRE(records.size() == 1);
+    CHECK(records.front().ids == std::vector<std::string>(ids.begin(), ids.begin() + 7));
+    CHECK(records.front().ids_omitted == 693);
+    if (observe) {
+      CHECK(events == ids);
+      CHECK(r.replayed_ids == ids);
+    } else {
+      CHECK(events.empty());
+      CHECK(r.replayed_ids.empty());
+    }
+  }
+}

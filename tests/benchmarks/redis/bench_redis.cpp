@@ -290,6 +290,22 @@ struct Bench {
     return items.at(0).size();
   }
 
+  // The INFO commandstats lines (one per command: calls, usec), without resetting.
+  std::string commandstats() {
+    dlq::redis::Command c("INFO");
+    c.arg("commandstats");
+    auto r = raw.run(c, dlq::redis::Effect::read);
+    dlq::redis::check(r, raw, "INFO");
+    std::string out;
+    const std::string text(dlq::redis::view(*r));
+    for (std::size_t at = text.find("cmdstat_"); at != std::string::npos;
+         at = text.find("cmdstat_", at + 1)) {
+      const auto end = text.find(",usec_per_call", at);
+      out += "  " + text.substr(at, end - at) + "\n";
+    }
+    return out;
+  }
+
   // Server time (µs) spent in scripts (EVAL and EVALSHA, INFO commandstats) since the last
   // reset; resets the statistics.
   double script_usec_and_reset() {
@@ -582,6 +598,44 @@ int main(int argc, char** argv) {
     };
     if (argc > 3 && std::string(argv[3]) == "observability") {  // issue 12 rows only
       b.observability_rows(runs);
+      b.clear();
+      return 0;
+    }
+    if (argc > 3 && std::string(argv[3]) == "replay_all") {
+      // The first row of "replay" alone, for A/B runs: per round the LMOVE loop and
+      // replay_all over 100k envelopes, their wall rates and server time per entry, and every
+      // command replay_all sent (INFO commandstats: calls, µs).
+      std::vector<double> ratio, wall_us, script_us;
+      for (int i = 0; i < runs; ++i) {
+        b.script_usec_and_reset();
+        const double lmove = b.lmove_lua_envelopes(100000);
+        const double lmove_us = b.script_usec_and_reset() / 100000;
+        b.clear();
+        dlq::DeadLetterQueue<dlq::RedisListStorage&> q(b.storage);
+        Bench::send_envelopes(q, 100000, 300);
+        b.cmd({"CONFIG", "RESETSTAT"});
+        const auto t0 = Clock::now();
+        const auto report = q.replay_all("q");
+        const double seconds = seconds_since(t0);
+        if (report.replayed != 100000) {
+          std::fprintf(stderr, "replay_all moved %zu of 100000\n", report.replayed);
+          return 1;
+        }
+        const std::string stats = b.commandstats();
+        const double fast_us = b.script_usec_and_reset() / 100000;
+        ratio.push_back(100000 / seconds / lmove);
+        wall_us.push_back(seconds * 1e6 / 100000);
+        script_us.push_back(fast_us);
+        std::printf(
+            "round %d: lmove %.0f/s (%.2f us/entry), replay_all %.0f/s = %.2fx (wall %.2f, "
+            "scripts %.2f us/entry, %zu batches)\n%s",
+            i + 1, lmove, lmove_us, 100000 / seconds, ratio.back(), wall_us.back(), fast_us,
+            report.batches, stats.c_str());
+        std::fflush(stdout);
+      }
+      std::printf("replay_all_wall_us_per_entry %.2f\n", median(wall_us));
+      std::printf("replay_all_script_us_per_entry %.2f\n", median(script_us));
+      std::printf("ratio_replay_all_lmove %.2f\n", median(ratio));
       b.clear();
       return 0;
     }

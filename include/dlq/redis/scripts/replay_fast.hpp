@@ -24,7 +24,11 @@ namespace dlq::redis::scripts {
 /// #item, is the item's own byte length (so no leading zero either), after the fixed bytes.
 /// Such an item's payload is exactly the N bytes and its id exactly the 36 bytes — what the
 /// compare-and-move path cuts and reports for it. All of it costs O(1) an item: nothing
-/// after the id is read.
+/// between the queue marker and the end is read. What a head up to `"original_payload":`
+/// proves (N, or nothing) and the end an item of a given length must have are worked out
+/// once per call and looked up for the next item with the same head or length (payload
+/// sizes repeat; docs/benchmarks.md has what that saves); every item's own bytes are still
+/// compared.
 ///
 /// The end proves the item is the whole of one envelope as dlq wrote it: an item cut off
 /// anywhere (even right after a `}` inside a context holding a nested dead_lettered_at or
@@ -111,6 +115,11 @@ local find, sub, byte, tonum = string.find, string.sub, string.byte, tonumber
 local out, ids, rest, m, bytes, unprovable, at = {}, {}, {}, 0, 0, 0, 0
 local seen, spare, n, more = 0, 0, 1, true
 local floor, min, max1 = math.floor, math.min, math.max
+-- Per call: the payload length an item's head up to ,"original_payload": proves (false:
+-- none) and the end an item of a given length must have. Heads and lengths repeat, so each
+-- is worked out once, not a pattern match, a tonumber, a number-to-string and a concatenation
+-- per item (docs/benchmarks.md). At most one entry each per item read.
+local heads, ends = {}, {}
 while more do
   local items = redis.call('LRANGE', dead, at, at + n - 1)
   more = #items == n
@@ -118,14 +127,26 @@ while more do
     local w = items[i]
     seen = seen + #w
     local first, last
-    if find(w, '{"payload_bytes":', 1, true) == 1 then
-      local c = find(w, ',"original_payload":', 18, true)
-      local t = c and c < 30 and sub(w, 18, c - 1)
-      if t and find(t, '^[1-9]%d*$') then
-        local l = c + 19 + tonum(t)
-        local e = ',"envelope_bytes":' .. #w .. '}'
+    local c = find(w, ',"original_payload":', 18, true)
+    if c and c < 30 then
+      local h = sub(w, 1, c + 19)
+      local v = heads[h]
+      if v == nil then
+        local t = sub(h, 18, c - 1)
+        v = find(h, '{"payload_bytes":', 1, true) == 1 and find(t, '^[1-9]%d*$') ~= nil and tonum(t)
+        heads[h] = v
+      end
+      if v then
+        local len, l = #w, c + 19 + v
+        local e = ends[len]
+        if not e then
+          e = ',"envelope_bytes":' .. len .. '}'
+          ends[len] = e
+        end
+        -- The end compared in place (a plain find that can only match at s): no substring.
+        local s = len - #e + 1
         if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
-            and #w - #e >= l + 54 and sub(w, -#e) == e then
+            and s > l + 54 and find(w, e, s, true) == s then
           first, last = c + 20, l
         end
       end
