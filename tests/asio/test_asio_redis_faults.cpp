@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -519,4 +520,110 @@ TEST_CASE(
   INFO(why);
   CHECK_FALSE(error);
   CHECK(got == 2);
+}
+
+namespace {
+
+// Waits until the process is stopped (SIGSTOP is delivered asynchronously): 'T' in
+// /proc/<pid>/stat. False after 2 s.
+bool wait_stopped(pid_t pid) {
+  const auto deadline = clock_type::now() + std::chrono::seconds(2);
+  while (clock_type::now() < deadline) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T')
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+struct handler_failed {};
+
+}  // namespace
+
+TEST_CASE(
+    "a handler that throws while the command-timeout check calls it: after run() is called "
+    "again, a send still in flight times out within its limit",
+    "[asio][redis][faults][busy]") {
+  // The check polls the socket before failing a command (the loop may have been busy): the
+  // answer of the first send is found there and its handler is called from the check. The
+  // handler throws; the exception leaves run(). The second send, written by the same check
+  // to a server frozen again meanwhile, must still have its limit.
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(200);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  bool ready = false;
+  q.async_send_to_dlq("warm", "warm-up", failure(),
+                      [&](std::exception_ptr e, std::string) { ready = !e; });
+  io.run();
+  REQUIRE(ready);
+
+  bool first_called = false, second_called = false;
+  std::exception_ptr first_error, second_error;
+  clock_type::time_point thrown_at{}, second_done_at{};
+  asio::steady_timer watchdog(io);
+  auto first_handler = [&](std::exception_ptr e, std::string) {
+    first_called = true;
+    first_error = e;
+    thrown_at = clock_type::now();
+    throw handler_failed{};
+  };
+  auto second_handler = [&](std::exception_ptr e, std::string) {
+    second_called = true;
+    second_error = e;
+    second_done_at = clock_type::now();
+    watchdog.cancel();
+  };
+  // Turn 1 (the loop busy past the limit): the server frozen, the first send written to it.
+  asio::post(io, [&] {
+    server.freeze();
+    REQUIRE(wait_stopped(server.pid()));
+    q.async_send_to_dlq("thrown", "first", failure(), first_handler);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    // Turn 2, queued behind the timer's expiry the reactor collects next: the server answers
+    // the first send, is frozen again, and the second send is issued (written by the check).
+    asio::post(io, [&] {
+      server.thaw();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      server.freeze();
+      REQUIRE(wait_stopped(server.pid()));
+      q.async_send_to_dlq("thrown", "second", failure(), second_handler);
+    });
+  });
+  bool caught = false;
+  try {
+    io.restart();
+    io.run();
+  } catch (const handler_failed&) {
+    caught = true;
+  }
+  REQUIRE(caught);
+  REQUIRE(first_called);
+  CHECK_FALSE(first_error);  // its answer had come: the check handled it
+  REQUIRE_FALSE(second_called);
+  // run() again. Without a limit the second send would wait for the frozen server for
+  // ever: a watchdog closes the queue after 5 s (it then completes with connection_error).
+  watchdog.expires_after(std::chrono::seconds(5));
+  watchdog.async_wait([&](std::error_code ec) {
+    if (!ec) q.close();
+  });
+  const auto rerun = clock_type::now();
+  io.run();
+  server.thaw();
+  REQUIRE(second_called);
+  REQUIRE(second_error);
+  std::string why;
+  try {
+    std::rethrow_exception(second_error);
+  } catch (const std::exception& x) {
+    why = x.what();
+  }
+  INFO(why);
+  CHECK_THROWS_AS(std::rethrow_exception(second_error), dlq::timeout_error);
+  CHECK(second_done_at - rerun < std::chrono::milliseconds(2000));  // limit 200 ms
 }
