@@ -739,6 +739,15 @@ class RedisConnection {
           });
     }
 
+    // The commands in flight get their limit again from now, and the timer is armed.
+    void restart_limits() {
+      if (inflight.empty()) return;
+      const auto again = std::chrono::steady_clock::now() + options.command_timeout;
+      for (std::size_t i = 0; i < inflight.size(); ++i)
+        inflight[i].deadline = std::max(inflight[i].deadline, again);
+      arm_command_timer();
+    }
+
     void on_command_timer() {
       if (inflight.empty() || state != phase::ready) return;
       if (inflight.front().deadline <= std::chrono::steady_clock::now()) {
@@ -748,12 +757,19 @@ class RedisConnection {
         // yet), and the commands still waiting get their limit again from now — as the
         // blocking connection, whose limit is per read.
         const std::uint64_t gen = generation;
-        if (pump()) {
+        bool progressed = false;
+        try {
+          progressed = pump();
+        } catch (...) {
+          // A completion called from the check threw (it leaves run()): the answers were
+          // progress, and the commands still in flight keep a limit — the timer is armed
+          // again before the exception goes on, or they would wait without one.
+          if (generation == gen) restart_limits();
+          throw;
+        }
+        if (progressed) {
           if (generation != gen) return;  // the connection went down: already reported
-          if (inflight.empty()) return;
-          const auto again = std::chrono::steady_clock::now() + options.command_timeout;
-          for (std::size_t i = 0; i < inflight.size(); ++i)
-            inflight[i].deadline = std::max(inflight[i].deadline, again);
+          return restart_limits();
         }
       }
       if (inflight.empty()) return;
