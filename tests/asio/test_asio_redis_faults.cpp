@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <exception>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 #include <thread>
@@ -258,6 +259,10 @@ struct Ledger {
     } catch (const std::exception& x) {
       untyped = x.what();
     }
+  }
+  std::size_t completed() const {
+    return static_cast<std::size_t>(
+        std::count_if(calls.begin(), calls.end(), [](int c) { return c > 0; }));
   }
   std::size_t acknowledged() const {
     return static_cast<std::size_t>(std::count(acked.begin(), acked.end(), true));
@@ -626,4 +631,201 @@ TEST_CASE(
   INFO(why);
   CHECK_THROWS_AS(std::rethrow_exception(second_error), dlq::timeout_error);
   CHECK(second_done_at - rerun < std::chrono::milliseconds(2000));  // limit 200 ms
+}
+
+namespace {
+
+// A ticker on the loop: counts its ticks and the longest gap between two, until stopped.
+struct Ticker {
+  explicit Ticker(asio::io_context& io) : timer(io) {}
+  void start() {
+    last = clock_type::now();
+    arm();
+  }
+  void arm() {
+    timer.expires_after(std::chrono::milliseconds(10));
+    timer.async_wait([this](std::error_code ec) {
+      if (ec || stopped) return;
+      const auto now = clock_type::now();
+      longest_gap = std::max(longest_gap, now - last);
+      last = now;
+      ++ticks;
+      arm();
+    });
+  }
+  void stop() {
+    stopped = true;
+    timer.cancel();
+  }
+  asio::steady_timer timer;
+  int ticks = 0;
+  bool stopped = false;
+  clock_type::duration longest_gap = clock_type::duration::zero();
+  clock_type::time_point last;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "reconnect with back-off: while the server is down the connect is refused and retried "
+    "on the loop's timer, the waiting sends go out once it is back, each once",
+    "[asio][redis][faults][reconnect]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.reconnect_attempts = 10;  // back-off 50, 100, 200, 400, 400 … ms: about 3 s in all
+  opts.reconnect_backoff = std::chrono::milliseconds(50);
+  opts.reconnect_backoff_max = std::chrono::milliseconds(400);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  bool ready = false;
+  q.async_send_to_dlq("back", "warm-up", failure(),
+                      [&](std::exception_ptr e, std::string) { ready = !e; });
+  io.run();
+  REQUIRE(ready);
+
+  server.kill9();  // the connection is idle: the next send finds it closed, and reconnects
+  constexpr std::size_t n = 40;
+  Ledger ledger(n);
+  for (std::size_t i = 0; i < n / 2; ++i)
+    q.async_send_to_dlq(
+        "back", "job-" + std::to_string(i), failure(),
+        [&, i](std::exception_ptr e, std::string id) { ledger.record(i, e, std::move(id)); });
+  Ticker ticker(io);
+  ticker.start();
+  // More sends while the connect is being retried: they wait with the first ones.
+  asio::steady_timer later(io);
+  later.expires_after(std::chrono::milliseconds(150));
+  later.async_wait([&](std::error_code) {
+    CHECK(q.storage().connection().pending() == n / 2);  // none failed yet
+    for (std::size_t i = n / 2; i < n; ++i)
+      q.async_send_to_dlq(
+          "back", "job-" + std::to_string(i), failure(),
+          [&, i](std::exception_ptr e, std::string id) { ledger.record(i, e, std::move(id)); });
+  });
+  // The server comes back 400 ms later, started by another thread (the loop never waits).
+  std::thread restarter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    server.start();
+  });
+  asio::steady_timer stop_ticker(io);
+  std::function<void()> watch = [&] {
+    stop_ticker.expires_after(std::chrono::milliseconds(20));
+    stop_ticker.async_wait([&](std::error_code) {
+      if (ledger.completed() == n) return ticker.stop();
+      watch();
+    });
+  };
+  watch();
+  const auto start = clock_type::now();
+  io.restart();
+  io.run();
+  const auto waited = clock_type::now() - start;
+  restarter.join();
+  ledger.check_against(wait_list(server.url(), q.storage().key("back")), "job-");
+  INFO(ledger.first_error);
+  CHECK(ledger.errors == 0);
+  CHECK(ledger.acknowledged() == n);
+  CHECK(waited >= std::chrono::milliseconds(390));  // they waited for the server
+  CHECK(ticker.ticks >= 20);                        // the loop ran the ticker meanwhile
+  CHECK(ticker.longest_gap < std::chrono::milliseconds(500));
+}
+
+TEST_CASE(
+    "reconnect attempts exhausted: every waiting send fails with a connection_error (not "
+    "outcome unknown) after the back-off delays; a later send connects once the server is back",
+    "[asio][redis][faults][reconnect]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.reconnect_attempts = 3;  // 4 tries, back-off 100 + 200 + 400 ms between them
+  opts.reconnect_backoff = std::chrono::milliseconds(100);
+  opts.reconnect_backoff_max = std::chrono::milliseconds(1000);
+  server.kill9();
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  constexpr int n = 10;
+  int completed = 0, refused = 0, others = 0;
+  std::string why;
+  for (int i = 0; i < n; ++i) {
+    q.async_send_to_dlq("gone", "p", failure(), [&](std::exception_ptr e, std::string) {
+      ++completed;
+      try {
+        if (e) std::rethrow_exception(e);
+        ++others;
+      } catch (const dlq::connection_error& c) {
+        why = c.what();
+        if (!c.outcome_unknown()) ++refused;
+      } catch (...) {
+        ++others;
+      }
+    });
+  }
+  Ticker ticker(io);
+  ticker.start();
+  asio::steady_timer stop_ticker(io);
+  std::function<void()> watch = [&] {
+    stop_ticker.expires_after(std::chrono::milliseconds(20));
+    stop_ticker.async_wait([&](std::error_code) {
+      if (completed == n) return ticker.stop();
+      watch();
+    });
+  };
+  watch();
+  const auto start = clock_type::now();
+  io.run();
+  const auto waited = clock_type::now() - start;
+  INFO(why);
+  CHECK(completed == n);
+  CHECK(refused == n);
+  CHECK(others == 0);
+  CHECK(why.find("4 tries") != std::string::npos);
+  CHECK(waited >= std::chrono::milliseconds(690));  // the three back-off delays
+  CHECK(waited < std::chrono::milliseconds(5000));
+  CHECK(ticker.ticks >= 20);
+  CHECK(ticker.longest_gap < std::chrono::milliseconds(500));
+
+  server.start();
+  bool ok = false;
+  q.async_send_to_dlq("gone", "after", failure(),
+                      [&](std::exception_ptr e, std::string) { ok = !e; });
+  io.restart();
+  io.run();
+  CHECK(ok);
+  CHECK(wait_list(server.url(), q.storage().key("gone")).size() == 1);
+}
+
+TEST_CASE(
+    "reconnect_attempts = 0: one try, the send fails at once with a connection_error; a "
+    "frozen server (a connect timeout) is never retried",
+    "[asio][redis][faults][reconnect]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  bool frozen = false;
+  SECTION("no retry") {
+    opts.reconnect_attempts = 0;
+    opts.reconnect_backoff = std::chrono::milliseconds(2000);
+    server.kill9();
+  }
+  SECTION("a timeout is not retried") {
+    opts.reconnect_attempts = 5;
+    opts.reconnect_backoff = std::chrono::milliseconds(2000);
+    opts.connect_timeout = std::chrono::milliseconds(200);
+    server.freeze();
+    frozen = true;
+  }
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  std::exception_ptr error;
+  q.async_send_to_dlq("once", "p", failure(),
+                      [&](std::exception_ptr e, std::string) { error = e; });
+  const auto start = clock_type::now();
+  io.run();
+  const auto waited = clock_type::now() - start;
+  server.thaw();
+  REQUIRE(error);
+  if (frozen) {
+    CHECK_THROWS_AS(std::rethrow_exception(error), dlq::timeout_error);
+  } else {
+    CHECK_THROWS_AS(std::rethrow_exception(error), dlq::connection_error);
+  }
+  CHECK(waited < std::chrono::milliseconds(1500));  // no 2 s back-off before it
 }
