@@ -831,3 +831,102 @@ TEST_CASE(
   }
   CHECK(waited < std::chrono::milliseconds(1500));  // no 2 s back-off before it
 }
+
+TEST_CASE(
+    "close() while the connect waits for its back-off: each waiting send completes once with "
+    "a connection_error (not outcome unknown) and run() returns without waiting for the timer",
+    "[asio][redis][faults][reconnect]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.reconnect_attempts = 3;
+  opts.reconnect_backoff = std::chrono::milliseconds(3000);
+  server.kill9();
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  constexpr int n = 5;
+  std::vector<int> calls(n, 0);
+  int refused = 0;
+  for (int i = 0; i < n; ++i) {
+    q.async_send_to_dlq("closed", "p", failure(), [&, i](std::exception_ptr e, std::string) {
+      ++calls[i];
+      try {
+        if (e) std::rethrow_exception(e);
+      } catch (const dlq::connection_error& c) {
+        if (!c.outcome_unknown()) ++refused;
+      } catch (...) {  // NOLINT(bugprone-empty-catch): counted as not refused
+      }
+    });
+  }
+  asio::steady_timer closer(io);
+  closer.expires_after(std::chrono::milliseconds(100));  // during the first 3 s back-off
+  closer.async_wait([&](std::error_code) {
+    CHECK(q.storage().connection().pending() == static_cast<std::size_t>(n));
+    q.close();
+  });
+  const auto start = clock_type::now();
+  io.run();
+  const auto waited = clock_type::now() - start;
+  for (int i = 0; i < n; ++i)
+    CHECK(calls[i] == 1);
+  CHECK(refused == n);
+  CHECK(waited < std::chrono::milliseconds(2000));  // the back-off timer was cancelled
+}
+
+TEST_CASE(
+    "the last answer handled by the command-timeout check: no read is left waiting, so "
+    "io_context::run() returns",
+    "[asio][redis][faults][busy]") {
+  // Found under ThreadSanitizer (the 20 ms race test hung in epoll_wait with nothing in
+  // flight): the check reads the answers the loop had no turn to read, and when that
+  // empties the queue of commands the read wait registered for them stayed outstanding.
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(200);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  bool ready = false;
+  q.async_send_to_dlq("warm", "warm-up", failure(),
+                      [&](std::exception_ptr e, std::string) { ready = !e; });
+  io.run();
+  REQUIRE(ready);
+
+  std::exception_ptr error;
+  bool called = false;
+  clock_type::time_point done_at{};
+  // As in the test above: the answer arrives after the reactor collected the timer's
+  // expiry, so the check (not the read handler) handles it.
+  asio::post(io, [&] {
+    server.freeze();
+    REQUIRE(wait_stopped(server.pid()));
+    q.async_send_to_dlq("last", "only", failure(), [&](std::exception_ptr e, std::string) {
+      called = true;
+      error = e;
+      done_at = clock_type::now();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    asio::post(io, [&] {
+      server.thaw();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    });
+  });
+  // A watchdog thread stops the loop if run() has not returned after 5 s.
+  std::atomic<bool> returned_flag{false}, hung{false};
+  std::thread watchdog([&] {
+    const auto limit = clock_type::now() + std::chrono::seconds(5);
+    while (!returned_flag && clock_type::now() < limit)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!returned_flag) {
+      hung = true;
+      io.stop();
+    }
+  });
+  io.restart();
+  io.run();
+  returned_flag = true;
+  watchdog.join();
+  const auto returned = clock_type::now();
+  REQUIRE(called);
+  CHECK_FALSE(error);
+  CHECK_FALSE(hung);
+  CHECK(returned - done_at < std::chrono::milliseconds(2000));
+}
