@@ -215,6 +215,7 @@ class RedisConnection {
     bool flush_posted = false;                           // a flush() is posted
     bool write_waiting = false;      // waiting for the socket to take more output
     bool reading = false;            // waiting for input
+    std::uint64_t read_seq = 0;      // one per read wait (a cancelled one is stale)
     std::uint64_t generation = 0;    // one per connection attempt
     std::size_t handshake_left = 0;  // replies of the handshake still expected
     std::exception_ptr handshake_error;
@@ -574,11 +575,23 @@ class RedisConnection {
       if (reading || !sd || !connected || inflight.empty()) return;
       reading = true;
       sd->async_wait(::asio::posix::stream_descriptor::wait_read,
-                     [self = shared_from_this(), gen = generation](const std::error_code& ec) {
-                       if (self->generation != gen) return;
+                     [self = shared_from_this(), gen = generation,
+                      seq = ++read_seq](const std::error_code& ec) {
+                       if (self->generation != gen || self->read_seq != seq) return;
                        self->reading = false;
                        if (!ec) self->on_readable();
                      });
+    }
+
+    // Nothing in flight any more, but a read wait is still registered: the last answers
+    // were handled outside the read handler (by a time limit's poll of the socket). It is
+    // cancelled, or io_context::run() would not return while the connection is idle.
+    void stop_reading() {
+      if (!reading || write_waiting || !sd || !inflight.empty()) return;
+      reading = false;
+      ++read_seq;
+      std::error_code ec;
+      sd->cancel(ec);
     }
 
     // Reads what the socket holds and completes the commands whose answers are complete.
@@ -672,6 +685,7 @@ class RedisConnection {
         }
         if (generation != gen) return;  // closed or dropped by the completion
       }
+      if (inflight.empty()) return stop_reading();
       start_read();
     }
 
