@@ -1,7 +1,9 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 // dlq::asio on private redis-servers: a frozen server (SIGSTOP) never blocks the event loop
 // and the sends complete with typed timeouts, then the connection recovers; kill -9 of a
-// server with appendfsync always loses no acknowledged send; AUTH and SELECT.
+// server with appendfsync always loses no acknowledged send; AUTH and SELECT; the
+// command-timeout check (a handler that throws from it, the last answer read by it);
+// reconnect with back-off while the server is down.
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
