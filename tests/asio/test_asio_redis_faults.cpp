@@ -1,7 +1,9 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 // dlq::asio on private redis-servers: a frozen server (SIGSTOP) never blocks the event loop
 // and the sends complete with typed timeouts, then the connection recovers; kill -9 of a
-// server with appendfsync always loses no acknowledged send; AUTH and SELECT.
+// server with appendfsync always loses no acknowledged send; AUTH and SELECT; the
+// command-timeout check (a handler that throws from it, the last answer read by it);
+// reconnect with back-off while the server is down.
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
@@ -11,6 +13,8 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 #include <thread>
@@ -257,6 +261,10 @@ struct Ledger {
     } catch (const std::exception& x) {
       untyped = x.what();
     }
+  }
+  std::size_t completed() const {
+    return static_cast<std::size_t>(
+        std::count_if(calls.begin(), calls.end(), [](int c) { return c > 0; }));
   }
   std::size_t acknowledged() const {
     return static_cast<std::size_t>(std::count(acked.begin(), acked.end(), true));
@@ -519,4 +527,408 @@ TEST_CASE(
   INFO(why);
   CHECK_FALSE(error);
   CHECK(got == 2);
+}
+
+namespace {
+
+// Waits until the process is stopped (SIGSTOP is delivered asynchronously): 'T' in
+// /proc/<pid>/stat. False after 2 s.
+bool wait_stopped(pid_t pid) {
+  const auto deadline = clock_type::now() + std::chrono::seconds(2);
+  while (clock_type::now() < deadline) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T')
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+struct handler_failed {};
+
+}  // namespace
+
+TEST_CASE(
+    "a handler that throws while the command-timeout check calls it: after run() is called "
+    "again, a send still in flight times out within its limit",
+    "[asio][redis][faults][busy]") {
+  // The check polls the socket before failing a command (the loop may have been busy): the
+  // answer of the first send is found there and its handler is called from the check. The
+  // handler throws; the exception leaves run(). The second send, written by the same check
+  // to a server frozen again meanwhile, must still have its limit.
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(200);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  bool ready = false;
+  q.async_send_to_dlq("warm", "warm-up", failure(),
+                      [&](std::exception_ptr e, std::string) { ready = !e; });
+  io.run();
+  REQUIRE(ready);
+
+  bool first_called = false, second_called = false;
+  std::exception_ptr first_error, second_error;
+  clock_type::time_point thrown_at{}, second_done_at{};
+  asio::steady_timer watchdog(io);
+  auto first_handler = [&](std::exception_ptr e, std::string) {
+    first_called = true;
+    first_error = e;
+    thrown_at = clock_type::now();
+    throw handler_failed{};
+  };
+  auto second_handler = [&](std::exception_ptr e, std::string) {
+    second_called = true;
+    second_error = e;
+    second_done_at = clock_type::now();
+    watchdog.cancel();
+  };
+  // Turn 1 (the loop busy past the limit): the server frozen, the first send written to it.
+  asio::post(io, [&] {
+    server.freeze();
+    REQUIRE(wait_stopped(server.pid()));
+    q.async_send_to_dlq("thrown", "first", failure(), first_handler);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    // Turn 2, queued behind the timer's expiry the reactor collects next: the server answers
+    // the first send, is frozen again, and the second send is issued (written by the check).
+    asio::post(io, [&] {
+      server.thaw();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      server.freeze();
+      REQUIRE(wait_stopped(server.pid()));
+      q.async_send_to_dlq("thrown", "second", failure(), second_handler);
+    });
+  });
+  bool caught = false;
+  try {
+    io.restart();
+    io.run();
+  } catch (const handler_failed&) {
+    caught = true;
+  }
+  REQUIRE(caught);
+  REQUIRE(first_called);
+  CHECK_FALSE(first_error);  // its answer had come: the check handled it
+  REQUIRE_FALSE(second_called);
+  // run() again. Without a limit the second send would wait for the frozen server for
+  // ever: a watchdog closes the queue after 5 s (it then completes with connection_error).
+  watchdog.expires_after(std::chrono::seconds(5));
+  watchdog.async_wait([&](std::error_code ec) {
+    if (!ec) q.close();
+  });
+  const auto rerun = clock_type::now();
+  io.run();
+  server.thaw();
+  REQUIRE(second_called);
+  REQUIRE(second_error);
+  std::string why;
+  try {
+    std::rethrow_exception(second_error);
+  } catch (const std::exception& x) {
+    why = x.what();
+  }
+  INFO(why);
+  CHECK_THROWS_AS(std::rethrow_exception(second_error), dlq::timeout_error);
+  CHECK(second_done_at - rerun < std::chrono::milliseconds(2000));  // limit 200 ms
+}
+
+namespace {
+
+// A ticker on the loop: counts its ticks and the longest gap between two, until stopped.
+struct Ticker {
+  explicit Ticker(asio::io_context& io) : timer(io) {}
+  void start() {
+    last = clock_type::now();
+    arm();
+  }
+  void arm() {
+    timer.expires_after(std::chrono::milliseconds(10));
+    timer.async_wait([this](std::error_code ec) {
+      if (ec || stopped) return;
+      const auto now = clock_type::now();
+      longest_gap = std::max(longest_gap, now - last);
+      last = now;
+      ++ticks;
+      arm();
+    });
+  }
+  void stop() {
+    stopped = true;
+    timer.cancel();
+  }
+  asio::steady_timer timer;
+  int ticks = 0;
+  bool stopped = false;
+  clock_type::duration longest_gap = clock_type::duration::zero();
+  clock_type::time_point last;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "reconnect with back-off: while the server is down the connect is refused and retried "
+    "on the loop's timer, the waiting sends go out once it is back, each once",
+    "[asio][redis][faults][reconnect]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.reconnect_attempts = 10;  // back-off 50, 100, 200, 400, 400 … ms: about 3 s in all
+  opts.reconnect_backoff = std::chrono::milliseconds(50);
+  opts.reconnect_backoff_max = std::chrono::milliseconds(400);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  bool ready = false;
+  q.async_send_to_dlq("back", "warm-up", failure(),
+                      [&](std::exception_ptr e, std::string) { ready = !e; });
+  io.run();
+  REQUIRE(ready);
+
+  server.kill9();  // the connection is idle: the next send finds it closed, and reconnects
+  constexpr std::size_t n = 40;
+  Ledger ledger(n);
+  for (std::size_t i = 0; i < n / 2; ++i)
+    q.async_send_to_dlq(
+        "back", "job-" + std::to_string(i), failure(),
+        [&, i](std::exception_ptr e, std::string id) { ledger.record(i, e, std::move(id)); });
+  Ticker ticker(io);
+  ticker.start();
+  // More sends while the connect is being retried: they wait with the first ones.
+  asio::steady_timer later(io);
+  later.expires_after(std::chrono::milliseconds(150));
+  later.async_wait([&](std::error_code) {
+    CHECK(q.storage().connection().pending() == n / 2);  // none failed yet
+    for (std::size_t i = n / 2; i < n; ++i)
+      q.async_send_to_dlq(
+          "back", "job-" + std::to_string(i), failure(),
+          [&, i](std::exception_ptr e, std::string id) { ledger.record(i, e, std::move(id)); });
+  });
+  asio::steady_timer stop_ticker(io);
+  std::function<void()> watch = [&] {
+    stop_ticker.expires_after(std::chrono::milliseconds(20));
+    stop_ticker.async_wait([&](std::error_code) {
+      if (ledger.completed() == n) return ticker.stop();
+      watch();
+    });
+  };
+  watch();
+  // The loop runs on a thread of its own; this one starts the server again 400 ms later
+  // (on this thread: redis-server is killed when the thread that forked it ends).
+  const auto start = clock_type::now();
+  clock_type::duration waited{};
+  io.restart();
+  std::thread loop([&] {
+    io.run();
+    waited = clock_type::now() - start;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  server.start();
+  loop.join();
+  ledger.check_against(wait_list(server.url(), q.storage().key("back")), "job-");
+  INFO(ledger.first_error);
+  CHECK(ledger.errors == 0);
+  CHECK(ledger.acknowledged() == n);
+  CHECK(waited >= std::chrono::milliseconds(390));  // they waited for the server
+  CHECK(ticker.ticks >= 20);                        // the loop ran the ticker meanwhile
+  CHECK(ticker.longest_gap < std::chrono::milliseconds(500));
+}
+
+TEST_CASE(
+    "reconnect attempts exhausted: every waiting send fails with a connection_error (not "
+    "outcome unknown) after the back-off delays; a later send connects once the server is back",
+    "[asio][redis][faults][reconnect]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.reconnect_attempts = 3;  // 4 tries, back-off 100 + 200 + 400 ms between them
+  opts.reconnect_backoff = std::chrono::milliseconds(100);
+  opts.reconnect_backoff_max = std::chrono::milliseconds(1000);
+  server.kill9();
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  constexpr int n = 10;
+  int completed = 0, refused = 0, others = 0;
+  std::string why;
+  for (int i = 0; i < n; ++i) {
+    q.async_send_to_dlq("gone", "p", failure(), [&](std::exception_ptr e, std::string) {
+      ++completed;
+      try {
+        if (e) std::rethrow_exception(e);
+        ++others;
+      } catch (const dlq::connection_error& c) {
+        why = c.what();
+        if (!c.outcome_unknown()) ++refused;
+      } catch (...) {
+        ++others;
+      }
+    });
+  }
+  Ticker ticker(io);
+  ticker.start();
+  asio::steady_timer stop_ticker(io);
+  std::function<void()> watch = [&] {
+    stop_ticker.expires_after(std::chrono::milliseconds(20));
+    stop_ticker.async_wait([&](std::error_code) {
+      if (completed == n) return ticker.stop();
+      watch();
+    });
+  };
+  watch();
+  const auto start = clock_type::now();
+  io.run();
+  const auto waited = clock_type::now() - start;
+  INFO(why);
+  CHECK(completed == n);
+  CHECK(refused == n);
+  CHECK(others == 0);
+  CHECK(why.find("4 tries") != std::string::npos);
+  CHECK(waited >= std::chrono::milliseconds(690));  // the three back-off delays
+  CHECK(waited < std::chrono::milliseconds(5000));
+  CHECK(ticker.ticks >= 20);
+  CHECK(ticker.longest_gap < std::chrono::milliseconds(500));
+
+  server.start();
+  bool ok = false;
+  q.async_send_to_dlq("gone", "after", failure(),
+                      [&](std::exception_ptr e, std::string) { ok = !e; });
+  io.restart();
+  io.run();
+  CHECK(ok);
+  CHECK(wait_list(server.url(), q.storage().key("gone")).size() == 1);
+}
+
+TEST_CASE(
+    "reconnect_attempts = 0: one try, the send fails at once with a connection_error; a "
+    "frozen server (a connect timeout) is never retried",
+    "[asio][redis][faults][reconnect]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  bool frozen = false;
+  SECTION("no retry") {
+    opts.reconnect_attempts = 0;
+    opts.reconnect_backoff = std::chrono::milliseconds(2000);
+    server.kill9();
+  }
+  SECTION("a timeout is not retried") {
+    opts.reconnect_attempts = 5;
+    opts.reconnect_backoff = std::chrono::milliseconds(2000);
+    opts.connect_timeout = std::chrono::milliseconds(200);
+    server.freeze();
+    frozen = true;
+  }
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  std::exception_ptr error;
+  q.async_send_to_dlq("once", "p", failure(),
+                      [&](std::exception_ptr e, std::string) { error = e; });
+  const auto start = clock_type::now();
+  io.run();
+  const auto waited = clock_type::now() - start;
+  server.thaw();
+  REQUIRE(error);
+  if (frozen) {
+    CHECK_THROWS_AS(std::rethrow_exception(error), dlq::timeout_error);
+  } else {
+    CHECK_THROWS_AS(std::rethrow_exception(error), dlq::connection_error);
+  }
+  CHECK(waited < std::chrono::milliseconds(1500));  // no 2 s back-off before it
+}
+
+TEST_CASE(
+    "close() while the connect waits for its back-off: each waiting send completes once with "
+    "a connection_error (not outcome unknown) and run() returns without waiting for the timer",
+    "[asio][redis][faults][reconnect]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.reconnect_attempts = 3;
+  opts.reconnect_backoff = std::chrono::milliseconds(3000);
+  server.kill9();
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  constexpr int n = 5;
+  std::vector<int> calls(n, 0);
+  int refused = 0;
+  for (int i = 0; i < n; ++i) {
+    q.async_send_to_dlq("closed", "p", failure(), [&, i](std::exception_ptr e, std::string) {
+      ++calls[i];
+      try {
+        if (e) std::rethrow_exception(e);
+      } catch (const dlq::connection_error& c) {
+        if (!c.outcome_unknown()) ++refused;
+      } catch (...) {  // NOLINT(bugprone-empty-catch): counted as not refused
+      }
+    });
+  }
+  asio::steady_timer closer(io);
+  closer.expires_after(std::chrono::milliseconds(100));  // during the first 3 s back-off
+  closer.async_wait([&](std::error_code) {
+    CHECK(q.storage().connection().pending() == static_cast<std::size_t>(n));
+    q.close();
+  });
+  const auto start = clock_type::now();
+  io.run();
+  const auto waited = clock_type::now() - start;
+  for (int i = 0; i < n; ++i)
+    CHECK(calls[i] == 1);
+  CHECK(refused == n);
+  CHECK(waited < std::chrono::milliseconds(2000));  // the back-off timer was cancelled
+}
+
+TEST_CASE(
+    "the last answer handled by the command-timeout check: no read is left waiting, so "
+    "io_context::run() returns",
+    "[asio][redis][faults][busy]") {
+  // Found under ThreadSanitizer (the 20 ms race test hung in epoll_wait with nothing in
+  // flight): the check reads the answers the loop had no turn to read, and when that
+  // empties the queue of commands the read wait registered for them stayed outstanding.
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(200);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  bool ready = false;
+  q.async_send_to_dlq("warm", "warm-up", failure(),
+                      [&](std::exception_ptr e, std::string) { ready = !e; });
+  io.run();
+  REQUIRE(ready);
+
+  std::exception_ptr error;
+  bool called = false;
+  clock_type::time_point done_at{};
+  // As in the test above: the answer arrives after the reactor collected the timer's
+  // expiry, so the check (not the read handler) handles it.
+  asio::post(io, [&] {
+    server.freeze();
+    REQUIRE(wait_stopped(server.pid()));
+    q.async_send_to_dlq("last", "only", failure(), [&](std::exception_ptr e, std::string) {
+      called = true;
+      error = e;
+      done_at = clock_type::now();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    asio::post(io, [&] {
+      server.thaw();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    });
+  });
+  // A watchdog thread stops the loop if run() has not returned after 5 s.
+  std::atomic<bool> returned_flag{false}, hung{false};
+  std::thread watchdog([&] {
+    const auto limit = clock_type::now() + std::chrono::seconds(5);
+    while (!returned_flag && clock_type::now() < limit)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!returned_flag) {
+      hung = true;
+      io.stop();
+    }
+  });
+  io.restart();
+  io.run();
+  returned_flag = true;
+  watchdog.join();
+  const auto returned = clock_type::now();
+  REQUIRE(called);
+  CHECK_FALSE(error);
+  CHECK_FALSE(hung);
+  CHECK(returned - done_at < std::chrono::milliseconds(2000));
 }

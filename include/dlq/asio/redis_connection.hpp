@@ -28,7 +28,13 @@
 ///   writes: they were sent). A zero limit means none.
 /// - Failures: a lost connection (or bytes that are not RESP) fails the commands in flight
 ///   with dlq::connection_error (outcome_unknown() for writes). No command is ever re-sent.
-///   The next command reconnects (one try; it fails with the connect error when that fails).
+///   The next command reconnects, with the blocking connection's rules: a connect that is
+///   refused or closed (during the TCP connect or the handshake) is tried again up to
+///   ConnectionOptions::reconnect_attempts times, after reconnect_backoff, doubled for each
+///   further try up to reconnect_backoff_max — waited on the executor's timer, never by
+///   blocking the loop; commands issued meanwhile wait with the first. A connect timeout,
+///   or AUTH/SELECT refused, is not retried. When the tries are used up every waiting command
+///   fails with dlq::connection_error (never outcome_unknown(): nothing was sent).
 /// - A Redis Cluster node is refused: the handshake asks CLUSTER SLOTS, and a node that
 ///   answers with slots fails every command with dlq::invalid_argument — the async path
 ///   does not route by slot yet; use the blocking dlq::RedisListStorage there.
@@ -189,7 +195,8 @@ class RedisConnection {
           options(std::move(o)),
           endpoint(options.endpoint()),
           command_timer(executor),
-          connect_timer(executor) {}
+          connect_timer(executor),
+          backoff_timer(executor) {}
     ~impl() { close(); }
 
     executor_type executor;
@@ -197,6 +204,9 @@ class RedisConnection {
     std::string endpoint;
     ::asio::steady_timer command_timer;
     ::asio::steady_timer connect_timer;
+    ::asio::steady_timer backoff_timer;    // the wait before the next connect try
+    int connect_tries = 0;                 // failed tries of the connect in progress
+    std::chrono::milliseconds backoff{0};  // the wait before the next try
     bool command_timer_armed = false;
     enum class phase { idle, connecting, ready } state = phase::idle;
     bool closed = false;
@@ -205,6 +215,7 @@ class RedisConnection {
     bool flush_posted = false;                           // a flush() is posted
     bool write_waiting = false;      // waiting for the socket to take more output
     bool reading = false;            // waiting for input
+    std::uint64_t read_seq = 0;      // one per read wait (a cancelled one is stale)
     std::uint64_t generation = 0;    // one per connection attempt
     std::size_t handshake_left = 0;  // replies of the handshake still expected
     std::exception_ptr handshake_error;
@@ -266,7 +277,7 @@ class RedisConnection {
       }
       format(waiting_out);
       waiting.push_back(std::move(o));
-      if (state == phase::idle) connect();
+      if (state == phase::idle) start_connect();
     }
 
     // An idle connection is not read (reads wait only while answers are expected), so a
@@ -345,6 +356,39 @@ class RedisConnection {
       return s;
     }
 
+    // A connect on demand: 1 + reconnect_attempts tries (see retry_connect).
+    void start_connect() {
+      connect_tries = 0;
+      backoff = options.reconnect_backoff;
+      connect();
+    }
+
+    // A try failed with a connection error (refused, or closed before the handshake was
+    // answered): true when another one is scheduled — after the back-off, on the executor's
+    // timer — as the blocking connection does: at most reconnect_attempts more tries, the
+    // wait doubled each time up to reconnect_backoff_max. The waiting commands (none of them
+    // was sent) stay waiting, with their formatted output.
+    bool retry_connect() {
+      ++connect_tries;
+      if (closed || waiting.empty() || connect_tries > options.reconnect_attempts) return false;
+      state = phase::connecting;
+      handshake_left = 0;
+      const auto delay = std::max(backoff, std::chrono::milliseconds(0));
+      backoff = std::min(backoff * 2, std::max(options.reconnect_backoff_max, backoff));
+      backoff_timer.expires_after(delay);
+      backoff_timer.async_wait(
+          [self = shared_from_this(), gen = generation](const std::error_code& ec) {
+            if (ec || self->generation != gen || self->closed || self->state != phase::connecting)
+              return;
+            self->connect();
+          });
+      return true;
+    }
+
+    std::string tries() const {
+      return connect_tries == 1 ? std::string() : " (" + std::to_string(connect_tries) + " tries)";
+    }
+
     void connect() {
       state = phase::connecting;
       const std::uint64_t gen = ++generation;
@@ -354,9 +398,12 @@ class RedisConnection {
       bool done = false;
       const int s = open_socket(error, done);
       if (s < 0) {
-        return fail_waiting(std::make_exception_ptr(dlq::connection_error(
-            msg("connecting: " + error, "is redis-server running and listening on this address?"),
-            false)));
+        connect_error = error;
+        if (retry_connect()) return;
+        return fail_waiting(std::make_exception_ptr(
+            dlq::connection_error(msg("connecting: " + error + tries(),
+                                      "is redis-server running and listening on this address?"),
+                                  false)));
       }
       sd.emplace(executor, s);
       connected = false;
@@ -528,11 +575,23 @@ class RedisConnection {
       if (reading || !sd || !connected || inflight.empty()) return;
       reading = true;
       sd->async_wait(::asio::posix::stream_descriptor::wait_read,
-                     [self = shared_from_this(), gen = generation](const std::error_code& ec) {
-                       if (self->generation != gen) return;
+                     [self = shared_from_this(), gen = generation,
+                      seq = ++read_seq](const std::error_code& ec) {
+                       if (self->generation != gen || self->read_seq != seq) return;
                        self->reading = false;
                        if (!ec) self->on_readable();
                      });
+    }
+
+    // Nothing in flight any more, but a read wait is still registered: the last answers
+    // were handled outside the read handler (by a time limit's poll of the socket). It is
+    // cancelled, or io_context::run() would not return while the connection is idle.
+    void stop_reading() {
+      if (!reading || write_waiting || !sd || !inflight.empty()) return;
+      reading = false;
+      ++read_seq;
+      std::error_code ec;
+      sd->cancel(ec);
     }
 
     // Reads what the socket holds and completes the commands whose answers are complete.
@@ -626,6 +685,7 @@ class RedisConnection {
         }
         if (generation != gen) return;  // closed or dropped by the completion
       }
+      if (inflight.empty()) return stop_reading();
       start_read();
     }
 
@@ -739,6 +799,15 @@ class RedisConnection {
           });
     }
 
+    // The commands in flight get their limit again from now, and the timer is armed.
+    void restart_limits() {
+      if (inflight.empty()) return;
+      const auto again = std::chrono::steady_clock::now() + options.command_timeout;
+      for (std::size_t i = 0; i < inflight.size(); ++i)
+        inflight[i].deadline = std::max(inflight[i].deadline, again);
+      arm_command_timer();
+    }
+
     void on_command_timer() {
       if (inflight.empty() || state != phase::ready) return;
       if (inflight.front().deadline <= std::chrono::steady_clock::now()) {
@@ -748,12 +817,19 @@ class RedisConnection {
         // yet), and the commands still waiting get their limit again from now — as the
         // blocking connection, whose limit is per read.
         const std::uint64_t gen = generation;
-        if (pump()) {
+        bool progressed = false;
+        try {
+          progressed = pump();
+        } catch (...) {
+          // A completion called from the check threw (it leaves run()): the answers were
+          // progress, and the commands still in flight keep a limit — the timer is armed
+          // again before the exception goes on, or they would wait without one.
+          if (generation == gen) restart_limits();
+          throw;
+        }
+        if (progressed) {
           if (generation != gen) return;  // the connection went down: already reported
-          if (inflight.empty()) return;
-          const auto again = std::chrono::steady_clock::now() + options.command_timeout;
-          for (std::size_t i = 0; i < inflight.size(); ++i)
-            inflight[i].deadline = std::max(inflight[i].deadline, again);
+          return restart_limits();
         }
       }
       if (inflight.empty()) return;
@@ -794,6 +870,7 @@ class RedisConnection {
       connected = flush_posted = write_waiting = reading = false;
       connect_timer.cancel();
       command_timer.cancel();
+      backoff_timer.cancel();
       if (sd) {
         std::error_code ec;
         sd->close(ec);
@@ -834,6 +911,7 @@ class RedisConnection {
     // that are not RESP): those in flight fail with connection_error, those waiting for the
     // connect with its error.
     void lost(const std::string& text) {
+      const bool connecting = state == phase::connecting;
       close_socket();
       detail::ring<op> f = std::move(inflight);
       for (std::size_t i = 0; i < f.size(); ++i) {
@@ -848,10 +926,13 @@ class RedisConnection {
                          unknown)));
       }
       if (!waiting.empty()) {
-        const std::string why = connect_error.empty() ? "the connection was lost" : connect_error;
-        fail_waiting(std::make_exception_ptr(dlq::connection_error(
-            msg("connecting: " + why, "is redis-server running and listening on this address?"),
-            false)));
+        if (connecting && retry_connect()) return;  // the waiting output is kept for it
+        const std::string why =
+            connect_error.empty() ? "the connection was lost (" + text + ")" : connect_error;
+        fail_waiting(std::make_exception_ptr(
+            dlq::connection_error(msg("connecting: " + why + tries(),
+                                      "is redis-server running and listening on this address?"),
+                                  false)));
       }
       waiting_out.clear();
     }
