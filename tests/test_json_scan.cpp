@@ -219,6 +219,46 @@ TEST_CASE("audit records are written exactly as nlohmann's dump writes them", "[
   }
 }
 
+// write_envelope writes the entry's context (a nlohmann::json) with
+// detail::append_dumped_value: byte for byte what f.context.dump(-1, ' ', false,
+// error_handler_t::replace) wrote before.
+TEST_CASE("contexts are written exactly as nlohmann's dump writes them", "[json][entry]") {
+  const auto dumped = [](const nlohmann::json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  for (const char* text :
+       {R"({"b":1,"a":[true,false,null,-5,18446744073709551615,1.5,1e300,0.1,-0.0,3.0],)"
+        R"("c":{"x":"y\u0001","\u00e9":"\ud83d\ude00"},"z":[],"o":{}})",
+        "{}", "[]", "2.5e-320", "123456789.125", "-9223372036854775808", R"("a\"b")"}) {
+    const auto j = nlohmann::json::parse(text);
+    std::string mine;
+    dlq::detail::append_dumped_value(mine, j);
+    CHECK(mine == dumped(j));
+  }
+  nlohmann::json j;
+  j["bad\xff key"] = "caf\xc3 \xed\xa0\x80 \xf0\x9f";
+  j["bin"] = nlohmann::json::binary({1, 2, 255}, 3);
+  j["nan"] = std::nan("");
+  j["list"] = {1u, -2, 0.5, "x\x01"};
+  std::string mine;
+  dlq::detail::append_dumped_value(mine, j);
+  CHECK(mine == dumped(j));
+  std::mt19937_64 rng(7);
+  for (int n = 0; n < 2000; ++n) {
+    nlohmann::json o = nlohmann::json::object();
+    for (int k = 0; k < 3; ++k) {
+      std::string s;
+      for (int i = static_cast<int>(rng() % 8); i > 0; --i)
+        s.push_back(static_cast<char>(rng() & 0xff));
+      o[s] = s;
+    }
+    std::string out;
+    dlq::detail::append_dumped_value(out, o);
+    INFO("case " << n);
+    REQUIRE(out == dumped(o));
+  }
+}
+
 TEST_CASE("write_string stays within max_string_size and writes what nlohmann writes", "[json]") {
   std::mt19937 rng(18);
   // Edge-biased bytes: controls, quotes, backslashes, valid and broken UTF-8 sequences.

@@ -53,6 +53,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -131,6 +132,84 @@ Json parse_json_or_discarded(std::string_view text) {
   parser.sax_parse(&dom, true);
   if (dom.is_errored()) result = nlohmann::detail::value_t::discarded;
   return result;
+}
+
+/// Appends `value` as nlohmann's `value.dump(-1, ' ', false, error_handler_t::replace)`
+/// writes it, byte for byte (strings through json::append_string's per-subpart U+FFFD
+/// replacement, floats through nlohmann's own to_chars), for any basic_json
+/// specialization, without compiling nlohmann's serializer for it.
+template <class Json>
+void append_dumped_value(std::string& out, const Json& value) {
+  using value_t = typename Json::value_t;
+  switch (value.type()) {
+    case value_t::object: {
+      out.push_back('{');
+      bool first = true;
+      for (const auto& [key, v] : *value.template get_ptr<const typename Json::object_t*>()) {
+        if (!first) out.push_back(',');
+        first = false;
+        json::append_string(out, key, json::invalid_utf8::per_subpart);
+        out.push_back(':');
+        append_dumped_value(out, v);
+      }
+      out.push_back('}');
+      return;
+    }
+    case value_t::array: {
+      out.push_back('[');
+      bool first = true;
+      for (const auto& v : *value.template get_ptr<const typename Json::array_t*>()) {
+        if (!first) out.push_back(',');
+        first = false;
+        append_dumped_value(out, v);
+      }
+      out.push_back(']');
+      return;
+    }
+    case value_t::string:
+      json::append_string(out, *value.template get_ptr<const typename Json::string_t*>(),
+                          json::invalid_utf8::per_subpart);
+      return;
+    case value_t::binary: {
+      const auto& b = *value.template get_ptr<const typename Json::binary_t*>();
+      out.append("{\"bytes\":[");
+      for (std::size_t i = 0; i < b.size(); ++i) {
+        if (i != 0) out.push_back(',');
+        out.append(std::to_string(static_cast<unsigned>(b[i])));
+      }
+      out.append("],\"subtype\":");
+      out.append(b.has_subtype() ? std::to_string(b.subtype()) + "}" : std::string("null}"));
+      return;
+    }
+    case value_t::boolean:
+      out.append(*value.template get_ptr<const typename Json::boolean_t*>() ? "true" : "false");
+      return;
+    case value_t::number_integer:
+      out.append(std::to_string(*value.template get_ptr<const typename Json::number_integer_t*>()));
+      return;
+    case value_t::number_unsigned:
+      out.append(
+          std::to_string(*value.template get_ptr<const typename Json::number_unsigned_t*>()));
+      return;
+    case value_t::number_float: {
+      const double x = *value.template get_ptr<const typename Json::number_float_t*>();
+      if (!std::isfinite(x)) {
+        out.append("null");
+        return;
+      }
+      char buf[64];
+      const char* e = nlohmann::detail::to_chars(buf, buf + sizeof buf, x);
+      out.append(buf, static_cast<std::size_t>(e - buf));
+      return;
+    }
+    case value_t::discarded:
+      out.append("<discarded>");
+      return;
+    case value_t::null:
+    default:
+      out.append("null");
+      return;
+  }
 }
 
 }  // namespace detail
