@@ -2,6 +2,7 @@
 #include "dlq/detail/json_scan.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "dlq/audit.hpp"
@@ -256,6 +257,164 @@ TEST_CASE("contexts are written exactly as nlohmann's dump writes them", "[json]
     dlq::detail::append_dumped_value(out, o);
     INFO("case " << n);
     REQUIRE(out == dumped(o));
+  }
+}
+
+namespace {
+// The same value with the same types throughout (nlohmann's == calls 5u and 5 equal).
+bool same_json(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j)
+      if (i.key() != j.key() || !same_json(*i, *j)) return false;
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!same_json(a[i], b[i])) return false;
+    return true;
+  }
+  if (a.is_discarded()) return true;
+  if (a.is_number_float())
+    return std::memcmp(a.get_ptr<const double*>(), b.get_ptr<const double*>(), sizeof(double)) == 0;
+  return a == b;
+}
+}  // namespace
+
+// parse_entry reads the entry's context with detail::read_json_dom instead of nlohmann's
+// parser: the same value (or discarded) as json::parse(text, nullptr, false) for any text.
+TEST_CASE("read_json_dom reads what nlohmann's parser reads", "[json][entry]") {
+  const auto check = [](const std::string& text) {
+    const auto mine = dlq::detail::read_json_dom<nlohmann::json>(text);
+    const auto theirs = nlohmann::json::parse(text, nullptr, false);
+    INFO("text: " << text);
+    REQUIRE(same_json(mine, theirs));
+  };
+  const std::vector<std::string> cases = {"",
+                                          " ",
+                                          "{}",
+                                          "[]",
+                                          "{ }",
+                                          "[ ]",
+                                          " {\"a\" : 1 } ",
+                                          "null",
+                                          "true",
+                                          "false",
+                                          "nul",
+                                          "truex",
+                                          "0",
+                                          "-0",
+                                          "01",
+                                          "-01",
+                                          "1.",
+                                          ".5",
+                                          "1.5",
+                                          "-1.5e3",
+                                          "1E5",
+                                          "1e+5",
+                                          "1e-5",
+                                          "1e",
+                                          "1e+",
+                                          "-",
+                                          "--1",
+                                          "+1",
+                                          "18446744073709551615",
+                                          "18446744073709551616",
+                                          "-9223372036854775808",
+                                          "-9223372036854775809",
+                                          "99999999999999999999999",
+                                          "1e999",
+                                          "-1e999",
+                                          "1e-999",
+                                          "2.5e-320",
+                                          "0.1",
+                                          "3.0",
+                                          "NaN",
+                                          "Infinity",
+                                          "-Infinity",
+                                          "\"a\\u00e9\\ud83d\\ude00\"",
+                                          "\"\\ud800\"",
+                                          "\"\\udc00\"",
+                                          "\"\\ud800\\u0041\"",
+                                          "\"\\ud800x\"",
+                                          "\"\\u12\"",
+                                          "\"\\uzzzz\"",
+                                          "\"\\x\"",
+                                          "\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\"",
+                                          std::string("\"a\x01\""),
+                                          std::string("\"a\tb\""),
+                                          "\"caf\xc3\xa9\"",
+                                          "\"caf\xc3\"",
+                                          "\"\xed\xa0\x80\"",
+                                          "\"\xf4\x90\x80\x80\"",
+                                          "\"\xc0\xaf\"",
+                                          "\"\xef\xbb\xbf\"",
+                                          "\xef\xbb\xbf{}",
+                                          "\xef\xbb{}",
+                                          std::string("{}\0garbage", 10),
+                                          std::string("\0", 1),
+                                          std::string("[1,\0]", 5),
+                                          std::string("1\0", 2),
+                                          "{\"a\":1,\"a\":[2]}",
+                                          "{\"a\":1,}",
+                                          "[1,]",
+                                          "[,1]",
+                                          "{,}",
+                                          "{\"a\"}",
+                                          "{\"a\":}",
+                                          "{a:1}",
+                                          "[1 2]",
+                                          "{\"a\":1 \"b\":2}",
+                                          "[[[[]]]]",
+                                          "{\"a\":{\"b\":{\"c\":[1,{\"d\":null}]}}}",
+                                          "[1]x",
+                                          "[1] ",
+                                          "\t\n\r [1]\r\n",
+                                          "[1]\f",
+                                          "\"unterminated",
+                                          "[\"a\",",
+                                          "{\"k\":\"v\"",
+                                          "[true,false,null,-5,1.5]",
+                                          "{\"\":0}",
+                                          "{\"z\":1,\"b\":2,\"a\":3}",
+                                          "[1e2,1E-2,-0.0,0e0]",
+                                          "1 2",
+                                          "[] []"};
+  for (const auto& text : cases)
+    check(text);
+  std::string deep;
+  for (int i = 0; i < 256; ++i)
+    deep += '[';
+  deep += '1';
+  for (int i = 0; i < 256; ++i)
+    deep += ']';
+  check(deep);
+  // Random mutations of valid documents: flipped, dropped and inserted bytes.
+  const std::vector<std::string> seeds = {
+      R"({"trace":"abc","n":[1,-2,3.5,1e3,true,null],"o":{"k":"v\u00e9\ud83d\ude00"}})",
+      R"([{"a":18446744073709551615},{"b":-9223372036854775808},"\\\"\/",0.000001])",
+      "{\"caf\xc3\xa9\":\"\xf0\x9f\x98\x80\",\"x\":[[],{}]}"};
+  const std::string alphabet = "{}[]\":,.-+eE0123456789 \\/utrfnalsbx\x01\x80\xc3\xa9\xed\xff";
+  std::mt19937_64 rng(2026);
+  for (int n = 0; n < 30000; ++n) {
+    std::string t = seeds[rng() % seeds.size()];
+    for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) {
+      const std::size_t at = rng() % (t.size() + 1);
+      const char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0:
+          if (at < t.size()) t[at] = c;
+          break;
+        case 1:
+          if (at < t.size()) t.erase(at, 1);
+          break;
+        default:
+          t.insert(at, 1, c);
+      }
+    }
+    check(t);
   }
 }
 

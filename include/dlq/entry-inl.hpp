@@ -132,7 +132,7 @@ DLQ_INLINE Entry parse_entry(std::string raw) {
     if (detail::nests_deeper_than(v.context, detail::max_json_depth)) {
       e.context = std::string(v.context);
     } else {
-      e.context = detail::parse_json_or_discarded<nlohmann::json>(v.context);
+      e.context = detail::read_json_dom<nlohmann::json>(v.context);
       if (e.context.is_discarded()) e.context = std::string(v.context);
     }
   }
