@@ -2,6 +2,8 @@
 #include "dlq/detail/json_scan.hpp"
 
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <random>
 
 #include "dlq/audit.hpp"
@@ -219,6 +221,204 @@ TEST_CASE("audit records are written exactly as nlohmann's dump writes them", "[
   }
 }
 
+// write_envelope writes the entry's context (a nlohmann::json) with
+// detail::append_dumped_value: byte for byte what f.context.dump(-1, ' ', false,
+// error_handler_t::replace) wrote before.
+TEST_CASE("contexts are written exactly as nlohmann's dump writes them", "[json][entry]") {
+  const auto dumped = [](const nlohmann::json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  for (const char* text :
+       {R"({"b":1,"a":[true,false,null,-5,18446744073709551615,1.5,1e300,0.1,-0.0,3.0],)"
+        R"("c":{"x":"y\u0001","\u00e9":"\ud83d\ude00"},"z":[],"o":{}})",
+        "{}", "[]", "2.5e-320", "123456789.125", "-9223372036854775808", R"("a\"b")"}) {
+    const auto j = nlohmann::json::parse(text);
+    std::string mine;
+    dlq::detail::append_dumped_value(mine, j);
+    CHECK(mine == dumped(j));
+  }
+  nlohmann::json j;
+  j["bad\xff key"] = "caf\xc3 \xed\xa0\x80 \xf0\x9f";
+  j["bin"] = nlohmann::json::binary({1, 2, 255}, 3);
+  j["nan"] = std::nan("");
+  j["list"] = {1u, -2, 0.5, "x\x01"};
+  std::string mine;
+  dlq::detail::append_dumped_value(mine, j);
+  CHECK(mine == dumped(j));
+  std::mt19937_64 rng(7);
+  for (int n = 0; n < 2000; ++n) {
+    nlohmann::json o = nlohmann::json::object();
+    for (int k = 0; k < 3; ++k) {
+      std::string s;
+      for (int i = static_cast<int>(rng() % 8); i > 0; --i)
+        s.push_back(static_cast<char>(rng() & 0xff));
+      o[s] = s;
+    }
+    std::string out;
+    dlq::detail::append_dumped_value(out, o);
+    INFO("case " << n);
+    REQUIRE(out == dumped(o));
+  }
+}
+
+namespace {
+// The same value with the same types throughout (nlohmann's == calls 5u and 5 equal).
+bool same_json(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j)
+      if (i.key() != j.key() || !same_json(*i, *j)) return false;
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!same_json(a[i], b[i])) return false;
+    return true;
+  }
+  if (a.is_discarded()) return true;
+  if (a.is_number_float())
+    return std::memcmp(a.get_ptr<const double*>(), b.get_ptr<const double*>(), sizeof(double)) == 0;
+  return a == b;
+}
+}  // namespace
+
+// parse_entry reads the entry's context with detail::read_json_dom instead of nlohmann's
+// parser: the same value (or discarded) as json::parse(text, nullptr, false) for any text.
+TEST_CASE("read_json_dom reads what nlohmann's parser reads", "[json][entry]") {
+  const auto check = [](const std::string& text) {
+    const auto mine = dlq::detail::read_json_dom<nlohmann::json>(text);
+    const auto theirs = nlohmann::json::parse(text, nullptr, false);
+    INFO("text: " << text);
+    REQUIRE(same_json(mine, theirs));
+  };
+  const std::vector<std::string> cases = {"",
+                                          " ",
+                                          "{}",
+                                          "[]",
+                                          "{ }",
+                                          "[ ]",
+                                          " {\"a\" : 1 } ",
+                                          "null",
+                                          "true",
+                                          "false",
+                                          "nul",
+                                          "truex",
+                                          "0",
+                                          "-0",
+                                          "01",
+                                          "-01",
+                                          "1.",
+                                          ".5",
+                                          "1.5",
+                                          "-1.5e3",
+                                          "1E5",
+                                          "1e+5",
+                                          "1e-5",
+                                          "1e",
+                                          "1e+",
+                                          "-",
+                                          "--1",
+                                          "+1",
+                                          "18446744073709551615",
+                                          "18446744073709551616",
+                                          "-9223372036854775808",
+                                          "-9223372036854775809",
+                                          "99999999999999999999999",
+                                          "1e999",
+                                          "-1e999",
+                                          "1e-999",
+                                          "2.5e-320",
+                                          "0.1",
+                                          "3.0",
+                                          "NaN",
+                                          "Infinity",
+                                          "-Infinity",
+                                          "\"a\\u00e9\\ud83d\\ude00\"",
+                                          "\"\\ud800\"",
+                                          "\"\\udc00\"",
+                                          "\"\\ud800\\u0041\"",
+                                          "\"\\ud800x\"",
+                                          "\"\\u12\"",
+                                          "\"\\uzzzz\"",
+                                          "\"\\x\"",
+                                          "\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\"",
+                                          std::string("\"a\x01\""),
+                                          std::string("\"a\tb\""),
+                                          "\"caf\xc3\xa9\"",
+                                          "\"caf\xc3\"",
+                                          "\"\xed\xa0\x80\"",
+                                          "\"\xf4\x90\x80\x80\"",
+                                          "\"\xc0\xaf\"",
+                                          "\"\xef\xbb\xbf\"",
+                                          "\xef\xbb\xbf{}",
+                                          "\xef\xbb{}",
+                                          std::string("{}\0garbage", 10),
+                                          std::string("\0", 1),
+                                          std::string("[1,\0]", 5),
+                                          std::string("1\0", 2),
+                                          "{\"a\":1,\"a\":[2]}",
+                                          "{\"a\":1,}",
+                                          "[1,]",
+                                          "[,1]",
+                                          "{,}",
+                                          "{\"a\"}",
+                                          "{\"a\":}",
+                                          "{a:1}",
+                                          "[1 2]",
+                                          "{\"a\":1 \"b\":2}",
+                                          "[[[[]]]]",
+                                          "{\"a\":{\"b\":{\"c\":[1,{\"d\":null}]}}}",
+                                          "[1]x",
+                                          "[1] ",
+                                          "\t\n\r [1]\r\n",
+                                          "[1]\f",
+                                          "\"unterminated",
+                                          "[\"a\",",
+                                          "{\"k\":\"v\"",
+                                          "[true,false,null,-5,1.5]",
+                                          "{\"\":0}",
+                                          "{\"z\":1,\"b\":2,\"a\":3}",
+                                          "[1e2,1E-2,-0.0,0e0]",
+                                          "1 2",
+                                          "[] []"};
+  for (const auto& text : cases)
+    check(text);
+  std::string deep;
+  for (int i = 0; i < 256; ++i)
+    deep += '[';
+  deep += '1';
+  for (int i = 0; i < 256; ++i)
+    deep += ']';
+  check(deep);
+  // Random mutations of valid documents: flipped, dropped and inserted bytes.
+  const std::vector<std::string> seeds = {
+      R"({"trace":"abc","n":[1,-2,3.5,1e3,true,null],"o":{"k":"v\u00e9\ud83d\ude00"}})",
+      R"([{"a":18446744073709551615},{"b":-9223372036854775808},"\\\"\/",0.000001])",
+      "{\"caf\xc3\xa9\":\"\xf0\x9f\x98\x80\",\"x\":[[],{}]}"};
+  const std::string alphabet = "{}[]\":,.-+eE0123456789 \\/utrfnalsbx\x01\x80\xc3\xa9\xed\xff";
+  std::mt19937_64 rng(2026);
+  for (int n = 0; n < 30000; ++n) {
+    std::string t = seeds[rng() % seeds.size()];
+    for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) {
+      const std::size_t at = rng() % (t.size() + 1);
+      const char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0:
+          if (at < t.size()) t[at] = c;
+          break;
+        case 1:
+          if (at < t.size()) t.erase(at, 1);
+          break;
+        default:
+          t.insert(at, 1, c);
+      }
+    }
+    check(t);
+  }
+}
+
 TEST_CASE("write_string stays within max_string_size and writes what nlohmann writes", "[json]") {
   std::mt19937 rng(18);
   // Edge-biased bytes: controls, quotes, backslashes, valid and broken UTF-8 sequences.
@@ -259,4 +459,151 @@ TEST_CASE("write_string stays within max_string_size and writes what nlohmann wr
   // per_byte: a cut-short sequence gives one U+FFFD per byte, per_subpart one in all.
   CHECK(written("\xE2\x82x", json::invalid_utf8::per_byte) == "\"\xEF\xBF\xBD\xEF\xBF\xBDx\"");
   CHECK(written("\xE2\x82x", json::invalid_utf8::per_subpart) == "\"\xEF\xBF\xBDx\"");
+}
+
+// Generated documents rather than mutations of three seeds: numbers at every boundary of
+// nlohmann's integer / unsigned / float split (long digit runs, -0, exponents that overflow
+// or underflow), strings of escapes (surrogates whole, lone and reversed, \u0000) and raw
+// bytes (all of 0x00..0xFF), whitespace nlohmann does not skip (\v \f), a BOM, a NUL after
+// the value, repeated member names; each read both ways, and each value nlohmann reads
+// dumped both ways. Any divergence fails with the text that shows it.
+TEST_CASE("read_json_dom and append_dumped_value agree with nlohmann on generated documents",
+          "[json][entry]") {
+  std::mt19937_64 rng(20261202);
+  const auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  const auto digits = [&](std::size_t n, bool lead_zero_ok) {
+    std::string s;
+    for (std::size_t i = 0; i < n; ++i)
+      s.push_back(static_cast<char>('0' + ((i == 0 && !lead_zero_ok) ? 1 + pick(9) : pick(10))));
+    return s;
+  };
+  const auto number = [&]() -> std::string {
+    static const char* const fixed[] = {"-0",
+                                        "0",
+                                        "-0.0",
+                                        "9223372036854775807",
+                                        "9223372036854775808",
+                                        "-9223372036854775808",
+                                        "-9223372036854775809",
+                                        "18446744073709551615",
+                                        "18446744073709551616",
+                                        "1e308",
+                                        "1.7976931348623157e308",
+                                        "1.7976931348623159e308",
+                                        "4.9e-324",
+                                        "2e-324",
+                                        "1e-400",
+                                        "1E+2",
+                                        "1e400"};
+    if (pick(4) == 0) return fixed[pick(sizeof fixed / sizeof *fixed)];
+    std::string s = pick(2) ? "-" : "";
+    s += pick(5) == 0 ? "0" : digits(1 + pick(pick(4) == 0 ? 40 : 20), false);
+    if (pick(3) == 0) s += "." + digits(1 + pick(20), true);
+    if (pick(3) == 0) {
+      s += pick(2) ? "e" : "E";
+      const std::size_t sign = pick(3);
+      if (sign == 1) s += "+";
+      if (sign == 2) s += "-";
+      s += digits(1 + pick(4), true);
+    }
+    return s;
+  };
+  const auto string = [&]() -> std::string {
+    static const char* const escapes[] = {"\\\"",
+                                          "\\\\",
+                                          "\\/",
+                                          "\\b",
+                                          "\\f",
+                                          "\\n",
+                                          "\\r",
+                                          "\\t",
+                                          "\\u0000",
+                                          "\\u001f",
+                                          "\\u00e9",
+                                          "\\uffff",
+                                          "\\ud83d",
+                                          "\\ude00",
+                                          "\\uDBFF",
+                                          "\\uDFFF",
+                                          "\\ud800\\udc00",
+                                          "\\udc00\\ud800",
+                                          "\\u",
+                                          "\\x"};
+    std::string s = "\"";
+    for (std::size_t n = pick(8); n > 0; --n) {
+      switch (pick(4)) {
+        case 0:
+          s += escapes[pick(sizeof escapes / sizeof *escapes)];
+          break;
+        case 1:
+          s.push_back(static_cast<char>(rng() & 0xff));  // any byte: control, NUL, invalid UTF-8
+          break;
+        case 2: {
+          static const char* const utf8[] = {"\xc3\xa9",         "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+                                             "\xf4\x8f\xbf\xbf", "\xed\x9f\xbf", "\xee\x80\x80"};
+          s += utf8[pick(sizeof utf8 / sizeof *utf8)];
+          break;
+        }
+        default:
+          s.push_back(static_cast<char>('a' + pick(26)));
+      }
+    }
+    return s + "\"";
+  };
+  const auto ws = [&]() -> std::string {
+    static const char* const spaces[] = {"", "", "", " ", "\t", "\n", "\r", " \r\n\t", "\v", "\f"};
+    return pick(3) == 0 ? spaces[pick(sizeof spaces / sizeof *spaces)] : "";
+  };
+  std::function<std::string(int)> value = [&](int depth) -> std::string {
+    const std::size_t kind = depth > 4 ? 2 + pick(3) : pick(5);
+    if (kind == 0 || kind == 1) {
+      const bool object = kind == 0;
+      std::string s(1, object ? '{' : '[');
+      const std::size_t n = pick(5);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i != 0) s += ws() + "," + ws();
+        if (object) s += (pick(3) == 0 ? std::string("\"k\"") : string()) + ws() + ":" + ws();
+        s += value(depth + 1);
+      }
+      return s + ws() + (object ? '}' : ']');
+    }
+    if (kind == 2) return number();
+    if (kind == 3) return string();
+    static const char* const literals[] = {"true", "false", "null"};
+    return literals[pick(3)];
+  };
+  std::size_t read = 0;
+  for (int n = 0; n < 20000; ++n) {
+    std::string text = ws() + value(0) + ws();
+    if (pick(20) == 0) text.insert(0, "\xef\xbb\xbf");
+    if (pick(20) == 0) text += std::string(1, '\0') + "x";
+    for (std::size_t k = pick(3) == 0 ? 1 + pick(2) : 0; k > 0; --k) {
+      const std::size_t at = pick(text.size() + 1);
+      if (pick(2) && at < text.size())
+        text.erase(at, 1);
+      else
+        text.insert(at, 1, static_cast<char>(rng() & 0xff));
+    }
+    const auto mine = dlq::detail::read_json_dom<nlohmann::json>(text);
+    const auto theirs = nlohmann::json::parse(text, nullptr, false);
+    INFO("case " << n << " text: " << text);
+    REQUIRE(same_json(mine, theirs));
+    if (theirs.is_discarded()) continue;
+    ++read;
+    std::string out;
+    dlq::detail::append_dumped_value(out, theirs);
+    REQUIRE(out == theirs.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  CHECK(read > 5000);  // the generator mostly writes valid documents
+  // Doubles from random bit patterns (subnormals, NaN, infinities, the largest) dumped both ways.
+  for (int n = 0; n < 20000; ++n) {
+    const std::uint64_t bits = rng();
+    double x = 0;
+    std::memcpy(&x, &bits, sizeof x);
+    const nlohmann::json j = {{"x", x}, {"y", static_cast<std::int64_t>(bits)}, {"z", bits}};
+    std::string out;
+    dlq::detail::append_dumped_value(out, j);
+    INFO("bits " << bits);
+    REQUIRE(out == j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
 }

@@ -5,8 +5,6 @@
 /// library in compiled mode.
 #pragma once
 
-#include <cmath>
-
 #include "dlq/audit.hpp"
 
 namespace dlq {
@@ -33,74 +31,7 @@ DLQ_INLINE void append_dumped_string(std::string& out, std::string_view text) {
 }
 
 DLQ_INLINE void append_dumped(std::string& out, const nlohmann::ordered_json& value) {
-  using J = nlohmann::ordered_json;
-  switch (value.type()) {
-    case J::value_t::object: {
-      out.push_back('{');
-      bool first = true;
-      for (const auto& [key, v] : *value.get_ptr<const J::object_t*>()) {
-        if (!first) out.push_back(',');
-        first = false;
-        append_dumped_string(out, key);
-        out.push_back(':');
-        append_dumped(out, v);
-      }
-      out.push_back('}');
-      return;
-    }
-    case J::value_t::array: {
-      out.push_back('[');
-      bool first = true;
-      for (const auto& v : *value.get_ptr<const J::array_t*>()) {
-        if (!first) out.push_back(',');
-        first = false;
-        append_dumped(out, v);
-      }
-      out.push_back(']');
-      return;
-    }
-    case J::value_t::string:
-      append_dumped_string(out, *value.get_ptr<const J::string_t*>());
-      return;
-    case J::value_t::binary: {
-      const J::binary_t& b = *value.get_ptr<const J::binary_t*>();
-      out.append("{\"bytes\":[");
-      for (std::size_t i = 0; i < b.size(); ++i) {
-        if (i != 0) out.push_back(',');
-        out.append(std::to_string(static_cast<unsigned>(b[i])));
-      }
-      out.append("],\"subtype\":");
-      out.append(b.has_subtype() ? std::to_string(b.subtype()) + "}" : std::string("null}"));
-      return;
-    }
-    case J::value_t::boolean:
-      out.append(*value.get_ptr<const J::boolean_t*>() ? "true" : "false");
-      return;
-    case J::value_t::number_integer:
-      out.append(std::to_string(*value.get_ptr<const J::number_integer_t*>()));
-      return;
-    case J::value_t::number_unsigned:
-      out.append(std::to_string(*value.get_ptr<const J::number_unsigned_t*>()));
-      return;
-    case J::value_t::number_float: {
-      const double x = *value.get_ptr<const J::number_float_t*>();
-      if (!std::isfinite(x)) {
-        out.append("null");
-        return;
-      }
-      char buf[64];
-      const char* e = nlohmann::detail::to_chars(buf, buf + sizeof buf, x);
-      out.append(buf, static_cast<std::size_t>(e - buf));
-      return;
-    }
-    case J::value_t::discarded:
-      out.append("<discarded>");
-      return;
-    case J::value_t::null:
-    default:
-      out.append("null");
-      return;
-  }
+  append_dumped_value(out, value);
 }
 
 DLQ_INLINE std::string audit_json(const AuditRecord& r) {

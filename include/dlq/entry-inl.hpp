@@ -29,8 +29,8 @@ DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
   // prove from a few bytes (dlq/redis/scripts/replay_fast.hpp).
   const std::size_t encoded = as_json ? in.payload.size() : (in.payload.size() + 2) / 3 * 4 + 2;
   std::string context;
-  if (!f.context.is_null())
-    context = f.context.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (!f.context.is_null())  // = dump(-1, ' ', false, replace), without nlohmann's serializer
+    append_dumped_value(context, f.context);
   // One pass through a pointer into `out`, grown once by the most the envelope can take
   // (member names, numbers and flags fit in 512 bytes; every string at its longest escaped
   // form), then cut to what was written.
@@ -132,7 +132,7 @@ DLQ_INLINE Entry parse_entry(std::string raw) {
     if (detail::nests_deeper_than(v.context, detail::max_json_depth)) {
       e.context = std::string(v.context);
     } else {
-      e.context = detail::parse_json_or_discarded<nlohmann::json>(v.context);
+      e.context = detail::read_json_dom<nlohmann::json>(v.context);
       if (e.context.is_discarded()) e.context = std::string(v.context);
     }
   }
