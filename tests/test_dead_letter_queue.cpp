@@ -382,3 +382,25 @@ TEST_CASE("an eviction that fails after the push still reports the entry as stor
   REQUIRE(left.size() == 1);
   CHECK(left[0].payload == "3");
 }
+
+TEST_CASE("a context holding a discarded value anywhere is refused before anything is stored",
+          "[frontend]") {
+  // nlohmann writes a discarded value as `<discarded>`, which no JSON reader reads: stored, the
+  // entry would be unreadable. Found by the review of the context writer (2026-12-02).
+  Queue q;
+  const auto bad = nlohmann::json::parse("{bad", nullptr, false);
+  REQUIRE(bad.is_discarded());
+  for (int where = 0; where < 3; ++where) {
+    dlq::Failure f;
+    f.error = "boom";
+    f.context = nlohmann::json::object();
+    if (where == 0) f.context["a"] = bad;
+    if (where == 1) f.context["a"] = nlohmann::json::array({1, bad});
+    if (where == 2) f.context["a"]["b"]["c"] = bad;
+    CHECK_THROWS_AS(q.send_to_dlq("orders", "{}", f), dlq::invalid_argument);
+    CHECK_THROWS_WITH(q.send_to_dlq("orders", "{}", f),
+                      Catch::Contains("discarded") && Catch::Contains("context"));
+    CHECK_THROWS_AS(q.send_batch({dlq::FailedJob{"orders", "{}", f}}), dlq::invalid_argument);
+  }
+  CHECK(q.size("orders") == 0);
+}
