@@ -89,7 +89,8 @@ struct Failure {
   std::string worker;        ///< which worker gave up; empty = the queue's default worker
   std::string error_type;    ///< optional kind of error, e.g. "TimeoutError"; empty = none
   std::string job_id;        ///< optional caller job id; empty = none
-  nlohmann::json context;    ///< optional JSON object of free-form fields; null = none
+  nlohmann::json context;    ///< optional JSON object of free-form fields; null = none;
+                             ///< a discarded value in it (a failed parse) is refused
 };
 
 namespace detail {

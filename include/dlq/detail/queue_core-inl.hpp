@@ -89,6 +89,27 @@ DLQ_INLINE void queue_core::validate(const job_view& job, const char* where) {
     throw invalid_argument(message("send", "send_to_dlq",
                                    std::string("context is a JSON ") + f.context.type_name(),
                                    "pass a JSON object of fields, or leave it null"));
+  // A discarded value (a failed parse with allow_exceptions = false) below the top level would
+  // be written as `<discarded>`, which no JSON reader reads: the stored entry would be
+  // unreadable. Refused here, before anything is written.
+  if (f.context.is_object() && holds_discarded(f.context))
+    throw invalid_argument(message("send", "send_to_dlq",
+                                   "context holds a discarded JSON value (the result of a "
+                                   "failed nlohmann::json::parse(..., nullptr, false))",
+                                   "check each parse's is_discarded() before putting it "
+                                   "into the context"));
+}
+
+DLQ_INLINE bool queue_core::holds_discarded(const nlohmann::json& value) {
+  if (value.is_discarded()) return true;
+  if (const auto* object = value.get_ptr<const nlohmann::json::object_t*>()) {
+    for (const auto& member : *object)
+      if (holds_discarded(member.second)) return true;
+  } else if (const auto* array = value.get_ptr<const nlohmann::json::array_t*>()) {
+    for (const auto& element : *array)
+      if (holds_discarded(element)) return true;
+  }
+  return false;
 }
 
 DLQ_INLINE std::string queue_core::make_id(const Failure& f,

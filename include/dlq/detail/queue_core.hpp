@@ -108,6 +108,8 @@ class queue_core {
   static void validate_queue(std::string_view queue, const char* where);
 
   static void validate(const job_view& job, const char* where);
+  /// Whether `value` is, or holds at any depth, a discarded value (see validate).
+  static bool holds_discarded(const nlohmann::json& value);
 
   /// A fresh entry id (UUIDv7), or the job id where the storage is keyed by job id.
   static std::string make_id(const Failure& f, std::chrono::system_clock::time_point now,
