@@ -55,7 +55,7 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
     if (fast_ && fast_skip_ > 0) {
       --fast_skip_;  // backing off: the last fast step moved nothing (see below)
     } else if (fast_) {
-      // Fast steps grow like the walk's batches (x4 from one entry), up to four batches of
+      // Fast steps grow like the walk's batches (x4 from one entry), up to eight batches of
       // Options::replay_batch_items (the storage pipelines them, each atomic and bounded
       // in bytes), so that cancel and on_progress see the first entries move early. After
       // a step that an unprovable entry ended, at most 63 (one script: the next such entry
@@ -63,7 +63,7 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
       const FastStep f = fast(options, std::min({budget, cap, fast_window_}), budget);
       fast_window_ = f.unprovable > 0
                          ? std::min<std::size_t>(fast_window_ * 4, 63)
-                         : std::min(fast_window_ * 4, 4 * core_.options.replay_batch_items);
+                         : std::min(fast_window_ * 4, 8 * core_.options.replay_batch_items);
       if (!f.declined) {
         budget -= std::min(budget, f.moved);
         fast_run_ += f.moved;

@@ -395,7 +395,8 @@ class RedisListStorage {
   /// The fast step of an unfiltered replay (see dlq::FastStep and the file comment): moves
   /// the provable entries at the head of the dead list to the source list of `destination`
   /// (empty = `queue`) with the script dlq/redis/scripts/replay_fast.hpp — at most
-  /// `max_items` of them; from 64 on, in four pipelined scripts of a quarter each; each
+  /// `max_items` of them; from 64 on, in four pipelined scripts of a quarter each, from 128
+  /// on in eight of an eighth each; each
   /// script at most RedisListOptions::max_batch_items and RedisListOptions::max_batch_bytes
   /// of items plus payloads — and stops at the first item it cannot prove. One round trip; the
   /// items' bytes never travel to the client, only their ids when `want_ids` is true (36 bytes
@@ -420,13 +421,16 @@ class RedisListStorage {
     ReplayPlan plan;  // only for its destination check: the same slot rule as replay_step
     destination_index(target, plan, destination);
     const std::string& dest = plan.destinations.front();
-    // From 64 items on, four scripts of a quarter each (at most max_batch_items) in one round
-    // trip: each is atomic and reads the head itself, so each takes up where the previous one
+    // From 64 items on, four scripts of a quarter each in one round trip, from 128 on eight
+    // of an eighth (each at most max_batch_items): the engine's steps of eight batches made
+    // replay_all 0.83x the LMOVE loop where four made it 0.76-0.78x (half the round trips;
+    // docs/benchmarks.md).
+    // Each is atomic and reads the head itself, so each takes up where the previous one
     // stopped (one that follows a script ended by an unprovable item stops there too, moving
-    // nothing).
-    std::size_t scripts = max_items >= 64 ? 4 : 1;
+    // nothing); between two of them other clients' commands run.
+    std::size_t scripts = max_items >= 128 ? 8 : max_items >= 64 ? 4 : 1;
     const std::size_t per = std::min((max_items + scripts - 1) / scripts, options_.max_batch_items);
-    scripts = std::min<std::size_t>(4, (max_items + per - 1) / per);
+    scripts = std::min<std::size_t>(scripts, (max_items + per - 1) / per);
     const std::string label = "fast replay script on " + target.dead;
     Lease lease;
     std::vector<redis::Reply> replies;
