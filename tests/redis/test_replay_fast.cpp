@@ -548,6 +548,33 @@ TEST_CASE("the fast step reads about its byte budget from the dead list, not chu
   CHECK(raw.integer({"LLEN", dead}) == 33);
 }
 
+TEST_CASE("eight pipelined fast scripts on big entries keep the server's peak to a few entries",
+          "[redis][replay][fast]") {
+  // As above, with a step of 128 or more entries: eight scripts in one round trip, each ends
+  // at its byte budget after one 2 MB entry. What a script read (its reply buffer, its Lua
+  // strings) must not pile up across the eight.
+  test::RedisProcess server;
+  RedisListStorage storage(server.url(), test::unique_layout());
+  RawClient raw(server.url());
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string big = "\"" + std::string(2000000, 'x') + "\"";
+  for (int i = 0; i < 40; ++i)
+    raw.rpush(dead, {dlq_envelope(big)});
+  RedisListStorage::replay_cursor cursor;
+  CHECK(storage.replay_fast("orders", cursor, 1, "orders", false).moved == 1);  // script loaded
+  raw.cmd({"MEMORY", "PURGE"});
+  const long long base = info_number(raw, "memory", "used_memory");
+  raw.cmd({"CONFIG", "RESETSTAT"});
+  const FastStep f = storage.replay_fast("orders", cursor, 1024, "orders", true);
+  CHECK(f.moved == 8);
+  CHECK(f.batches == std::vector<std::size_t>(8, 1));
+  CHECK(f.ids.size() == 8);
+  const long long peak = info_number(raw, "memory", "used_memory_peak");
+  INFO("peak " << (peak - base) / 1000000 << " MB over the data");
+  CHECK(peak - base < 16000000);
+  CHECK(raw.integer({"LLEN", dead}) == 31);
+}
+
 TEST_CASE("a queue the fast step cannot prove costs about the scripts compare-and-move alone costs",
           "[redis][replay][fast]") {
   // Binary payloads (protobuf, say) are stored as base64: no entry is provable. The fast path
