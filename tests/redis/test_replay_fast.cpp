@@ -575,6 +575,39 @@ TEST_CASE("eight pipelined fast scripts on big entries keep the server's peak to
   CHECK(raw.integer({"LLEN", dead}) == 31);
 }
 
+TEST_CASE("big unprovable entries after a run: the eight scripts do not each send them back",
+          "[redis][replay][fast]") {
+  // 200 small dlq entries, then 2 MB entries from the Python service (never provable). A
+  // step of 1024 is eight scripts of 128: the second stops at the first Python entry; the
+  // six after it start there. Each script that meets an unprovable head returns it (the
+  // compare-and-move step's window), so the server's reply and the client's read must stay
+  // a few of those entries, not one per script.
+  test::RedisProcess server;
+  RedisListStorage storage(server.url(), test::unique_layout());
+  RawClient raw(server.url());
+  const std::string dead = storage.key("orders", ListKind::dead);
+  std::vector<std::string> items;
+  for (int i = 0; i < 200; ++i)
+    items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + "}"));
+  const std::string pad(2000000, 'y');
+  for (int i = 0; i < 4; ++i)
+    items.push_back(R"({"original_payload": {"job": )" + std::to_string(i) + R"(, "pad": ")" + pad +
+                    R"("}, "queue": "orders", "error": "boom"})");
+  raw.rpush(dead, items);
+  RedisListStorage::replay_cursor cursor;
+  CHECK(storage.replay_fast("orders", cursor, 1, "orders", false).moved == 1);  // script loaded
+  raw.cmd({"MEMORY", "PURGE"});
+  const long long base = info_number(raw, "memory", "used_memory");
+  raw.cmd({"CONFIG", "RESETSTAT"});
+  const FastStep f = storage.replay_fast("orders", cursor, 1024, "orders", false);
+  CHECK(f.moved == 199);
+  CHECK(f.unprovable == 1);
+  const long long peak = info_number(raw, "memory", "used_memory_peak");
+  INFO("peak " << (peak - base) / 1000000 << " MB over the data");
+  CHECK(peak - base < 10000000);
+  CHECK(raw.integer({"LLEN", dead}) == 4);
+}
+
 TEST_CASE("a queue the fast step cannot prove costs about the scripts compare-and-move alone costs",
           "[redis][replay][fast]") {
   // Binary payloads (protobuf, say) are stored as base64: no entry is provable. The fast path
