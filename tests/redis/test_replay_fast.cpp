@@ -608,6 +608,34 @@ TEST_CASE("big unprovable entries after a run: the eight scripts do not each sen
   CHECK(raw.integer({"LLEN", dead}) == 4);
 }
 
+TEST_CASE("a pipelined fast script ending at its item limit right before unprovable entries",
+          "[redis][replay][fast]") {
+  // Eight scripts of 128: the first takes 128 and stops at its limit, the second meets the
+  // Python entries first and stops at once without reading them; the step still says the
+  // head is unprovable, and the replay then moves everything once, in order, as
+  // compare-and-move alone does.
+  std::vector<std::string> items;
+  for (int i = 0; i < 128; ++i)
+    items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + "}"));
+  for (int i = 0; i < 5; ++i)
+    items.push_back(python_envelope(i));
+  for (int i = 0; i < 300; ++i)
+    items.push_back(dlq_envelope(R"({"job":)" + std::to_string(1000 + i) + "}"));
+  {
+    RedisListStorage storage(test::shared_redis_url(), test::unique_layout());
+    RawClient raw(test::shared_redis_url());
+    raw.rpush(storage.key("orders", ListKind::dead), items);
+    RedisListStorage::replay_cursor cursor;
+    const FastStep f = storage.replay_fast("orders", cursor, 1024, "orders", true);
+    CHECK(f.moved == 128);
+    CHECK(f.ids.size() == 128);
+    CHECK(f.unprovable >= 1);
+    CHECK(raw.integer({"LLEN", storage.key("orders", ListKind::dead)}) == 305);
+  }
+  same(replay(items, false, true), replay(items, true, true));
+  same(replay(items, false, false), replay(items, true, false));
+}
+
 TEST_CASE("a queue the fast step cannot prove costs about the scripts compare-and-move alone costs",
           "[redis][replay][fast]") {
   // Binary payloads (protobuf, say) are stored as base64: no entry is provable. The fast path

@@ -444,7 +444,8 @@ class RedisListStorage {
               redis::Command c("EVALSHA");
               c.arg_copy(sha).arg(2).arg(std::string_view(target.dead));
               c.arg(std::string_view(dest)).arg(n).arg(options_.max_batch_bytes);
-              c.arg(want_ids ? "1" : "0").arg(std::min<std::size_t>(n, 256)).label(label);
+              c.arg(want_ids ? "1" : "0").arg(std::min<std::size_t>(n, 256));
+              c.arg(k > 0 ? "1" : "0").label(label);
               cmds.push_back(std::move(c));
             }
             return cmds;
@@ -465,6 +466,12 @@ class RedisListStorage {
     cursor.restart_at(0);
     redis::Connection& conn = **lease;
     const redisReply* last = nullptr;  // the last script that answered: the head it left
+    // A later script that met an unprovable item first answers {0, 1, {}, {}} without
+    // reading the run (ARGV[5]): the head is still the run the script before it returned
+    // (other clients may have changed it meanwhile: replay_step re-checks what it applies);
+    // when that script stopped at its item limit instead, the run is unread (unprovable 1,
+    // no window: replay_step reads it).
+    bool stopped_after = false;
     for (std::size_t k = 0; k < replies.size(); ++k) {
       const redisReply& r = *replies[k];
       // A later script's error (a slot that moved meanwhile, out of memory) is met again by
@@ -477,7 +484,10 @@ class RedisListStorage {
         if (k > 0) break;
         redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
       }
-      last = &r;
+      const bool stopped = k > 0 && r.element[0]->integer == 0 && r.element[1]->integer == 1 &&
+                           r.element[3]->elements == 0;
+      stopped_after = stopped;
+      if (!stopped) last = &r;
       result.moved += static_cast<std::size_t>(r.element[0]->integer);
       result.batches.push_back(static_cast<std::size_t>(r.element[0]->integer));
       const redisReply& ids = *r.element[2];
@@ -488,6 +498,7 @@ class RedisListStorage {
     // step: the next replay_step decides them without reading them again (and re-checks them
     // when it applies).
     result.unprovable = static_cast<std::size_t>(last->element[1]->integer);
+    if (stopped_after && result.unprovable == 0) result.unprovable = 1;
     const redisReply& rest = *last->element[3];
     std::vector<std::string> window;
     window.reserve(rest.elements);
