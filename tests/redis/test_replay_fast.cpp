@@ -636,6 +636,50 @@ TEST_CASE("a pipelined fast script ending at its item limit right before unprova
   same(replay(items, false, false), replay(items, true, false));
 }
 
+TEST_CASE("a pipelined fast script killed in the middle of eight: the step reports what moved",
+          "[redis][replay][fast][faults]") {
+  // A private server whose scripts are BUSY at once; another client sends SCRIPT KILL in a
+  // loop, killing one of the eight scripts of a step now and then (before its first write:
+  // it moves nothing). The scripts after it run and move their entries: whatever the steps
+  // report moved must be exactly what the destination holds.
+  test::RedisProcess server;
+  RedisListOptions layout = test::unique_layout();
+  layout.max_batch_items = 4000;  // long scripts: each reaches Lua's hook (BUSY) while reading
+  layout.max_batch_bytes = std::size_t{64} << 20;
+  RedisListStorage storage(server.url(), layout);
+  RawClient raw(server.url());
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string source = storage.source_key("orders");
+  std::vector<std::string> items;
+  for (int i = 0; i < 200000; ++i)
+    items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + "}"));
+  raw.rpush(dead, items);
+  raw.cmd({"CONFIG", "SET", "busy-reply-threshold", "1"});
+  std::atomic<bool> stop{false};
+  std::thread killer([&] {
+    RawClient k(server.url());
+    std::mt19937 rng(7);
+    while (!stop.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+      k.cmd({"SCRIPT", "KILL"});
+    }
+  });
+  std::size_t reported = 0, errors = 0;
+  for (int step = 0; step < 200 && raw.integer({"LLEN", dead}) > 0; ++step) {
+    RedisListStorage::replay_cursor cursor;
+    try {
+      reported += storage.replay_fast("orders", cursor, 32000, "orders", false).moved;
+    } catch (const storage_error&) {
+      ++errors;
+    }
+  }
+  stop = true;
+  killer.join();
+  INFO(errors << " steps failed");
+  CHECK(raw.integer({"LLEN", source}) + raw.integer({"LLEN", dead}) == 200000);
+  CHECK(static_cast<std::size_t>(raw.integer({"LLEN", source})) == reported);
+}
+
 TEST_CASE("a queue the fast step cannot prove costs about the scripts compare-and-move alone costs",
           "[redis][replay][fast]") {
   // Binary payloads (protobuf, say) are stored as base64: no entry is provable. The fast path
