@@ -548,6 +548,140 @@ TEST_CASE("the fast step reads about its byte budget from the dead list, not chu
   CHECK(raw.integer({"LLEN", dead}) == 33);
 }
 
+TEST_CASE("eight pipelined fast scripts on big entries keep the server's peak to a few entries",
+          "[redis][replay][fast]") {
+  // As above, with a step of 128 or more entries: eight scripts in one round trip, each ends
+  // at its byte budget after one 2 MB entry. What a script read (its reply buffer, its Lua
+  // strings) must not pile up across the eight.
+  test::RedisProcess server;
+  RedisListStorage storage(server.url(), test::unique_layout());
+  RawClient raw(server.url());
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string big = "\"" + std::string(2000000, 'x') + "\"";
+  for (int i = 0; i < 40; ++i)
+    raw.rpush(dead, {dlq_envelope(big)});
+  RedisListStorage::replay_cursor cursor;
+  CHECK(storage.replay_fast("orders", cursor, 1, "orders", false).moved == 1);  // script loaded
+  raw.cmd({"MEMORY", "PURGE"});
+  const long long base = info_number(raw, "memory", "used_memory");
+  raw.cmd({"CONFIG", "RESETSTAT"});
+  const FastStep f = storage.replay_fast("orders", cursor, 1024, "orders", true);
+  CHECK(f.moved == 8);
+  CHECK(f.batches == std::vector<std::size_t>(8, 1));
+  CHECK(f.ids.size() == 8);
+  const long long peak = info_number(raw, "memory", "used_memory_peak");
+  INFO("peak " << (peak - base) / 1000000 << " MB over the data");
+  CHECK(peak - base < 16000000);
+  CHECK(raw.integer({"LLEN", dead}) == 31);
+}
+
+TEST_CASE("big unprovable entries after a run: the eight scripts do not each send them back",
+          "[redis][replay][fast]") {
+  // 200 small dlq entries, then 2 MB entries from the Python service (never provable). A
+  // step of 1024 is eight scripts of 128: the second stops at the first Python entry; the
+  // six after it start there. Each script that meets an unprovable head returns it (the
+  // compare-and-move step's window), so the server's reply and the client's read must stay
+  // a few of those entries, not one per script.
+  test::RedisProcess server;
+  RedisListStorage storage(server.url(), test::unique_layout());
+  RawClient raw(server.url());
+  const std::string dead = storage.key("orders", ListKind::dead);
+  std::vector<std::string> items;
+  for (int i = 0; i < 200; ++i)
+    items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + "}"));
+  const std::string pad(2000000, 'y');
+  for (int i = 0; i < 4; ++i)
+    items.push_back(R"({"original_payload": {"job": )" + std::to_string(i) + R"(, "pad": ")" + pad +
+                    R"("}, "queue": "orders", "error": "boom"})");
+  raw.rpush(dead, items);
+  RedisListStorage::replay_cursor cursor;
+  CHECK(storage.replay_fast("orders", cursor, 1, "orders", false).moved == 1);  // script loaded
+  raw.cmd({"MEMORY", "PURGE"});
+  const long long base = info_number(raw, "memory", "used_memory");
+  raw.cmd({"CONFIG", "RESETSTAT"});
+  const FastStep f = storage.replay_fast("orders", cursor, 1024, "orders", false);
+  CHECK(f.moved == 199);
+  CHECK(f.unprovable == 1);
+  const long long peak = info_number(raw, "memory", "used_memory_peak");
+  INFO("peak " << (peak - base) / 1000000 << " MB over the data");
+  CHECK(peak - base < 10000000);
+  CHECK(raw.integer({"LLEN", dead}) == 4);
+}
+
+TEST_CASE("a pipelined fast script ending at its item limit right before unprovable entries",
+          "[redis][replay][fast]") {
+  // Eight scripts of 128: the first takes 128 and stops at its limit, the second meets the
+  // Python entries first and stops at once without reading them; the step still says the
+  // head is unprovable, and the replay then moves everything once, in order, as
+  // compare-and-move alone does.
+  std::vector<std::string> items;
+  for (int i = 0; i < 128; ++i)
+    items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + "}"));
+  for (int i = 0; i < 5; ++i)
+    items.push_back(python_envelope(i));
+  for (int i = 0; i < 300; ++i)
+    items.push_back(dlq_envelope(R"({"job":)" + std::to_string(1000 + i) + "}"));
+  {
+    RedisListStorage storage(test::shared_redis_url(), test::unique_layout());
+    RawClient raw(test::shared_redis_url());
+    raw.rpush(storage.key("orders", ListKind::dead), items);
+    RedisListStorage::replay_cursor cursor;
+    const FastStep f = storage.replay_fast("orders", cursor, 1024, "orders", true);
+    CHECK(f.moved == 128);
+    CHECK(f.ids.size() == 128);
+    CHECK(f.unprovable >= 1);
+    CHECK(raw.integer({"LLEN", storage.key("orders", ListKind::dead)}) == 305);
+  }
+  same(replay(items, false, true), replay(items, true, true));
+  same(replay(items, false, false), replay(items, true, false));
+}
+
+TEST_CASE("a pipelined fast script killed in the middle of eight: the step reports what moved",
+          "[redis][replay][fast][faults]") {
+  // A private server whose scripts are BUSY at once; another client sends SCRIPT KILL in a
+  // loop, killing one of the eight scripts of a step now and then (before its first write:
+  // it moves nothing). The scripts after it run and move their entries: whatever the steps
+  // report moved must be exactly what the destination holds.
+  test::RedisProcess server;
+  RedisListOptions layout = test::unique_layout();
+  layout.max_batch_items = 4000;  // long scripts: each reaches Lua's hook (BUSY) while reading
+  layout.max_batch_bytes = std::size_t{64} << 20;
+  RedisListStorage storage(server.url(), layout);
+  RawClient raw(server.url());
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string source = storage.source_key("orders");
+  std::vector<std::string> items;
+  for (int i = 0; i < 200000; ++i)
+    items.push_back(dlq_envelope(R"({"job":)" + std::to_string(i) + "}"));
+  raw.rpush(dead, items);
+  raw.cmd({"CONFIG", "SET", "busy-reply-threshold", "1"});
+  std::atomic<bool> stop{false};
+  std::atomic<int> kills{0};
+  std::thread killer([&] {
+    RawClient k(server.url());
+    std::mt19937 rng(7);
+    while (!stop.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+      if (k.cmd({"SCRIPT", "KILL"})->type == REDIS_REPLY_STATUS) ++kills;
+    }
+  });
+  std::size_t reported = 0, errors = 0;
+  for (int step = 0; step < 200 && raw.integer({"LLEN", dead}) > 0; ++step) {
+    RedisListStorage::replay_cursor cursor;
+    try {
+      reported += storage.replay_fast("orders", cursor, 32000, "orders", false).moved;
+    } catch (const storage_error&) {
+      ++errors;
+    }
+  }
+  stop = true;
+  killer.join();
+  INFO(errors << " steps failed, " << kills.load() << " scripts killed");
+  CHECK(kills.load() > 0);
+  CHECK(raw.integer({"LLEN", source}) + raw.integer({"LLEN", dead}) == 200000);
+  CHECK(static_cast<std::size_t>(raw.integer({"LLEN", source})) == reported);
+}
+
 TEST_CASE("a queue the fast step cannot prove costs about the scripts compare-and-move alone costs",
           "[redis][replay][fast]") {
   // Binary payloads (protobuf, say) are stored as base64: no entry is provable. The fast path

@@ -444,7 +444,8 @@ class RedisListStorage {
               redis::Command c("EVALSHA");
               c.arg_copy(sha).arg(2).arg(std::string_view(target.dead));
               c.arg(std::string_view(dest)).arg(n).arg(options_.max_batch_bytes);
-              c.arg(want_ids ? "1" : "0").arg(std::min<std::size_t>(n, 256)).label(label);
+              c.arg(want_ids ? "1" : "0").arg(std::min<std::size_t>(n, 256));
+              c.arg(k > 0 ? "1" : "0").label(label);
               cmds.push_back(std::move(c));
             }
             return cmds;
@@ -465,19 +466,32 @@ class RedisListStorage {
     cursor.restart_at(0);
     redis::Connection& conn = **lease;
     const redisReply* last = nullptr;  // the last script that answered: the head it left
+    // A later script that met an unprovable item first answers {0, 1, {}, {}} without
+    // reading the run (ARGV[5]): the head is still the run the script before it returned
+    // (other clients may have changed it meanwhile: replay_step re-checks what it applies);
+    // when that script stopped at its item limit instead, the run is unread (unprovable 1,
+    // no window: replay_step reads it).
+    bool stopped_after = false;
+    // A script's error (a slot that moved meanwhile, out of memory, a script killed by
+    // SCRIPT KILL before its first write) moved nothing, and the scripts after it ran all
+    // the same: every script that answered is reported (its moves are in the destination),
+    // and the error is met again by the next step. Only when no script answered is the
+    // first error thrown (nothing moved).
+    const redisReply* failed = nullptr;
+    bool answered = false;
     for (std::size_t k = 0; k < replies.size(); ++k) {
       const redisReply& r = *replies[k];
-      // A later script's error (a slot that moved meanwhile, out of memory) is met again by
-      // the next step; the scripts before it moved their entries, which are reported.
-      if (r.type == REDIS_REPLY_ERROR && k > 0) break;
-      if (r.type == REDIS_REPLY_ERROR) throw_script_error(r, conn, label);
       if (r.type != REDIS_REPLY_ARRAY || r.elements != 4 ||
           r.element[0]->type != REDIS_REPLY_INTEGER || r.element[1]->type != REDIS_REPLY_INTEGER ||
           r.element[2]->type != REDIS_REPLY_ARRAY || r.element[3]->type != REDIS_REPLY_ARRAY) {
-        if (k > 0) break;
-        redis::detail::throw_unexpected_reply(r, conn.endpoint(), label, true);
+        if (failed == nullptr) failed = &r;
+        continue;
       }
-      last = &r;
+      answered = true;
+      const bool stopped = k > 0 && r.element[0]->integer == 0 && r.element[1]->integer == 1 &&
+                           r.element[3]->elements == 0;
+      stopped_after = stopped;
+      if (!stopped) last = &r;
       result.moved += static_cast<std::size_t>(r.element[0]->integer);
       result.batches.push_back(static_cast<std::size_t>(r.element[0]->integer));
       const redisReply& ids = *r.element[2];
@@ -487,7 +501,16 @@ class RedisListStorage {
     // The unprovable items the last script met are the new head, read in the same atomic
     // step: the next replay_step decides them without reading them again (and re-checks them
     // when it applies).
+    if (!answered) {
+      if (failed->type == REDIS_REPLY_ERROR) throw_script_error(*failed, conn, label);
+      redis::detail::throw_unexpected_reply(*failed, conn.endpoint(), label, true);
+    }
+    if (last == nullptr) {  // the first script failed; the ones that answered stopped at once
+      result.unprovable = 1;
+      return result;
+    }
     result.unprovable = static_cast<std::size_t>(last->element[1]->integer);
+    if (stopped_after && result.unprovable == 0) result.unprovable = 1;
     const redisReply& rest = *last->element[3];
     std::vector<std::string> window;
     window.reserve(rest.elements);

@@ -97,6 +97,11 @@ namespace dlq::redis::scripts {
 ///   ARGV[2]  byte budget (see above)
 ///   ARGV[3]  "1" = return the taken items' ids, "0" = only their count
 ///   ARGV[4]  most items read per LRANGE (>= 1)
+///   ARGV[5]  "1" = a script that follows another in the same pipeline: when the first item
+///            it reads is not provable (the script before it most likely stopped there and
+///            returned it already), it stops at once and returns {0, 1, {}, {}} — without
+///            counting or returning the unprovable items, each of which can be far larger
+///            than the byte budget; "0" (or absent) = count and return them
 /// Output: {taken, unprovable, ids, rest}: the number of items moved; how many items right
 /// after them were read and are not provable (0 when the step stopped at a limit or the list
 /// ended; counted up to the first provable item, the end of the list, ARGV[1] items taken and
@@ -110,7 +115,7 @@ namespace dlq::redis::scripts {
 inline constexpr std::string_view replay_fast = R"lua(
 local dead, dest = KEYS[1], KEYS[2]
 local max, budget = tonumber(ARGV[1]), tonumber(ARGV[2])
-local want, chunk = ARGV[3] == '1', tonumber(ARGV[4])
+local want, chunk, follows = ARGV[3] == '1', tonumber(ARGV[4]), ARGV[5] == '1'
 local find, sub, byte, tonum = string.find, string.sub, string.byte, tonumber
 local out, ids, rest, m, bytes, unprovable, at = {}, {}, {}, 0, 0, 0, 0
 local seen, spare, n, more = 0, 0, 1, true
@@ -163,6 +168,8 @@ while more do
         more = false
         break
       end
+    elseif follows and m == 0 and unprovable == 0 then
+      return {0, 1, ids, rest}
     else
       unprovable = unprovable + 1
       rest[unprovable] = w
