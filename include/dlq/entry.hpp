@@ -168,20 +168,9 @@ class json_dom_reader {
 
   bool hex4(std::uint32_t& v) noexcept {
     if (end_ - p_ < 4) return false;
-    v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = *p_++;
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= static_cast<std::uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        v |= static_cast<std::uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        v |= static_cast<std::uint32_t>(c - 'A' + 10);
-      else
-        return false;
-    }
-    return true;
+    const char* h = p_;
+    p_ += 4;
+    return json::hex4(h, v);
   }
 
   // After the opening quote: control characters refused, escapes decoded (a surrogate escape
@@ -207,48 +196,23 @@ class json_dom_reader {
         continue;
       }
       if (p_ == end_) return false;
-      switch (*p_++) {
-        case '"':
-          out.push_back('"');
-          break;
-        case '\\':
-          out.push_back('\\');
-          break;
-        case '/':
-          out.push_back('/');
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          std::uint32_t cp = 0;
-          if (!hex4(cp)) return false;
-          if (cp >= 0xDC00 && cp <= 0xDFFF) return false;
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            std::uint32_t low = 0;
-            if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return false;
-            p_ += 2;
-            if (!hex4(low) || low < 0xDC00 || low > 0xDFFF) return false;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          }
-          json::append_utf8(out, cp);
-          break;
-        }
-        default:
-          return false;
+      const char escape = *p_++;
+      if (const char e = json::simple_escape(escape)) {
+        out.push_back(e);
+        continue;
       }
+      if (escape != 'u') return false;
+      std::uint32_t cp = 0;
+      if (!hex4(cp)) return false;
+      if (cp >= 0xDC00 && cp <= 0xDFFF) return false;
+      if (cp >= 0xD800 && cp <= 0xDBFF) {
+        std::uint32_t low = 0;
+        if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return false;
+        p_ += 2;
+        if (!hex4(low) || low < 0xDC00 || low > 0xDFFF) return false;
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+      }
+      json::append_utf8(out, cp);
     }
     return false;
   }

@@ -353,28 +353,56 @@ inline void append_utf8(std::string& out, std::uint32_t cp) {
   }
 }
 
+/// The four hex digits of a `\u` escape at `h` (the caller checked that four characters
+/// are there) as a code unit in `v`; false when one is not a hex digit.
+inline bool hex4(const char* h, std::uint32_t& v) noexcept {
+  v = 0;
+  for (int i = 0; i < 4; ++i) {
+    const char c = h[i];
+    v <<= 4;
+    if (c >= '0' && c <= '9')
+      v |= static_cast<std::uint32_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v |= static_cast<std::uint32_t>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F')
+      v |= static_cast<std::uint32_t>(c - 'A' + 10);
+    else
+      return false;
+  }
+  return true;
+}
+
+/// What the one-character escape `\c` stands for (`"`, `\`, `/`, b, f, n, r, t), or 0
+/// when `c` is not one of JSON's eight (`u` included: its four hex digits follow).
+inline char simple_escape(char c) noexcept {
+  switch (c) {
+    case '"':
+      return '"';
+    case '\\':
+      return '\\';
+    case '/':
+      return '/';
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    default:
+      return 0;
+  }
+}
+
 /// Decodes the inside of a JSON string (between the quotes, already validated by the
 /// scanner) into UTF-8. A lone surrogate escape becomes U+FFFD. Returns false on a
 /// malformed escape.
 inline bool unescape(std::string_view inner, std::string& out) {
   out.clear();
   out.reserve(inner.size());
-  auto hex4 = [](const char* h, std::uint32_t& v) {
-    v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = h[i];
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= static_cast<std::uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        v |= static_cast<std::uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        v |= static_cast<std::uint32_t>(c - 'A' + 10);
-      else
-        return false;
-    }
-    return true;
-  };
   for (std::size_t i = 0; i < inner.size(); ++i) {
     const char c = inner[i];
     if (c != '\\') {
@@ -382,53 +410,27 @@ inline bool unescape(std::string_view inner, std::string& out) {
       continue;
     }
     if (++i == inner.size()) return false;
-    switch (inner[i]) {
-      case '"':
-        out.push_back('"');
-        break;
-      case '\\':
-        out.push_back('\\');
-        break;
-      case '/':
-        out.push_back('/');
-        break;
-      case 'b':
-        out.push_back('\b');
-        break;
-      case 'f':
-        out.push_back('\f');
-        break;
-      case 'n':
-        out.push_back('\n');
-        break;
-      case 'r':
-        out.push_back('\r');
-        break;
-      case 't':
-        out.push_back('\t');
-        break;
-      case 'u': {
-        std::uint32_t cp = 0;
-        if (inner.size() - i < 5 || !hex4(inner.data() + i + 1, cp)) return false;
-        i += 4;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-          std::uint32_t low = 0;
-          if (inner.size() - i >= 7 && inner[i + 1] == '\\' && inner[i + 2] == 'u' &&
-              hex4(inner.data() + i + 3, low) && low >= 0xDC00 && low <= 0xDFFF) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-            i += 6;
-          } else {
-            cp = 0xFFFD;
-          }
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-          cp = 0xFFFD;
-        }
-        append_utf8(out, cp);
-        break;
-      }
-      default:
-        return false;
+    if (const char e = simple_escape(inner[i])) {
+      out.push_back(e);
+      continue;
     }
+    if (inner[i] != 'u') return false;
+    std::uint32_t cp = 0;
+    if (inner.size() - i < 5 || !hex4(inner.data() + i + 1, cp)) return false;
+    i += 4;
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+      std::uint32_t low = 0;
+      if (inner.size() - i >= 7 && inner[i + 1] == '\\' && inner[i + 2] == 'u' &&
+          hex4(inner.data() + i + 3, low) && low >= 0xDC00 && low <= 0xDFFF) {
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        i += 6;
+      } else {
+        cp = 0xFFFD;
+      }
+    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+      cp = 0xFFFD;
+    }
+    append_utf8(out, cp);
   }
   return true;
 }
