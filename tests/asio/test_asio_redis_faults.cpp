@@ -932,3 +932,106 @@ TEST_CASE(
   CHECK_FALSE(hung);
   CHECK(returned - done_at < std::chrono::milliseconds(2000));
 }
+
+// The blocking connection's rule on the async path: a read in flight when an established
+// connection is lost is sent again, once, on a fresh connection; a write is not (outcome
+// unknown). The server is frozen with both written to it, then killed without being thawed
+// (it never answers them) and started again empty, so the read's answer tells which server
+// gave it: 0 from the new one, 3 from the old.
+TEST_CASE(
+    "a read in flight when the connection is lost is sent again once on a fresh connection; "
+    "a write in flight is not",
+    "[asio][redis][faults][reconnect]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(10000);
+  opts.reconnect_attempts = 10;
+  opts.reconnect_backoff = std::chrono::milliseconds(50);
+  opts.reconnect_backoff_max = std::chrono::milliseconds(400);
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  int stored = 0;
+  for (int i = 0; i < 3; ++i)
+    q.async_send_to_dlq("reads", "warm-up", failure(),
+                        [&](std::exception_ptr e, std::string) { stored += e ? 0 : 1; });
+  io.run();
+  REQUIRE(stored == 3);
+
+  server.freeze();
+  int send_calls = 0, size_calls = 0;
+  std::exception_ptr send_error, size_error;
+  std::size_t size = 99;
+  q.async_send_to_dlq("reads", "in-flight", failure(), [&](std::exception_ptr e, std::string) {
+    ++send_calls;
+    send_error = e;
+  });
+  q.async_size("reads", [&](std::exception_ptr e, std::size_t n) {
+    ++size_calls;
+    size_error = e;
+    size = n;
+  });
+  io.restart();
+  std::thread loop([&] { io.run(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both written meanwhile
+  ::kill(server.pid(), SIGKILL);                                // still frozen: it answers neither
+  server.kill9();                                               // reaps it
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  server.start();  // empty: no persistence
+  loop.join();
+
+  CHECK(send_calls == 1);
+  REQUIRE(send_error);
+  try {
+    std::rethrow_exception(send_error);
+  } catch (const dlq::connection_error& c) {
+    CHECK(c.outcome_unknown());  // the write was sent: never sent again
+  }
+  CHECK(size_calls == 1);
+  if (size_error) {
+    try {
+      std::rethrow_exception(size_error);
+    } catch (const std::exception& x) {
+      FAIL_CHECK(x.what());
+    }
+  }
+  CHECK(size == 0);  // answered by the restarted server: the read was sent again
+  CHECK(wait_list(server.url(), q.storage().key("reads")).empty());  // the write was not
+}
+
+TEST_CASE(
+    "a read sent again after a lost connection is sent once only: the server gone for good, "
+    "it fails once with a connection_error that is not outcome unknown",
+    "[asio][redis][faults][reconnect]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = std::chrono::milliseconds(10000);
+  opts.reconnect_attempts = 0;
+  asio::io_context io;
+  Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+  bool ready = false;
+  q.async_size("gone", [&](std::exception_ptr e, std::size_t) { ready = !e; });
+  io.run();
+  REQUIRE(ready);
+
+  server.freeze();
+  int calls = 0;
+  std::exception_ptr error;
+  q.async_size("gone", [&](std::exception_ptr e, std::size_t) {
+    ++calls;
+    error = e;
+  });
+  io.restart();
+  std::thread loop([&] { io.run(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::kill(server.pid(), SIGKILL);
+  server.kill9();
+  loop.join();
+  CHECK(calls == 1);
+  REQUIRE(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const dlq::connection_error& c) {
+    CHECK_FALSE(c.outcome_unknown());
+    CHECK(std::string(c.what()).find("connecting") != std::string::npos);
+  }
+}
