@@ -27,7 +27,10 @@
 ///   other one in flight complete with dlq::timeout_error (outcome_unknown() == true for
 ///   writes: they were sent). A zero limit means none.
 /// - Failures: a lost connection (or bytes that are not RESP) fails the commands in flight
-///   with dlq::connection_error (outcome_unknown() for writes). No command is ever re-sent.
+///   with dlq::connection_error (outcome_unknown() for writes), except reads: as on the
+///   blocking connection, a read (a command issued with write == false) in flight on an
+///   established connection is sent again, once, on a fresh one. A write is never re-sent,
+///   nor anything after a time limit passed or close().
 ///   The next command reconnects, with the blocking connection's rules: a connect that is
 ///   refused or closed (during the TCP connect or the handshake) is tried again up to
 ///   ConnectionOptions::reconnect_attempts times, after reconnect_backoff, doubled for each
@@ -184,6 +187,8 @@ class RedisConnection {
     bool sent = false;     // in the output buffer (or on the wire)
     bool written = false;  // handed to the kernel (the output buffer drained after it)
     bool post = true;      // completion posted (execute) or run from the read handler
+    bool retried = false;  // a read already sent again after a lost connection
+    std::string resend;    // a read's command, formatted: sent again once if the link is lost
     enum class kind : unsigned char { command, handshake, cluster } what = kind::command;
 
     std::string label() const { return label_prefix + label_rest; }
@@ -271,11 +276,17 @@ class RedisConnection {
       if (state == phase::ready && inflight.empty() && !idle_connection_alive()) {
         drop(nullptr);  // nothing in flight: nothing to report; reconnect below
       }
+      // A read keeps a copy of its command (reads are small): the blocking connection's
+      // rule, a read is sent again once on a fresh connection after a connection loss.
       if (state == phase::ready) {
+        const std::size_t at = out.size();
         format(out);
+        if (!write) o.resend.assign(out, at, std::string::npos);
         return send(std::move(o));
       }
+      const std::size_t at = waiting_out.size();
       format(waiting_out);
+      if (!write) o.resend.assign(waiting_out, at, std::string::npos);
       waiting.push_back(std::move(o));
       if (state == phase::idle) start_connect();
     }
@@ -909,14 +920,25 @@ class RedisConnection {
 
     // The connection failed under the commands (EOF, an I/O error, a failed connect, bytes
     // that are not RESP): those in flight fail with connection_error, those waiting for the
-    // connect with its error.
+    // connect with its error. As on the blocking connection, a read in flight on an
+    // established connection is sent again, once, on a fresh one (it changes nothing, so
+    // it cannot double anything); a write never is (outcome unknown), nor anything after a
+    // time limit passed (drop_with) or close().
     void lost(const std::string& text) {
       const bool connecting = state == phase::connecting;
+      const bool was_ready = state == phase::ready;
       close_socket();
       detail::ring<op> f = std::move(inflight);
       for (std::size_t i = 0; i < f.size(); ++i) {
         op& o = f[i];
         if (o.what != op::kind::command) continue;
+        if (was_ready && !closed && !o.write && !o.retried && !o.resend.empty()) {
+          o.retried = true;
+          o.sent = o.written = false;
+          waiting_out.append(o.resend);
+          waiting.push_back(std::move(o));
+          continue;
+        }
         const bool unknown = o.write;
         post_done(o, std::make_exception_ptr(dlq::connection_error(
                          msg(o.label() + ": the connection was lost (" + text + ")",
@@ -925,6 +947,7 @@ class RedisConnection {
                                      : "the server restarted or is unreachable; retry"),
                          unknown)));
       }
+      if (was_ready && !waiting.empty()) return start_connect();  // the reads sent again
       if (!waiting.empty()) {
         if (connecting && retry_connect()) return;  // the waiting output is kept for it
         const std::string why =
