@@ -1035,3 +1035,57 @@ TEST_CASE(
     CHECK(std::string(c.what()).find("connecting") != std::string::npos);
   }
 }
+
+// Host names are resolved with Asio's asynchronous resolver, on each connect.
+TEST_CASE(
+    "a host name is resolved without blocking the loop: localhost connects, a name "
+    "that does not resolve is a typed connection_error, retried like a refused connect",
+    "[asio][redis][faults][resolve]") {
+  dlq::test::RedisProcess server;
+  auto opts = dlq::redis::parse_url(server.url());
+  REQUIRE(opts.host == "127.0.0.1");
+
+  SECTION("localhost") {
+    opts.host = "localhost";
+    asio::io_context io;
+    Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+    int stored = 0;
+    for (int i = 0; i < 3; ++i)
+      q.async_send_to_dlq("named", "job-" + std::to_string(i), failure(),
+                          [&](std::exception_ptr e, std::string) { stored += e ? 0 : 1; });
+    io.run();
+    CHECK(stored == 3);
+    CHECK(wait_list(server.url(), q.storage().key("named")).size() == 3);
+  }
+
+  SECTION("a name that does not resolve, tried 3 times") {
+    opts.host = "dlq-no-such-host.invalid";
+    opts.reconnect_attempts = 2;
+    opts.reconnect_backoff = std::chrono::milliseconds(50);
+    asio::io_context io;
+    Queue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), opts));
+    int calls = 0;
+    bool inside = true;
+    std::exception_ptr error;
+    const auto start = clock_type::now();
+    q.async_size("named", [&](std::exception_ptr e, std::size_t) {
+      CHECK_FALSE(inside);
+      ++calls;
+      error = e;
+    });
+    inside = false;
+    io.run();
+    CHECK(clock_type::now() - start >= std::chrono::milliseconds(140));  // 50 + 100 ms back-off
+    CHECK(calls == 1);
+    REQUIRE(error);
+    try {
+      std::rethrow_exception(error);
+    } catch (const dlq::connection_error& c) {
+      CHECK_FALSE(c.outcome_unknown());
+      const std::string what = c.what();
+      INFO(what);
+      CHECK(what.find("resolving dlq-no-such-host.invalid") != std::string::npos);
+      CHECK(what.find("3 tries") != std::string::npos);
+    }
+  }
+}
