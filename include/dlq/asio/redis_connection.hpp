@@ -13,8 +13,10 @@
 /// - Connects on the first command (same URL forms and ConnectionOptions as the blocking
 ///   connection: dlq::redis::parse_url), then sends AUTH (when a password is set) and SELECT
 ///   (db != 0) before any command. Commands issued meanwhile wait and go out once it is ready.
-///   Host names are resolved with getaddrinfo (blocking; IPv4 first, then IPv6, as hiredis):
-///   give an IP address or a unix socket where the event loop must never block.
+///   A host name is resolved on each connect with Asio's asynchronous resolver (it runs
+///   getaddrinfo on a thread of Asio's own, so the loop never waits for DNS), within
+///   connect_timeout; its IPv4 addresses are tried, its IPv6 ones when it has none (as
+///   hiredis). An IP address is used as it is.
 /// - Any number of commands in flight, pipelined; replies come back in order. Commands are
 ///   formatted into one output buffer; what is issued while a write is pending goes out
 ///   with it (one send() for a burst), and replies are parsed from one input buffer.
@@ -49,6 +51,7 @@
 /// pending command.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -61,6 +64,7 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/async_result.hpp>
+#include <asio/ip/tcp.hpp>
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
@@ -201,7 +205,8 @@ class RedisConnection {
           endpoint(options.endpoint()),
           command_timer(executor),
           connect_timer(executor),
-          backoff_timer(executor) {}
+          backoff_timer(executor),
+          resolver(executor) {}
     ~impl() { close(); }
 
     executor_type executor;
@@ -209,9 +214,12 @@ class RedisConnection {
     std::string endpoint;
     ::asio::steady_timer command_timer;
     ::asio::steady_timer connect_timer;
-    ::asio::steady_timer backoff_timer;    // the wait before the next connect try
-    int connect_tries = 0;                 // failed tries of the connect in progress
-    std::chrono::milliseconds backoff{0};  // the wait before the next try
+    ::asio::steady_timer backoff_timer;                // the wait before the next connect try
+    ::asio::ip::tcp::resolver resolver;                // a host name, resolved on each connect
+    std::vector<::asio::ip::tcp::endpoint> addresses;  // what it resolved to, for one try
+    bool resolved = false;                             // `addresses` are for this try
+    int connect_tries = 0;                             // failed tries of the connect in progress
+    std::chrono::milliseconds backoff{0};              // the wait before the next try
     bool command_timer_armed = false;
     enum class phase { idle, connecting, ready } state = phase::idle;
     bool closed = false;
@@ -329,9 +337,33 @@ class RedisConnection {
         ::close(s);
         return -1;
       }
-      // As hiredis: IPv4 addresses first, IPv6 when the name has none.
+      if (resolved) {  // a host name, resolved by resolve()
+        resolved = false;
+        int s = -1;
+        error = "no address";
+        for (const auto& a : addresses) {
+          s = ::socket(a.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+          if (s < 0) {
+            error = std::strerror(errno);
+            continue;
+          }
+          const int yes = 1;
+          ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+          if (::connect(s, a.data(), static_cast<socklen_t>(a.size())) == 0) {
+            done = true;
+            return s;
+          }
+          if (errno == EINPROGRESS) return s;
+          error = std::strerror(errno);
+          ::close(s);
+          s = -1;
+        }
+        return s;
+      }
+      // An IP address (numeric: getaddrinfo does not block). As hiredis: IPv4 first.
       addrinfo* list = nullptr;
       addrinfo hints{};
+      hints.ai_flags = AI_NUMERICHOST;
       hints.ai_socktype = SOCK_STREAM;
       const std::string port = std::to_string(options.port);
       hints.ai_family = AF_INET;
@@ -400,21 +432,62 @@ class RedisConnection {
       return connect_tries == 1 ? std::string() : " (" + std::to_string(connect_tries) + " tries)";
     }
 
+    // A host name (not an IP address, not a unix socket): resolved before each try.
+    bool needs_resolving() const {
+      if (!options.unix_socket.empty()) return false;
+      unsigned char buf[sizeof(in6_addr)];
+      return ::inet_pton(AF_INET, options.host.c_str(), buf) != 1 &&
+             ::inet_pton(AF_INET6, options.host.c_str(), buf) != 1;
+    }
+
+    // Resolves the host name on Asio's resolver thread, then connects (connect_timeout
+    // bounds the resolution too). A failed resolution is a failed try: retried as a refused
+    // connect is.
+    void resolve(std::uint64_t gen) {
+      arm_connect_timer(gen);
+      resolver.async_resolve(
+          options.host, std::to_string(options.port),
+          [self = shared_from_this(), gen](const std::error_code& ec,
+                                           ::asio::ip::tcp::resolver::results_type results) {
+            if (self->generation != gen || self->state != phase::connecting) return;
+            self->addresses.clear();
+            for (const auto& r : results)
+              if (r.endpoint().address().is_v4()) self->addresses.push_back(r.endpoint());
+            if (self->addresses.empty())
+              for (const auto& r : results)
+                self->addresses.push_back(r.endpoint());
+            if (ec || self->addresses.empty()) {
+              self->connect_timer.cancel();
+              return self->connect_failed("resolving " + self->options.host + ": " +
+                                          (ec ? ec.message() : std::string("no address")));
+            }
+            self->resolved = true;
+            self->connect();
+          });
+    }
+
+    // A try failed before a socket was open: retried, or every waiting command fails.
+    void connect_failed(const std::string& error) {
+      connect_error = error;
+      if (retry_connect()) return;
+      fail_waiting(std::make_exception_ptr(
+          dlq::connection_error(msg("connecting: " + error + tries(),
+                                    "is redis-server running and listening on this address?"),
+                                false)));
+    }
+
     void connect() {
       state = phase::connecting;
       const std::uint64_t gen = ++generation;
       connect_error.clear();
       handshake_error = nullptr;
+      if (!resolved && needs_resolving()) return resolve(gen);
       std::string error;
       bool done = false;
       const int s = open_socket(error, done);
       if (s < 0) {
-        connect_error = error;
-        if (retry_connect()) return;
-        return fail_waiting(std::make_exception_ptr(
-            dlq::connection_error(msg("connecting: " + error + tries(),
-                                      "is redis-server running and listening on this address?"),
-                                  false)));
+        connect_timer.cancel();  // armed by resolve()
+        return connect_failed(error);
       }
       sd.emplace(executor, s);
       connected = false;
@@ -492,7 +565,8 @@ class RedisConnection {
           return self->wait_connect_timer(gen);
         }
         self->drop(std::make_exception_ptr(dlq::timeout_error(
-            self->msg("connecting: no answer within " +
+            self->msg(std::string(self->sd ? "connecting" : "resolving the host name") +
+                          ": no answer within " +
                           std::to_string(self->options.connect_timeout.count()) + " ms",
                       "the server is frozen, overloaded or unreachable; check it or raise "
                       "ConnectionOptions::connect_timeout"),
@@ -882,6 +956,8 @@ class RedisConnection {
       connect_timer.cancel();
       command_timer.cancel();
       backoff_timer.cancel();
+      resolver.cancel();
+      resolved = false;
       if (sd) {
         std::error_code ec;
         sd->close(ec);
