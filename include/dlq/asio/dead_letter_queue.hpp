@@ -25,8 +25,9 @@
 /// Storages. Two kinds:
 /// - an asynchronous storage (dlq::asio::RedisListStorage, dlq/asio/redis.hpp): the queue
 ///   builds each envelope exactly as the blocking front end does (detail::queue_core: ids,
-///   clock, worker, wire format, Payloads policy, counters, events) and hands it to the
-///   storage, which completes without blocking the executor;
+///   clock, worker, wire format, Payloads policy, the poison guard's marks — counted by the
+///   storage's bump_count first —, counters, events) and hands it to the storage, which
+///   completes without blocking the executor;
 /// - a storage whose calls never block (dlq::MemoryStorage, for which
 ///   dlq::asio::runs_inline is true): the queue runs the blocking dlq::DeadLetterQueue
 ///   inline and completes through asio::post on the queue's executor — never inside the
