@@ -5,7 +5,8 @@
 // async front ends share the counts; a send refused by a full queue (Overflow::reject) is
 // not counted; a server frozen during the count (a private server) fails the send with a
 // typed timeout while the loop keeps running, nothing stored; many concurrent sends of one
-// job: the count equals the number of sends, none lost or doubled.
+// job: the count equals the number of sends, none lost or doubled; a count the server
+// refuses fails the send and the whole batch.
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
@@ -497,4 +498,55 @@ TEST_CASE(
   CHECK(q->counters().parked == static_cast<std::uint64_t>(total - 1000));
   CHECK(q->counters().sent == static_cast<std::uint64_t>(total));
   q.reset();
+}
+
+TEST_CASE(
+    "a count the server refuses (WRONGTYPE) fails the send and the whole batch: a "
+    "reply_error with its code, nothing stored",
+    "[asio][poison][redis]") {
+  dlq::Options o;
+  o.poison_guard.park_after = 3;
+  RedisFixture fx;
+  with_queues(fx, o, [&](auto& q, auto&) {
+    dlq::test::RawClient raw(dlq::test::shared_redis_url());
+    const std::string bad = q.storage().key("orders") + ":count:job:bad";
+    raw.cmd({"RPUSH", bad, "not a counter"});
+    const auto check = [](const std::exception_ptr& e) {
+      REQUIRE(e);
+      try {
+        std::rethrow_exception(e);
+      } catch (const dlq::reply_error& r) {
+        CHECK(r.code() == "WRONGTYPE");
+        CHECK_FALSE(r.outcome_unknown());
+        CHECK(std::string(r.what()).find("poison guard's count failed") != std::string::npos);
+      } catch (...) {
+        FAIL("not a reply_error: " << error_text(e));
+      }
+    };
+    std::exception_ptr e;
+    try {
+      q.async_send_to_dlq("orders", "x", failure("e", "bad"), asio::use_future).get();
+    } catch (...) {
+      e = std::current_exception();
+    }
+    check(e);
+    e = nullptr;
+    try {
+      q.async_send_batch(
+           {{"orders", "y", failure("e", "good")}, {"orders", "x", failure("e", "bad")}},
+           asio::use_future)
+          .get();
+    } catch (...) {
+      e = std::current_exception();
+    }
+    check(e);
+    CHECK(q.async_size("orders", asio::use_future).get() == 0);
+    CHECK(q.counters().reply_errors == 2);
+    CHECK(q.counters().sent == 0);
+    // The connection is still in step: the next send is counted and stored.
+    q.async_send_to_dlq("orders", "y", failure("e", "good"), asio::use_future).get();
+    const auto page = q.async_peek("orders", 0, 10, asio::use_future).get();
+    REQUIRE(page.size() == 1);
+    CHECK(page[0].dead_letter_count == 2);  // the failed batch's count of "good" stands
+  });
 }
