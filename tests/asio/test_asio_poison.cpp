@@ -93,10 +93,18 @@ void with_queues(Fixture& fx, dlq::Options options, F&& f) {
   plain.on_event = nullptr;
   auto q = fx.make(io, std::move(options));
   auto ops = fx.operators(*q, plain);
-  f(*q, *ops);
-  asio::post(io, [&q] { q.reset(); });  // destroyed on the executor's thread
-  guard.reset();
-  runner.join();
+  const auto stop = [&] {
+    asio::post(io, [&q] { q.reset(); });  // destroyed on the executor's thread
+    guard.reset();
+    runner.join();
+  };
+  try {
+    f(*q, *ops);
+  } catch (...) {  // a failed REQUIRE: stop the loop, then report it
+    stop();
+    throw;
+  }
+  stop();
 }
 
 // The items of a dead list with each entry's id replaced by "<id>" (ids are fresh per run;
