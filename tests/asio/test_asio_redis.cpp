@@ -335,17 +335,6 @@ TEST_CASE("retention on the async Redis path uses the blocking path's scripts", 
   }
 }
 
-TEST_CASE("a policy the async path does not support is refused at construction", "[asio][redis]") {
-  asio::io_context io;
-  dlq::Options o;
-  o.poison_guard.park_after = 3;
-  CHECK_THROWS_AS(
-      dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage>(
-          io.get_executor(),
-          dlq::asio::RedisListStorage(io.get_executor(), dlq::test::shared_redis_url()), o),
-      dlq::invalid_argument);
-}
-
 TEST_CASE(
     "closing the queue with sends in flight: each completes with its id or a clear "
     "error, nothing is stored twice",

@@ -25,8 +25,9 @@
 /// Storages. Two kinds:
 /// - an asynchronous storage (dlq::asio::RedisListStorage, dlq/asio/redis.hpp): the queue
 ///   builds each envelope exactly as the blocking front end does (detail::queue_core: ids,
-///   clock, worker, wire format, Payloads policy, counters, events) and hands it to the
-///   storage, which completes without blocking the executor;
+///   clock, worker, wire format, Payloads policy, the poison guard's marks — counted by the
+///   storage's bump_count first —, counters, events) and hands it to the storage, which
+///   completes without blocking the executor;
 /// - a storage whose calls never block (dlq::MemoryStorage, for which
 ///   dlq::asio::runs_inline is true): the queue runs the blocking dlq::DeadLetterQueue
 ///   inline and completes through asio::post on the queue's executor — never inside the
@@ -121,16 +122,53 @@ void dispatch_result(const ::asio::any_io_executor& ex, Handler handler, std::ex
   });
 }
 
+// A job kept for the poison guard: its envelope is built once its count is known.
+struct counted_job {
+  std::string payload;
+  Failure failure;
+  std::chrono::system_clock::time_point now;  // the send's clock, read in the initiating call
+};
+
 // One send_to_dlq on an asynchronous storage, prepared in the initiating call: the job is
 // not copied, only its envelope, id and queue are kept (and Failure::error when an
-// on_event hook will report it).
+// on_event hook will report it) — except with the poison guard on, where the job is kept
+// (`job`) and the envelope is built after its count.
 struct one_send {
   std::string queue;
   std::string id;
   std::string envelope;
   std::string error;
-  std::exception_ptr refused;  // the job was refused before anything was sent
+  std::exception_ptr refused;        // the job was refused before anything was sent
+  std::unique_ptr<counted_job> job;  // poison guard: the job, its envelope not built yet
 };
+
+// The error of a send whose poison count failed: the same type (and reply code), but not
+// outcome_unknown — the entry was not written, whatever happened to the count.
+inline std::exception_ptr count_failed(const std::exception_ptr& e, const char* where) {
+  const auto text = [where](const std::exception& x) {
+    return dlq::detail::message(
+        "asio", where,
+        std::string("the poison guard's count failed, the entry was not stored (") + x.what() + ")",
+        "send it again; the count may or may not have been bumped");
+  };
+  try {
+    std::rethrow_exception(e);
+  } catch (const reply_error& x) {
+    return std::make_exception_ptr(reply_error(text(x), x.code(), false));
+  } catch (const timeout_error& x) {
+    return std::make_exception_ptr(timeout_error(text(x), false));
+  } catch (const connection_error& x) {
+    return std::make_exception_ptr(connection_error(text(x), false));
+  } catch (const protocol_error& x) {
+    return std::make_exception_ptr(protocol_error(text(x), false));
+  } catch (const conflict_error& x) {
+    return std::make_exception_ptr(conflict_error(text(x), false));
+  } catch (const storage_error& x) {
+    return std::make_exception_ptr(storage_error(text(x), false));
+  } catch (...) {
+    return e;
+  }
+}
 
 // Wraps a completion handler into a copyable callback that completes it with post_result.
 template <class T, class Handler>
@@ -203,20 +241,13 @@ class AsyncDeadLetterQueue {
 
   /// Creates the front end. Completions run on `executor` (or the handler's own associated
   /// executor). An asynchronous storage must have been created with the same executor.
-  /// @throws dlq::invalid_argument, with an asynchronous storage, when `options` asks for a
-  ///         policy its async path does not support yet: the poison guard
-  ///         (PoisonGuard::park_after > 0).
+  /// Every policy of `options` applies as on the blocking front end, the poison guard
+  /// included (PoisonGuard: on an asynchronous storage each send first awaits the job's
+  /// count, one more round trip, see async_send_to_dlq).
   explicit AsyncDeadLetterQueue(executor_type executor, Storage storage = Storage(),
                                 Options options = {})
       : state_(
-            std::make_shared<state>(std::move(executor), std::move(storage), std::move(options))) {
-    if constexpr (async_storage) {
-      if (state_->options().poison_guard.park_after > 0)
-        throw invalid_argument(dlq::detail::message(
-            "asio", "AsyncDeadLetterQueue", "the poison guard is not supported by the async path",
-            "leave PoisonGuard::park_after at 0, or use the blocking dlq::DeadLetterQueue"));
-    }
-  }
+            std::make_shared<state>(std::move(executor), std::move(storage), std::move(options))) {}
 
   AsyncDeadLetterQueue(const AsyncDeadLetterQueue&) = delete;
   AsyncDeadLetterQueue& operator=(const AsyncDeadLetterQueue&) = delete;
@@ -257,6 +288,17 @@ class AsyncDeadLetterQueue {
   /// the calling thread; otherwise they are copied. On an asynchronous storage the handler
   /// runs from the connection's read handler when its associated executor is the queue's
   /// (else it is dispatched to its own) — never inside this call.
+  ///
+  /// With the poison guard on (PoisonGuard::park_after > 0) on an asynchronous storage, the
+  /// job is copied instead, and the send first awaits the job's count (the storage's
+  /// bump_count: on Redis the blocking storage's counter, shared with the blocking front
+  /// end); the envelope is then built with its mark (dead_letter_count, parked), exactly as
+  /// the blocking send writes it, and pushed. Under Retention::max_length with
+  /// Overflow::reject the queue's length is read first (one LLEN): a full queue refuses the
+  /// send with dlq::queue_full_error without counting it. A count that fails completes the
+  /// send with the storage's error type (dlq::timeout_error, dlq::connection_error, …) and
+  /// outcome_unknown() == false: the entry was not written (the count itself may have been
+  /// bumped).
   template <class CompletionToken>
   auto async_send_to_dlq(std::string_view queue, std::string_view payload, const Failure& failure,
                          CompletionToken&& token) {
@@ -438,9 +480,16 @@ class AsyncDeadLetterQueue {
         dlq::detail::queue_core::validate(v, "send_to_dlq");
         dlq::detail::check_payload(queue, payload, core.options.payloads == Payloads::json_only);
         const auto now = core.now();
+        s.queue.assign(queue.data(), queue.size());
+        if (core.options.poison_guard.park_after > 0) {
+          // The envelope holds the count: it is built once the count is known.
+          s.id = dlq::detail::queue_core::make_id(f, now, false);
+          s.job = std::make_unique<detail::counted_job>(
+              detail::counted_job{std::string(payload), f, now});
+          return s;
+        }
         dlq::detail::prepared_entry p =
             core.prepare(v, now, dlq::detail::queue_core::make_id(f, now, false), {});
-        s.queue.assign(queue.data(), queue.size());
         s.id = std::move(p.id);
         s.envelope = std::move(p.envelope);
         if (core.options.on_event) s.error = f.error;
@@ -465,20 +514,110 @@ class AsyncDeadLetterQueue {
     struct one_pushed {
       std::shared_ptr<state> self;
       std::string queue, id, error;
+      dlq::detail::poison_mark mark;
       Handler handler;
 
       void operator()(std::exception_ptr e, PushResult result) {
         e = self->settle_push(queue, e, result);
         if (e) return detail::dispatch_result(self->executor, std::move(handler), e, std::string());
-        self->core_->after_send(queue, id, error, {});
+        self->core_->after_send(queue, id, error, mark);
         detail::dispatch_result(self->executor, std::move(handler), nullptr, std::move(id));
       }
     };
 
+    // A send_to_dlq under the poison guard, from its length check to its push.
+    template <class Handler>
+    struct counting_one {
+      detail::one_send s;
+      Handler handler;
+    };
+
+    // The blocking front end's admit() for one job under the poison guard: under
+    // Overflow::reject a full queue refuses the send before it is counted (one LLEN);
+    // `go()` runs the count when the queue has room (or no such retention), else
+    // `refused(e)` completes the send.
+    template <class Go, class Refused>
+    void admit_counted(const std::string& queue, Go go, Refused refused) {
+      const Retention& r = core_->retention_of(queue);
+      if (r.max_length == 0 || r.overflow != Overflow::reject) return go();
+      auto self = this->shared_from_this();
+      storage_->size(queue, [self, queue, go = std::move(go), refused = std::move(refused)](
+                                std::exception_ptr e, std::size_t length) mutable {
+        self->count_failure(e);
+        const Retention& limit = self->core_->retention_of(queue);
+        if (!e && length >= limit.max_length) {
+          try {
+            self->core_->reject(queue, limit);
+          } catch (...) {
+            e = std::current_exception();
+          }
+        }
+        if (e) return refused(e);
+        go();
+      });
+    }
+
     template <class Handler>
     void push_one(detail::one_send s, Handler handler) {
-      one_pushed<Handler> done{this->shared_from_this(), std::move(s.queue), std::move(s.id),
-                               std::move(s.error), std::move(handler)};
+      if (s.job) return count_one(std::move(s), std::move(handler));
+      push_built(std::move(s), std::move(handler), {});
+    }
+
+    // send_to_dlq under the poison guard: the length check (Overflow::reject), the count,
+    // then the envelope with its mark and the push.
+    template <class Handler>
+    void count_one(detail::one_send s, Handler handler) {
+      auto c = std::make_shared<counting_one<Handler>>(
+          counting_one<Handler>{std::move(s), std::move(handler)});
+      auto self = this->shared_from_this();
+      const std::string queue = c->s.queue;
+      admit_counted(
+          queue, [self, c] { self->bump_one(c); },
+          [self, c](std::exception_ptr e) {
+            detail::dispatch_result(self->executor, std::move(c->handler), e, std::string());
+          });
+    }
+
+    template <class Handler>
+    void bump_one(std::shared_ptr<counting_one<Handler>> c) {
+      const detail::counted_job& j = *c->s.job;
+      const dlq::detail::job_view v{c->s.queue, j.payload, &j.failure};
+      storage_->bump_count(
+          c->s.queue, dlq::detail::queue_core::poison_key(v),
+          core_->options.poison_guard.remember_for,
+          [self = this->shared_from_this(), c](std::exception_ptr e, std::int64_t count) {
+            detail::one_send& s = c->s;
+            dlq::detail::poison_mark mark;
+            if (e) {
+              self->count_failure(e);
+              e = detail::count_failed(e, "send_to_dlq");
+            } else {
+              try {
+                const detail::counted_job& job = *s.job;
+                const dlq::detail::job_view view{s.queue, job.payload, &job.failure};
+                dlq::detail::prepared_entry p =
+                    self->core_->prepare(view, job.now, std::move(s.id), self->core_->mark(count));
+                s.id = std::move(p.id);
+                s.envelope = std::move(p.envelope);
+                mark = p.mark;
+                if (self->core_->options.on_event) s.error = job.failure.error;
+              } catch (...) {
+                e = std::current_exception();
+              }
+            }
+            if (e)
+              return detail::dispatch_result(self->executor, std::move(c->handler), e,
+                                             std::string());
+            s.job.reset();
+            self->push_built(std::move(s), std::move(c->handler), mark);
+          });
+    }
+
+    template <class Handler>
+    void push_built(detail::one_send s, Handler handler, dlq::detail::poison_mark mark) {
+      one_pushed<Handler> done{
+          this->shared_from_this(), std::move(s.queue), std::move(s.id), std::move(s.error), mark,
+          std::move(handler)};
       const Retention& r = core_->retention_of(done.queue);
       // push_one reads the queue (for the key) before it takes `done`.
       storage_->push_one(done.queue, s.envelope, r.max_length, r.overflow == Overflow::evict_oldest,
@@ -631,8 +770,9 @@ class AsyncDeadLetterQueue {
                       });
     }
 
-    // The send path of an asynchronous storage: validate every job; prepare each envelope
-    // with the blocking front end's queue core; push each queue's jobs as one command (all
+    // The send path of an asynchronous storage: validate every job; with the poison guard
+    // on, count each job (its count pipelined, all awaited); prepare each envelope with the
+    // blocking front end's queue core; push each queue's jobs as one command (all
     // pipelined) under the queue's retention; count and report every entry stored.
     struct send_join {
       std::vector<FailedJob> jobs;
@@ -643,6 +783,9 @@ class AsyncDeadLetterQueue {
       std::size_t remaining = 0;
       std::exception_ptr error;
       detail::send_done done;
+      const char* where = "";
+      std::chrono::system_clock::time_point now;
+      std::vector<dlq::detail::poison_mark> marks;  // poison guard: per job
     };
 
     void send_async(std::vector<FailedJob> jobs, const char* where, detail::send_done done) {
@@ -684,19 +827,68 @@ class AsyncDeadLetterQueue {
                   "send one queue's jobs per batch (each is then all or nothing)"));
           }
         }
-        const auto now = core.now();
-        join->entries.reserve(js.size());
-        for (const FailedJob& j : js) {
-          const dlq::detail::job_view v{j.queue, j.payload, &j.failure};
-          join->entries.push_back(
-              core.prepare(v, now, dlq::detail::queue_core::make_id(j.failure, now, false), {}));
-        }
+        join->now = core.now();
       } catch (...) {
         return done(std::current_exception(), {});
       }
+      join->done = std::move(done);
+      join->where = where;
+      if (core.options.poison_guard.park_after > 0) return count_batch(std::move(join));
+      push_batch(std::move(join));
+    }
+
+    // send_batch under the poison guard: each job's count, pipelined in the jobs' order (the
+    // blocking send_batch counts them one after the other, in the same order); a batch of
+    // one job is first checked against a full queue, as send_to_dlq. The first failure
+    // fails the batch before anything is pushed.
+    void count_batch(std::shared_ptr<send_join> join) {
+      auto self = this->shared_from_this();
+      auto count_all = [self, join] {
+        join->marks.assign(join->jobs.size(), {});
+        join->remaining = join->jobs.size();
+        for (std::size_t i = 0; i < join->jobs.size(); ++i) {
+          const FailedJob& j = join->jobs[i];
+          const dlq::detail::job_view v{j.queue, j.payload, &j.failure};
+          self->storage_->bump_count(j.queue, dlq::detail::queue_core::poison_key(v),
+                                     self->core_->options.poison_guard.remember_for,
+                                     [self, join, i](std::exception_ptr e, std::int64_t count) {
+                                       if (e && !join->error) {
+                                         self->count_failure(e);
+                                         join->error = detail::count_failed(e, join->where);
+                                       } else if (!e) {
+                                         join->marks[i] = self->core_->mark(count);
+                                       }
+                                       if (--join->remaining != 0) return;
+                                       if (join->error) return join->done(join->error, {});
+                                       self->push_batch(join);
+                                     });
+        }
+      };
+      if (join->jobs.size() != 1) return count_all();
+      const std::string queue = join->jobs.front().queue;
+      admit_counted(queue, std::move(count_all),
+                    [join](std::exception_ptr e) { join->done(e, {}); });
+    }
+
+    // Prepares every envelope (with its poison mark, if counted) and pushes each queue's
+    // part.
+    void push_batch(std::shared_ptr<send_join> join) {
+      dlq::detail::queue_core& core = *core_;
+      try {
+        const std::vector<FailedJob>& js = join->jobs;
+        join->entries.reserve(js.size());
+        for (std::size_t i = 0; i < js.size(); ++i) {
+          const FailedJob& j = js[i];
+          const dlq::detail::job_view v{j.queue, j.payload, &j.failure};
+          join->entries.push_back(core.prepare(
+              v, join->now, dlq::detail::queue_core::make_id(j.failure, join->now, false),
+              join->marks.empty() ? dlq::detail::poison_mark{} : join->marks[i]));
+        }
+      } catch (...) {
+        return join->done(std::current_exception(), {});
+      }
       join->stored.assign(join->jobs.size(), 0);
       join->remaining = join->parts.empty() ? 1 : join->parts.size();
-      join->done = std::move(done);
       const std::size_t n_parts = join->remaining;
       for (std::size_t part = 0; part < n_parts; ++part) {
         std::vector<std::string> envelopes;

@@ -14,24 +14,31 @@
 /// same entries, so operators replay, trim and purge with the blocking API. Costs, in round
 /// trips, all pipelined on the one connection: a push is one RPUSH (Retention::max_length
 /// with Overflow::reject: the bounded push script; with Overflow::evict_oldest: the capped
-/// push script — each one EVAL); size one LLEN; a range one LRANGE.
+/// push script — each one EVAL); size one LLEN; a range one LRANGE; bump_count (the poison
+/// guard) one MULTI/INCR/EXPIRE/EXEC.
 /// A single Redis server only: a Redis Cluster node is refused (see redis_connection.hpp).
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "dlq/asio/dead_letter_queue.hpp"
 #include "dlq/asio/redis_connection.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/redis/error_mapping.hpp"
 #include "dlq/redis/key_pattern.hpp"
 #include "dlq/redis/list_storage.hpp"
 #include "dlq/redis/options.hpp"
@@ -125,6 +132,79 @@ class RedisListStorage {
                      }
                      done(e, std::move(out));
                    });
+  }
+
+  /// Adds one to the poison guard's counter `key` of `queue` and reports its new value, as
+  /// the blocking dlq::RedisListStorage::bump_count does — same key
+  /// (`<dead key>:count:<key>`), same commands (INCR + EXPIRE `ttl`, at least 1 s, in one
+  /// MULTI/EXEC: four commands pipelined, one round trip) — so the blocking and the
+  /// asynchronous front ends count the same jobs together. `done(std::exception_ptr,
+  /// std::int64_t)` runs once, on the executor (from the connection's read handler when the
+  /// answer arrives, or posted), never inside this call; on failure the value is 0 and the
+  /// error is the connection's (a dlq::storage_error subclass; an error reply inside the
+  /// transaction is a dlq::reply_error). A failed count may still have been applied (the
+  /// answer to EXEC lost); nothing is re-sent.
+  template <class Done>
+  void bump_count(std::string_view queue, std::string_view key, std::chrono::seconds ttl,
+                  Done&& done) {
+    struct counting {
+      std::decay_t<Done> done;
+      std::exception_ptr error;  // the first failure among MULTI, INCR and EXPIRE
+      std::string label;
+      std::string endpoint;
+    };
+    std::string k = dead_.key(queue);
+    k += ":count:";
+    k += key;
+    const std::string seconds =
+        std::to_string(std::max<long long>(1, static_cast<long long>(ttl.count())));
+    auto st = std::make_shared<counting>(
+        counting{std::forward<Done>(done), nullptr, "INCR " + k, conn_->endpoint()});
+    // MULTI answers OK, INCR and EXPIRE answer QUEUED; anything else (an error reply, a
+    // lost connection, an INCR run outside a transaction) fails the count.
+    const auto step = [st](const char* expected) {
+      return [st, expected](std::exception_ptr e, RedisReply&& r) {
+        if (st->error) return;
+        if (!e && (r.type != REDIS_REPLY_STATUS || r.str != expected))
+          e = unexpected(st->endpoint, st->label, r.type, true);
+        st->error = e;
+      };
+    };
+    const auto command = [](std::initializer_list<std::string_view> args) {
+      return [args = std::vector<std::string_view>(args)](std::string& out) {
+        detail::resp_command(out, args.size());
+        for (auto a : args)
+          detail::resp_arg(out, a);
+      };
+    };
+    conn_->execute_inline(command({"MULTI"}), true, "MULTI for ", st->label, step("OK"));
+    conn_->execute_inline(command({"INCR", k}), true, "", st->label, step("QUEUED"));
+    conn_->execute_inline(command({"EXPIRE", k, seconds}), true, "EXPIRE for ", st->label,
+                          step("QUEUED"));
+    conn_->execute_inline(command({"EXEC"}), true, "EXEC for ", st->label,
+                          [st](std::exception_ptr e, RedisReply&& r) {
+                            std::int64_t count = 0;
+                            if (st->error) {
+                              e = st->error;
+                            } else if (!e) {
+                              if (r.type == REDIS_REPLY_ARRAY && r.elements.size() == 2 &&
+                                  r.elements[0].type == REDIS_REPLY_INTEGER) {
+                                count = static_cast<std::int64_t>(r.elements[0].integer);
+                              } else if (r.type == REDIS_REPLY_ARRAY && !r.elements.empty() &&
+                                         r.elements[0].type == REDIS_REPLY_ERROR) {
+                                redisReply view{};
+                                view.type = REDIS_REPLY_ERROR;
+                                view.str = r.elements[0].str.data();
+                                view.len = r.elements[0].str.size();
+                                e = std::make_exception_ptr(redis::detail::reply_error_of(
+                                    view, st->endpoint, st->label, true));
+                              } else {
+                                e = unexpected(st->endpoint, st->label, r.type, true);
+                              }
+                            }
+                            auto finish = std::move(st->done);
+                            finish(e, e ? 0 : count);
+                          });
   }
 
   /// Closes the connection (see RedisConnection::close).
