@@ -37,15 +37,23 @@
 ///
 /// Thread-safety: the executor must be single-threaded (an io_context run by one thread, or
 /// a strand); initiate operations from any thread — they are dispatched to the executor.
+/// Cancellation: on an asynchronous storage every operation honours its handler's
+/// cancellation slot. Terminal cancellation (emitted on the queue's executor) completes the
+/// handler at once with dlq::asio::cancelled_error — outcome_unknown() for a send, whose
+/// command may still be stored, once — while the operation itself goes on and its result is
+/// dropped; partial or total cancellation alone is ignored. close() cancels everything.
 /// Operator operations (replay, trim, purge, search, …) are not offered here: run them with
 /// the blocking dlq::DeadLetterQueue over a blocking storage on the same keys (from a worker
 /// thread); both see the same entries.
 #pragma once
 
 #include <asio/any_io_executor.hpp>
+#include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/bind_executor.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/cancellation_type.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 
@@ -81,6 +89,15 @@ template <class Storage>
 struct runs_inline : std::false_type {};
 template <>
 struct runs_inline<MemoryStorage> : std::true_type {};
+
+/// An operation completed early because its cancellation slot was emitted (terminal
+/// cancellation; see AsyncDeadLetterQueue). outcome_unknown() is true for a send: its
+/// command may have gone out, and may still be stored (it is never sent again); false for
+/// a read.
+class cancelled_error : public dlq::storage_error {
+ public:
+  using storage_error::storage_error;
+};
 
 /// What an asynchronous storage's push reports.
 struct PushResult {
@@ -120,6 +137,81 @@ void dispatch_result(const ::asio::any_io_executor& ex, Handler handler, std::ex
   ::asio::dispatch(hex, [h = std::move(handler), e, v = std::move(value)]() mutable {
     std::move(h)(e, std::move(v));
   });
+}
+
+// A completion handler whose cancellation slot is connected (a coroutine's, one bound with
+// asio::bind_cancellation_slot, the losing side of an awaitable `||`). Terminal
+// cancellation completes it at once (posted) with cancelled_error; the operation itself goes
+// on (a command in flight cannot be taken back), and its result is dropped when it
+// arrives. Whichever comes first completes the handler, once; the slot is cleared before
+// the handler runs. The queue's executor is single-threaded, and the cancellation is
+// emitted on it (asio's rule for per-operation cancellation).
+template <class Handler, class T>
+class cancellable {
+  struct shared {
+    std::optional<Handler> handler;
+    ::asio::cancellation_slot slot;
+    ::asio::any_io_executor executor;  // the queue's
+    bool write = false;
+    const char* what = "";
+  };
+
+ public:
+  using executor_type = ::asio::associated_executor_t<Handler, ::asio::any_io_executor>;
+
+  cancellable(::asio::any_io_executor ex, Handler h, bool write, const char* what)
+      : s_(std::make_shared<shared>()), hex_(::asio::get_associated_executor(h, ex)) {
+    s_->slot = ::asio::get_associated_cancellation_slot(h);
+    s_->executor = std::move(ex);
+    s_->write = write;
+    s_->what = what;
+    s_->handler.emplace(std::move(h));
+    s_->slot.assign([s = s_](::asio::cancellation_type type) {
+      if ((type & ::asio::cancellation_type::terminal) == ::asio::cancellation_type::none ||
+          !s->handler)
+        return;
+      Handler taken = std::move(*s->handler);
+      s->handler.reset();
+      const bool unknown = s->write;
+      auto e = std::make_exception_ptr(cancelled_error(
+          dlq::detail::message("asio", s->what, "the operation was cancelled",
+                               unknown ? "the send may still be stored (outcome unknown); it is "
+                                         "not sent again — check before sending it again"
+                                       : "nothing was changed"),
+          unknown));
+      // Not from inside the emit: the slot is cleared first, then the handler runs.
+      ::asio::post(s->executor, [s, taken = std::move(taken), e]() mutable {
+        s->slot.clear();
+        s->slot = {};
+        post_result(s->executor, std::move(taken), e, T{});
+      });
+    });
+  }
+
+  executor_type get_executor() const noexcept { return hex_; }
+
+  void operator()(std::exception_ptr e, T value) {
+    if (!s_->handler) return;  // cancelled: completed already
+    Handler h = std::move(*s_->handler);
+    s_->handler.reset();
+    s_->slot.clear();
+    s_->slot = {};
+    std::move(h)(std::move(e), std::move(value));
+  }
+
+ private:
+  std::shared_ptr<shared> s_;
+  executor_type hex_;  // the handler's associated executor
+};
+
+// Calls `start(handler)`, or `start(cancellable(handler))` when the handler's cancellation
+// slot is connected.
+template <class T, class Handler, class Start>
+void start_cancellable(const ::asio::any_io_executor& ex, Handler handler, bool write,
+                       const char* what, Start&& start) {
+  if (!::asio::get_associated_cancellation_slot(handler).is_connected())
+    return start(std::move(handler));
+  start(cancellable<Handler, T>(ex, std::move(handler), write, what));
 }
 
 // A job kept for the poison guard: its envelope is built once its count is known.
@@ -307,7 +399,9 @@ class AsyncDeadLetterQueue {
       // would): only it, the id and the queue are kept, not a copy of the job.
       return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::string)>(
           [st = state_](auto handler, detail::one_send s) {
-            st->send_one(std::move(s), std::move(handler));
+            detail::start_cancellable<std::string>(
+                st->executor, std::move(handler), true, "send_to_dlq",
+                [&](auto h) { st->send_one(std::move(s), std::move(h)); });
           },
           token, state_->prepare_one(queue, payload, failure));
     } else {
@@ -352,10 +446,13 @@ class AsyncDeadLetterQueue {
     return ::asio::async_initiate<CompletionToken,
                                   void(std::exception_ptr, std::vector<std::string>)>(
         [st = state_](auto handler, std::vector<FailedJob> owned) {
-          detail::send_done done;
-          done.batch =
-              detail::make_once<std::vector<std::string>>(st->executor, std::move(handler));
-          st->send(std::move(owned), "send_batch", std::move(done));
+          detail::start_cancellable<std::vector<std::string>>(
+              st->executor, std::move(handler), true, "send_batch", [&](auto h) {
+                detail::send_done done;
+                done.batch =
+                    detail::make_once<std::vector<std::string>>(st->executor, std::move(h));
+                st->send(std::move(owned), "send_batch", std::move(done));
+              });
         },
         token, std::move(jobs));
   }
@@ -366,7 +463,10 @@ class AsyncDeadLetterQueue {
   auto async_size(std::string_view queue, CompletionToken&& token) {
     return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::size_t)>(
         [st = state_](auto handler, std::string q) {
-          st->size(std::move(q), detail::make_done<std::size_t>(st->executor, std::move(handler)));
+          detail::start_cancellable<std::size_t>(
+              st->executor, std::move(handler), false, "size", [&](auto h) {
+                st->size(std::move(q), detail::make_done<std::size_t>(st->executor, std::move(h)));
+              });
         },
         token, std::string(queue));
   }
@@ -379,8 +479,11 @@ class AsyncDeadLetterQueue {
                   CompletionToken&& token) {
     return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::vector<Entry>)>(
         [st = state_, start, count](auto handler, std::string q) {
-          st->peek(std::move(q), start, count,
-                   detail::make_done<std::vector<Entry>>(st->executor, std::move(handler)));
+          detail::start_cancellable<std::vector<Entry>>(
+              st->executor, std::move(handler), false, "peek", [&](auto h) {
+                st->peek(std::move(q), start, count,
+                         detail::make_done<std::vector<Entry>>(st->executor, std::move(h)));
+              });
         },
         token, std::string(queue));
   }
@@ -393,8 +496,11 @@ class AsyncDeadLetterQueue {
   auto async_get(std::string_view queue, std::string_view id, CompletionToken&& token) {
     return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, std::optional<Entry>)>(
         [st = state_](auto handler, std::string q, std::string wanted) {
-          st->get(std::move(q), std::move(wanted),
-                  detail::make_done<std::optional<Entry>>(st->executor, std::move(handler)));
+          detail::start_cancellable<std::optional<Entry>>(
+              st->executor, std::move(handler), false, "get", [&](auto h) {
+                st->get(std::move(q), std::move(wanted),
+                        detail::make_done<std::optional<Entry>>(st->executor, std::move(h)));
+              });
         },
         token, std::string(queue), std::string(id));
   }
