@@ -15,7 +15,9 @@
 /// trips, all pipelined on the one connection: a push is one RPUSH (Retention::max_length
 /// with Overflow::reject: the bounded push script; with Overflow::evict_oldest: the capped
 /// push script — each one EVAL); size one LLEN; a range one LRANGE.
-/// A single Redis server only: a Redis Cluster node is refused (see redis_connection.hpp).
+/// On a Redis Cluster (detected by the URL's node's handshake) each command goes to the master
+/// of its queue's slot through a dlq::asio::RedisClusterRouter (asio/redis_cluster.hpp): one
+/// connection per master, MOVED/ASK followed, a queue's sends stored in issue order.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "dlq/asio/dead_letter_queue.hpp"
+#include "dlq/asio/redis_cluster.hpp"
 #include "dlq/asio/redis_connection.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/redis/key_pattern.hpp"
@@ -41,7 +44,8 @@
 namespace dlq::asio {
 
 /// Asynchronous dead-letter storage in Redis lists (see the file comment). A handle: copies
-/// share one connection. Call it from its executor (AsyncDeadLetterQueue does).
+/// share one connection (one per master on a cluster). Call it from its executor
+/// (AsyncDeadLetterQueue does).
 class RedisListStorage {
  public:
   /// Marks this type as an asynchronous storage for AsyncDeadLetterQueue.
@@ -54,14 +58,18 @@ class RedisListStorage {
   RedisListStorage(executor_type executor, redis::ConnectionOptions connection,
                    const RedisListOptions& options = {})
       : dead_(redis::KeyPattern::parse(options.dead_key, "RedisListOptions::dead_key")),
-        conn_(std::make_shared<RedisConnection>(std::move(executor), std::move(connection))) {}
+        conn_(std::make_shared<RedisConnection>(std::move(executor), std::move(connection))),
+        router_(RedisClusterRouter::make(conn_)) {}
   /// Parses `url` (dlq::redis::parse_url). @throws dlq::invalid_argument for a bad URL.
   RedisListStorage(executor_type executor, std::string_view url,
                    const RedisListOptions& options = {})
       : RedisListStorage(std::move(executor), redis::parse_url(url), options) {}
 
-  /// The connection (for raw commands and its counters).
+  /// The connection (for raw commands and its counters): to the URL's server.
   RedisConnection& connection() noexcept { return *conn_; }
+  /// The Redis Cluster router (its stats; plain() once the server answered as a single
+  /// server).
+  const RedisClusterRouter& cluster() const noexcept { return *router_; }
   /// The executor its completions run on.
   executor_type get_executor() const noexcept { return conn_->get_executor(); }
   /// The Redis key of a queue's dead list.
@@ -91,13 +99,12 @@ class RedisListStorage {
   void size(std::string_view queue, std::function<void(std::exception_ptr, std::size_t)> done) {
     const std::string k = dead_.key(queue);
     const std::string label = "LLEN " + k;
-    conn_->execute({"LLEN", k}, false, label,
-                   [done = std::move(done), label, endpoint = conn_->endpoint()](
-                       std::exception_ptr e, RedisReply r) {
-                     if (!e && r.type != REDIS_REPLY_INTEGER)
-                       e = unexpected(endpoint, label, r.type, false);
-                     done(e, e ? 0 : static_cast<std::size_t>(r.integer));
-                   });
+    run(k, {"LLEN", k}, label,
+        [done = std::move(done), label, endpoint = conn_->endpoint()](std::exception_ptr e,
+                                                                      RedisReply r) {
+          if (!e && r.type != REDIS_REPLY_INTEGER) e = unexpected(endpoint, label, r.type, false);
+          done(e, e ? 0 : static_cast<std::size_t>(r.integer));
+        });
   }
 
   /// Items [start, start + count) of the queue's dead list: one LRANGE (count 0 = none).
@@ -112,23 +119,26 @@ class RedisListStorage {
     const std::size_t last = count - 1 > max - start ? max : start + (count - 1);
     const std::string k = dead_.key(queue);
     const std::string label = "LRANGE " + k;
-    conn_->execute({"LRANGE", k, std::to_string(start), std::to_string(last)}, false, label,
-                   [done = std::move(done), label, endpoint = conn_->endpoint()](
-                       std::exception_ptr e, RedisReply r) {
-                     std::vector<std::string> out;
-                     if (!e && r.type != REDIS_REPLY_ARRAY) {
-                       e = unexpected(endpoint, label, r.type, false);
-                     } else if (!e) {
-                       out.reserve(r.elements.size());
-                       for (auto& item : r.elements)
-                         out.push_back(std::move(item.str));
-                     }
-                     done(e, std::move(out));
-                   });
+    run(k, {"LRANGE", k, std::to_string(start), std::to_string(last)}, label,
+        [done = std::move(done), label, endpoint = conn_->endpoint()](std::exception_ptr e,
+                                                                      RedisReply r) {
+          std::vector<std::string> out;
+          if (!e && r.type != REDIS_REPLY_ARRAY) {
+            e = unexpected(endpoint, label, r.type, false);
+          } else if (!e) {
+            out.reserve(r.elements.size());
+            for (auto& item : r.elements)
+              out.push_back(std::move(item.str));
+          }
+          done(e, std::move(out));
+        });
   }
 
-  /// Closes the connection (see RedisConnection::close).
-  void close() noexcept { conn_->close(); }
+  /// Closes the connection (see RedisConnection::close), and those to the cluster's masters.
+  void close() noexcept {
+    conn_->close();
+    router_->close();
+  }
 
  private:
   enum class kind { plain, bounded, capped };
@@ -163,23 +173,46 @@ class RedisListStorage {
                          : how == kind::capped ? "capped push script on "
                                                : "bounded push script on ";
     // The arguments are made before the call: the key is copied, not moved, as `format`
-    // reads it.
-    conn_->execute_inline(format, true, prefix, k,
-                          [done = std::forward<Done>(done), how, prefix, k, conn = conn_](
-                              std::exception_ptr e, RedisReply&& r) mutable {
-                            PushResult result;
-                            if (!e) {
-                              if (how == kind::capped && r.type == REDIS_REPLY_ARRAY) {
-                                for (auto& item : r.elements)
-                                  result.evicted.push_back(std::move(item.str));
-                              } else if (how != kind::capped && r.type == REDIS_REPLY_INTEGER) {
-                                result.stored = r.integer > 0;
-                              } else {
-                                e = unexpected(conn->endpoint(), prefix + k, r.type, true);
-                              }
-                            }
-                            done(e, std::move(result));
-                          });
+    // reads it. On a cluster (or until the handshake said it is none) through the router.
+    execute(k, format, prefix,
+            [done = std::forward<Done>(done), how, prefix, k, conn = conn_](
+                std::exception_ptr e, RedisReply&& r) mutable {
+              PushResult result;
+              if (!e) {
+                if (how == kind::capped && r.type == REDIS_REPLY_ARRAY) {
+                  for (auto& item : r.elements)
+                    result.evicted.push_back(std::move(item.str));
+                } else if (how != kind::capped && r.type == REDIS_REPLY_INTEGER) {
+                  result.stored = r.integer > 0;
+                } else {
+                  e = unexpected(conn->endpoint(), prefix + k, r.type, true);
+                }
+              }
+              done(e, std::move(result));
+            });
+  }
+
+  // A read: straight to the connection on a single server, else through the router.
+  void run(const std::string& key, std::vector<std::string> args, std::string label,
+           std::function<void(std::exception_ptr, RedisReply)> done) {
+    if (router_->plain()) return conn_->execute(std::move(args), false, std::move(label), done);
+    router_->execute(
+        key,
+        [&args](std::string& out) {
+          detail::resp_command(out, args.size());
+          for (const auto& a : args)
+            detail::resp_arg(out, a);
+        },
+        false, "", std::move(label),
+        [done = std::move(done)](std::exception_ptr e, RedisReply&& r) { done(e, std::move(r)); });
+  }
+
+  // A write formatted by `format`: as run().
+  template <class Format>
+  void execute(const std::string& key, const Format& format, const char* prefix,
+               RedisConnection::inline_callback done) {
+    if (router_->plain()) return conn_->execute_inline(format, true, prefix, key, std::move(done));
+    router_->execute(key, format, true, prefix, key, std::move(done));
   }
 
   static std::exception_ptr unexpected(const std::string& endpoint, const std::string& label,
@@ -193,6 +226,7 @@ class RedisListStorage {
 
   redis::KeyPattern dead_;
   std::shared_ptr<RedisConnection> conn_;
+  std::shared_ptr<RedisClusterRouter> router_;
 };
 
 }  // namespace dlq::asio
