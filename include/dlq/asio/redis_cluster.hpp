@@ -128,6 +128,11 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
     c->label = std::move(label);
     c->done = std::move(done);
     if (closed_) return fail_posted(std::move(c), closed_error());
+    if (inflight_.empty()) {  // the per-slot tables, once something is routed
+      inflight_.assign(redis::cluster_slot_count, 0);
+      sent_to_.assign(redis::cluster_slot_count, 0);
+      blocked_.assign(redis::cluster_slot_count, false);
+    }
     route(std::move(c));
   }
 
@@ -172,11 +177,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
   };
 
   explicit RedisClusterRouter(const std::shared_ptr<RedisConnection>& seed)
-      : executor_(seed->get_executor()),
-        options_(seed->options()),
-        inflight_(redis::cluster_slot_count, 0),
-        sent_to_(redis::cluster_slot_count, 0),
-        blocked_(redis::cluster_slot_count, false) {
+      : executor_(seed->get_executor()), options_(seed->options()) {
     nodes_.push_back(node{seed->options().unix_socket.empty() ? seed->options().host : "",
                           seed->options().port, seed});
   }
