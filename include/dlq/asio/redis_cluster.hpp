@@ -112,14 +112,37 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
     return n;
   }
 
-  /// Sends the command `format(std::string& out)` appends (RESP, read during the call) to
-  /// the master of `key`'s slot, following redirections; every key of the command must be
-  /// in that slot. `done` runs on the executor, never inside this call (from a connection's
+  /// RedisConnection::execute() for a command whose keys are all in `key`'s slot: to the
+  /// URL's connection as it is on a single server (the callback posted), else routed as
+  /// execute_inline() (the callback posted or run from the read handler).
+  void execute(std::string_view key, std::vector<std::string> args, bool write, std::string label,
+               RedisConnection::callback done) {
+    if (plain()) return seed_->execute(std::move(args), write, std::move(label), std::move(done));
+    execute_inline(
+        key,
+        [&args](std::string& out) {
+          detail::resp_command(out, args.size());
+          for (const auto& a : args)
+            detail::resp_arg(out, a);
+        },
+        write, "", std::move(label),
+        [done = std::move(done)](std::exception_ptr e, RedisReply&& r) { done(e, std::move(r)); });
+  }
+
+  /// RedisConnection::execute_inline() for a command whose keys are all in `key`'s slot:
+  /// `format(std::string& out)` appends it (RESP, read during the call). On a single server
+  /// it goes straight to the URL's connection. Else it is formatted into a buffer kept for
+  /// a re-send and sent to the master of `key`'s slot, redirections followed (see the file
+  /// comment). `done` runs on the executor, never inside this call (from a connection's
   /// read handler when the answer arrives, or posted). An error reply completes with
   /// dlq::reply_error, as RedisConnection::execute_inline.
   template <class Format>
-  void execute(std::string_view key, Format&& format, bool write, const char* label_prefix,
-               std::string label, inline_callback done) {
+  void execute_inline(std::string_view key, Format&& format, bool write, const char* label_prefix,
+                      std::string label, inline_callback done) {
+    if (plain()) {
+      return seed_->execute_inline(std::forward<Format>(format), write, label_prefix,
+                                   std::move(label), std::move(done));
+    }
     auto c = std::make_unique<command>();
     format(c->resp);
     c->slot = redis::key_slot(key);
@@ -177,7 +200,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
   };
 
   explicit RedisClusterRouter(const std::shared_ptr<RedisConnection>& seed)
-      : executor_(seed->get_executor()), options_(seed->options()) {
+      : executor_(seed->get_executor()), options_(seed->options()), seed_(seed.get()) {
     nodes_.push_back(node{seed->options().unix_socket.empty() ? seed->options().host : "",
                           seed->options().port, seed});
   }
@@ -413,6 +436,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
 
   ::asio::any_io_executor executor_;
   redis::ConnectionOptions options_;
+  RedisConnection* seed_;  // nodes_[0]'s connection
   mode mode_ = mode::unknown;
   bool closed_ = false;
   bool refreshing_ = false;

@@ -59,7 +59,7 @@ class RedisListStorage {
                    const RedisListOptions& options = {})
       : dead_(redis::KeyPattern::parse(options.dead_key, "RedisListOptions::dead_key")),
         conn_(std::make_shared<RedisConnection>(std::move(executor), std::move(connection))),
-        router_(RedisClusterRouter::make(conn_)) {}
+        link_(RedisClusterRouter::make(conn_)) {}
   /// Parses `url` (dlq::redis::parse_url). @throws dlq::invalid_argument for a bad URL.
   RedisListStorage(executor_type executor, std::string_view url,
                    const RedisListOptions& options = {})
@@ -69,7 +69,7 @@ class RedisListStorage {
   RedisConnection& connection() noexcept { return *conn_; }
   /// The Redis Cluster router (its stats; plain() once the server answered as a single
   /// server).
-  const RedisClusterRouter& cluster() const noexcept { return *router_; }
+  const RedisClusterRouter& cluster() const noexcept { return *link_; }
   /// The executor its completions run on.
   executor_type get_executor() const noexcept { return conn_->get_executor(); }
   /// The Redis key of a queue's dead list.
@@ -99,12 +99,13 @@ class RedisListStorage {
   void size(std::string_view queue, std::function<void(std::exception_ptr, std::size_t)> done) {
     const std::string k = dead_.key(queue);
     const std::string label = "LLEN " + k;
-    run(k, {"LLEN", k}, label,
-        [done = std::move(done), label, endpoint = conn_->endpoint()](std::exception_ptr e,
-                                                                      RedisReply r) {
-          if (!e && r.type != REDIS_REPLY_INTEGER) e = unexpected(endpoint, label, r.type, false);
-          done(e, e ? 0 : static_cast<std::size_t>(r.integer));
-        });
+    link_->execute(k, {"LLEN", k}, false, label,
+                   [done = std::move(done), label, endpoint = conn_->endpoint()](
+                       std::exception_ptr e, RedisReply r) {
+                     if (!e && r.type != REDIS_REPLY_INTEGER)
+                       e = unexpected(endpoint, label, r.type, false);
+                     done(e, e ? 0 : static_cast<std::size_t>(r.integer));
+                   });
   }
 
   /// Items [start, start + count) of the queue's dead list: one LRANGE (count 0 = none).
@@ -119,25 +120,25 @@ class RedisListStorage {
     const std::size_t last = count - 1 > max - start ? max : start + (count - 1);
     const std::string k = dead_.key(queue);
     const std::string label = "LRANGE " + k;
-    run(k, {"LRANGE", k, std::to_string(start), std::to_string(last)}, label,
-        [done = std::move(done), label, endpoint = conn_->endpoint()](std::exception_ptr e,
-                                                                      RedisReply r) {
-          std::vector<std::string> out;
-          if (!e && r.type != REDIS_REPLY_ARRAY) {
-            e = unexpected(endpoint, label, r.type, false);
-          } else if (!e) {
-            out.reserve(r.elements.size());
-            for (auto& item : r.elements)
-              out.push_back(std::move(item.str));
-          }
-          done(e, std::move(out));
-        });
+    link_->execute(k, {"LRANGE", k, std::to_string(start), std::to_string(last)}, false, label,
+                   [done = std::move(done), label, endpoint = conn_->endpoint()](
+                       std::exception_ptr e, RedisReply r) {
+                     std::vector<std::string> out;
+                     if (!e && r.type != REDIS_REPLY_ARRAY) {
+                       e = unexpected(endpoint, label, r.type, false);
+                     } else if (!e) {
+                       out.reserve(r.elements.size());
+                       for (auto& item : r.elements)
+                         out.push_back(std::move(item.str));
+                     }
+                     done(e, std::move(out));
+                   });
   }
 
   /// Closes the connection (see RedisConnection::close), and those to the cluster's masters.
   void close() noexcept {
     conn_->close();
-    router_->close();
+    link_->close();
   }
 
  private:
@@ -173,46 +174,23 @@ class RedisListStorage {
                          : how == kind::capped ? "capped push script on "
                                                : "bounded push script on ";
     // The arguments are made before the call: the key is copied, not moved, as `format`
-    // reads it. On a cluster (or until the handshake said it is none) through the router.
-    execute(k, format, prefix,
-            [done = std::forward<Done>(done), how, prefix, k, conn = conn_](
-                std::exception_ptr e, RedisReply&& r) mutable {
-              PushResult result;
-              if (!e) {
-                if (how == kind::capped && r.type == REDIS_REPLY_ARRAY) {
-                  for (auto& item : r.elements)
-                    result.evicted.push_back(std::move(item.str));
-                } else if (how != kind::capped && r.type == REDIS_REPLY_INTEGER) {
-                  result.stored = r.integer > 0;
-                } else {
-                  e = unexpected(conn->endpoint(), prefix + k, r.type, true);
-                }
-              }
-              done(e, std::move(result));
-            });
-  }
-
-  // A read: straight to the connection on a single server, else through the router.
-  void run(const std::string& key, std::vector<std::string> args, std::string label,
-           std::function<void(std::exception_ptr, RedisReply)> done) {
-    if (router_->plain()) return conn_->execute(std::move(args), false, std::move(label), done);
-    router_->execute(
-        key,
-        [&args](std::string& out) {
-          detail::resp_command(out, args.size());
-          for (const auto& a : args)
-            detail::resp_arg(out, a);
-        },
-        false, "", std::move(label),
-        [done = std::move(done)](std::exception_ptr e, RedisReply&& r) { done(e, std::move(r)); });
-  }
-
-  // A write formatted by `format`: as run().
-  template <class Format>
-  void execute(const std::string& key, const Format& format, const char* prefix,
-               RedisConnection::inline_callback done) {
-    if (router_->plain()) return conn_->execute_inline(format, true, prefix, key, std::move(done));
-    router_->execute(key, format, true, prefix, key, std::move(done));
+    // reads it. Through the router: straight to the connection on a single server.
+    link_->execute_inline(k, format, true, prefix, k,
+                          [done = std::forward<Done>(done), how, prefix, k, conn = conn_](
+                              std::exception_ptr e, RedisReply&& r) mutable {
+                            PushResult result;
+                            if (!e) {
+                              if (how == kind::capped && r.type == REDIS_REPLY_ARRAY) {
+                                for (auto& item : r.elements)
+                                  result.evicted.push_back(std::move(item.str));
+                              } else if (how != kind::capped && r.type == REDIS_REPLY_INTEGER) {
+                                result.stored = r.integer > 0;
+                              } else {
+                                e = unexpected(conn->endpoint(), prefix + k, r.type, true);
+                              }
+                            }
+                            done(e, std::move(result));
+                          });
   }
 
   static std::exception_ptr unexpected(const std::string& endpoint, const std::string& label,
@@ -226,7 +204,7 @@ class RedisListStorage {
 
   redis::KeyPattern dead_;
   std::shared_ptr<RedisConnection> conn_;
-  std::shared_ptr<RedisClusterRouter> router_;
+  std::shared_ptr<RedisClusterRouter> link_;  // every command goes through it
 };
 
 }  // namespace dlq::asio
