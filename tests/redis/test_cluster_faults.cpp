@@ -21,57 +21,10 @@
 #include "support/catch.hpp"
 
 using namespace dlq;
+using dlq::test::PrivateCluster;
 using std::chrono::milliseconds;
 
 namespace {
-
-// A cluster of three masters for this test alone; stopped (and its directory removed) by the
-// destructor.
-class PrivateCluster {
- public:
-  PrivateCluster() {
-    char tmpl[] = "/tmp/dlq-cluster-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("PrivateCluster: mkdtemp failed");
-    dir_ = tmpl;
-    const std::string cmd = std::string("'") + DLQ_CLUSTER_SCRIPT + "' start '" + dir_ + "/c'";
-    if (std::system(cmd.c_str()) != 0) {
-      stop();
-      throw std::runtime_error("PrivateCluster: " + cmd + " failed");
-    }
-    std::ifstream in(dir_ + "/c/ports");
-    for (int p = 0; in >> p;)
-      ports_.push_back(p);
-    if (ports_.size() != 3) throw std::runtime_error("PrivateCluster: no ports file");
-  }
-  PrivateCluster(const PrivateCluster&) = delete;
-  PrivateCluster& operator=(const PrivateCluster&) = delete;
-  ~PrivateCluster() { stop(); }
-
-  const std::vector<int>& ports() const { return ports_; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(ports_.at(0)); }
-  pid_t pid(int port) const {
-    std::ifstream in(dir_ + "/c/pid-" + std::to_string(port));
-    pid_t p = -1;
-    in >> p;
-    if (p <= 0) throw std::runtime_error("PrivateCluster: no pid for port " + std::to_string(port));
-    return p;
-  }
-  void freeze(int port) const { ::kill(pid(port), SIGSTOP); }
-  void thaw(int port) const { ::kill(pid(port), SIGCONT); }
-  void kill9(int port) const { ::kill(pid(port), SIGKILL); }
-
- private:
-  void stop() {
-    const std::string cmd = std::string("'") + DLQ_CLUSTER_SCRIPT + "' stop '" + dir_ + "/c'";
-    if (std::system(cmd.c_str()) != 0) {  // best effort; nothing else to do in a destructor
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  std::string dir_;
-  std::vector<int> ports_;
-};
 
 redis::ConnectionOptions fast(const std::string& url) {
   auto o = redis::parse_url(url);

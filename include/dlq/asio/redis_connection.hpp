@@ -40,9 +40,10 @@
 ///   blocking the loop; commands issued meanwhile wait with the first. A connect timeout,
 ///   or AUTH/SELECT refused, is not retried. When the tries are used up every waiting command
 ///   fails with dlq::connection_error (never outcome_unknown(): nothing was sent).
-/// - A Redis Cluster node is refused: the handshake asks CLUSTER SLOTS, and a node that
-///   answers with slots fails every command with dlq::invalid_argument — the async path
-///   does not route by slot yet; use the blocking dlq::RedisListStorage there.
+/// - Redis Cluster: the handshake asks CLUSTER SLOTS (an error reply: a plain server) and
+///   hands the answer to the hook set with on_cluster_slots() — dlq::asio::RedisListStorage's
+///   router learns the slot map from it. The connection itself talks to one node: a command
+///   for a slot another node serves gets its MOVED/ASK answer as a dlq::reply_error.
 /// - Error replies become dlq::reply_error (code() = Redis's first word).
 ///
 /// Thread-safety: not thread-safe. Call it from its executor, which must be single-threaded
@@ -177,6 +178,23 @@ class RedisConnection {
                   std::move(done), false);
   }
 
+  /// execute_inline(), but an error reply is delivered as the reply (type REDIS_REPLY_ERROR,
+  /// its text in `str`) instead of a dlq::reply_error — for a caller that acts on it (the
+  /// cluster router follows MOVED and ASK). Errors of the connection itself are unchanged.
+  template <class Format>
+  void execute_inline_raw(Format&& format, bool write, const char* label_prefix, std::string label,
+                          inline_callback done) {
+    impl_->submit(std::forward<Format>(format), write, label_prefix, std::move(label),
+                  std::move(done), false, true);
+  }
+
+  /// Called on the executor with the answer to CLUSTER SLOTS of each handshake (an error
+  /// reply from a plain server, the slot ranges from a cluster node), before any command's
+  /// completion. One hook per connection; it must not throw.
+  void on_cluster_slots(std::function<void(const RedisReply&)> hook) {
+    impl_->cluster_hook = std::move(hook);
+  }
+
   /// Drops the connection: every pending command completes with dlq::connection_error
   /// (outcome_unknown() for writes already sent), and every later one too. Idempotent.
   void close() noexcept { impl_->close(); }
@@ -188,11 +206,12 @@ class RedisConnection {
     std::string label_rest;
     std::chrono::steady_clock::time_point deadline;
     bool write = false;
-    bool sent = false;     // in the output buffer (or on the wire)
-    bool written = false;  // handed to the kernel (the output buffer drained after it)
-    bool post = true;      // completion posted (execute) or run from the read handler
-    bool retried = false;  // a read already sent again after a lost connection
-    std::string resend;    // a read's command, formatted: sent again once if the link is lost
+    bool sent = false;        // in the output buffer (or on the wire)
+    bool written = false;     // handed to the kernel (the output buffer drained after it)
+    bool post = true;         // completion posted (execute) or run from the read handler
+    bool raw_errors = false;  // an error reply is delivered as the reply (execute_inline_raw)
+    bool retried = false;     // a read already sent again after a lost connection
+    std::string resend;       // a read's command, formatted: sent again once if the link is lost
     enum class kind : unsigned char { command, handshake, cluster } what = kind::command;
 
     std::string label() const { return label_prefix + label_rest; }
@@ -242,6 +261,7 @@ class RedisConnection {
     std::size_t in_cap = 0, in_begin = 0, in_end = 0;
     std::size_t in_need = 0;  // bytes the incomplete reply needs at least (a hint)
     detail::reply_parser parser;
+    std::function<void(const RedisReply&)> cluster_hook;     // the handshake's CLUSTER SLOTS
     std::chrono::steady_clock::time_point connect_deadline;  // of the attempt in progress
 
     std::size_t pending() const noexcept {
@@ -273,8 +293,9 @@ class RedisConnection {
 
     template <class Format>
     void submit(Format&& format, bool write, const char* label_prefix, std::string label,
-                inline_callback done, bool post) {
+                inline_callback done, bool post, bool raw_errors = false) {
       op o;
+      o.raw_errors = raw_errors;
       o.done = std::move(done);
       o.label_prefix = label_prefix;
       o.label_rest = std::move(label);
@@ -496,7 +517,7 @@ class RedisConnection {
       out_off = 0;
       in_begin = in_end = in_need = 0;
       arm_connect_timer(gen);
-      // The handshake: AUTH, SELECT, and CLUSTER SLOTS (a cluster node is refused).
+      // The handshake: AUTH, SELECT, and CLUSTER SLOTS (for the hook: the slot map).
       auto handshake = [&](op::kind what, const char* label,
                            std::initializer_list<std::string_view> args) {
         detail::resp_command(out, args.size());
@@ -776,7 +797,8 @@ class RedisConnection {
 
     void complete(op& o, RedisReply&& r) {
       std::exception_ptr e;
-      if (r.type == REDIS_REPLY_ERROR) {
+      if (o.what == op::kind::cluster) return on_handshake(true, e, r);  // the reply as is
+      if (r.type == REDIS_REPLY_ERROR && !o.raw_errors) {
         // The blocking paths' mapping (code, hints), with the async path's own word on a
         // cluster redirection.
         redisReply view{};
@@ -787,8 +809,8 @@ class RedisConnection {
         const bool redirected = code == "MOVED" || code == "ASK";
         e = std::make_exception_ptr(redis::detail::reply_error_of(
             view, endpoint, o.label(), false,
-            redirected ? "the server is a Redis Cluster node; the async path supports a "
-                         "single server"
+            redirected ? "the server is a Redis Cluster node: a RedisConnection talks to one "
+                         "node; dlq::asio::RedisListStorage routes by slot"
                        : ""));
         r = RedisReply{};
       }
@@ -799,14 +821,15 @@ class RedisConnection {
 
     void on_handshake(bool is_cluster, std::exception_ptr e, const RedisReply& r) {
       if (state != phase::connecting) return;
-      if (is_cluster) {
-        e = nullptr;  // an error reply: no cluster support, a plain server
-        if (r.type == REDIS_REPLY_ARRAY && !r.elements.empty()) {
-          e = std::make_exception_ptr(dlq::invalid_argument(
-              msg("the server is a Redis Cluster node",
-                  "dlq::asio::RedisListStorage supports a single server only for now; use the "
-                  "blocking dlq::RedisListStorage (it routes by slot) on a worker thread")));
+      if (is_cluster && cluster_hook) {
+        // An error reply: no cluster support, a plain server. Either way the hook learns it.
+        const auto self = shared_from_this();
+        const std::uint64_t gen = generation;
+        try {
+          cluster_hook(r);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): documented not to throw
         }
+        if (generation != gen || state != phase::connecting) return;
       }
       if (e && !handshake_error) handshake_error = e;
       if (--handshake_left != 0) return;

@@ -15,8 +15,10 @@
 /// trips, all pipelined on the one connection: a push is one RPUSH (Retention::max_length
 /// with Overflow::reject: the bounded push script; with Overflow::evict_oldest: the capped
 /// push script — each one EVAL); size one LLEN; a range one LRANGE; bump_count (the poison
-/// guard) one MULTI/INCR/EXPIRE/EXEC.
-/// A single Redis server only: a Redis Cluster node is refused (see redis_connection.hpp).
+/// guard) one EVAL of INCR + EXPIRE.
+/// On a Redis Cluster (detected by the URL's node's handshake) each command goes to the master
+/// of its queue's slot through a dlq::asio::RedisClusterRouter (asio/redis_cluster.hpp): one
+/// connection per master, MOVED/ASK followed, a queue's sends stored in issue order.
 #pragma once
 
 #include <algorithm>
@@ -36,6 +38,7 @@
 #include <vector>
 
 #include "dlq/asio/dead_letter_queue.hpp"
+#include "dlq/asio/redis_cluster.hpp"
 #include "dlq/asio/redis_connection.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/redis/error_mapping.hpp"
@@ -48,7 +51,8 @@
 namespace dlq::asio {
 
 /// Asynchronous dead-letter storage in Redis lists (see the file comment). A handle: copies
-/// share one connection. Call it from its executor (AsyncDeadLetterQueue does).
+/// share one connection (one per master on a cluster). Call it from its executor
+/// (AsyncDeadLetterQueue does).
 class RedisListStorage {
  public:
   /// Marks this type as an asynchronous storage for AsyncDeadLetterQueue.
@@ -61,14 +65,18 @@ class RedisListStorage {
   RedisListStorage(executor_type executor, redis::ConnectionOptions connection,
                    const RedisListOptions& options = {})
       : dead_(redis::KeyPattern::parse(options.dead_key, "RedisListOptions::dead_key")),
-        conn_(std::make_shared<RedisConnection>(std::move(executor), std::move(connection))) {}
+        conn_(std::make_shared<RedisConnection>(std::move(executor), std::move(connection))),
+        link_(RedisClusterRouter::make(conn_)) {}
   /// Parses `url` (dlq::redis::parse_url). @throws dlq::invalid_argument for a bad URL.
   RedisListStorage(executor_type executor, std::string_view url,
                    const RedisListOptions& options = {})
       : RedisListStorage(std::move(executor), redis::parse_url(url), options) {}
 
-  /// The connection (for raw commands and its counters).
+  /// The connection (for raw commands and its counters): to the URL's server.
   RedisConnection& connection() noexcept { return *conn_; }
+  /// The Redis Cluster router (its stats; plain() once the server answered as a single
+  /// server).
+  const RedisClusterRouter& cluster() const noexcept { return *link_; }
   /// The executor its completions run on.
   executor_type get_executor() const noexcept { return conn_->get_executor(); }
   /// The Redis key of a queue's dead list.
@@ -98,7 +106,7 @@ class RedisListStorage {
   void size(std::string_view queue, std::function<void(std::exception_ptr, std::size_t)> done) {
     const std::string k = dead_.key(queue);
     const std::string label = "LLEN " + k;
-    conn_->execute({"LLEN", k}, false, label,
+    link_->execute(k, {"LLEN", k}, false, label,
                    [done = std::move(done), label, endpoint = conn_->endpoint()](
                        std::exception_ptr e, RedisReply r) {
                      if (!e && r.type != REDIS_REPLY_INTEGER)
@@ -119,7 +127,7 @@ class RedisListStorage {
     const std::size_t last = count - 1 > max - start ? max : start + (count - 1);
     const std::string k = dead_.key(queue);
     const std::string label = "LRANGE " + k;
-    conn_->execute({"LRANGE", k, std::to_string(start), std::to_string(last)}, false, label,
+    link_->execute(k, {"LRANGE", k, std::to_string(start), std::to_string(last)}, false, label,
                    [done = std::move(done), label, endpoint = conn_->endpoint()](
                        std::exception_ptr e, RedisReply r) {
                      std::vector<std::string> out;
@@ -136,79 +144,50 @@ class RedisListStorage {
 
   /// Adds one to the poison guard's counter `key` of `queue` and reports its new value, as
   /// the blocking dlq::RedisListStorage::bump_count does — same key
-  /// (`<dead key>:count:<key>`), same commands (INCR + EXPIRE `ttl`, at least 1 s, in one
-  /// MULTI/EXEC: four commands pipelined, one round trip) — so the blocking and the
-  /// asynchronous front ends count the same jobs together. `done(std::exception_ptr,
-  /// std::int64_t)` runs once, on the executor (from the connection's read handler when the
-  /// answer arrives, or posted), never inside this call; on failure the value is 0 and the
-  /// error is the connection's (a dlq::storage_error subclass; an error reply inside the
-  /// transaction is a dlq::reply_error). A failed count may still have been applied (the
-  /// answer to EXEC lost); nothing is re-sent.
+  /// (`<dead key>:count:<key>`, in the queue's hash tag: the queue's slot on a cluster), same
+  /// effect (INCR, then EXPIRE `ttl`, at least 1 s, atomically) — so the blocking and the
+  /// asynchronous front ends count the same jobs together. One command: a script doing both
+  /// (the blocking storage sends MULTI/INCR/EXPIRE/EXEC on its own connection; one command
+  /// here cannot be split by a lost connection or a cluster redirection).
+  /// `done(std::exception_ptr, std::int64_t)` runs once, on the executor (from the
+  /// connection's read handler when the answer arrives, or posted), never inside this call;
+  /// on failure the value is 0 and the error is the connection's (a dlq::storage_error
+  /// subclass; an error reply, e.g. WRONGTYPE, a dlq::reply_error). A failed count may still
+  /// have been applied (its answer lost); nothing is re-sent.
   template <class Done>
   void bump_count(std::string_view queue, std::string_view key, std::chrono::seconds ttl,
                   Done&& done) {
-    struct counting {
-      std::decay_t<Done> done;
-      std::exception_ptr error;  // the first failure among MULTI, INCR and EXPIRE
-      std::string label;
-      std::string endpoint;
-    };
     std::string k = dead_.key(queue);
     k += ":count:";
     k += key;
     const std::string seconds =
         std::to_string(std::max<long long>(1, static_cast<long long>(ttl.count())));
-    auto st = std::make_shared<counting>(
-        counting{std::forward<Done>(done), nullptr, "INCR " + k, conn_->endpoint()});
-    // MULTI answers OK, INCR and EXPIRE answer QUEUED; anything else (an error reply, a
-    // lost connection, an INCR run outside a transaction) fails the count.
-    const auto step = [st](const char* expected) {
-      return [st, expected](std::exception_ptr e, RedisReply&& r) {
-        if (st->error) return;
-        if (!e && (r.type != REDIS_REPLY_STATUS || r.str != expected))
-          e = unexpected(st->endpoint, st->label, r.type, true);
-        st->error = e;
-      };
+    static constexpr std::string_view script =
+        "local n = redis.call('INCR', KEYS[1])\n"
+        "redis.call('EXPIRE', KEYS[1], ARGV[1])\n"
+        "return n\n";
+    const auto format = [&](std::string& out) {
+      detail::resp_command(out, 5);
+      detail::resp_arg(out, "EVAL");
+      detail::resp_arg(out, script);
+      detail::resp_arg(out, "1");
+      detail::resp_arg(out, k);
+      detail::resp_arg(out, seconds);
     };
-    const auto command = [](std::initializer_list<std::string_view> args) {
-      return [args = std::vector<std::string_view>(args)](std::string& out) {
-        detail::resp_command(out, args.size());
-        for (auto a : args)
-          detail::resp_arg(out, a);
-      };
-    };
-    conn_->execute_inline(command({"MULTI"}), true, "MULTI for ", st->label, step("OK"));
-    conn_->execute_inline(command({"INCR", k}), true, "", st->label, step("QUEUED"));
-    conn_->execute_inline(command({"EXPIRE", k, seconds}), true, "EXPIRE for ", st->label,
-                          step("QUEUED"));
-    conn_->execute_inline(command({"EXEC"}), true, "EXEC for ", st->label,
-                          [st](std::exception_ptr e, RedisReply&& r) {
-                            std::int64_t count = 0;
-                            if (st->error) {
-                              e = st->error;
-                            } else if (!e) {
-                              if (r.type == REDIS_REPLY_ARRAY && r.elements.size() == 2 &&
-                                  r.elements[0].type == REDIS_REPLY_INTEGER) {
-                                count = static_cast<std::int64_t>(r.elements[0].integer);
-                              } else if (r.type == REDIS_REPLY_ARRAY && !r.elements.empty() &&
-                                         r.elements[0].type == REDIS_REPLY_ERROR) {
-                                redisReply view{};
-                                view.type = REDIS_REPLY_ERROR;
-                                view.str = r.elements[0].str.data();
-                                view.len = r.elements[0].str.size();
-                                e = std::make_exception_ptr(redis::detail::reply_error_of(
-                                    view, st->endpoint, st->label, true));
-                              } else {
-                                e = unexpected(st->endpoint, st->label, r.type, true);
-                              }
-                            }
-                            auto finish = std::move(st->done);
-                            finish(e, e ? 0 : count);
-                          });
+    link_->execute_inline(
+        k, format, true, "INCR ", k,
+        [done = std::forward<Done>(done), label = "INCR " + k, endpoint = conn_->endpoint()](
+            std::exception_ptr e, RedisReply&& r) mutable {
+          if (!e && r.type != REDIS_REPLY_INTEGER) e = unexpected(endpoint, label, r.type, true);
+          done(e, e ? 0 : static_cast<std::int64_t>(r.integer));
+        });
   }
 
-  /// Closes the connection (see RedisConnection::close).
-  void close() noexcept { conn_->close(); }
+  /// Closes the connection (see RedisConnection::close), and those to the cluster's masters.
+  void close() noexcept {
+    conn_->close();
+    link_->close();
+  }
 
  private:
   enum class kind { plain, bounded, capped };
@@ -243,8 +222,8 @@ class RedisListStorage {
                          : how == kind::capped ? "capped push script on "
                                                : "bounded push script on ";
     // The arguments are made before the call: the key is copied, not moved, as `format`
-    // reads it.
-    conn_->execute_inline(format, true, prefix, k,
+    // reads it. Through the router: straight to the connection on a single server.
+    link_->execute_inline(k, format, true, prefix, k,
                           [done = std::forward<Done>(done), how, prefix, k, conn = conn_](
                               std::exception_ptr e, RedisReply&& r) mutable {
                             PushResult result;
@@ -273,6 +252,7 @@ class RedisListStorage {
 
   redis::KeyPattern dead_;
   std::shared_ptr<RedisConnection> conn_;
+  std::shared_ptr<RedisClusterRouter> link_;  // every command goes through it
 };
 
 }  // namespace dlq::asio

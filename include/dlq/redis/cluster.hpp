@@ -139,6 +139,56 @@ inline bool is_redirect(const redisReply& r) {
   return parse_redirect(r).kind != Redirect::none;
 }
 
+/// One range of a CLUSTER SLOTS answer: slots [start, end] served by the master host:port.
+struct SlotRange {
+  long long start = 0;
+  long long end = 0;
+  std::string host;
+  int port = 0;
+};
+
+/// How parse_slot_ranges reads a hiredis reply (another reply type gives its own).
+struct hiredis_reply_access {
+  static bool is_array(const redisReply& r) { return r.type == REDIS_REPLY_ARRAY; }
+  static bool is_integer(const redisReply& r) { return r.type == REDIS_REPLY_INTEGER; }
+  static std::size_t size(const redisReply& r) { return r.elements; }
+  static const redisReply& at(const redisReply& r, std::size_t i) { return *r.element[i]; }
+  static long long integer(const redisReply& r) { return r.integer; }
+  static std::string_view text(const redisReply& r) { return view(r); }
+};
+
+/// Reads a CLUSTER SLOTS answer — [[start, end, [host, port, id…], replicas…], …] — into
+/// `out` (the masters only). A master with an empty host (or "?") is the node that was
+/// asked: `asked_host`. Returns null, or the element that is not of that form (the reply
+/// itself when it is not an array); `out` is then incomplete. Pure: no I/O, no lock.
+template <class Reply, class Access = hiredis_reply_access>
+const Reply* parse_slot_ranges(const Reply& r, const std::string& asked_host,
+                               std::vector<SlotRange>& out) {
+  if (!Access::is_array(r)) return &r;
+  for (std::size_t i = 0; i < Access::size(r); ++i) {
+    const Reply& e = Access::at(r, i);
+    if (!Access::is_array(e) || Access::size(e) < 3 || !Access::is_integer(Access::at(e, 0)) ||
+        !Access::is_integer(Access::at(e, 1)) || !Access::is_array(Access::at(e, 2)) ||
+        Access::size(Access::at(e, 2)) < 2 ||
+        !Access::is_integer(Access::at(Access::at(e, 2), 1))) {
+      return &e;
+    }
+    const Reply& master = Access::at(e, 2);
+    std::string host(Access::text(Access::at(master, 0)));
+    // An empty host = "the node you asked" (it does not know its own address).
+    if (host.empty() || host == "?") host = asked_host;
+    const long long start = Access::integer(Access::at(e, 0));
+    const long long end = Access::integer(Access::at(e, 1));
+    const long long port = Access::integer(Access::at(master, 1));
+    if (start < 0 || end >= static_cast<long long>(cluster_slot_count) || start > end ||
+        port <= 0 || port > 65535) {
+      return &e;
+    }
+    out.push_back(SlotRange{start, end, std::move(host), static_cast<int>(port)});
+  }
+  return nullptr;
+}
+
 }  // namespace detail
 
 /// Sends requests to the right node of a Redis Cluster, or to the one server of a plain
@@ -456,42 +506,16 @@ class Router {
     return *to;
   }
 
-  // Reads a CLUSTER SLOTS reply: [[start, end, [host, port, id…], replicas…], …].
+  // Reads a CLUSTER SLOTS reply (detail::parse_slot_ranges) into the map.
   void apply_slots(const redisReply& r, const Connection& conn) {
-    if (r.type != REDIS_REPLY_ARRAY) {
-      detail::throw_unexpected_reply(r, conn.endpoint(), "CLUSTER SLOTS");
-    }
-    struct Range {
-      long long start, end;
-      std::string host;
-      int port;
-    };
-    std::vector<Range> ranges;
-    for (std::size_t i = 0; i < r.elements; ++i) {
-      const redisReply& e = *r.element[i];
-      if (e.type != REDIS_REPLY_ARRAY || e.elements < 3 ||
-          e.element[0]->type != REDIS_REPLY_INTEGER || e.element[1]->type != REDIS_REPLY_INTEGER ||
-          e.element[2]->type != REDIS_REPLY_ARRAY || e.element[2]->elements < 2 ||
-          e.element[2]->element[1]->type != REDIS_REPLY_INTEGER) {
-        detail::throw_unexpected_reply(e, conn.endpoint(), "CLUSTER SLOTS");
-      }
-      const redisReply& master = *e.element[2];
-      std::string host(view(*master.element[0]));
-      // An empty host = "the node you asked" (it does not know its own address).
-      if (host.empty() || host == "?") host = conn.options().host;
-      const long long start = e.element[0]->integer;
-      const long long end = e.element[1]->integer;
-      const long long port = master.element[1]->integer;
-      if (start < 0 || end >= static_cast<long long>(cluster_slot_count) || start > end ||
-          port <= 0 || port > 65535) {
-        detail::throw_unexpected_reply(e, conn.endpoint(), "CLUSTER SLOTS");
-      }
-      ranges.push_back(Range{start, end, std::move(host), static_cast<int>(port)});
+    std::vector<detail::SlotRange> ranges;
+    if (const redisReply* bad = detail::parse_slot_ranges(r, conn.options().host, ranges)) {
+      detail::throw_unexpected_reply(*bad, conn.endpoint(), "CLUSTER SLOTS");
     }
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.refreshes;
     slots_.assign(cluster_slot_count, -1);
-    for (const Range& g : ranges) {
+    for (const detail::SlotRange& g : ranges) {
       const int n = static_cast<int>(node_index_locked(g.host, g.port));
       for (long long s = g.start; s <= g.end; ++s)
         slots_[static_cast<std::size_t>(s)] = n;
