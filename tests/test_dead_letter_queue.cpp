@@ -2,12 +2,14 @@
 // batch sizing, and what happens when the storage fails half-way.
 #include "dlq/dead_letter_queue.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "dlq/stats.hpp"
 #include "dlq/storage/memory.hpp"
 #include "support/catch.hpp"
 
@@ -403,4 +405,34 @@ TEST_CASE("a context holding a discarded value anywhere is refused before anythi
     CHECK_THROWS_AS(q.send_batch({dlq::FailedJob{"orders", "{}", f}}), dlq::invalid_argument);
   }
   CHECK(q.size("orders") == 0);
+}
+
+TEST_CASE("errors' read-ahead runs the reader on another thread and hands over what it threw",
+          "[dlq][errors]") {
+  const std::vector<std::string> items(5, "not json");
+  const auto main_thread = std::this_thread::get_id();
+  std::atomic<int> calls{0};
+  std::atomic<bool> off_thread{false};
+  // Windows of 2: the second read (items 1..3, anchored at item 1) runs ahead on a helper
+  // thread; with `fail` it throws there, and the scan throws that.
+  const auto scan = [&](bool fail) {
+    calls = 0;
+    const auto read = [&](std::size_t from, std::size_t count) {
+      if (std::this_thread::get_id() != main_thread) off_thread = true;
+      if (fail && calls++ == 1) throw dlq::storage_error("read-ahead failed");
+      std::vector<std::string> out;
+      for (std::size_t i = from; i < items.size() && i < from + count; ++i)
+        out.push_back(items[i]);
+      return out;
+    };
+    dlq::ErrorsOptions o;
+    o.window = 2;
+    return dlq::detail::summarize_errors("orders", o, items.size(), read);
+  };
+  const dlq::ErrorsReport r = scan(false);
+  CHECK(r.examined == 5);
+  CHECK(r.complete);
+  CHECK(r.unreadable == 5);
+  CHECK(off_thread);
+  CHECK_THROWS_WITH(scan(true), "read-ahead failed");
 }

@@ -82,3 +82,10 @@ TEST_CASE("an id derived from bytes is stable and distinguishes different bytes"
   // FNV-1a 64 of "a" is af63dc4c8601ec8c.
   CHECK(dlq::detail::derived_id("a") == "raw-af63dc4c8601ec8c");
 }
+
+TEST_CASE("the operating system's random source gives different 64-bit values", "[id]") {
+  std::set<std::uint64_t> seen;
+  for (int i = 0; i < 64; ++i)
+    seen.insert(dlq::detail::os_random64());
+  CHECK(seen.size() == 64);
+}

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <algorithm>
-#include <future>
+#include <exception>
 #include <map>
+#include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "dlq/stats.hpp"
 
@@ -193,6 +195,52 @@ std::vector<ErrorGroup> error_grouper<Tag>::groups(
   return out;
 }
 
+/// One window read on a helper thread (ErrorsOptions::read_ahead): what
+/// `std::async(std::launch::async, read, from, count)` and its future did — the reader copied
+/// here, run on a thread of its own, its result or exception handed over by get(), the thread
+/// waited for by get(), by the next start() and by the destructor — without <future>, whose
+/// header and shared-state templates every unit that includes stats.hpp compiled.
+class window_read_ahead {
+ public:
+  window_read_ahead() = default;
+  window_read_ahead(const window_read_ahead&) = delete;
+  window_read_ahead& operator=(const window_read_ahead&) = delete;
+  ~window_read_ahead() { wait(); }
+
+  /// True between start() and get().
+  bool valid() const noexcept { return thread_.joinable(); }
+
+  template <class Reader>
+  void start(const Reader& read, std::size_t from, std::size_t count) {
+    wait();
+    result_.clear();
+    error_ = nullptr;
+    thread_ = std::thread([this, read, from, count]() mutable {
+      try {
+        result_ = read(from, count);
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    });
+  }
+
+  /// The window read; rethrows what the reader threw. Precondition: valid().
+  std::vector<std::string> get() {
+    thread_.join();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    return std::move(result_);
+  }
+
+ private:
+  void wait() noexcept {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::thread thread_;
+  std::vector<std::string> result_;
+  std::exception_ptr error_;
+};
+
 template <class Reader>
 ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& options,
                               std::size_t depth, Reader read) {
@@ -202,7 +250,7 @@ ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& optio
   error_grouper<Reader> grouper(options.by_worker);
   report.depth_at_start = depth;
   // The next window, read on a helper thread while this one is grouped (read_ahead).
-  std::future<std::vector<std::string>> ahead;
+  window_read_ahead ahead;
   std::size_t ahead_from = 0, ahead_count = 0;
   auto fetch = [&](std::size_t from, std::size_t count) {
     if (ahead.valid()) {
@@ -261,7 +309,7 @@ ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& optio
       if (next > 0) {
         ahead_from = start + n - 1;  // anchored at this window's last item
         ahead_count = next + 1;
-        ahead = std::async(std::launch::async, read, ahead_from, ahead_count);
+        ahead.start(read, ahead_from, ahead_count);
       }
     }
     for (std::size_t i = first; i < raws.size(); ++i)

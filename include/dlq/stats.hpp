@@ -105,8 +105,8 @@ struct ErrorsOptions {
   std::size_t window = 1000;
   /// Also group by worker (ErrorsReport::by_worker). Default false.
   bool by_worker = false;
-  /// Read the next window on a helper thread (std::async) while grouping the current one,
-  /// so that a networked store's round trip overlaps the grouping. Default true; the storage
+  /// Read the next window on a helper thread (a std::thread of its own) while grouping the current
+  /// one, so that a networked store's round trip overlaps the grouping. Default true; the storage
   /// is called from that thread (every storage is thread-safe by contract).
   bool read_ahead = true;
   /// Called after every window with the running totals. Empty (the default) = not called.
@@ -221,7 +221,7 @@ using range_reader = function_ref<std::vector<std::string>(std::size_t, std::siz
 /// entries deep when the scan starts, in windows read by `read` (see the file comment).
 /// `read` is called from a helper thread too (ErrorsOptions::read_ahead). A template only so
 /// that a translation unit that never calls errors() does not compile the scan (and the
-/// std::async, std::future and maps it uses); Reader is always range_reader, instantiated
+/// helper thread and maps it uses); Reader is always range_reader, instantiated
 /// once in the library in compiled mode.
 template <class Reader>
 ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& options,

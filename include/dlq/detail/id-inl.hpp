@@ -5,11 +5,20 @@
 /// library in compiled mode.
 #pragma once
 
+#include <cstring>
 #include <functional>
-#include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "dlq/detail/id.hpp"
+
+#if defined(__linux__) || defined(__APPLE__)
+#include <fcntl.h>
+#include <sys/random.h>
+#define DLQ_DETAIL_HAVE_GETENTROPY 1
+#else
+#include <random>
+#endif
 
 namespace dlq::detail {
 
@@ -46,14 +55,35 @@ DLQ_INLINE std::string id_generator::next(std::chrono::system_clock::time_point 
   return std::string(buf, sizeof buf);
 }
 
+DLQ_INLINE std::uint64_t os_random64() {
+  std::uint64_t v = 0;
+#if defined(DLQ_DETAIL_HAVE_GETENTROPY)
+  unsigned char bytes[sizeof v];
+  bool got = ::getentropy(bytes, sizeof bytes) == 0;
+  if (!got) {  // no getrandom system call (a kernel older than 3.17): the device itself
+    const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      got = ::read(fd, bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes);
+      ::close(fd);
+    }
+  }
+  // (std::random_device throws too when it has no source)
+  if (!got) throw std::runtime_error("dlq: no random source (getentropy, /dev/urandom)");
+  std::memcpy(&v, bytes, sizeof v);
+#else
+  std::random_device rd;
+  v = (std::uint64_t{rd()} << 32) ^ rd();
+#endif
+  return v;
+}
+
 DLQ_INLINE std::uint64_t id_generator::random64() {
   thread_local std::uint64_t state = 0;
   thread_local unsigned seeded_generation = ~0u;
   const unsigned generation = fork_generation().load(std::memory_order_relaxed);
   if (seeded_generation != generation) {
     seeded_generation = generation;
-    std::random_device rd;
-    state = (std::uint64_t{rd()} << 32) ^ rd();
+    state = os_random64();
     state ^= std::hash<std::thread::id>{}(std::this_thread::get_id());
     state ^=
         static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());

@@ -95,6 +95,12 @@ inline std::atomic<unsigned>& fork_generation() noexcept {
   return generation;
 }
 
+/// 64 bits from the operating system's random source (getentropy() where there is one, else
+/// /dev/urandom, else std::random_device): what seeds the random bits of ids and other
+/// per-process random state. Without <random>, whose distributions every unit that includes
+/// dlq compiled for one std::random_device.
+std::uint64_t os_random64();
+
 /// Generates UUIDv7 ids; thread-safe and lock-free.
 class id_generator {
  public:

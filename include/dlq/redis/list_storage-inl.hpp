@@ -5,8 +5,7 @@
 /// library in compiled mode.
 #pragma once
 
-#include <random>
-
+#include "dlq/detail/id.hpp"
 #include "dlq/redis/audit_stream.hpp"
 #include "dlq/redis/list_storage.hpp"
 #include "dlq/redis/scripts/list_purge.hpp"
@@ -50,9 +49,8 @@ DLQ_REDIS_INLINE RedisListStorage::RedisListStorage(redis::ConnectionOptions con
   options_.max_batch_items = std::min<std::size_t>(options_.max_batch_items, 4000);
   if (options_.max_batch_bytes == 0) options_.max_batch_bytes = std::size_t{512} << 10;
   if (options_.receipt_ttl.count() <= 0) options_.receipt_ttl = std::chrono::minutes(10);
-  std::random_device rd;
   shared_->step_base =
-      (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+      detail::os_random64() ^
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
