@@ -429,3 +429,57 @@ TEST_CASE("order across a MOVED: a send issued meanwhile waits for the redirecte
   CHECK(payloads == std::vector<std::string>{"warm", "m-0", "m-1", "m-2"});
   raw.migrate(slot, ports[2], ports[1]);  // the fixture's layout again
 }
+
+TEST_CASE("ASK and MOVED naming no host (unknown-endpoint): the answering node's host",
+          "[asio][redis][cluster]") {
+  // With cluster-preferred-endpoint-type unknown-endpoint a node answers "ASK <slot> :<port>"
+  // and "MOVED <slot> :<port>": the empty host is the host the client asked (as the empty
+  // host of CLUSTER SLOTS), not the local host — the master already connected is used.
+  dlq::test::PrivateCluster cluster;
+  RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = dlq::redis::parse_url(cluster.url());
+  options.connect_timeout = std::chrono::milliseconds(1000);
+  const auto layout = dlq::test::unique_layout();
+  asio::io_context io;
+  AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
+  std::vector<std::string> errors;
+  const auto note = [&](std::exception_ptr e, std::string) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      errors.emplace_back(x.what());
+    }
+  };
+  for (const int port : ports)  // the map known, a connection to each master
+    q.async_send_to_dlq(queue_on(raw, q.storage(), port, "warm-"), "warm", failure("e"), note);
+  io.run();
+  io.restart();
+  REQUIRE(errors.empty());
+  REQUIRE(q.storage().cluster().connections() == 3);
+  const std::string moving = queue_on(raw, q.storage(), ports[1], "endpoint-");
+  const std::string key = q.storage().key(moving);
+  const int slot = raw.keyslot(key);
+  for (const int p : ports)
+    raw.ok(p, {"CONFIG", "SET", "cluster-preferred-endpoint-type", "unknown-endpoint"});
+  const auto before = q.storage().cluster().stats();
+  raw.begin_migration(slot, ports[1], ports[2]);
+  q.async_send_to_dlq(moving, "asked", failure("e"), note);  // ASK <slot> :<port>
+  io.run();
+  io.restart();
+  CHECK(q.storage().cluster().stats().ask == before.ask + 1);
+  raw.move_keys(slot, ports[1], ports[2]);
+  raw.end_migration(slot, ports[2]);
+  q.async_send_to_dlq(moving, "moved", failure("e"), note);  // MOVED <slot> :<port>
+  io.run();
+  CHECK(q.storage().cluster().stats().moved >= before.moved + 1);
+  for (const auto& e : errors)
+    UNSCOPED_INFO(e);
+  CHECK(errors.empty());
+  std::vector<std::string> payloads;
+  for (const auto& item : raw.node(ports[2]).list(key))
+    payloads.push_back(dlq::parse_entry(item).payload);
+  CHECK(payloads == std::vector<std::string>{"asked", "moved"});
+  CHECK(q.storage().cluster().connections() == 3);  // no connection to ":<port>"
+}
