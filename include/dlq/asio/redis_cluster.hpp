@@ -21,7 +21,8 @@
 ///   read again from that node (one CLUSTER SLOTS at a time), and the command is re-sent
 ///   there, at most 5 times; ASK — re-sent to the named node preceded by ASKING, once (an
 ///   ASK from that node fails); TRYAGAIN and CLUSTERDOWN — re-sent after 10 ms doubling to
-///   200 ms, at most 10 times. Past a bound the command completes with dlq::reply_error
+///   200 ms, at most 10 times. A MOVED or ASK naming no host (":<port>", or "?:<port>") means
+///   the host of the node that answered. Past a bound the command completes with dlq::reply_error
 ///   (code MOVED, ASK, TRYAGAIN or CLUSTERDOWN; not outcome unknown). The back-off is a
 ///   timer on the executor: the loop never blocks.
 /// - A command whose connection was lost, or that timed out, is never re-sent (the
@@ -323,6 +324,10 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
       finish(std::move(c), std::move(error), RedisReply{});
     };
     const std::uint16_t s = c->slot;
+    // "MOVED <slot> :<port>" (cluster-preferred-endpoint-type unknown-endpoint): the node
+    // that answered does not name a host — it is the one asked, as in CLUSTER SLOTS.
+    const std::string host =
+        rd.host.empty() || rd.host == "?" ? nodes_[static_cast<std::size_t>(from)].host : rd.host;
     switch (rd.kind) {
       case redis::detail::Redirect::none: {
         auto error = std::make_exception_ptr(
@@ -334,7 +339,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
           return fail("still redirected after " + std::to_string(max_moved) + " MOVED answers");
         ++stats_.moved;
         blocked_[s] = true;
-        const int to = node_index(rd.host, rd.port);
+        const int to = node_index(host, rd.port);
         if (mode_ == mode::cluster) owner_[static_cast<std::size_t>(rd.slot)] = to;
         refresh(to);
         return send(std::move(c), to, false);
@@ -343,7 +348,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
         if (c->asking) return fail("the node named by ASK redirected again");
         ++stats_.ask;
         blocked_[s] = true;
-        return send(std::move(c), node_index(rd.host, rd.port), true);
+        return send(std::move(c), node_index(host, rd.port), true);
       }
       default: {  // TRYAGAIN, CLUSTERDOWN
         if (++c->retries > max_retries)
