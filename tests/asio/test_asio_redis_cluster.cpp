@@ -483,3 +483,67 @@ TEST_CASE("ASK and MOVED naming no host (unknown-endpoint): the answering node's
   CHECK(payloads == std::vector<std::string>{"asked", "moved"});
   CHECK(q.storage().cluster().connections() == 3);  // no connection to ":<port>"
 }
+
+TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read again after",
+          "[asio][redis][cluster][faults]") {
+  using namespace std::chrono_literals;
+  dlq::test::PrivateCluster cluster;
+  RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = dlq::redis::parse_url(cluster.url());
+  options.connect_timeout = 500ms;
+  options.command_timeout = 2000ms;
+  options.reconnect_attempts = 0;
+  const auto layout = dlq::test::unique_layout();
+  asio::io_context io;
+  AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
+  int warm = 0;
+  for (const int port : ports)  // the map known, a connection to each master
+    q.async_send_to_dlq(queue_on(raw, q.storage(), port, "warm-"), "warm", failure("e"),
+                        [&](std::exception_ptr e, std::string) { warm += e ? 0 : 1; });
+  io.run();
+  io.restart();
+  REQUIRE(warm == 3);
+  const std::string moving = queue_on(raw, q.storage(), ports[1], "dead-");
+  const std::string key = q.storage().key(moving);
+  const int slot = raw.keyslot(key);
+  raw.migrate(slot, ports[1], ports[2]);  // the router's map still says ports[1]
+  cluster.kill9(ports[2]);
+  // ports[1] answers MOVED to ports[2], which refuses connections.
+  int calls = 0;
+  std::exception_ptr error;
+  q.async_send_to_dlq(moving, "lost", failure("e"), [&](std::exception_ptr e, std::string) {
+    ++calls;
+    error = e;
+  });
+  io.run();
+  io.restart();
+  CHECK(calls == 1);
+  REQUIRE(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const dlq::connection_error& e) {
+    CHECK_FALSE(e.outcome_unknown());  // never sent
+  }
+  // The slot is given back to a live master (as a failover would): the router finds it.
+  const std::string owner = raw.id(ports[1]);
+  raw.ok(ports[1], {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", owner});
+  raw.ok(ports[1], {"CLUSTER", "BUMPEPOCH"});
+  raw.ok(ports[0], {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", owner});
+  int failed = 0;
+  bool stored = false;
+  for (int attempt = 0; attempt < 3 && !stored; ++attempt) {
+    q.async_send_to_dlq(moving, "after", failure("e"), [&](std::exception_ptr e, std::string) {
+      if (e) {
+        ++failed;
+      } else {
+        stored = true;
+      }
+    });
+    io.run();
+    io.restart();
+  }
+  CHECK(stored);
+  CHECK(failed <= 1);
+  CHECK(raw.node(ports[1]).list(key).size() == (stored ? 1U : 0U));
+}
