@@ -5,7 +5,10 @@
 // MOVED after it); a send issued while a queue's earlier sends are being redirected waits for
 // them (issue order); a frozen master on a private cluster (typed timeouts for its queues,
 // the other masters and a timer on the loop unaffected).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <asio/io_context.hpp>
@@ -509,6 +512,18 @@ TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read a
   const int slot = raw.keyslot(key);
   raw.migrate(slot, ports[1], ports[2]);  // the router's map still says ports[1]
   cluster.kill9(ports[2]);
+  const auto refuses = [](int port) {  // the process is gone, its sockets closed
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
+    ::close(s);
+    return refused;
+  };
+  for (int i = 0; i < 200 && !refuses(ports[2]); ++i)
+    std::this_thread::sleep_for(10ms);
   // ports[1] answers MOVED to ports[2], which refuses connections.
   int calls = 0;
   std::exception_ptr error;
