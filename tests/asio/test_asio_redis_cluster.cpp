@@ -5,7 +5,10 @@
 // MOVED after it); a send issued while a queue's earlier sends are being redirected waits for
 // them (issue order); a frozen master on a private cluster (typed timeouts for its queues,
 // the other masters and a timer on the loop unaffected).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <asio/io_context.hpp>
@@ -428,4 +431,134 @@ TEST_CASE("order across a MOVED: a send issued meanwhile waits for the redirecte
     payloads.push_back(dlq::parse_entry(item).payload);
   CHECK(payloads == std::vector<std::string>{"warm", "m-0", "m-1", "m-2"});
   raw.migrate(slot, ports[2], ports[1]);  // the fixture's layout again
+}
+
+TEST_CASE("ASK and MOVED naming no host (unknown-endpoint): the answering node's host",
+          "[asio][redis][cluster]") {
+  // With cluster-preferred-endpoint-type unknown-endpoint a node answers "ASK <slot> :<port>"
+  // and "MOVED <slot> :<port>": the empty host is the host the client asked (as the empty
+  // host of CLUSTER SLOTS), not the local host — the master already connected is used.
+  dlq::test::PrivateCluster cluster;
+  RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = dlq::redis::parse_url(cluster.url());
+  options.connect_timeout = std::chrono::milliseconds(1000);
+  const auto layout = dlq::test::unique_layout();
+  asio::io_context io;
+  AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
+  std::vector<std::string> errors;
+  const auto note = [&](std::exception_ptr e, std::string) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      errors.emplace_back(x.what());
+    }
+  };
+  for (const int port : ports)  // the map known, a connection to each master
+    q.async_send_to_dlq(queue_on(raw, q.storage(), port, "warm-"), "warm", failure("e"), note);
+  io.run();
+  io.restart();
+  REQUIRE(errors.empty());
+  REQUIRE(q.storage().cluster().connections() == 3);
+  const std::string moving = queue_on(raw, q.storage(), ports[1], "endpoint-");
+  const std::string key = q.storage().key(moving);
+  const int slot = raw.keyslot(key);
+  for (const int p : ports)
+    raw.ok(p, {"CONFIG", "SET", "cluster-preferred-endpoint-type", "unknown-endpoint"});
+  const auto before = q.storage().cluster().stats();
+  raw.begin_migration(slot, ports[1], ports[2]);
+  q.async_send_to_dlq(moving, "asked", failure("e"), note);  // ASK <slot> :<port>
+  io.run();
+  io.restart();
+  CHECK(q.storage().cluster().stats().ask == before.ask + 1);
+  raw.move_keys(slot, ports[1], ports[2]);
+  raw.end_migration(slot, ports[2]);
+  q.async_send_to_dlq(moving, "moved", failure("e"), note);  // MOVED <slot> :<port>
+  io.run();
+  CHECK(q.storage().cluster().stats().moved >= before.moved + 1);
+  for (const auto& e : errors)
+    UNSCOPED_INFO(e);
+  CHECK(errors.empty());
+  std::vector<std::string> payloads;
+  for (const auto& item : raw.node(ports[2]).list(key))
+    payloads.push_back(dlq::parse_entry(item).payload);
+  CHECK(payloads == std::vector<std::string>{"asked", "moved"});
+  CHECK(q.storage().cluster().connections() == 3);  // no connection to ":<port>"
+}
+
+TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read again after",
+          "[asio][redis][cluster][faults]") {
+  using namespace std::chrono_literals;
+  dlq::test::PrivateCluster cluster;
+  RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = dlq::redis::parse_url(cluster.url());
+  options.connect_timeout = 500ms;
+  options.command_timeout = 2000ms;
+  options.reconnect_attempts = 0;
+  const auto layout = dlq::test::unique_layout();
+  asio::io_context io;
+  AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
+  int warm = 0;
+  for (const int port : ports)  // the map known, a connection to each master
+    q.async_send_to_dlq(queue_on(raw, q.storage(), port, "warm-"), "warm", failure("e"),
+                        [&](std::exception_ptr e, std::string) { warm += e ? 0 : 1; });
+  io.run();
+  io.restart();
+  REQUIRE(warm == 3);
+  const std::string moving = queue_on(raw, q.storage(), ports[1], "dead-");
+  const std::string key = q.storage().key(moving);
+  const int slot = raw.keyslot(key);
+  raw.migrate(slot, ports[1], ports[2]);  // the router's map still says ports[1]
+  cluster.kill9(ports[2]);
+  const auto refuses = [](int port) {  // the process is gone, its sockets closed
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
+    ::close(s);
+    return refused;
+  };
+  for (int i = 0; i < 200 && !refuses(ports[2]); ++i)
+    std::this_thread::sleep_for(10ms);
+  // ports[1] answers MOVED to ports[2], which refuses connections.
+  int calls = 0;
+  std::exception_ptr error;
+  q.async_send_to_dlq(moving, "lost", failure("e"), [&](std::exception_ptr e, std::string) {
+    ++calls;
+    error = e;
+  });
+  io.run();
+  io.restart();
+  CHECK(calls == 1);
+  REQUIRE(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const dlq::connection_error& e) {
+    CHECK_FALSE(e.outcome_unknown());  // never sent
+  }
+  // The slot is given back to a live master (as a failover would): the router finds it.
+  const std::string owner = raw.id(ports[1]);
+  raw.ok(ports[1], {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", owner});
+  raw.ok(ports[1], {"CLUSTER", "BUMPEPOCH"});
+  raw.ok(ports[0], {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", owner});
+  int failed = 0;
+  bool stored = false;
+  for (int attempt = 0; attempt < 3 && !stored; ++attempt) {
+    q.async_send_to_dlq(moving, "after", failure("e"), [&](std::exception_ptr e, std::string) {
+      if (e) {
+        ++failed;
+      } else {
+        stored = true;
+      }
+    });
+    io.run();
+    io.restart();
+  }
+  CHECK(stored);
+  CHECK(failed <= 1);
+  CHECK(raw.node(ports[1]).list(key).size() == (stored ? 1U : 0U));
 }

@@ -21,11 +21,14 @@
 ///   read again from that node (one CLUSTER SLOTS at a time), and the command is re-sent
 ///   there, at most 5 times; ASK — re-sent to the named node preceded by ASKING, once (an
 ///   ASK from that node fails); TRYAGAIN and CLUSTERDOWN — re-sent after 10 ms doubling to
-///   200 ms, at most 10 times. Past a bound the command completes with dlq::reply_error
+///   200 ms, at most 10 times. A MOVED or ASK naming no host (":<port>", or "?:<port>") means
+///   the host of the node that answered. Past a bound the command completes with dlq::reply_error
 ///   (code MOVED, ASK, TRYAGAIN or CLUSTERDOWN; not outcome unknown). The back-off is a
 ///   timer on the executor: the loop never blocks.
 /// - A command whose connection was lost, or that timed out, is never re-sent (the
-///   connection reports it, outcome_unknown() for a write), as without a cluster.
+///   connection reports it, outcome_unknown() for a write), as without a cluster; the map is
+///   then read again from another node (the seed, else one connected), so a master that went
+///   down is not used for its slots once the cluster has given them to another.
 /// - Order per slot (so per queue: its keys share a hash tag): the commands of a slot are in
 ///   flight on one node at a time. A command for a slot whose commands are in flight on
 ///   another node, or while one of them is being redirected, waits until they all have
@@ -305,7 +308,12 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
   }
 
   void on_reply(command_ptr c, int from, std::exception_ptr e, RedisReply&& r) {
-    if (e) return finish(std::move(c), e, RedisReply{});  // lost or timed out: never re-sent
+    if (e) {  // lost, timed out or not reached: never re-sent
+      // The node may be down (a failover gives its slots to another master, which no MOVED
+      // will tell): the map is read again from another node for the next commands.
+      if (mode_ == mode::cluster) refresh_elsewhere(from);
+      return finish(std::move(c), e, RedisReply{});
+    }
     if (r.type != REDIS_REPLY_ERROR) return finish(std::move(c), nullptr, std::move(r));
     redisReply view{};
     view.type = REDIS_REPLY_ERROR;
@@ -323,6 +331,10 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
       finish(std::move(c), std::move(error), RedisReply{});
     };
     const std::uint16_t s = c->slot;
+    // "MOVED <slot> :<port>" (cluster-preferred-endpoint-type unknown-endpoint): the node
+    // that answered does not name a host — it is the one asked, as in CLUSTER SLOTS.
+    const std::string host =
+        rd.host.empty() || rd.host == "?" ? nodes_[static_cast<std::size_t>(from)].host : rd.host;
     switch (rd.kind) {
       case redis::detail::Redirect::none: {
         auto error = std::make_exception_ptr(
@@ -334,7 +346,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
           return fail("still redirected after " + std::to_string(max_moved) + " MOVED answers");
         ++stats_.moved;
         blocked_[s] = true;
-        const int to = node_index(rd.host, rd.port);
+        const int to = node_index(host, rd.port);
         if (mode_ == mode::cluster) owner_[static_cast<std::size_t>(rd.slot)] = to;
         refresh(to);
         return send(std::move(c), to, false);
@@ -343,7 +355,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
         if (c->asking) return fail("the node named by ASK redirected again");
         ++stats_.ask;
         blocked_[s] = true;
-        return send(std::move(c), node_index(rd.host, rd.port), true);
+        return send(std::move(c), node_index(host, rd.port), true);
       }
       default: {  // TRYAGAIN, CLUSTERDOWN
         if (++c->retries > max_retries)
@@ -409,6 +421,14 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
           if (!e && r.type == REDIS_REPLY_ARRAY)
             self->on_slots(r, self->nodes_[static_cast<std::size_t>(n)].host);
         });
+  }
+
+  // Reads the map again from a node other than `n`: the seed, else a connected one.
+  void refresh_elsewhere(int n) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (static_cast<int>(i) != n && (i == 0 || nodes_[i].conn))
+        return refresh(static_cast<int>(i));
+    }
   }
 
   void fail_posted(command_ptr c, std::exception_ptr e) {
