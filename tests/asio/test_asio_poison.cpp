@@ -317,6 +317,38 @@ TEST_CASE("the blocking and the async front ends share the poison counts on Redi
 }
 
 TEST_CASE(
+    "a remember_for past what EXPIRE takes (seconds::max): counted and stored as the "
+    "blocking send does, not a reply_error",
+    "[asio][poison][redis]") {
+  dlq::Options o;
+  o.poison_guard.park_after = 2;
+  o.poison_guard.remember_for = std::chrono::seconds::max();  // "for ever"
+  RedisFixture fx;
+  with_queues(fx, o, [&](auto& q, auto& blocking) {
+    const dlq::Failure f = failure("e", "forever");
+    blocking.send_to_dlq("orders", "x", f);  // INCR applied, EXPIRE refused inside EXEC
+    std::string id;
+    try {
+      id = q.async_send_to_dlq("orders", "x", f, asio::use_future).get();
+    } catch (...) {
+      FAIL("the async send failed: " << error_text(std::current_exception()));
+    }
+    const auto e = q.async_get("orders", id, asio::use_future).get();
+    REQUIRE(e.has_value());
+    CHECK(e->dead_letter_count == 2);
+    CHECK(q.counters().sent == 1);
+    dlq::test::RawClient raw(dlq::test::shared_redis_url());
+    const std::string key = q.storage().key("orders") + ":count:job:forever";
+    CHECK(count_of(raw, key) == 2);
+    CHECK(raw.integer({"TTL", key}) == -1);  // no expiry, as the blocking storage leaves it
+    // And the other way round: the blocking front end goes on from the async count.
+    blocking.send_to_dlq("orders", "x", f);
+    CHECK(count_of(raw, key) == 3);
+    CHECK(q.async_size("orders", asio::use_future).get() == 3);
+  });
+}
+
+TEST_CASE(
     "a server frozen during the poison count: the send fails with a typed timeout, "
     "nothing is stored, the loop keeps running",
     "[asio][poison][redis][faults]") {
