@@ -166,8 +166,12 @@ class cancellable {
     s_->write = write;
     s_->what = what;
     s_->handler.emplace(std::move(h));
-    s_->slot.assign([s = s_](::asio::cancellation_type type) {
-      if ((type & ::asio::cancellation_type::terminal) == ::asio::cancellation_type::none ||
+    // Weak: the slot's signal may live in what the handler owns (the coroutine frame, an
+    // awaitable `||`'s state); a strong reference would be a cycle keeping them when the
+    // operation's completion is destroyed without being run (its io_context destroyed).
+    s_->slot.assign([w = std::weak_ptr<shared>(s_)](::asio::cancellation_type type) {
+      const std::shared_ptr<shared> s = w.lock();
+      if (!s || (type & ::asio::cancellation_type::terminal) == ::asio::cancellation_type::none ||
           !s->handler)
         return;
       Handler taken = std::move(*s->handler);
