@@ -590,3 +590,43 @@ TEST_CASE(
     CHECK(page[0].dead_letter_count == 2);  // the failed batch's count of "good" stands
   });
 }
+
+TEST_CASE(
+    "a count key holding a non-integer: the send fails with a reply_error saying to delete "
+    "the key, not to send it again",
+    "[asio][poison][redis]") {
+  dlq::Options o;
+  o.poison_guard.park_after = 3;
+  RedisFixture fx;
+  with_queues(fx, o, [&](auto& q, auto&) {
+    dlq::test::RawClient raw(dlq::test::shared_redis_url());
+    const std::string bad = q.storage().key("orders") + ":count:job:text";
+    raw.cmd({"SET", bad, "not a number"});
+    std::exception_ptr e;
+    try {
+      q.async_send_to_dlq("orders", "x", failure("e", "text"), asio::use_future).get();
+    } catch (...) {
+      e = std::current_exception();
+    }
+    REQUIRE(e);
+    try {
+      std::rethrow_exception(e);
+    } catch (const dlq::reply_error& r) {
+      CHECK_FALSE(r.outcome_unknown());
+      const std::string what = r.what();
+      INFO(what);
+      CHECK(what.find(bad) != std::string::npos);  // which key
+      CHECK(what.find("not a number") == std::string::npos);
+      // Sending again fails the same way for as long as the key holds it: the hint says so.
+      CHECK(what.find("send it again") == std::string::npos);
+      CHECK(what.find("delete") != std::string::npos);
+    } catch (...) {
+      FAIL("not a reply_error: " << error_text(e));
+    }
+    // A second send fails the same way: nothing stored.
+    CHECK_THROWS_AS(
+        q.async_send_to_dlq("orders", "x", failure("e", "text"), asio::use_future).get(),
+        dlq::reply_error);
+    CHECK(q.async_size("orders", asio::use_future).get() == 0);
+  });
+}
