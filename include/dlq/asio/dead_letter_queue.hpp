@@ -240,27 +240,37 @@ struct one_send {
 
 // The error of a send whose poison count failed: the same type (and reply code), but not
 // outcome_unknown — the entry was not written, whatever happened to the count.
+// A counter key holding something else (another type, or text INCR refuses) fails every
+// send of that job until it is deleted or expires: the hint says so, not "send it again".
 inline std::exception_ptr count_failed(const std::exception_ptr& e, const char* where) {
-  const auto text = [where](const std::exception& x) {
+  const auto text = [where](const std::exception& x, const char* hint) {
     return dlq::detail::message(
         "asio", where,
         std::string("the poison guard's count failed, the entry was not stored (") + x.what() + ")",
-        "send it again; the count may or may not have been bumped");
+        hint);
   };
+  const char* const again = "send it again; the count may or may not have been bumped";
   try {
     std::rethrow_exception(e);
   } catch (const reply_error& x) {
-    return std::make_exception_ptr(reply_error(text(x), x.code(), false));
+    const bool not_a_count = x.code() == "WRONGTYPE" ||
+                             std::string_view(x.what()).find("not an integer") != std::string::npos;
+    return std::make_exception_ptr(reply_error(
+        text(x, not_a_count ? "the counter key named above holds something that is not a poison "
+                              "count, so every send of this job fails the same way: delete that "
+                              "key (it was not bumped) before sending the job again"
+                            : again),
+        x.code(), false));
   } catch (const timeout_error& x) {
-    return std::make_exception_ptr(timeout_error(text(x), false));
+    return std::make_exception_ptr(timeout_error(text(x, again), false));
   } catch (const connection_error& x) {
-    return std::make_exception_ptr(connection_error(text(x), false));
+    return std::make_exception_ptr(connection_error(text(x, again), false));
   } catch (const protocol_error& x) {
-    return std::make_exception_ptr(protocol_error(text(x), false));
+    return std::make_exception_ptr(protocol_error(text(x, again), false));
   } catch (const conflict_error& x) {
-    return std::make_exception_ptr(conflict_error(text(x), false));
+    return std::make_exception_ptr(conflict_error(text(x, again), false));
   } catch (const storage_error& x) {
-    return std::make_exception_ptr(storage_error(text(x), false));
+    return std::make_exception_ptr(storage_error(text(x, again), false));
   } catch (...) {
     return e;
   }
