@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -628,5 +629,37 @@ TEST_CASE(
         q.async_send_to_dlq("orders", "x", failure("e", "text"), asio::use_future).get(),
         dlq::reply_error);
     CHECK(q.async_size("orders", asio::use_future).get() == 0);
+  });
+}
+
+TEST_CASE("Overflow::reject: a send then a batch of two, issued together, stored in issue order",
+          "[asio][poison][redis]") {
+  dlq::Options o;
+  o.poison_guard.park_after = 5;
+  o.retention.max_length = 100;
+  o.retention.overflow = dlq::Overflow::reject;
+  RedisFixture fx;
+  with_queues(fx, o, [&](auto& q, auto&) {
+    std::promise<void> done;
+    int left = 2;
+    std::vector<std::string> errors;
+    asio::post(q.get_executor(), [&] {  // both issued in one turn: pipelined together
+      const auto one = [&](std::exception_ptr e) {
+        if (e) errors.push_back(error_text(e));
+        if (--left == 0) done.set_value();
+      };
+      q.async_send_to_dlq("ordered", "first", failure("e", "first"),
+                          [one](std::exception_ptr e, std::string) { one(e); });
+      q.async_send_batch({{"ordered", "second", failure("e", "second")},
+                          {"ordered", "third", failure("e", "third")}},
+                         [one](std::exception_ptr e, std::vector<std::string>) { one(e); });
+    });
+    done.get_future().wait();
+    CHECK(errors.empty());
+    const auto page = q.async_peek("ordered", 0, 10, asio::use_future).get();
+    std::vector<std::string> payloads;
+    for (const auto& e : page)
+      payloads.push_back(e.payload);
+    CHECK(payloads == std::vector<std::string>{"first", "second", "third"});
   });
 }
