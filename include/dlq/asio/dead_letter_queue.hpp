@@ -984,10 +984,21 @@ class AsyncDeadLetterQueue {
                                      });
         }
       };
-      if (join->jobs.size() != 1) return count_all();
       const std::string queue = join->jobs.front().queue;
-      admit_counted(queue, std::move(count_all),
-                    [join](std::exception_ptr e) { join->done(e, {}); });
+      if (join->jobs.size() == 1) {
+        return admit_counted(queue, std::move(count_all),
+                             [join](std::exception_ptr e) { join->done(e, {}); });
+      }
+      // Several jobs (one queue, under Overflow::reject: a batch over several queues is
+      // refused there): counted whatever the length, as the blocking send_batch — but after
+      // one LLEN too, its answer unused, so that the batch keeps its place among the single
+      // sends' LLEN, count and push (each step pipelined in issue order): without it, a batch
+      // issued after a send was stored before it.
+      const Retention& r = core_->retention_of(queue);
+      if (r.max_length == 0 || r.overflow != Overflow::reject) return count_all();
+      storage_->size(queue, [count_all = std::move(count_all)](std::exception_ptr, std::size_t) {
+        count_all();
+      });
     }
 
     // Prepares every envelope (with its poison mark, if counted) and pushes each queue's
