@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <exception>
 #include <list>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -243,5 +244,38 @@ TEST_CASE(
   server.thaw();
   io.restart();
   io.run();
+}
+
+TEST_CASE("io_context destroyed under a pending || side: the coroutine frame is freed",
+          "[asio][redis][cancel]") {
+  using namespace asio::experimental::awaitable_operators;
+  dlq::test::RedisProcess server;
+  std::weak_ptr<int> frame_alive;
+  bool finished = false;
+  {
+    asio::io_context io;
+    auto q = std::make_unique<Queue>(
+        io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options(server)));
+    warm_up(io, *q);
+    server.freeze();
+    auto sentinel = std::make_shared<int>(0);
+    frame_alive = sentinel;
+    asio::co_spawn(
+        io,
+        [&, sentinel = std::move(sentinel)]() mutable -> asio::awaitable<void> {
+          auto held = std::move(sentinel);  // lives in the coroutine frame
+          asio::steady_timer limit(io, std::chrono::seconds(30));
+          co_await(q->async_size("c", asio::use_awaitable) ||
+                   limit.async_wait(asio::use_awaitable));
+          finished = true;
+        },
+        asio::detached);
+    io.run_for(std::chrono::milliseconds(100));  // the LLEN written, the server frozen
+    REQUIRE_FALSE(frame_alive.expired());
+    q.reset();  // closed: the LLEN's completion is posted, and never run
+  }             // the io_context destroyed: its pending handlers with it
+  CHECK_FALSE(finished);
+  CHECK(frame_alive.expired());  // a cycle through the slot would keep the frame (a leak)
+  server.thaw();
 }
 #endif

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -317,6 +318,38 @@ TEST_CASE("the blocking and the async front ends share the poison counts on Redi
 }
 
 TEST_CASE(
+    "a remember_for past what EXPIRE takes (seconds::max): counted and stored as the "
+    "blocking send does, not a reply_error",
+    "[asio][poison][redis]") {
+  dlq::Options o;
+  o.poison_guard.park_after = 2;
+  o.poison_guard.remember_for = std::chrono::seconds::max();  // "for ever"
+  RedisFixture fx;
+  with_queues(fx, o, [&](auto& q, auto& blocking) {
+    const dlq::Failure f = failure("e", "forever");
+    blocking.send_to_dlq("orders", "x", f);  // INCR applied, EXPIRE refused inside EXEC
+    std::string id;
+    try {
+      id = q.async_send_to_dlq("orders", "x", f, asio::use_future).get();
+    } catch (...) {
+      FAIL("the async send failed: " << error_text(std::current_exception()));
+    }
+    const auto e = q.async_get("orders", id, asio::use_future).get();
+    REQUIRE(e.has_value());
+    CHECK(e->dead_letter_count == 2);
+    CHECK(q.counters().sent == 1);
+    dlq::test::RawClient raw(dlq::test::shared_redis_url());
+    const std::string key = q.storage().key("orders") + ":count:job:forever";
+    CHECK(count_of(raw, key) == 2);
+    CHECK(raw.integer({"TTL", key}) == -1);  // no expiry, as the blocking storage leaves it
+    // And the other way round: the blocking front end goes on from the async count.
+    blocking.send_to_dlq("orders", "x", f);
+    CHECK(count_of(raw, key) == 3);
+    CHECK(q.async_size("orders", asio::use_future).get() == 3);
+  });
+}
+
+TEST_CASE(
     "a server frozen during the poison count: the send fails with a typed timeout, "
     "nothing is stored, the loop keeps running",
     "[asio][poison][redis][faults]") {
@@ -556,5 +589,77 @@ TEST_CASE(
     const auto page = q.async_peek("orders", 0, 10, asio::use_future).get();
     REQUIRE(page.size() == 1);
     CHECK(page[0].dead_letter_count == 2);  // the failed batch's count of "good" stands
+  });
+}
+
+TEST_CASE(
+    "a count key holding a non-integer: the send fails with a reply_error saying to delete "
+    "the key, not to send it again",
+    "[asio][poison][redis]") {
+  dlq::Options o;
+  o.poison_guard.park_after = 3;
+  RedisFixture fx;
+  with_queues(fx, o, [&](auto& q, auto&) {
+    dlq::test::RawClient raw(dlq::test::shared_redis_url());
+    const std::string bad = q.storage().key("orders") + ":count:job:text";
+    raw.cmd({"SET", bad, "not a number"});
+    std::exception_ptr e;
+    try {
+      q.async_send_to_dlq("orders", "x", failure("e", "text"), asio::use_future).get();
+    } catch (...) {
+      e = std::current_exception();
+    }
+    REQUIRE(e);
+    try {
+      std::rethrow_exception(e);
+    } catch (const dlq::reply_error& r) {
+      CHECK_FALSE(r.outcome_unknown());
+      const std::string what = r.what();
+      INFO(what);
+      CHECK(what.find(bad) != std::string::npos);  // which key
+      CHECK(what.find("not a number") == std::string::npos);
+      // Sending again fails the same way for as long as the key holds it: the hint says so.
+      CHECK(what.find("send it again") == std::string::npos);
+      CHECK(what.find("delete") != std::string::npos);
+    } catch (...) {
+      FAIL("not a reply_error: " << error_text(e));
+    }
+    // A second send fails the same way: nothing stored.
+    CHECK_THROWS_AS(
+        q.async_send_to_dlq("orders", "x", failure("e", "text"), asio::use_future).get(),
+        dlq::reply_error);
+    CHECK(q.async_size("orders", asio::use_future).get() == 0);
+  });
+}
+
+TEST_CASE("Overflow::reject: a send then a batch of two, issued together, stored in issue order",
+          "[asio][poison][redis]") {
+  dlq::Options o;
+  o.poison_guard.park_after = 5;
+  o.retention.max_length = 100;
+  o.retention.overflow = dlq::Overflow::reject;
+  RedisFixture fx;
+  with_queues(fx, o, [&](auto& q, auto&) {
+    std::promise<void> done;
+    int left = 2;
+    std::vector<std::string> errors;
+    asio::post(q.get_executor(), [&] {  // both issued in one turn: pipelined together
+      const auto one = [&](std::exception_ptr e) {
+        if (e) errors.push_back(error_text(e));
+        if (--left == 0) done.set_value();
+      };
+      q.async_send_to_dlq("ordered", "first", failure("e", "first"),
+                          [one](std::exception_ptr e, std::string) { one(e); });
+      q.async_send_batch({{"ordered", "second", failure("e", "second")},
+                          {"ordered", "third", failure("e", "third")}},
+                         [one](std::exception_ptr e, std::vector<std::string>) { one(e); });
+    });
+    done.get_future().wait();
+    CHECK(errors.empty());
+    const auto page = q.async_peek("ordered", 0, 10, asio::use_future).get();
+    std::vector<std::string> payloads;
+    for (const auto& e : page)
+      payloads.push_back(e.payload);
+    CHECK(payloads == std::vector<std::string>{"first", "second", "third"});
   });
 }

@@ -166,8 +166,12 @@ class cancellable {
     s_->write = write;
     s_->what = what;
     s_->handler.emplace(std::move(h));
-    s_->slot.assign([s = s_](::asio::cancellation_type type) {
-      if ((type & ::asio::cancellation_type::terminal) == ::asio::cancellation_type::none ||
+    // Weak: the slot's signal may live in what the handler owns (the coroutine frame, an
+    // awaitable `||`'s state); a strong reference would be a cycle keeping them when the
+    // operation's completion is destroyed without being run (its io_context destroyed).
+    s_->slot.assign([w = std::weak_ptr<shared>(s_)](::asio::cancellation_type type) {
+      const std::shared_ptr<shared> s = w.lock();
+      if (!s || (type & ::asio::cancellation_type::terminal) == ::asio::cancellation_type::none ||
           !s->handler)
         return;
       Handler taken = std::move(*s->handler);
@@ -236,27 +240,37 @@ struct one_send {
 
 // The error of a send whose poison count failed: the same type (and reply code), but not
 // outcome_unknown — the entry was not written, whatever happened to the count.
+// A counter key holding something else (another type, or text INCR refuses) fails every
+// send of that job until it is deleted or expires: the hint says so, not "send it again".
 inline std::exception_ptr count_failed(const std::exception_ptr& e, const char* where) {
-  const auto text = [where](const std::exception& x) {
+  const auto text = [where](const std::exception& x, const char* hint) {
     return dlq::detail::message(
         "asio", where,
         std::string("the poison guard's count failed, the entry was not stored (") + x.what() + ")",
-        "send it again; the count may or may not have been bumped");
+        hint);
   };
+  const char* const again = "send it again; the count may or may not have been bumped";
   try {
     std::rethrow_exception(e);
   } catch (const reply_error& x) {
-    return std::make_exception_ptr(reply_error(text(x), x.code(), false));
+    const bool not_a_count = x.code() == "WRONGTYPE" ||
+                             std::string_view(x.what()).find("not an integer") != std::string::npos;
+    return std::make_exception_ptr(reply_error(
+        text(x, not_a_count ? "the counter key named above holds something that is not a poison "
+                              "count, so every send of this job fails the same way: delete that "
+                              "key (it was not bumped) before sending the job again"
+                            : again),
+        x.code(), false));
   } catch (const timeout_error& x) {
-    return std::make_exception_ptr(timeout_error(text(x), false));
+    return std::make_exception_ptr(timeout_error(text(x, again), false));
   } catch (const connection_error& x) {
-    return std::make_exception_ptr(connection_error(text(x), false));
+    return std::make_exception_ptr(connection_error(text(x, again), false));
   } catch (const protocol_error& x) {
-    return std::make_exception_ptr(protocol_error(text(x), false));
+    return std::make_exception_ptr(protocol_error(text(x, again), false));
   } catch (const conflict_error& x) {
-    return std::make_exception_ptr(conflict_error(text(x), false));
+    return std::make_exception_ptr(conflict_error(text(x, again), false));
   } catch (const storage_error& x) {
-    return std::make_exception_ptr(storage_error(text(x), false));
+    return std::make_exception_ptr(storage_error(text(x, again), false));
   } catch (...) {
     return e;
   }
@@ -970,10 +984,21 @@ class AsyncDeadLetterQueue {
                                      });
         }
       };
-      if (join->jobs.size() != 1) return count_all();
       const std::string queue = join->jobs.front().queue;
-      admit_counted(queue, std::move(count_all),
-                    [join](std::exception_ptr e) { join->done(e, {}); });
+      if (join->jobs.size() == 1) {
+        return admit_counted(queue, std::move(count_all),
+                             [join](std::exception_ptr e) { join->done(e, {}); });
+      }
+      // Several jobs (one queue, under Overflow::reject: a batch over several queues is
+      // refused there): counted whatever the length, as the blocking send_batch — but after
+      // one LLEN too, its answer unused, so that the batch keeps its place among the single
+      // sends' LLEN, count and push (each step pipelined in issue order): without it, a batch
+      // issued after a send was stored before it.
+      const Retention& r = core_->retention_of(queue);
+      if (r.max_length == 0 || r.overflow != Overflow::reject) return count_all();
+      storage_->size(queue, [count_all = std::move(count_all)](std::exception_ptr, std::size_t) {
+        count_all();
+      });
     }
 
     // Prepares every envelope (with its poison mark, if counted) and pushes each queue's

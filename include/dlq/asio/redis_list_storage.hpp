@@ -145,10 +145,12 @@ class RedisListStorage {
   /// Adds one to the poison guard's counter `key` of `queue` and reports its new value, as
   /// the blocking dlq::RedisListStorage::bump_count does — same key
   /// (`<dead key>:count:<key>`, in the queue's hash tag: the queue's slot on a cluster), same
-  /// effect (INCR, then EXPIRE `ttl`, at least 1 s, atomically) — so the blocking and the
-  /// asynchronous front ends count the same jobs together. One command: a script doing both
-  /// (the blocking storage sends MULTI/INCR/EXPIRE/EXEC on its own connection; one command
-  /// here cannot be split by a lost connection or a cluster redirection).
+  /// effect (INCR, then EXPIRE `ttl`, at least 1 s, atomically; a `ttl` EXPIRE refuses as
+  /// too large leaves the count without a new expiry, as on the blocking storage) — so the
+  /// blocking and the asynchronous front ends count the same jobs together. One command: a
+  /// script doing both (the blocking storage sends MULTI/INCR/EXPIRE/EXEC on its own
+  /// connection; one command here cannot be split by a lost connection or a cluster
+  /// redirection).
   /// `done(std::exception_ptr, std::int64_t)` runs once, on the executor (from the
   /// connection's read handler when the answer arrives, or posted), never inside this call;
   /// on failure the value is 0 and the error is the connection's (a dlq::storage_error
@@ -162,9 +164,13 @@ class RedisListStorage {
     k += key;
     const std::string seconds =
         std::to_string(std::max<long long>(1, static_cast<long long>(ttl.count())));
+    // EXPIRE through pcall: a ttl past what EXPIRE takes (seconds::max(), "for ever") is
+    // refused after the INCR ran; the count stands and keeps its expiry (none for a new
+    // key), as in the blocking storage's EXEC, which reads the INCR and not the EXPIRE —
+    // a redis.call would fail every such send, its count bumped each time.
     static constexpr std::string_view script =
         "local n = redis.call('INCR', KEYS[1])\n"
-        "redis.call('EXPIRE', KEYS[1], ARGV[1])\n"
+        "redis.pcall('EXPIRE', KEYS[1], ARGV[1])\n"
         "return n\n";
     const auto format = [&](std::string& out) {
       detail::resp_command(out, 5);
