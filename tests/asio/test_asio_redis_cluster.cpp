@@ -263,9 +263,12 @@ TEST_CASE("a slot migrated during sends: ASK and MOVED followed, nothing lost or
   burst(300);
   REQUIRE(r.wait_all());
   const auto before_ask = stats();
-  burst(300);                                           // in flight while the keys move
-  CHECK(raw.move_keys(slot, ports[1], ports[2]) == 1);  // the dead list, MIGRATEd
-  burst(300);                                           // the key is on the target: ASK
+  burst(300);  // in flight while the keys move
+  // The dead list MIGRATEd (with any other key of its slot: the hash tag is the queue name,
+  // so a key of an earlier run on the same cluster under another prefix shares it).
+  // (check_stored below reads the list on the new owner).
+  CHECK(raw.move_keys(slot, ports[1], ports[2]) >= 1);
+  burst(300);  // the key is on the target: ASK
   REQUIRE(r.wait_all());
   const auto after_ask = stats();
   CHECK(after_ask.ask > before_ask.ask);
