@@ -419,6 +419,14 @@ class Router {
     return stats_;
   }
 
+  /// How many masters the Router has a ConnectionPool for (cluster mode: one per host:port
+  /// named by the slot map or a redirection, never fewer; 0 in plain mode and before the
+  /// first use). The seed's own pool is not counted.
+  std::size_t pools() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return nodes_.size();
+  }
+
  private:
   enum Mode : int { unknown = 0, plain = 1, cluster = 2 };
   static constexpr int max_moved = 5;
