@@ -2,7 +2,9 @@
 // redis_cluster.sh in a temporary directory): a lost replay-script answer on a master other
 // than the URL's is resolved by that master's receipt; a paused master makes the script time
 // out and the step finds it not applied; a killed master gives typed errors for its queues
-// while the other masters keep working. Every entry is counted afterwards.
+// while the other masters keep working. Every entry is counted afterwards. A MOVED or ASK
+// naming no host (cluster-preferred-endpoint-type unknown-endpoint) goes to the host of the
+// node that answered.
 #include <signal.h>
 #include <unistd.h>
 
@@ -157,4 +159,45 @@ TEST_CASE("cluster faults: lost answers, paused and killed masters", "[redis][cl
     CHECK(s.push(Record{kept, "", "", "d"}) == 2);
     CHECK(raw.list(s.key(kept, ListKind::dead)) == std::vector<std::string>{"b", "d"});
   }
+}
+
+TEST_CASE("ASK and MOVED naming no host (unknown-endpoint): the answering node's host",
+          "[redis][cluster][faults]") {
+  // With cluster-preferred-endpoint-type unknown-endpoint a node answers "ASK <slot> :<port>"
+  // and "MOVED <slot> :<port>": the empty host is the host the client asked (as the empty
+  // host of CLUSTER SLOTS), not the local host — the master already known is used.
+  PrivateCluster cluster;
+  test::RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  RedisListStorage s(fast(cluster.url()), test::unique_layout());
+  for (const int port : ports)  // the map known, a pool for each master
+    s.push(Record{queue_on(raw, s, port, "warm-"), "", "", "warm"});
+  redis::Router& router = s.router();
+  REQUIRE(router.pools() == 3);
+  const std::string moving = queue_on(raw, s, ports[1], "endpoint-");
+  const std::string key = s.key(moving, ListKind::dead);
+  const int slot = raw.keyslot(key);
+  for (const int p : ports)
+    raw.ok(p, {"CONFIG", "SET", "cluster-preferred-endpoint-type", "unknown-endpoint"});
+  const auto before = router.stats();
+  std::vector<std::string> errors;
+  const auto push = [&](const std::string& payload) {
+    try {
+      s.push(Record{moving, "", "", payload});
+    } catch (const storage_error& e) {
+      errors.emplace_back(e.what());
+    }
+  };
+  raw.begin_migration(slot, ports[1], ports[2]);
+  push("asked");  // ASK <slot> :<port>
+  CHECK(router.stats().ask == before.ask + 1);
+  raw.move_keys(slot, ports[1], ports[2]);
+  raw.end_migration(slot, ports[2]);
+  push("moved");  // MOVED <slot> :<port>
+  CHECK(router.stats().moved >= before.moved + 1);
+  for (const auto& e : errors)
+    UNSCOPED_INFO(e);
+  CHECK(errors.empty());
+  CHECK(raw.node(ports[2]).list(key) == std::vector<std::string>{"asked", "moved"});
+  CHECK(router.pools() == 3);  // no pool for ":<port>"
 }

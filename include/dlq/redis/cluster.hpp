@@ -18,6 +18,9 @@
 ///   times, then dlq::reply_error with code MOVED naming the slot);
 /// - ASK slot host:port — the slot is being migrated and the key is not here: the request is
 ///   re-sent once to the named node, each command preceded by ASKING (the map is unchanged);
+/// - a MOVED or ASK naming no host (":<port>", or "?:<port>": cluster-preferred-endpoint-type
+///   unknown-endpoint) means the host of the node that answered, as CLUSTER SLOTS's empty
+///   host does;
 /// - TRYAGAIN (a multi-key command or script during a slot migration) and CLUSTERDOWN:
 ///   re-sent after a back-off of 10 ms doubling to 200 ms, at most 10 times (~1.5 s), then
 ///   dlq::reply_error with that code.
@@ -316,8 +319,14 @@ class Router {
     for (int attempt = 0; attempt < 64; ++attempt) {
       if (client_before != nullptr) *client_before = (*lease)->client_id();
       std::vector<Reply> replies = send(**lease, build, script, check_at, effect, asking);
-      const detail::Redirect rd = detail::parse_redirect(*replies.at(check_at));
+      detail::Redirect rd = detail::parse_redirect(*replies.at(check_at));
       if (rd.kind == detail::Redirect::none) return replies;
+      // "MOVED <slot> :<port>" (cluster-preferred-endpoint-type unknown-endpoint): the node
+      // that answered does not name a host — it is the one asked, as in CLUSTER SLOTS.
+      if ((rd.kind == detail::Redirect::moved || rd.kind == detail::Redirect::ask) &&
+          (rd.host.empty() || rd.host == "?")) {
+        rd.host = (*lease)->options().host;
+      }
       const std::uint16_t slot = key_slot(key);
       auto fail = [&](const std::string& what) {
         detail::throw_reply_error(
@@ -417,6 +426,14 @@ class Router {
   Stats stats() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
+  }
+
+  /// How many masters the Router has a ConnectionPool for (cluster mode: one per host:port
+  /// named by the slot map or a redirection, never fewer; 0 in plain mode and before the
+  /// first use). The seed's own pool is not counted.
+  std::size_t pools() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return nodes_.size();
   }
 
  private:
