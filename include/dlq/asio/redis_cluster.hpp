@@ -321,7 +321,9 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
     view.len = r.str.size();
     const std::string& endpoint = connection(from).endpoint();
     const redis::detail::Redirect rd =
-        mode_ == mode::plain ? redis::detail::Redirect{} : redis::detail::parse_redirect(view);
+        mode_ == mode::plain
+            ? redis::detail::Redirect{}
+            : redis::detail::parse_redirect(view, nodes_[static_cast<std::size_t>(from)].host);
     const auto fail = [&](const std::string& what) {
       auto error = std::make_exception_ptr(redis::detail::reply_error_of(
           view, endpoint,
@@ -331,10 +333,6 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
       finish(std::move(c), std::move(error), RedisReply{});
     };
     const std::uint16_t s = c->slot;
-    // "MOVED <slot> :<port>" (cluster-preferred-endpoint-type unknown-endpoint): the node
-    // that answered does not name a host — it is the one asked, as in CLUSTER SLOTS.
-    const std::string host =
-        rd.host.empty() || rd.host == "?" ? nodes_[static_cast<std::size_t>(from)].host : rd.host;
     switch (rd.kind) {
       case redis::detail::Redirect::none: {
         auto error = std::make_exception_ptr(
@@ -346,7 +344,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
           return fail("still redirected after " + std::to_string(max_moved) + " MOVED answers");
         ++stats_.moved;
         blocked_[s] = true;
-        const int to = node_index(host, rd.port);
+        const int to = node_index(rd.host, rd.port);
         if (mode_ == mode::cluster) owner_[static_cast<std::size_t>(rd.slot)] = to;
         refresh(to);
         return send(std::move(c), to, false);
@@ -355,7 +353,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
         if (c->asking) return fail("the node named by ASK redirected again");
         ++stats_.ask;
         blocked_[s] = true;
-        return send(std::move(c), node_index(host, rd.port), true);
+        return send(std::move(c), node_index(rd.host, rd.port), true);
       }
       default: {  // TRYAGAIN, CLUSTERDOWN
         if (++c->retries > max_retries)

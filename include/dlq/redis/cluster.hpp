@@ -97,8 +97,11 @@ struct Redirect {
   int port = 0;
 };
 
-/// Parses "MOVED 3999 127.0.0.1:6381", "ASK …", "TRYAGAIN …", "CLUSTERDOWN …".
-inline Redirect parse_redirect(const redisReply& r) {
+/// Parses "MOVED 3999 127.0.0.1:6381", "ASK …", "TRYAGAIN …", "CLUSTERDOWN …". A MOVED or
+/// ASK naming no host (":<port>", or "?:<port>": cluster-preferred-endpoint-type
+/// unknown-endpoint) means the node that answered, as CLUSTER SLOTS's empty host does: its
+/// host is `answered_by` (empty when the caller only asks the kind).
+inline Redirect parse_redirect(const redisReply& r, std::string_view answered_by = {}) {
   Redirect out;
   if (r.type != REDIS_REPLY_ERROR || r.str == nullptr) return out;
   const std::string_view text(r.str, r.len);
@@ -133,6 +136,7 @@ inline Redirect parse_redirect(const redisReply& r) {
   if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']') {
     out.host = out.host.substr(1, out.host.size() - 2);
   }
+  if (out.host.empty() || out.host == "?") out.host = std::string(answered_by);
   out.port = p;
   return out;
 }
@@ -319,14 +323,9 @@ class Router {
     for (int attempt = 0; attempt < 64; ++attempt) {
       if (client_before != nullptr) *client_before = (*lease)->client_id();
       std::vector<Reply> replies = send(**lease, build, script, check_at, effect, asking);
-      detail::Redirect rd = detail::parse_redirect(*replies.at(check_at));
+      const detail::Redirect rd =
+          detail::parse_redirect(*replies.at(check_at), (*lease)->options().host);
       if (rd.kind == detail::Redirect::none) return replies;
-      // "MOVED <slot> :<port>" (cluster-preferred-endpoint-type unknown-endpoint): the node
-      // that answered does not name a host — it is the one asked, as in CLUSTER SLOTS.
-      if ((rd.kind == detail::Redirect::moved || rd.kind == detail::Redirect::ask) &&
-          (rd.host.empty() || rd.host == "?")) {
-        rd.host = (*lease)->options().host;
-      }
       const std::uint16_t slot = key_slot(key);
       auto fail = [&](const std::string& what) {
         detail::throw_reply_error(
