@@ -19,3 +19,23 @@ function(dlq_dev_target target)
     target_link_options(${target} PRIVATE -fsanitize=${DLQ_SANITIZE})
   endif()
 endfunction()
+
+# Sets DLQ_ASIO_CO_AWAIT (cached) to whether Asio offers co_await with this compiler in
+# C++20 (ASIO_HAS_CO_AWAIT: g++ 12 yes; clang 14 with Asio 1.22 no). The coroutine tests and
+# examples build only where it does. Needs the dlq::asio target.
+function(dlq_check_asio_co_await)
+  include(CheckCXXSourceCompiles)
+  # The check compiles as C++20 whatever the build's CMAKE_CXX_STANDARD (try_compile follows
+  # it, and scripts/test.sh sets 17: with only -std=c++20 in the flags the check failed there,
+  # so the coroutine example and tests were never built in that configuration).
+  set(CMAKE_CXX_STANDARD 20)
+  set(CMAKE_CXX_STANDARD_REQUIRED ON)
+  set(CMAKE_CXX_EXTENSIONS OFF)
+  get_target_property(CMAKE_REQUIRED_INCLUDES dlq_asio_headers INTERFACE_INCLUDE_DIRECTORIES)
+  set(CMAKE_REQUIRED_DEFINITIONS -DASIO_STANDALONE)
+  check_cxx_source_compiles("#include <asio/awaitable.hpp>
+#if !defined(ASIO_HAS_CO_AWAIT)
+#error no co_await in Asio
+#endif
+int main() { return 0; }" DLQ_ASIO_CO_AWAIT)
+endfunction()
