@@ -223,6 +223,71 @@ TEMPLATE_LIST_TEST_CASE("count and remove_all give exact numbers", "[kv][store]"
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("ends gives the count and both end records of one instant", "[kv][store]",
+                        kvtest::kv_fixtures) {
+  TestType fx;
+  auto store = fx.make();
+  if constexpr (dlq::kv::detail::has_ends<typename TestType::store_type>::value) {
+    dlq::kv::Ends e = store.ends("c");
+    CHECK(e.count == 0);
+    CHECK_FALSE(e.first);
+    CHECK_FALSE(e.last);
+    store.save({Write{"c", "a", "1"}});
+    e = store.ends("c");
+    CHECK(e.count == 1);
+    REQUIRE(e.first);
+    REQUIRE(e.last);
+    CHECK(e.first->id == "a");
+    CHECK(e.last->id == "a");
+    CHECK(e.first->version == e.last->version);
+    store.save({Write{"c", "b", "2"}, Write{"c", "c", "3"}, Write{"other", "z", "9"}});
+    store.save({Write{"c", "a", "4"}});  // a replaced record moves to the end
+    e = store.ends("c");
+    CHECK(e.count == 3);
+    REQUIRE(e.first);
+    REQUIRE(e.last);
+    CHECK(e.first->id == "b");
+    CHECK(e.first->value == "2");
+    CHECK(e.last->id == "a");
+    CHECK(e.last->value == "4");
+    CHECK(e.first->version < e.last->version);
+    CHECK(e.last->version == store.load("c", "a")->version);
+
+    // While one thread saves at the end and another removes from the front, every read has
+    // both ends whenever its count is not zero, the oldest before the newest.
+    std::atomic<bool> stop{false};
+    std::thread saver([&] {
+      for (int i = 0; i < 300; ++i)
+        store.save({Write{"c", "s" + std::to_string(i), "v"}});
+    });
+    std::thread remover([&] {
+      while (!stop) {
+        auto front = store.list("c", Window{0, 0, 3});
+        std::vector<Removal> rm;
+        for (const Item& it : front)
+          rm.push_back(Removal{"c", it.id, it.version, {}});
+        store.remove(rm);
+      }
+    });
+    std::size_t reads_with_ends = 0;
+    for (int i = 0; i < 300; ++i) {
+      e = store.ends("c");
+      if (e.count == 0) continue;
+      REQUIRE(e.first);
+      REQUIRE(e.last);
+      CHECK(e.first->version <= e.last->version);
+      CHECK((e.count > 1 || e.first->id == e.last->id));
+      ++reads_with_ends;
+    }
+    saver.join();
+    stop = true;
+    remover.join();
+    CHECK(reads_with_ends > 0);
+  } else {
+    SUCCEED("this store has no ends(): DeadLetterQueue::stats reads size() and range()");
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("concurrent savers and removers lose nothing", "[kv][store][threads]",
                         kvtest::kv_fixtures) {
   TestType fx;

@@ -665,7 +665,8 @@ class KeyValueStorage {
   /// Length and oldest and newest record of both lists of each queue, in order (the storage
   /// member behind DeadLetterQueue::stats, see dlq/stats.hpp): one store call `ends` per list,
   /// each list read at one instant. Declared only when the store has `ends` (MemoryStore,
-  /// SqliteStore); otherwise DeadLetterQueue::stats falls back to size() and range().
+  /// SqliteStore, RedisStore); otherwise DeadLetterQueue::stats falls back to size() and
+  /// range(), which under steady churn may report a list's end times unknown (untimed).
   template <class K = Kv, std::enable_if_t<kv::detail::has_ends<K>::value, int> = 0>
   std::vector<QueueEnds> stats(const std::vector<std::string>& queue_names) {
     auto list = [this](const std::string& coll) {

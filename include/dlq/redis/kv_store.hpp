@@ -19,8 +19,8 @@
 ///
 /// Invariants:
 /// - Every operation is one round trip and atomic: save, save_and_count, save_capped (the
-///   save script with a cap), save_if_below, save_if_fits, load, list, remove and increment
-///   are scripts
+///   save script with a cap), save_if_below, save_if_fits, load, list, ends, remove and
+///   increment are scripts
 ///   (dlq/redis/scripts/kv_store.hpp), count is ZCARD, versions is ZRANGEBYSCORE. remove_all works
 ///   in atomic chunks of 1000 records (no script blocks the server for long) up to the newest
 ///   version present when it started.
@@ -248,6 +248,37 @@ class RedisStore {
     return items_of(replies[0], *lease, label);
   }
 
+  /// The record count and the oldest and newest record of `collection`, read at one instant
+  /// (one read-only script): DeadLetterQueue::stats reads a list's depth and both ends with
+  /// it, so a list that changes meanwhile never yields ends of two different instants.
+  Ends ends(std::string_view collection) {
+    auto lease = shared_->pool.acquire();
+    const std::string label = "ends script (" + std::string(collection) + ")";
+    auto replies = eval(*lease, shared_->ends, redis::Effect::read,
+                        [&](redis::Command& c, const std::string& sha) {
+                          c.arg_copy(sha).arg(1).arg_copy(index_key(collection));
+                          c.arg_copy(record_key(collection, "")).label(label);
+                        });
+    const redisReply& r = redis::check(replies[0], *lease, label);
+    auto bad = [&]() { redis::detail::throw_unexpected_reply(r, lease->endpoint(), label); };
+    if (r.type != REDIS_REPLY_ARRAY || r.elements != 3 ||
+        r.element[0]->type != REDIS_REPLY_INTEGER || r.element[0]->integer < 0)
+      bad();
+    Ends out;
+    out.count = static_cast<std::size_t>(r.element[0]->integer);
+    auto item = [&](const redisReply& e) -> std::optional<Item> {
+      if (e.type != REDIS_REPLY_ARRAY || (e.elements != 0 && e.elements != 3)) bad();
+      if (e.elements == 0) return std::nullopt;
+      for (std::size_t i = 0; i < 3; ++i)
+        if (e.element[i]->type != REDIS_REPLY_STRING) bad();
+      return Item{std::string(redis::view(*e.element[0])), std::string(redis::view(*e.element[1])),
+                  detail::kv_parse_version(redis::view(*e.element[2]), lease->endpoint(), label)};
+    };
+    out.first = item(*r.element[1]);
+    out.last = item(*r.element[2]);
+    return out;
+  }
+
   /// The versions in `window`, oldest first (ZRANGEBYSCORE on the index alone).
   std::vector<std::uint64_t> versions(std::string_view collection, const Window& window) {
     auto lease = shared_->pool.acquire();
@@ -391,6 +422,7 @@ class RedisStore {
           save("kv save script", std::string(redis::scripts::kv_save)),
           load("kv load script", std::string(redis::scripts::kv_load)),
           list("kv list script", std::string(redis::scripts::kv_list)),
+          ends("kv ends script", std::string(redis::scripts::kv_ends)),
           remove("kv remove script", std::string(redis::scripts::kv_remove)),
           purge("kv purge script", std::string(redis::scripts::kv_purge_chunk)),
           save_if_below("kv bounded save script", std::string(redis::scripts::kv_save_if_below)),
@@ -399,7 +431,7 @@ class RedisStore {
           increment("kv increment script", std::string(redis::scripts::kv_increment)) {}
     RedisStoreOptions options;
     redis::ConnectionPool pool;
-    redis::Script save, load, list, remove, purge, save_if_below, save_if_fits, increment;
+    redis::Script save, load, list, ends, remove, purge, save_if_below, save_if_fits, increment;
   };
   std::shared_ptr<shared> shared_;
 };

@@ -190,6 +190,28 @@ end
 return out
 )lua";
 
+/// Ends: a collection's record count and its oldest and newest record, read at one instant
+/// (DeadLetterQueue::stats), read-only.
+///
+/// Input:
+///   KEYS[1]  the collection's index
+///   ARGV[1]  the collection's record key prefix (as kv_list)
+/// Output: {count, oldest, newest}; oldest and newest are {id, bytes, version}, or an empty
+/// array when the collection is empty or that record key is missing.
+inline constexpr std::string_view kv_ends = R"lua(
+local n = redis.call('ZCARD', KEYS[1])
+local out = {n, {}, {}}
+if n == 0 then return out end
+local ends = {redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES'),
+              redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')}
+for e = 1, 2 do
+  local id, s = ends[e][1], ends[e][2]
+  local v = redis.call('GET', ARGV[1] .. id)
+  if v then out[e + 1] = {id, v, s} end
+end
+return out
+)lua";
+
 /// Remove: delete records, or move them to another collection, each only if it still has
 /// the expected version.
 ///
