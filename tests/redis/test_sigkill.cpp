@@ -15,6 +15,7 @@
 #include "dlq/dead_letter_queue.hpp"
 #include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
+#include "redis/sigkill_util.hpp"
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
@@ -39,31 +40,6 @@ bool check_split(DeadLetterQueue<RedisListStorage&>& dlq, RawClient& raw, const 
   REQUIRE(all.size() == payloads.size());
   CHECK(all == payloads);
   return left != 0 && !in_source.empty();
-}
-
-// Spawns the replayer and kills it with SIGKILL at a random point of its replay: once it has
-// moved a random number of the `left` entries still to replay (uniform over all but the last
-// 8000: the fast path's steps grow to 8 batches, and a kill after the last one finds the
-// replay done), and then 0-2 ms later (anywhere in a step). Kill points count moves, not time
-// since the spawn: a child built with sanitizers spends a varying part of a short run starting
-// up, and a run's speed varies with the machine's load, so kills timed from the spawn (as this
-// test did before) could land mostly before the first move or after the last — and then
-// `partial` stays low though nothing is wrong.
-void kill_mid_replay(const std::vector<std::string>& child, RawClient& raw,
-                     const std::string& source, long long left, std::mt19937& rng) {
-  const long long before = raw.integer({"LLEN", source});
-  const long long moved =
-      std::uniform_int_distribution<long long>(1, std::max<long long>(left - 8000, 1))(rng);
-  const pid_t pid = dlq::test::spawn_process(child);
-  const auto t0 = std::chrono::steady_clock::now();
-  while (raw.integer({"LLEN", source}) < before + moved &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(
-      std::chrono::microseconds(std::uniform_int_distribution<int>(0, 2000)(rng)));
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
 }
 
 }  // namespace
@@ -116,7 +92,7 @@ TEST_CASE("a replayer killed with SIGKILL at random points loses and doubles not
   int partial = 0;
   for (int round = 0; round < 20; ++round) {
     if (raw.integer({"LLEN", dead}) < 10000) refill();
-    kill_mid_replay(child, raw, source, raw.integer({"LLEN", dead}), rng);
+    dlq::test::kill_mid_replay(child, raw, source, raw.integer({"LLEN", dead}), rng);
     const std::size_t fixed = dlq.recover("orders");
     CHECK(fixed == 0);  // compare-and-move leaves nothing to repair
     CHECK(storage.size("orders", ListKind::corrupt) == 0);  // nor anything to set aside
@@ -201,7 +177,7 @@ TEST_CASE("a fast-path replayer killed with SIGKILL at random points loses and d
   int partial = 0;
   for (int round = 0; round < 20; ++round) {
     if (raw.integer({"LLEN", dead}) < 10000) refill();
-    kill_mid_replay(child, raw, source, raw.integer({"LLEN", dead}), rng);
+    dlq::test::kill_mid_replay(child, raw, source, raw.integer({"LLEN", dead}), rng);
     CHECK(dlq.recover("orders") == 0);  // no tombstone: nothing to recover
     CHECK(storage.size("orders", ListKind::corrupt) == 0);
     if (check_split(dlq, raw, source, payloads, round)) ++partial;

@@ -1,0 +1,48 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// The SIGKILL tests' kill: a replayer child killed at a random point of its replay.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis/redis_test_util.hpp"
+#include "support/catch.hpp"
+#include "support/redis_process.hpp"
+
+namespace dlq::test {
+
+// Spawns the replayer and kills it with SIGKILL at a random point of its replay: once it has
+// moved a random number of the `left` entries still to replay (uniform over all but the last
+// 8000: the fast path's steps grow to 8 batches, and a kill after the last one finds the
+// replay done), and then 0-2 ms later (anywhere in a step). Kill points count moves, not time
+// since the spawn: a child built with sanitizers spends a varying part of a short run starting
+// up, and a run's speed varies with the machine's load, so kills timed from the spawn (as the
+// SIGKILL tests did before) could land mostly before the first move or after the last — and
+// their "kills landed mid-replay" check failed with nothing wrong. `source` is the list the
+// child moves entries to; `left` how many it has still to move.
+inline void kill_mid_replay(const std::vector<std::string>& child, RawClient& raw,
+                            const std::string& source, long long left, std::mt19937& rng) {
+  const long long before = raw.integer({"LLEN", source});
+  const long long moved =
+      std::uniform_int_distribution<long long>(1, std::max<long long>(left - 8000, 1))(rng);
+  const pid_t pid = spawn_process(child);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (raw.integer({"LLEN", source}) < before + moved &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(
+      std::chrono::microseconds(std::uniform_int_distribution<int>(0, 2000)(rng)));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+}
+
+}  // namespace dlq::test
