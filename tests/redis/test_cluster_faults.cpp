@@ -4,18 +4,27 @@
 // out and the step finds it not applied; a killed master gives typed errors for its queues
 // while the other masters keep working. Every entry is counted afterwards. A MOVED or ASK
 // naming no host (cluster-preferred-endpoint-type unknown-endpoint) goes to the host of the
-// node that answered.
+// node that answered. A master that went down and whose slot the cluster gave to another
+// master: after a connection failure the router reads the map again and finds the new owner
+// (push through run_shared, and Router::run), never re-sending the failed command.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "dlq/redis/list_storage.hpp"
@@ -200,4 +209,100 @@ TEST_CASE("ASK and MOVED naming no host (unknown-endpoint): the answering node's
   CHECK(errors.empty());
   CHECK(raw.node(ports[2]).list(key) == std::vector<std::string>{"asked", "moved"});
   CHECK(router.pools() == 3);  // no pool for ":<port>"
+}
+
+TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read again after",
+          "[redis][cluster][faults]") {
+  // A slot is moved to a master that is then killed; the router learns of the move from
+  // MOVED and fails (connection_error, never sent). The slot is given back to a live master
+  // (as a failover would): a dead node never answers MOVED, so the router must read the map
+  // again after the connection failure — the next sends succeed after at most one failure.
+  // Both paths: push (Router::run_shared) and Router::run, each through its own Router.
+  PrivateCluster cluster;
+  test::RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = redis::parse_url(cluster.url());
+  options.connect_timeout = milliseconds(500);
+  options.command_timeout = milliseconds(2000);
+  options.reconnect_attempts = 0;
+  const auto layout = test::unique_layout();
+  RedisListStorage shared(options, layout);  // push: run_shared
+  RedisListStorage piped(options, layout);   // router().run
+  for (const int port : ports) {             // the map known, a pool for each master, in both
+    const std::string warm = queue_on(raw, shared, port, "warm-");
+    shared.push(Record{warm, "", "", "warm"});
+    piped.push(Record{warm, "", "", "warm"});
+  }
+  REQUIRE(shared.router().pools() == 3);
+  REQUIRE(piped.router().pools() == 3);
+  const std::string moving = queue_on(raw, shared, ports[1], "dead-");
+  const std::string key = shared.key(moving, ListKind::dead);
+  const int slot = raw.keyslot(key);
+  raw.migrate(slot, ports[1], ports[2]);  // the routers' maps still say ports[1]
+  cluster.kill9(ports[2]);
+  const auto refuses = [](int port) {  // the process is gone, its sockets closed
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
+    ::close(s);
+    return refused;
+  };
+  for (int i = 0; i < 200 && !refuses(ports[2]); ++i)
+    std::this_thread::sleep_for(milliseconds(10));
+  REQUIRE(refuses(ports[2]));
+  const auto push = [&](const std::string& payload) {
+    shared.push(Record{moving, "", "", payload});
+  };
+  const auto run = [&](const std::string& payload) {
+    std::optional<redis::ConnectionPool::Lease> lease;
+    piped.router().run(lease, key, redis::Effect::write, [&](const std::string&) {
+      std::vector<redis::Command> cmds;
+      cmds.emplace_back("RPUSH");
+      cmds.back().arg(key).arg(payload);
+      return cmds;
+    });
+  };
+  // ports[1] answers MOVED to ports[2], which refuses connections: typed, never sent.
+  for (const auto& send : {std::function<void(const std::string&)>(push),
+                           std::function<void(const std::string&)>(run)}) {
+    try {
+      send("lost");
+      FAIL("expected connection_error");
+    } catch (const connection_error& e) {
+      INFO(e.what());
+      CHECK_FALSE(e.outcome_unknown());
+    }
+  }
+  // The slot is given back to a live master (as a failover would): the routers find it.
+  const std::string owner = raw.id(ports[1]);
+  raw.ok(ports[1], {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", owner});
+  raw.ok(ports[1], {"CLUSTER", "BUMPEPOCH"});
+  raw.ok(ports[0], {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", owner});
+  std::vector<std::string> stored_items;
+  for (const auto& [name, send] :
+       {std::pair{std::string("push"), std::function<void(const std::string&)>(push)},
+        std::pair{std::string("Router::run"), std::function<void(const std::string&)>(run)}}) {
+    INFO(name);
+    int failed = 0;
+    bool stored = false;
+    std::vector<std::string> errors;
+    for (int attempt = 0; attempt < 3 && !stored; ++attempt) {
+      try {
+        send("after-" + name);
+        stored = true;
+      } catch (const storage_error& e) {
+        ++failed;
+        errors.emplace_back(e.what());
+      }
+    }
+    for (const auto& e : errors)
+      UNSCOPED_INFO(e);
+    CHECK(stored);
+    CHECK(failed <= 1);
+    if (stored) stored_items.push_back("after-" + name);
+  }
+  CHECK(raw.node(ports[1]).list(key) == stored_items);
 }

@@ -25,7 +25,14 @@
 ///   re-sent after a back-off of 10 ms doubling to 200 ms, at most 10 times (~1.5 s), then
 ///   dlq::reply_error with that code.
 /// A request whose answer was lost (timeout, dropped connection) is never re-sent: the
-/// Connection reports it with outcome_unknown() as without a cluster.
+/// Connection reports it with outcome_unknown() as without a cluster. A request that failed
+/// on its connection (lost, timed out, not reached: dlq::connection_error, dlq::timeout_error)
+/// makes the Router read the map again from another node — the seed, else a known master —
+/// before the error reaches the caller unchanged: a master that went down answers no MOVED,
+/// so its slots would otherwise be sent to it forever after the cluster gave them to another
+/// (failover, reassignment). That read uses a connection of its own, opened for it (one try,
+/// no pooled connection: the caller may still hold its lease); its failure is ignored; while
+/// one thread reads the map so, another's failure does not read it again.
 ///
 /// Not supported: reads from replicas (every request goes to the slot's master), and
 /// commands whose keys are in different slots (the caller keeps one request on one slot).
@@ -39,6 +46,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -322,7 +330,16 @@ class Router {
     auto backoff = std::chrono::milliseconds(10);
     for (int attempt = 0; attempt < 64; ++attempt) {
       if (client_before != nullptr) *client_before = (*lease)->client_id();
-      std::vector<Reply> replies = send(**lease, build, script, check_at, effect, asking);
+      std::vector<Reply> replies;
+      try {
+        replies = send(**lease, build, script, check_at, effect, asking);
+      } catch (const dlq::connection_error&) {  // never re-sent; the caller keeps its lease
+        refresh_elsewhere((*lease)->endpoint());
+        throw;
+      } catch (const dlq::timeout_error&) {
+        refresh_elsewhere((*lease)->endpoint());
+        throw;
+      }
       const detail::Redirect rd =
           detail::parse_redirect(*replies.at(check_at), (*lease)->options().host);
       if (rd.kind == detail::Redirect::none) return replies;
@@ -397,8 +414,21 @@ class Router {
   Answer run_shared(std::string_view key, Effect effect, Make make) {
     ConnectionPool& pool = pool_for(key);
     const Command first = make();
-    Reply r = pool.run_shared(first, effect);
-    if (!clustered() || detail::parse_redirect(*r).kind == detail::Redirect::none) {
+    if (!clustered()) {  // plain: exactly as before
+      Reply r = pool.run_shared(first, effect);
+      return Answer{std::move(r), pool.endpoint()};
+    }
+    Reply r;
+    try {
+      r = pool.run_shared(first, effect);
+    } catch (const dlq::connection_error&) {  // never re-sent
+      refresh_elsewhere(pool.endpoint());
+      throw;
+    } catch (const dlq::timeout_error&) {
+      refresh_elsewhere(pool.endpoint());
+      throw;
+    }
+    if (detail::parse_redirect(*r).kind == detail::Redirect::none) {
       return Answer{std::move(r), pool.endpoint()};
     }
     std::optional<ConnectionPool::Lease> lease;
@@ -414,11 +444,7 @@ class Router {
   /// @throws the errors of Connection::run; dlq::protocol_error for an unreadable map.
   void refresh(ConnectionPool& pool) {
     auto lease = pool.acquire();
-    Command c("CLUSTER");
-    c.arg("SLOTS").label("CLUSTER SLOTS");
-    Reply r = lease->run(c, Effect::read);
-    check(r, *lease, c.label());
-    apply_slots(*r, *lease);
+    read_slots(*lease);
   }
 
   /// Redirections followed so far.
@@ -522,6 +548,46 @@ class Router {
     return *to;
   }
 
+  // CLUSTER SLOTS on `conn`, into the map.
+  void read_slots(Connection& conn) {
+    Command c("CLUSTER");
+    c.arg("SLOTS").label("CLUSTER SLOTS");
+    Reply r = conn.run(c, Effect::read);
+    check(r, conn, c.label());
+    apply_slots(*r, conn);
+  }
+
+  // A request failed on its connection to `failed` (an endpoint): that node may be down and
+  // its slots given to another master, which it will never tell with MOVED. Reads the map
+  // again from another node — the seed, else a known master — on a connection opened for
+  // this read alone (no lease: the caller may hold one, and two at once could deadlock two
+  // pools), one try each. Never throws: its failure leaves the map as it is, and the
+  // caller's error is rethrown unchanged. One such read at a time: a thread that finds one
+  // under way goes on without.
+  void refresh_elsewhere(const std::string& failed) noexcept {
+    std::unique_lock<std::mutex> busy(refresh_mutex_, std::try_to_lock);
+    if (!busy.owns_lock()) return;
+    try {
+      std::vector<const ConnectionPool*> sources;
+      if (seed_.endpoint() != failed) sources.push_back(&seed_);
+      for (const ConnectionPool* p : known_masters()) {
+        if (sources.size() == 2) break;  // the seed and one master at most
+        if (p->endpoint() != failed && p->endpoint() != seed_.endpoint()) sources.push_back(p);
+      }
+      for (const ConnectionPool* p : sources) {
+        ConnectionOptions o = p->options();
+        o.reconnect_attempts = 0;
+        Connection conn(std::move(o));
+        try {
+          read_slots(conn);
+          return;
+        } catch (const dlq::storage_error&) {  // the next source, else the map as it is
+        }
+      }
+    } catch (const std::exception&) {  // std::bad_alloc: the map as it is
+    }
+  }
+
   // Reads a CLUSTER SLOTS reply (detail::parse_slot_ranges) into the map.
   void apply_slots(const redisReply& r, const Connection& conn) {
     std::vector<detail::SlotRange> ranges;
@@ -542,6 +608,7 @@ class Router {
   ConnectionPool seed_;
   std::atomic<int> mode_{unknown};
   std::mutex detect_mutex_;
+  std::mutex refresh_mutex_;  // one refresh_elsewhere at a time (try_lock; taken before mutex_)
   mutable std::mutex mutex_;  // slots_, nodes_, stats_
   std::vector<int> slots_;    // slot -> index in nodes_; -1 = no master known
   std::vector<Node> nodes_;   // never shrinks: pools live as long as the Router
