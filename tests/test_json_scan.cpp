@@ -221,6 +221,27 @@ TEST_CASE("audit records are written exactly as nlohmann's dump writes them", "[
   }
 }
 
+// The front end builds audit counts and edits with detail::object_of instead of braced
+// lists: the same members, in the same order, with the same value types.
+TEST_CASE("object_of builds what the braced list built", "[json][audit]") {
+  const std::size_t n = 7;
+  const std::string id = "01J\xc3\xa9";
+  const auto mine = dlq::detail::object_of("examined", n, "removed", 1, "id", id, "edited", n);
+  const nlohmann::ordered_json theirs = {
+      {"examined", n}, {"removed", 1}, {"id", id}, {"edited", n}};
+  CHECK(mine == theirs);
+  CHECK(mine.dump() == theirs.dump());
+  REQUIRE(mine.is_object());
+  CHECK(mine.begin().key() == "examined");
+  CHECK(mine["examined"].type() == theirs["examined"].type());
+  CHECK(mine["removed"].type() == theirs["removed"].type());
+  CHECK(dlq::detail::object_of() == nlohmann::ordered_json::object());
+  CHECK(nlohmann::ordered_json(nlohmann::ordered_json::value_t::object) ==
+        nlohmann::ordered_json::object());
+  CHECK(nlohmann::ordered_json(nlohmann::ordered_json::value_t::array) ==
+        nlohmann::ordered_json::array());
+}
+
 // write_envelope writes the entry's context (a nlohmann::json) with
 // detail::append_dumped_value: byte for byte what f.context.dump(-1, ' ', false,
 // error_handler_t::replace) wrote before.

@@ -15,12 +15,15 @@ DLQ_INLINE nlohmann::ordered_json AuditRecord::to_json() const {
   j["actor"] = actor;
   j["operation"] = operation;
   j["queue"] = queue;
-  j["filter"] = filter.is_null() ? nlohmann::ordered_json::object() : filter;
-  j["counts"] = counts.is_null() ? nlohmann::ordered_json::object() : counts;
+  j["filter"] =
+      filter.is_null() ? nlohmann::ordered_json(nlohmann::ordered_json::value_t::object) : filter;
+  j["counts"] =
+      counts.is_null() ? nlohmann::ordered_json(nlohmann::ordered_json::value_t::object) : counts;
   j["ids"] = ids;
   j["ids_omitted"] = ids_omitted;
   j["outcome"] = outcome;
-  j["detail"] = detail.is_null() ? nlohmann::ordered_json::object() : detail;
+  j["detail"] =
+      detail.is_null() ? nlohmann::ordered_json(nlohmann::ordered_json::value_t::object) : detail;
   return j;
 }
 

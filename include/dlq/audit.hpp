@@ -148,6 +148,25 @@ inline std::int64_t audit_ms(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
+/// Sets `j["key"] = value` for each (key, value) pair, in order, making `j` an object: the
+/// value of the braced list `{{"key", value}, ...}`, without basic_json's initializer-list
+/// constructor (json_ref and its deduction over every element), which every translation unit
+/// that writes an audit record would otherwise compile.
+inline void set_members(nlohmann::ordered_json&) {}
+template <class V, class... Rest>
+void set_members(nlohmann::ordered_json& j, const char* key, const V& value, const Rest&... rest) {
+  j[key] = value;
+  set_members(j, rest...);
+}
+
+/// The object `{{"key", value}, ...}`, built by set_members.
+template <class... Members>
+nlohmann::ordered_json object_of(const Members&... members) {
+  nlohmann::ordered_json j = nlohmann::ordered_json(nlohmann::ordered_json::value_t::object);
+  set_members(j, members...);
+  return j;
+}
+
 /// Collects the ids of one audit record: the first `max` kept, the rest counted.
 struct audit_ids {
   std::size_t max = 100;

@@ -256,9 +256,9 @@ class DeadLetterQueue {
       rec.detail["destination"] = options.to_queue.empty() ? std::string(queue) : options.to_queue;
       auto finish = [&](const detail::replay_engine::result& r, std::string outcome) {
         const ReplayReport& p = r.report;
-        rec.counts = {{"examined", p.examined},   {"replayed", p.replayed},
-                      {"set_aside", p.set_aside}, {"skipped", p.skipped.size()},
-                      {"edited", p.edited},       {"batches", p.batches}};
+        rec.counts = detail::object_of("examined", p.examined, "replayed", p.replayed, "set_aside",
+                                       p.set_aside, "skipped", p.skipped.size(), "edited", p.edited,
+                                       "batches", p.batches);
         rec.outcome = std::move(outcome);
         rec.ids = r.ids.ids;
         rec.ids_omitted = r.ids.omitted;
@@ -618,7 +618,7 @@ DLQ_MEMBER_INLINE bool DeadLetterQueue<Storage>::remove(std::string_view queue,
     }
     return false;
   });
-  audit_simple("remove", queue, {{"removed", removed ? 1 : 0}}, {std::string(id)},
+  audit_simple("remove", queue, detail::object_of("removed", removed ? 1 : 0), {std::string(id)},
                removed ? "ok" : "not found");
   return removed;
 }
@@ -627,7 +627,7 @@ template <class Storage>
 DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge(std::string_view queue) {
   detail::queue_core::validate_queue(queue, "purge");
   const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::dead); });
-  audit_simple("purge", queue, {{"purged", n}});
+  audit_simple("purge", queue, detail::object_of("purged", n));
   return n;
 }
 
@@ -698,7 +698,7 @@ template <class Storage>
 DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge_corrupt(std::string_view queue) {
   detail::queue_core::validate_queue(queue, "purge_corrupt");
   const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
-  audit_simple("purge_corrupt", queue, {{"purged", n}});
+  audit_simple("purge_corrupt", queue, detail::object_of("purged", n));
   return n;
 }
 
@@ -739,7 +739,7 @@ DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::recover(std::string_view
   if constexpr (detail::has_recover<storage_type>::value) {
     const std::size_t n =
         guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
-    audit_simple("recover", queue, {{"fixed", n}});
+    audit_simple("recover", queue, detail::object_of("fixed", n));
     return n;
   } else {
     return 0;
@@ -767,9 +767,8 @@ DLQ_MEMBER_INLINE DiscardReport DeadLetterQueue<Storage>::discard(std::string_vi
   rec.filter = options.describe();
   if (options.limit != 0) rec.detail["limit"] = options.limit;
   auto finish = [&](std::string outcome) {
-    rec.counts = {{"examined", report.examined},
-                  {"discarded", report.discarded},
-                  {"batches", report.batches}};
+    rec.counts = detail::object_of("examined", report.examined, "discarded", report.discarded,
+                                   "batches", report.batches);
     rec.outcome = std::move(outcome);
     detail::audit_ids ids{core_->options.audit_max_ids, {}, 0};
     for (const auto& id : report.discarded_ids)
@@ -822,8 +821,8 @@ DLQ_MEMBER_INLINE TrimReport DeadLetterQueue<Storage>::trim(std::string_view que
   });
   if (done.evicted() != 0)  // a timer's empty runs would drown the trail
     audit_simple("trim", queue,
-                 {{"evicted_for_length", done.evicted_for_length},
-                  {"evicted_for_age", done.evicted_for_age}});
+                 detail::object_of("evicted_for_length", done.evicted_for_length, "evicted_for_age",
+                                   done.evicted_for_age));
   return done;
 }
 

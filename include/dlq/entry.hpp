@@ -285,7 +285,7 @@ class json_dom_reader {
       case '{': {
         if (depth >= max_json_depth) return false;
         ++p_;
-        out = Json::object();
+        out = Json(Json::value_t::object);
         ws();
         if (p_ != end_ && *p_ == '}') {
           ++p_;
@@ -315,7 +315,7 @@ class json_dom_reader {
       case '[': {
         if (depth >= max_json_depth) return false;
         ++p_;
-        out = Json::array();
+        out = Json(Json::value_t::array);
         ws();
         if (p_ != end_ && *p_ == ']') {
           ++p_;
@@ -542,7 +542,7 @@ struct Entry {
   /// strict JSON): each value that nlohmann cannot parse is shown as a string of its text.
   template <class Json>
   std::optional<Json> fields_as_json() const {
-    Json out = Json::object();
+    Json out = Json(Json::value_t::object);
     std::string as_text;  // the fields shown as raw text, for the note
     std::string key_buffer;
     bool clean = true;

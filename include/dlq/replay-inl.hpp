@@ -9,7 +9,8 @@
 
 namespace dlq::detail {
 
-DLQ_INLINE replay_engine::result::result() : edits(nlohmann::ordered_json::array()) {}
+DLQ_INLINE replay_engine::result::result()
+    : edits(nlohmann::ordered_json(nlohmann::ordered_json::value_t::array)) {}
 
 DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options,
                                                     bool keep_replayed) {
@@ -217,7 +218,7 @@ DLQ_INLINE void replay_engine::commit(const ReplayOptions& o, std::size_t examin
         ++report.edited;
         if (!note->old_sha.empty())
           result_.edits.push_back(
-              {{"id", p.id}, {"old_sha256", note->old_sha}, {"new_sha256", note->new_sha}});
+              object_of("id", p.id, "old_sha256", note->old_sha, "new_sha256", note->new_sha));
       }
       if (!o.dry_run) {
         counters.replayed.fetch_add(1, std::memory_order_relaxed);

@@ -10,7 +10,7 @@
 namespace dlq {
 
 DLQ_INLINE nlohmann::ordered_json Filter::describe() const {
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  nlohmann::ordered_json j = nlohmann::ordered_json(nlohmann::ordered_json::value_t::object);
   if (!ids.empty()) j["ids"] = ids;
   if (!error_contains.empty()) j["error_contains"] = error_contains;
   if (!error_type.empty()) j["error_type"] = error_type;
