@@ -192,8 +192,9 @@ return out
 
 /// Ends: a collection's record count and its oldest and newest record, read at one instant
 /// (DeadLetterQueue::stats), read-only. An index member whose record key is missing or holds
-/// another type is passed by, as kv_list passes it by (MGET): each end is the first record
-/// present from that end, read 100 members at a time.
+/// another type is passed by, as kv_list passes it by: each end is the first record present
+/// from that end (ids read 100 at a time, then one GET per id until one holds a string — a
+/// single GET when nothing is missing; pcall: a foreign type is an error, passed by).
 ///
 /// Input:
 ///   KEYS[1]  the collection's index
@@ -209,12 +210,10 @@ for e = 1, 2 do
   while i < n and #out[e + 1] == 0 do
     local ids = redis.call(order[e], KEYS[1], i, i + 99, 'WITHSCORES')
     if #ids == 0 then break end
-    local keys = {}
-    for j = 1, #ids, 2 do keys[#keys + 1] = ARGV[1] .. ids[j] end
-    local vals = redis.call('MGET', unpack(keys))
-    for j = 1, #keys do
-      if vals[j] then
-        out[e + 1] = {ids[2 * j - 1], vals[j], ids[2 * j]}
+    for j = 1, #ids, 2 do
+      local v = redis.pcall('GET', ARGV[1] .. ids[j])
+      if type(v) == 'string' then
+        out[e + 1] = {ids[j], v, ids[j + 1]}
         break
       end
     end
