@@ -93,6 +93,42 @@ TEST_CASE("a record whose key was deleted behind the store's back is skipped by 
   CHECK_FALSE(store.load("c", "a"));
 }
 
+TEST_CASE("ends passes by index members whose record is gone or of a foreign type, as list does",
+          "[kv][redis][bad-input]") {
+  const std::string url = dlq::test::shared_redis_url();
+  const std::string prefix = dlq::test::unique_prefix();
+  RedisStore store(url, namespaced(prefix));
+  dlq::test::RawClient raw(url);
+  store.save(
+      {Write{"c", "a", "1"}, Write{"c", "b", "2"}, Write{"c", "c", "3"}, Write{"c", "d", "4"}});
+  raw.cmd({"DEL", store.record_key("c", "a")});  // the oldest record's key deleted
+  const auto ids = [&] {
+    std::vector<std::string> out;
+    for (const auto& it : store.list("c", Window{}))
+      out.push_back(it.id);
+    return out;
+  };
+  REQUIRE(ids() == std::vector<std::string>{"b", "c", "d"});
+  dlq::kv::Ends e = store.ends("c");
+  CHECK(e.count == store.count("c"));
+  REQUIRE(e.first);  // stats would report the list untimed for good
+  CHECK(e.first->id == "b");
+  REQUIRE(e.last);
+  CHECK(e.last->id == "d");
+
+  // The newest record's key replaced by a hash: list passes it by (MGET), ends must too
+  // rather than fail the whole stats read with WRONGTYPE.
+  raw.cmd({"DEL", store.record_key("c", "d")});
+  raw.cmd({"HSET", store.record_key("c", "d"), "f", "v"});
+  REQUIRE(ids() == std::vector<std::string>{"b", "c"});
+  e = store.ends("c");
+  REQUIRE(e.first);
+  CHECK(e.first->id == "b");
+  REQUIRE(e.last);
+  CHECK(e.last->id == "c");
+  CHECK(e.last->value == "3");
+}
+
 TEST_CASE("replay into Redis lists: one RPUSH per queue run, payloads in order",
           "[kv][redis][sink]") {
   const std::string url = dlq::test::shared_redis_url();

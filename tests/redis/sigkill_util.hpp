@@ -27,22 +27,44 @@ namespace dlq::test {
 // up, and a run's speed varies with the machine's load, so kills timed from the spawn (as the
 // SIGKILL tests did before) could land mostly before the first move or after the last — and
 // their "kills landed mid-replay" check failed with nothing wrong. `source` is the list the
-// child moves entries to; `left` how many it has still to move.
+// child moves entries to; `left` how many it has still to move. A child that ends by itself
+// before the kill must have finished (exit status 0): an error exit or a crash fails the
+// round at once, rather than passing as a kill mid-replay after the 60 s wait.
 inline void kill_mid_replay(const std::vector<std::string>& child, RawClient& raw,
                             const std::string& source, long long left, std::mt19937& rng) {
   const long long before = raw.integer({"LLEN", source});
   const long long moved =
       std::uniform_int_distribution<long long>(1, std::max<long long>(left - 8000, 1))(rng);
   const pid_t pid = spawn_process(child);
+  REQUIRE(pid > 0);
+  int status = 0;
+  bool reaped = false;  // the child ended by itself (then its pid must not be signalled)
   const auto t0 = std::chrono::steady_clock::now();
   while (raw.integer({"LLEN", source}) < before + moved &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    REQUIRE(w >= 0);
+    if (w == pid) {
+      reaped = true;
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(
-      std::chrono::microseconds(std::uniform_int_distribution<int>(0, 2000)(rng)));
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  }
+  if (!reaped) {
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::uniform_int_distribution<int>(0, 2000)(rng)));
+    ::kill(pid, SIGKILL);
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+  }
+  // Killed by this SIGKILL, or done (exit 0: the replay finished first). A child that
+  // failed, crashed or was killed otherwise is a failure, never a kill mid-replay.
+  INFO("replayer " << child.front() << ": "
+                   << (WIFEXITED(status)     ? "exit status " + std::to_string(WEXITSTATUS(status))
+                       : WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                             : std::string("unknown end"))
+                   << " (wanted SIGKILL, or exit status 0)");
+  REQUIRE(((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ||
+           (WIFEXITED(status) && WEXITSTATUS(status) == 0)));
 }
 
 }  // namespace dlq::test

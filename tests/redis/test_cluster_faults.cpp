@@ -306,3 +306,50 @@ TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read a
   }
   CHECK(raw.node(ports[1]).list(key) == stored_items);
 }
+
+TEST_CASE("a map read after a connection failure from a node that knows no slot is not applied",
+          "[redis][cluster][faults]") {
+  // The seed forgets the cluster (CLUSTER RESET HARD: as a node restarted without its
+  // nodes.conf; it answers CLUSTER SLOTS with an empty map) and another master dies. A
+  // connection failure to the dead master makes the router read the map again, from the seed
+  // first: an empty map must not replace the one known — else every key, those of the live
+  // master too, fails with CLUSTERDOWN from then on (pool_for reads the empty seed again).
+  PrivateCluster cluster;
+  test::RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = redis::parse_url(cluster.url());  // the seed: ports[0]
+  options.connect_timeout = milliseconds(500);
+  options.command_timeout = milliseconds(2000);
+  options.reconnect_attempts = 0;
+  const auto layout = test::unique_layout();
+  RedisListStorage s(options, layout);
+  std::vector<std::string> queues;
+  for (const int port : ports) {
+    queues.push_back(queue_on(raw, s, port, "q-"));
+    s.push(Record{queues.back(), "", "", "warm"});
+  }
+  REQUIRE(s.router().pools() == 3);
+  raw.ok(ports[0], {"FLUSHALL"});
+  raw.ok(ports[0], {"CLUSTER", "RESET", "HARD"});
+  cluster.kill9(ports[2]);
+  bool dead = false;
+  for (int i = 0; i < 200 && !dead; ++i) {
+    try {
+      s.push(Record{queues[2], "", "", "lost"});
+      std::this_thread::sleep_for(milliseconds(10));
+    } catch (const storage_error&) {
+      dead = true;
+    }
+  }
+  REQUIRE(dead);
+  // The live master ports[1] still serves its slots; the router must still send it there.
+  std::string error;
+  try {
+    s.push(Record{queues[1], "", "", "after"});
+  } catch (const storage_error& e) {
+    error = e.what();
+  }
+  INFO(error);
+  CHECK(error.empty());
+  CHECK(raw.node(ports[1]).list(s.key(queues[1], ListKind::dead)).size() == 2);
+}

@@ -184,3 +184,17 @@ TEST_CASE("a fast-path replayer killed with SIGKILL at random points loses and d
   }
   CHECK(partial >= 10);  // the kills really landed mid-replay
 }
+
+// kill_mid_replay itself: a replayer that dies by itself (an error exit, a crash) before the
+// kill is a failure of the round, not a kill that "landed mid-replay" — else a replayer that
+// aborts after some moves passes every round, its entries in order, and counts as partial.
+// Expected to fail (tagged !shouldfail): kill_mid_replay's own check must reject the child.
+TEST_CASE("kill_mid_replay fails a round whose replayer exited by itself",
+          "[redis][sigkill][!shouldfail]") {
+  dlq::test::RedisProcess server;
+  RawClient raw(server.url());
+  std::mt19937 rng(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  dlq::test::kill_mid_replay({"/bin/sh", "-c", "exit 3"}, raw, "nothing-moves-here", 50000, rng);
+  WARN("kill_mid_replay returned after " << dlq::test::elapsed_ms(t0) << " ms");
+}

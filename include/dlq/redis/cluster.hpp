@@ -31,7 +31,8 @@
 /// before the error reaches the caller unchanged: a master that went down answers no MOVED,
 /// so its slots would otherwise be sent to it forever after the cluster gave them to another
 /// (failover, reassignment). That read uses a connection of its own, opened for it (one try,
-/// no pooled connection: the caller may still hold its lease); its failure is ignored; while
+/// no pooled connection: the caller may still hold its lease); its failure, or a map of no
+/// slot (a node that forgot the cluster), is ignored and the next source tried; while
 /// one thread reads the map so, another's failure does not read it again.
 ///
 /// Not supported: reads from replicas (every request goes to the slot's master), and
@@ -548,20 +549,23 @@ class Router {
     return *to;
   }
 
-  // CLUSTER SLOTS on `conn`, into the map.
-  void read_slots(Connection& conn) {
+  // CLUSTER SLOTS on `conn`, into the map. With `if_any`, a map of no slot at all (a node
+  // that knows no cluster: reset, or restarted without its nodes.conf) is not applied.
+  // @returns whether the map was applied.
+  bool read_slots(Connection& conn, bool if_any = false) {
     Command c("CLUSTER");
     c.arg("SLOTS").label("CLUSTER SLOTS");
     Reply r = conn.run(c, Effect::read);
     check(r, conn, c.label());
-    apply_slots(*r, conn);
+    return apply_slots(*r, conn, if_any);
   }
 
   // A request failed on its connection to `failed` (an endpoint): that node may be down and
   // its slots given to another master, which it will never tell with MOVED. Reads the map
   // again from another node — the seed, else a known master — on a connection opened for
   // this read alone (no lease: the caller may hold one, and two at once could deadlock two
-  // pools), one try each. Never throws: its failure leaves the map as it is, and the
+  // pools), one try each; a map of no slot (from a node that forgot the cluster) is passed
+  // by, never applied. Never throws: its failure leaves the map as it is, and the
   // caller's error is rethrown unchanged. One such read at a time: a thread that finds one
   // under way goes on without.
   void refresh_elsewhere(const std::string& failed) noexcept {
@@ -579,8 +583,7 @@ class Router {
         o.reconnect_attempts = 0;
         Connection conn(std::move(o));
         try {
-          read_slots(conn);
-          return;
+          if (read_slots(conn, true)) return;  // an empty map: the next source
         } catch (const dlq::storage_error&) {  // the next source, else the map as it is
         }
       }
@@ -588,12 +591,14 @@ class Router {
     }
   }
 
-  // Reads a CLUSTER SLOTS reply (detail::parse_slot_ranges) into the map.
-  void apply_slots(const redisReply& r, const Connection& conn) {
+  // Reads a CLUSTER SLOTS reply (detail::parse_slot_ranges) into the map; with `if_any`,
+  // only when it names a slot. @returns whether it was applied.
+  bool apply_slots(const redisReply& r, const Connection& conn, bool if_any = false) {
     std::vector<detail::SlotRange> ranges;
     if (const redisReply* bad = detail::parse_slot_ranges(r, conn.options().host, ranges)) {
       detail::throw_unexpected_reply(*bad, conn.endpoint(), "CLUSTER SLOTS");
     }
+    if (if_any && ranges.empty()) return false;
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.refreshes;
     slots_.assign(cluster_slot_count, -1);
@@ -602,6 +607,7 @@ class Router {
       for (long long s = g.start; s <= g.end; ++s)
         slots_[static_cast<std::size_t>(s)] = n;
     }
+    return true;
   }
 
   PoolOptions pool_options_;

@@ -250,7 +250,9 @@ class RedisStore {
 
   /// The record count and the oldest and newest record of `collection`, read at one instant
   /// (one read-only script): DeadLetterQueue::stats reads a list's depth and both ends with
-  /// it, so a list that changes meanwhile never yields ends of two different instants.
+  /// it, so a list that changes meanwhile never yields ends of two different instants. An
+  /// index member whose record key is missing or holds another type is passed by, as list
+  /// passes it by: each end is the first record present from that end; count is count()'s.
   Ends ends(std::string_view collection) {
     auto lease = shared_->pool.acquire();
     const std::string label = "ends script (" + std::string(collection) + ")";

@@ -191,23 +191,34 @@ return out
 )lua";
 
 /// Ends: a collection's record count and its oldest and newest record, read at one instant
-/// (DeadLetterQueue::stats), read-only.
+/// (DeadLetterQueue::stats), read-only. An index member whose record key is missing or holds
+/// another type is passed by, as kv_list passes it by: each end is the first record present
+/// from that end (ids read 100 at a time, then one GET per id until one holds a string — a
+/// single GET when nothing is missing; pcall: a foreign type is an error, passed by).
 ///
 /// Input:
 ///   KEYS[1]  the collection's index
 ///   ARGV[1]  the collection's record key prefix (as kv_list)
-/// Output: {count, oldest, newest}; oldest and newest are {id, bytes, version}, or an empty
-/// array when the collection is empty or that record key is missing.
+/// Output: {count, oldest, newest}; count is the index's ZCARD (as count()); oldest and newest
+/// are {id, bytes, version}, or an empty array when no record of the collection is present.
 inline constexpr std::string_view kv_ends = R"lua(
 local n = redis.call('ZCARD', KEYS[1])
 local out = {n, {}, {}}
-if n == 0 then return out end
-local ends = {redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES'),
-              redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')}
+local order = {'ZRANGE', 'ZREVRANGE'}
 for e = 1, 2 do
-  local id, s = ends[e][1], ends[e][2]
-  local v = redis.call('GET', ARGV[1] .. id)
-  if v then out[e + 1] = {id, v, s} end
+  local i = 0
+  while i < n and #out[e + 1] == 0 do
+    local ids = redis.call(order[e], KEYS[1], i, i + 99, 'WITHSCORES')
+    if #ids == 0 then break end
+    for j = 1, #ids, 2 do
+      local v = redis.pcall('GET', ARGV[1] .. ids[j])
+      if type(v) == 'string' then
+        out[e + 1] = {ids[j], v, ids[j + 1]}
+        break
+      end
+    end
+    i = i + 100
+  end
 end
 return out
 )lua";
