@@ -146,6 +146,24 @@ void check_stored(RawCluster& raw, const std::string& key, const std::vector<std
   }
 }
 
+// Waits (up to 2 s) until nothing accepts connections on `port` of the local host: a killed
+// node's process is gone, its sockets closed (kill returns before that; a write could reach
+// it while dying and be outcome unknown).
+void wait_refused(int port) {
+  const auto refuses = [port] {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
+    ::close(s);
+    return refused;
+  };
+  for (int i = 0; i < 200 && !refuses(); ++i)
+    std::this_thread::sleep_for(milliseconds(10));
+}
+
 }  // namespace
 
 TEST_CASE("each master via one URL: send, size, peek, get; the blocking front end replays",
@@ -515,18 +533,7 @@ TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read a
   const int slot = raw.keyslot(key);
   raw.migrate(slot, ports[1], ports[2]);  // the router's map still says ports[1]
   cluster.kill9(ports[2]);
-  const auto refuses = [](int port) {  // the process is gone, its sockets closed
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
-    ::close(s);
-    return refused;
-  };
-  for (int i = 0; i < 200 && !refuses(ports[2]); ++i)
-    std::this_thread::sleep_for(10ms);
+  wait_refused(ports[2]);
   // ports[1] answers MOVED to ports[2], which refuses connections.
   int calls = 0;
   std::exception_ptr error;
@@ -564,4 +571,62 @@ TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read a
   CHECK(stored);
   CHECK(failed <= 1);
   CHECK(raw.node(ports[1]).list(key).size() == (stored ? 1U : 0U));
+}
+
+TEST_CASE("a map read after a connection failure from a node that knows no slot is not applied",
+          "[asio][redis][cluster][faults]") {
+  // The seed forgets the cluster (CLUSTER RESET HARD: as a node restarted without its
+  // nodes.conf; it answers CLUSTER SLOTS with an empty map) and another master dies. A
+  // connection failure to the dead master makes the router read the map again, from the seed
+  // first: an empty map must not replace the one known — else every key, those of the live
+  // master too, fails with CLUSTERDOWN from then on (a slot of no master reads the seed again).
+  using namespace std::chrono_literals;
+  dlq::test::PrivateCluster cluster;
+  RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = dlq::redis::parse_url(cluster.url());  // the seed: ports[0]
+  options.connect_timeout = 500ms;
+  options.command_timeout = 2000ms;
+  options.reconnect_attempts = 0;
+  const auto layout = dlq::test::unique_layout();
+  asio::io_context io;
+  AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
+  std::vector<std::string> queues;
+  int warm = 0;
+  for (const int port : ports) {  // the map known, a connection to each master
+    queues.push_back(queue_on(raw, q.storage(), port, "q-"));
+    q.async_send_to_dlq(queues.back(), "warm", failure("e"),
+                        [&](std::exception_ptr e, std::string) { warm += e ? 0 : 1; });
+  }
+  io.run();
+  io.restart();
+  REQUIRE(warm == 3);
+  REQUIRE(q.storage().cluster().connections() == 3);
+  raw.ok(ports[0], {"FLUSHALL"});
+  raw.ok(ports[0], {"CLUSTER", "RESET", "HARD"});
+  cluster.kill9(ports[2]);
+  wait_refused(ports[2]);
+  bool dead = false;
+  for (int i = 0; i < 200 && !dead; ++i) {
+    q.async_send_to_dlq(queues[2], "lost", failure("e"),
+                        [&](std::exception_ptr e, std::string) { dead = dead || e; });
+    io.run();  // the send, and the map read its failure starts
+    io.restart();
+    if (!dead) std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(dead);
+  // The live master ports[1] still serves its slots; the router must still send it there.
+  std::string error;
+  q.async_send_to_dlq(queues[1], "after", failure("e"), [&](std::exception_ptr e, std::string) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      error = x.what();
+    }
+  });
+  io.run();
+  INFO(error);
+  CHECK(error.empty());
+  CHECK(raw.node(ports[1]).list(q.storage().key(queues[1])).size() == 2);
 }
