@@ -28,7 +28,9 @@
 /// - A command whose connection was lost, or that timed out, is never re-sent (the
 ///   connection reports it, outcome_unknown() for a write), as without a cluster; the map is
 ///   then read again from another node (the seed, else one connected), so a master that went
-///   down is not used for its slots once the cluster has given them to another.
+///   down is not used for its slots once the cluster has given them to another. A map of no
+///   slot read so (a node that forgot the cluster: CLUSTER RESET, or restarted without its
+///   nodes.conf) is not applied: the next such node is asked, else the map is kept.
 /// - Order per slot (so per queue: its keys share a hash tag): the commands of a slot are in
 ///   flight on one node at a time. A command for a slot whose commands are in flight on
 ///   another node, or while one of them is being redirected, waits until they all have
@@ -215,16 +217,20 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
   }
 
   // A handshake's (or a refresh's) answer to CLUSTER SLOTS from a node known as `host`.
-  void on_slots(const RedisReply& r, const std::string& host) {
+  // With `if_any` (a read after a connection failure), a map of no slot at all (a node that
+  // knows no cluster: reset, or restarted without its nodes.conf) is not applied.
+  // @returns whether a map was applied.
+  bool on_slots(const RedisReply& r, const std::string& host, bool if_any = false) {
     if (r.type == REDIS_REPLY_ERROR) {  // cluster support disabled: a plain server
       if (mode_ == mode::unknown) mode_ = mode::plain;
-      return;
+      return false;
     }
-    if (mode_ == mode::plain) return;
+    if (mode_ == mode::plain) return false;
     std::vector<redis::detail::SlotRange> ranges;
     if (redis::detail::parse_slot_ranges<RedisReply, detail::async_reply_access>(r, host, ranges)) {
-      return;  // an unreadable map: the one known is kept (MOVED still routes)
+      return false;  // an unreadable map: the one known is kept (MOVED still routes)
     }
+    if (if_any && ranges.empty()) return false;
     ++stats_.refreshes;
     mode_ = mode::cluster;
     owner_.assign(redis::cluster_slot_count, -1);
@@ -233,6 +239,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
       for (long long s = g.start; s <= g.end; ++s)
         owner_[static_cast<std::size_t>(s)] = n;
     }
+    return true;
   }
 
   int node_index(const std::string& host, int port) {
@@ -403,8 +410,10 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
     }
   }
 
-  // Reads the map again from node `n` (one CLUSTER SLOTS at a time).
-  void refresh(int n) {
+  // Reads the map again from node `n` (one CLUSTER SLOTS at a time). `failed` >= 0: a read
+  // after a connection failure to that node (refresh_elsewhere) — a map of no slot, or one
+  // not read, is passed by and the next source asked.
+  void refresh(int n, int failed = -1) {
     if (refreshing_ || closed_) return;
     refreshing_ = true;
     connection(n).execute_inline_raw(
@@ -414,18 +423,21 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
           detail::resp_arg(out, "SLOTS");
         },
         false, "CLUSTER SLOTS", std::string(),
-        [self = shared_from_this(), n](std::exception_ptr e, RedisReply&& r) {
+        [self = shared_from_this(), n, failed](std::exception_ptr e, RedisReply&& r) {
           self->refreshing_ = false;
-          if (!e && r.type == REDIS_REPLY_ARRAY)
-            self->on_slots(r, self->nodes_[static_cast<std::size_t>(n)].host);
+          if (e || r.type != REDIS_REPLY_ARRAY) return;
+          const bool applied =
+              self->on_slots(r, self->nodes_[static_cast<std::size_t>(n)].host, failed >= 0);
+          if (!applied && failed >= 0) self->refresh_elsewhere(failed, n + 1);
         });
   }
 
-  // Reads the map again from a node other than `n`: the seed, else a connected one.
-  void refresh_elsewhere(int n) {
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (static_cast<int>(i) != n && (i == 0 || nodes_[i].conn))
-        return refresh(static_cast<int>(i));
+  // Reads the map again from a node other than `failed`: the seed, else a connected one
+  // (from index `from` on: one whose map named no slot asks the next).
+  void refresh_elsewhere(int failed, int from = 0) {
+    for (std::size_t i = static_cast<std::size_t>(from); i < nodes_.size(); ++i) {
+      if (static_cast<int>(i) != failed && (i == 0 || nodes_[i].conn))
+        return refresh(static_cast<int>(i), failed);
     }
   }
 
