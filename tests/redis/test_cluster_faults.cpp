@@ -353,3 +353,74 @@ TEST_CASE("a map read after a connection failure from a node that knows no slot 
   CHECK(error.empty());
   CHECK(raw.node(ports[1]).list(s.key(queues[1], ListKind::dead)).size() == 2);
 }
+
+TEST_CASE("a map of no slot read after CLUSTERDOWN is not applied", "[redis][cluster][faults]") {
+  // The seed forgets the cluster (CLUSTER RESET HARD: as a node restarted without its
+  // nodes.conf; it answers CLUSTER SLOTS with an empty map), then the cluster is down for a
+  // while (one slot unassigned with cluster-require-full-coverage: every master answers
+  // CLUSTERDOWN). The router reads the map again from the seed on CLUSTERDOWN: an empty map
+  // must not replace the one known — else, once the cluster is healthy again, every key still
+  // fails with 'no master serves hash slot' (pool_for reads the same empty seed again).
+  PrivateCluster cluster;
+  test::RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = redis::parse_url(cluster.url());  // the seed: ports[0]
+  options.connect_timeout = milliseconds(500);
+  options.command_timeout = milliseconds(2000);
+  options.reconnect_attempts = 0;
+  const auto layout = test::unique_layout();
+  RedisListStorage s(options, layout);
+  std::vector<std::string> queues;
+  for (const int port : ports) {
+    queues.push_back(queue_on(raw, s, port, "q-"));
+    s.push(Record{queues.back(), "", "", "warm"});
+  }
+  REQUIRE(s.router().pools() == 3);
+  const auto state = [&](int port) {
+    const auto r = raw.node(port).cmd({"CLUSTER", "INFO"});
+    const std::string text(r->str, r->len);
+    return text.find("cluster_state:ok") != std::string::npos ? std::string("ok")
+                                                              : std::string("fail");
+  };
+  const auto wait_state = [&](const std::string& want) {
+    for (int i = 0; i < 1000; ++i) {
+      if (state(ports[1]) == want && state(ports[2]) == want) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  };
+  raw.ok(ports[0], {"FLUSHALL"});
+  raw.ok(ports[0], {"CLUSTER", "RESET", "HARD"});
+  // One slot of ports[2] (not that of the queue used below) unassigned on every node that
+  // still knows the cluster: the cluster goes down.
+  const int slot = raw.keyslot(s.key(queues[2], ListKind::dead));
+  REQUIRE(slot != raw.keyslot(s.key(queues[1], ListKind::dead)));
+  const std::string owner_id = raw.id(ports[2]);
+  raw.ok(ports[1], {"CLUSTER", "DELSLOTS", std::to_string(slot)});
+  raw.ok(ports[2], {"CLUSTER", "DELSLOTS", std::to_string(slot)});
+  REQUIRE(wait_state("fail"));
+  // A send while the cluster is down: retried, then a typed error (or it went through).
+  std::string down_error;
+  try {
+    s.push(Record{queues[1], "", "", "down"});
+  } catch (const storage_error& e) {
+    down_error = e.what();
+  }
+  INFO("while down: " << down_error);
+  // The cluster healthy again.
+  raw.ok(ports[2], {"CLUSTER", "ADDSLOTS", std::to_string(slot)});
+  raw.ok(ports[1], {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", owner_id});
+  REQUIRE(wait_state("ok"));
+  const std::string key = s.key(queues[1], ListKind::dead);
+  const std::size_t before = raw.node(ports[1]).list(key).size();
+  // The live master ports[1] serves its slots; the router must send it there.
+  std::string error;
+  try {
+    s.push(Record{queues[1], "", "", "after"});
+  } catch (const storage_error& e) {
+    error = e.what();
+  }
+  INFO("after: " << error);
+  CHECK(error.empty());
+  CHECK(raw.node(ports[1]).list(key).size() == before + 1);
+}
