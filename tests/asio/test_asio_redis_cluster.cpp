@@ -633,3 +633,89 @@ TEST_CASE("a map read after a connection failure from a node that knows no slot 
   CHECK(error.empty());
   CHECK(raw.node(ports[1]).list(q.storage().key(queues[1])).size() == 2);
 }
+
+TEST_CASE("a map of no slot read after CLUSTERDOWN is not applied",
+          "[asio][redis][cluster][faults]") {
+  // The seed forgets the cluster (CLUSTER RESET HARD: it answers CLUSTER SLOTS with an empty
+  // map), then the cluster is down for a while (one slot unassigned with
+  // cluster-require-full-coverage: every master answers CLUSTERDOWN). The router reads the map
+  // again from the seed on CLUSTERDOWN: an empty map must not replace the one known — else,
+  // once the cluster is healthy again, every key still fails with 'no master serves hash
+  // slot' (route reads the same empty seed again). The async counterpart of the
+  // test_redis_cluster_faults case.
+  using namespace std::chrono_literals;
+  dlq::test::PrivateCluster cluster;
+  RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = dlq::redis::parse_url(cluster.url());  // the seed: ports[0]
+  options.connect_timeout = 500ms;
+  options.command_timeout = 2000ms;
+  options.reconnect_attempts = 0;
+  const auto layout = dlq::test::unique_layout();
+  asio::io_context io;
+  AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
+  std::vector<std::string> queues;
+  int warm = 0;
+  for (const int port : ports) {  // the map known, a connection to each master
+    queues.push_back(queue_on(raw, q.storage(), port, "q-"));
+    q.async_send_to_dlq(queues.back(), "warm", failure("e"),
+                        [&](std::exception_ptr e, std::string) { warm += e ? 0 : 1; });
+  }
+  io.run();
+  io.restart();
+  REQUIRE(warm == 3);
+  const auto state = [&](int port) {
+    const auto r = raw.node(port).cmd({"CLUSTER", "INFO"});
+    return std::string(r->str, r->len).find("cluster_state:ok") != std::string::npos
+               ? std::string("ok")
+               : std::string("fail");
+  };
+  const auto wait_state = [&](const std::string& want) {
+    for (int i = 0; i < 1000; ++i) {
+      if (state(ports[1]) == want && state(ports[2]) == want) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  };
+  raw.ok(ports[0], {"FLUSHALL"});
+  raw.ok(ports[0], {"CLUSTER", "RESET", "HARD"});
+  // One slot of ports[2] (not that of the queue used below) unassigned on every node that
+  // still knows the cluster: the cluster goes down.
+  const std::string key = q.storage().key(queues[1]);
+  const int slot = raw.keyslot(q.storage().key(queues[2]));
+  REQUIRE(slot != raw.keyslot(key));
+  const std::string owner_id = raw.id(ports[2]);
+  raw.ok(ports[1], {"CLUSTER", "DELSLOTS", std::to_string(slot)});
+  raw.ok(ports[2], {"CLUSTER", "DELSLOTS", std::to_string(slot)});
+  REQUIRE(wait_state("fail"));
+  // A send while the cluster is down: retried, then a typed error (or it went through); the
+  // retries read the map from the seed.
+  const auto message = [](std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      return std::string(x.what());
+    }
+  };
+  std::string down_error;
+  q.async_send_to_dlq(queues[1], "down", failure("e"), [&](std::exception_ptr e, std::string) {
+    if (e) down_error = message(e);
+  });
+  io.run();
+  io.restart();
+  INFO("while down: " << down_error);
+  // The cluster healthy again.
+  raw.ok(ports[2], {"CLUSTER", "ADDSLOTS", std::to_string(slot)});
+  raw.ok(ports[1], {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", owner_id});
+  REQUIRE(wait_state("ok"));
+  const std::size_t before = raw.node(ports[1]).list(key).size();
+  // The live master ports[1] serves its slots; the router must send it there.
+  std::string error;
+  q.async_send_to_dlq(queues[1], "after", failure("e"), [&](std::exception_ptr e, std::string) {
+    if (e) error = message(e);
+  });
+  io.run();
+  INFO("after: " << error);
+  CHECK(error.empty());
+  CHECK(raw.node(ports[1]).list(key).size() == before + 1);
+}
