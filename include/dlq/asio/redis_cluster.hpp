@@ -30,7 +30,9 @@
 ///   then read again from another node (the seed, else one connected), so a master that went
 ///   down is not used for its slots once the cluster has given them to another. A map of no
 ///   slot read so (a node that forgot the cluster: CLUSTER RESET, or restarted without its
-///   nodes.conf) is not applied: the next such node is asked, else the map is kept.
+///   nodes.conf) is not applied: the next such node is asked, else the map is kept. Nor is
+///   one read after CLUSTERDOWN, MOVED, for a slot of no master or by a reconnection's
+///   handshake: once a map is known, a map of no slot is never applied.
 /// - Order per slot (so per queue: its keys share a hash tag): the commands of a slot are in
 ///   flight on one node at a time. A command for a slot whose commands are in flight on
 ///   another node, or while one of them is being redirected, waits until they all have
@@ -216,11 +218,14 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
     });
   }
 
-  // A handshake's (or a refresh's) answer to CLUSTER SLOTS from a node known as `host`.
-  // With `if_any` (a read after a connection failure), a map of no slot at all (a node that
-  // knows no cluster: reset, or restarted without its nodes.conf) is not applied.
+  // A handshake's (or a refresh's) answer to CLUSTER SLOTS from a node known as `host`. A
+  // map of no slot at all (a node that knows no cluster: reset, or restarted without its
+  // nodes.conf) is applied only by the first answer (the one that decides cluster mode);
+  // once a map is known it is never applied, whatever the read (CLUSTERDOWN, MOVED, a slot
+  // of no master, a connection failure, a reconnection's handshake) — else every key would
+  // fail from then on, route reading the same empty seed again.
   // @returns whether a map was applied.
-  bool on_slots(const RedisReply& r, const std::string& host, bool if_any = false) {
+  bool on_slots(const RedisReply& r, const std::string& host) {
     if (r.type == REDIS_REPLY_ERROR) {  // cluster support disabled: a plain server
       if (mode_ == mode::unknown) mode_ = mode::plain;
       return false;
@@ -230,7 +235,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
     if (redis::detail::parse_slot_ranges<RedisReply, detail::async_reply_access>(r, host, ranges)) {
       return false;  // an unreadable map: the one known is kept (MOVED still routes)
     }
-    if (if_any && ranges.empty()) return false;
+    if (ranges.empty() && mode_ == mode::cluster) return false;  // the map known is kept
     ++stats_.refreshes;
     mode_ = mode::cluster;
     owner_.assign(redis::cluster_slot_count, -1);
@@ -426,8 +431,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
         [self = shared_from_this(), n, failed](std::exception_ptr e, RedisReply&& r) {
           self->refreshing_ = false;
           if (e || r.type != REDIS_REPLY_ARRAY) return;
-          const bool applied =
-              self->on_slots(r, self->nodes_[static_cast<std::size_t>(n)].host, failed >= 0);
+          const bool applied = self->on_slots(r, self->nodes_[static_cast<std::size_t>(n)].host);
           if (!applied && failed >= 0) self->refresh_elsewhere(failed, n + 1);
         });
   }

@@ -33,7 +33,10 @@
 /// (failover, reassignment). That read uses a connection of its own, opened for it (one try,
 /// no pooled connection: the caller may still hold its lease); its failure, or a map of no
 /// slot (a node that forgot the cluster), is ignored and the next source tried; while
-/// one thread reads the map so, another's failure does not read it again.
+/// one thread reads the map so, another's failure does not read it again. Once a map is
+/// known, a CLUSTER SLOTS answer that names no slot (a node that forgot the cluster) is
+/// never applied, on any read (CLUSTERDOWN, MOVED, a slot of no master, a connection
+/// failure): the map known is kept.
 ///
 /// Not supported: reads from replicas (every request goes to the slot's master), and
 /// commands whose keys are in different slots (the caller keeps one request on one slot).
@@ -441,7 +444,8 @@ class Router {
     return Answer{std::move(replies.front()), (*lease)->endpoint()};
   }
 
-  /// Reads the slot map again from `pool`'s node (CLUSTER SLOTS).
+  /// Reads the slot map again from `pool`'s node (CLUSTER SLOTS); a map of no slot is not
+  /// applied once one is known (the map known is kept).
   /// @throws the errors of Connection::run; dlq::protocol_error for an unreadable map.
   void refresh(ConnectionPool& pool) {
     auto lease = pool.acquire();
@@ -549,15 +553,14 @@ class Router {
     return *to;
   }
 
-  // CLUSTER SLOTS on `conn`, into the map. With `if_any`, a map of no slot at all (a node
-  // that knows no cluster: reset, or restarted without its nodes.conf) is not applied.
-  // @returns whether the map was applied.
-  bool read_slots(Connection& conn, bool if_any = false) {
+  // CLUSTER SLOTS on `conn`, into the map (as apply_slots: a map of no slot is not applied
+  // once one is known). @returns whether the map was applied.
+  bool read_slots(Connection& conn) {
     Command c("CLUSTER");
     c.arg("SLOTS").label("CLUSTER SLOTS");
     Reply r = conn.run(c, Effect::read);
     check(r, conn, c.label());
-    return apply_slots(*r, conn, if_any);
+    return apply_slots(*r, conn);
   }
 
   // A request failed on its connection to `failed` (an endpoint): that node may be down and
@@ -583,7 +586,7 @@ class Router {
         o.reconnect_attempts = 0;
         Connection conn(std::move(o));
         try {
-          if (read_slots(conn, true)) return;  // an empty map: the next source
+          if (read_slots(conn)) return;        // an empty map: the next source
         } catch (const dlq::storage_error&) {  // the next source, else the map as it is
         }
       }
@@ -591,15 +594,19 @@ class Router {
     }
   }
 
-  // Reads a CLUSTER SLOTS reply (detail::parse_slot_ranges) into the map; with `if_any`,
-  // only when it names a slot. @returns whether it was applied.
-  bool apply_slots(const redisReply& r, const Connection& conn, bool if_any = false) {
+  // Reads a CLUSTER SLOTS reply (detail::parse_slot_ranges) into the map. A map of no slot
+  // at all (a node that forgot the cluster: CLUSTER RESET, or restarted without its
+  // nodes.conf) is applied only by the first read (clustered()); once a map is known it is
+  // never applied, whatever the read (CLUSTERDOWN, MOVED, a slot of no master, a connection
+  // failure) — else every key would fail from then on, pool_for reading the same empty node
+  // again. @returns whether it was applied.
+  bool apply_slots(const redisReply& r, const Connection& conn) {
     std::vector<detail::SlotRange> ranges;
     if (const redisReply* bad = detail::parse_slot_ranges(r, conn.options().host, ranges)) {
       detail::throw_unexpected_reply(*bad, conn.endpoint(), "CLUSTER SLOTS");
     }
-    if (if_any && ranges.empty()) return false;
     std::lock_guard<std::mutex> lock(mutex_);
+    if (ranges.empty() && !slots_.empty()) return false;
     ++stats_.refreshes;
     slots_.assign(cluster_slot_count, -1);
     for (const detail::SlotRange& g : ranges) {
