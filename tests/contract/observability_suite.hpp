@@ -332,14 +332,20 @@ TEMPLATE_TEST_CASE("stats never report a non-empty list without its ends while t
       q.replay("orders", dlq::ReplayOptions::first(4));
   });
   // Every read, at any instant: a non-empty list has readable ends (every entry here is
-  // dlq-written, so an "untimed" end can only be a read that mixed two instants).
+  // dlq-written, so an "untimed" end can only be a read that mixed two instants) — for a
+  // storage that reads a list at one instant (a `stats` member: every shipped one). Without
+  // it, stats fall back to size() and range() (dlq/stats.hpp), which under this churn may
+  // report the ends untimed — documented, never guessed — so there only the order is checked.
+  constexpr bool one_instant = dlq::detail::has_stats<typename TestType::storage_type>::value;
   for (int i = 0; i < 100; ++i) {
     const auto s = q.stats({"orders"});
     const auto& d = s[0].dead;
     CHECK(d.depth <= 500);
     if (d.depth > 0) {
-      CHECK_FALSE(d.oldest_untimed);
-      CHECK_FALSE(d.newest_untimed);
+      if constexpr (one_instant) {
+        CHECK_FALSE(d.oldest_untimed);
+        CHECK_FALSE(d.newest_untimed);
+      }
       if (d.oldest && d.newest) CHECK(*d.oldest <= *d.newest);
     }
   }

@@ -38,11 +38,15 @@ struct KvFixtureBase {
 struct KvMemoryFixture : KvFixtureBase<dlq::kv::MemoryStore> {
   KvMemoryFixture() : KvFixtureBase(dlq::kv::MemoryStore{}) {}
 };
+static_assert(dlq::detail::has_stats<KvMemoryFixture::storage_type>::value,
+              "the memory store reads stats at one instant (the contract suite relies on it)");
 
 /// A store with only the four required members: the adapter's fallbacks pass the suite too.
 struct KvMinimalFixture : KvFixtureBase<kvtest::MinimalStore> {
   KvMinimalFixture() : KvFixtureBase(kvtest::MinimalStore{}) {}
 };
+static_assert(!dlq::detail::has_stats<KvMinimalFixture::storage_type>::value,
+              "the minimal store exercises the size()+range() fallback of stats");
 
 #if DLQ_TEST_HAVE_SQLITE
 /// Holds the temporary directory before the store that lives in it.
@@ -53,6 +57,8 @@ struct KvTempDirHolder {
 struct KvSqliteFixture : KvTempDirHolder, KvFixtureBase<dlq::kv::SqliteStore> {
   KvSqliteFixture() : KvFixtureBase(dlq::kv::SqliteStore(dir.file("dlq.db"))) {}
 };
+static_assert(dlq::detail::has_stats<KvSqliteFixture::storage_type>::value,
+              "the SQLite store reads stats at one instant (the contract suite relies on it)");
 
 struct KvSqliteNormalFixture : KvTempDirHolder, KvFixtureBase<dlq::kv::SqliteStore> {
   KvSqliteNormalFixture() : KvFixtureBase(dlq::kv::SqliteStore(dir.file("dlq.db"), options())) {}
@@ -70,4 +76,6 @@ struct KvSqliteNormalFixture : KvTempDirHolder, KvFixtureBase<dlq::kv::SqliteSto
 struct KvRedisFixture : KvFixtureBase<dlq::kv::RedisStore> {
   KvRedisFixture() : KvFixtureBase(kvtest::RedisKv{}.make()) {}
 };
+static_assert(dlq::detail::has_stats<KvRedisFixture::storage_type>::value,
+              "the Redis store reads stats at one instant (the contract suite relies on it)");
 #endif
