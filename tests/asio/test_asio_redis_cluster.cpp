@@ -5,10 +5,7 @@
 // MOVED after it); a send issued while a queue's earlier sends are being redirected waits for
 // them (issue order); a frozen master on a private cluster (typed timeouts for its queues,
 // the other masters and a timer on the loop unaffected).
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <asio/io_context.hpp>
@@ -144,24 +141,6 @@ void check_stored(RawCluster& raw, const std::string& key, const std::vector<std
     REQUIRE(e.id == ids[i]);  // once each, in the order the sends were issued
     REQUIRE(e.payload == stem + std::to_string(i));
   }
-}
-
-// Waits (up to 2 s) until nothing accepts connections on `port` of the local host: a killed
-// node's process is gone, its sockets closed (kill returns before that; a write could reach
-// it while dying and be outcome unknown).
-void wait_refused(int port) {
-  const auto refuses = [port] {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
-    ::close(s);
-    return refused;
-  };
-  for (int i = 0; i < 200 && !refuses(); ++i)
-    std::this_thread::sleep_for(milliseconds(10));
 }
 
 }  // namespace
@@ -533,7 +512,7 @@ TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read a
   const int slot = raw.keyslot(key);
   raw.migrate(slot, ports[1], ports[2]);  // the router's map still says ports[1]
   cluster.kill9(ports[2]);
-  wait_refused(ports[2]);
+  dlq::test::wait_refused(ports[2]);
   // ports[1] answers MOVED to ports[2], which refuses connections.
   int calls = 0;
   std::exception_ptr error;
@@ -606,7 +585,7 @@ TEST_CASE("a map read after a connection failure from a node that knows no slot 
   raw.ok(ports[0], {"FLUSHALL"});
   raw.ok(ports[0], {"CLUSTER", "RESET", "HARD"});
   cluster.kill9(ports[2]);
-  wait_refused(ports[2]);
+  dlq::test::wait_refused(ports[2]);
   bool dead = false;
   for (int i = 0; i < 200 && !dead; ++i) {
     q.async_send_to_dlq(queues[2], "lost", failure("e"),

@@ -5,10 +5,15 @@
 // migrating slots between masters; a private cluster for a test alone (PrivateCluster).
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +21,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dlq/redis/connection.hpp"
@@ -208,5 +214,24 @@ class PrivateCluster {
   std::vector<int> ports_;
 };
 #endif  // DLQ_CLUSTER_SCRIPT
+
+/// Waits (up to 2 s) until nothing accepts connections on `port` of the local host: a killed
+/// node's process is gone, its sockets closed (kill returns before that; a write could reach
+/// it while dying and be outcome unknown). @returns whether the port refuses connections.
+inline bool wait_refused(int port) {
+  const auto refuses = [port] {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
+    ::close(s);
+    return refused;
+  };
+  for (int i = 0; i < 200 && !refuses(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return refuses();
+}
 
 }  // namespace dlq::test

@@ -7,10 +7,7 @@
 // node that answered. A master that went down and whose slot the cluster gave to another
 // master: after a connection failure the router reads the map again and finds the new owner
 // (push through run_shared, and Router::run), never re-sending the failed command.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -240,19 +237,7 @@ TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read a
   const int slot = raw.keyslot(key);
   raw.migrate(slot, ports[1], ports[2]);  // the routers' maps still say ports[1]
   cluster.kill9(ports[2]);
-  const auto refuses = [](int port) {  // the process is gone, its sockets closed
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
-    ::close(s);
-    return refused;
-  };
-  for (int i = 0; i < 200 && !refuses(ports[2]); ++i)
-    std::this_thread::sleep_for(milliseconds(10));
-  REQUIRE(refuses(ports[2]));
+  REQUIRE(test::wait_refused(ports[2]));  // the process is gone, its sockets closed
   const auto push = [&](const std::string& payload) {
     shared.push(Record{moving, "", "", payload});
   };
