@@ -125,3 +125,12 @@ foreach(_compiled OFF ON)
                    --test-command consumer_add_subdirectory)
   set_tests_properties(${_name} PROPERTIES LABELS consumer)
 endforeach()
+
+# Compiled mode without CMake: src/*.cpp and the consumer's unit compiled by hand with the
+# DLQ_COMPILED_* definitions (README "Compiled mode without CMake").
+if(DLQ_HAVE_REDIS)
+  add_test(NAME consumer_no_build_system_compiled
+           COMMAND bash "${CMAKE_CURRENT_LIST_DIR}/no_build_system/run.sh" "${CMAKE_CXX_COMPILER}"
+                   "${PROJECT_SOURCE_DIR}" "${CMAKE_BINARY_DIR}/consumer-no-build-system")
+  set_tests_properties(consumer_no_build_system_compiled PROPERTIES LABELS consumer)
+endif()
