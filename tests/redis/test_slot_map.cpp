@@ -10,6 +10,7 @@
 
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dlq/redis/cluster.hpp"
@@ -79,4 +80,41 @@ TEST_CASE(
   CHECK(dlq::redis::detail::parse_slot_ranges(*negative, "10.0.0.9", bad) != nullptr);
   const redisReply* huge = m.array({m.range(0, 16383, "10.0.0.2", 65536)});
   CHECK(dlq::redis::detail::parse_slot_ranges(*huge, "10.0.0.9", bad) != nullptr);
+}
+
+TEST_CASE("the slots of a master of no address keep their known owner; other ranges are applied",
+          "[redis][cluster]") {
+  using dlq::redis::detail::SlotRange;
+  std::vector<std::pair<std::string, int>> nodes;  // index -> host:port, as a router keeps them
+  auto index = [&](const std::string& host, int port) {
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].first == host && nodes[i].second == port) return static_cast<int>(i);
+    nodes.emplace_back(host, port);
+    return static_cast<int>(nodes.size() - 1);
+  };
+  const std::vector<SlotRange> first{
+      {0, 5460, "a", 7000}, {5461, 10922, "b", 7001}, {10923, 16383, "c", 7002}};
+  const auto known = dlq::redis::detail::slot_owners(first, {}, index);
+  REQUIRE(known.size() == dlq::redis::cluster_slot_count);
+  CHECK(known[0] == 0);
+  CHECK(known[5461] == 1);
+  CHECK(known[16383] == 2);
+  // "a" lost its address; "c"'s slots went to "d" (a failover): both seen in one map.
+  const std::vector<SlotRange> next{
+      {0, 5460, "", 0}, {5461, 10922, "b", 7001}, {10923, 16383, "d", 7003}};
+  const auto owners = dlq::redis::detail::slot_owners(next, known, index);
+  CHECK(owners[0] == 0);  // kept: "a"
+  CHECK(owners[5460] == 0);
+  CHECK(owners[5461] == 1);
+  CHECK(owners[10923] == 3);  // "d", the new master
+  CHECK(owners[16383] == 3);
+  CHECK(nodes.size() == 4);  // no node made of the empty address
+  // Before any map is known, such slots have no owner; slots no range names have none.
+  const auto fresh =
+      dlq::redis::detail::slot_owners({{0, 100, "", 0}, {200, 300, "b", 7001}}, {}, index);
+  CHECK(fresh[0] == -1);
+  CHECK(fresh[100] == -1);
+  CHECK(fresh[150] == -1);
+  CHECK(fresh[200] == 1);
+  CHECK(nodes.size() == 4);
 }

@@ -238,12 +238,9 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
     if (ranges.empty() && mode_ == mode::cluster) return false;  // the map known is kept
     ++stats_.refreshes;
     mode_ = mode::cluster;
-    owner_.assign(redis::cluster_slot_count, -1);
-    for (const auto& g : ranges) {
-      const int n = node_index(g.host, g.port);
-      for (long long s = g.start; s <= g.end; ++s)
-        owner_[static_cast<std::size_t>(s)] = n;
-    }
+    // A master of no address (noaddr) keeps its slots' known owners (slot_owners).
+    owner_ = redis::detail::slot_owners(
+        ranges, owner_, [this](const std::string& h, int port) { return node_index(h, port); });
     return true;
   }
 

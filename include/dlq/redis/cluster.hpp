@@ -159,12 +159,34 @@ inline bool is_redirect(const redisReply& r) {
 }
 
 /// One range of a CLUSTER SLOTS answer: slots [start, end] served by the master host:port.
+/// Port 0 (host ""): a master whose address the answering node does not know (Redis's
+/// noaddr flag: a node that was CLUSTER RESET or restarted and is being met again).
 struct SlotRange {
   long long start = 0;
   long long end = 0;
   std::string host;
   int port = 0;
 };
+
+/// The slot table for a map read as `ranges`: each slot's node index (`node_index(host,
+/// port)`), -1 where no range names one. A range whose master has no address (port 0) keeps
+/// the owners of `known` (the table so far; empty before the first map), else -1: the known
+/// owner is either still right or answers MOVED / fails its connection, which both read the
+/// map again, while -1 would fail every command for those slots at once. Pure: no I/O.
+template <class NodeIndex>
+std::vector<int> slot_owners(const std::vector<SlotRange>& ranges, const std::vector<int>& known,
+                             NodeIndex&& node_index) {
+  std::vector<int> owners(cluster_slot_count, -1);
+  for (const SlotRange& g : ranges) {
+    const bool addressed = g.port != 0;
+    const int n = addressed ? node_index(g.host, g.port) : -1;
+    for (long long s = g.start; s <= g.end; ++s) {
+      const auto i = static_cast<std::size_t>(s);
+      owners[i] = addressed ? n : (i < known.size() ? known[i] : -1);
+    }
+  }
+  return owners;
+}
 
 /// How parse_slot_ranges reads a hiredis reply (another reply type gives its own).
 struct hiredis_reply_access {
@@ -177,9 +199,11 @@ struct hiredis_reply_access {
 };
 
 /// Reads a CLUSTER SLOTS answer — [[start, end, [host, port, id…], replicas…], …] — into
-/// `out` (the masters only). A master with an empty host (or "?") is the node that was
-/// asked: `asked_host`. Returns null, or the element that is not of that form (the reply
-/// itself when it is not an array); `out` is then incomplete. Pure: no I/O, no lock.
+/// `out` (the masters only). A master with an empty host (or "?") and a port is the node
+/// that was asked: `asked_host`. A master with port 0 has no known address (noaddr; see
+/// SlotRange): its range is kept with host "" and port 0. Returns null, or the element that
+/// is not of that form (the reply itself when it is not an array); `out` is then incomplete.
+/// Pure: no I/O, no lock.
 template <class Reply, class Access = hiredis_reply_access>
 const Reply* parse_slot_ranges(const Reply& r, const std::string& asked_host,
                                std::vector<SlotRange>& out) {
@@ -194,14 +218,17 @@ const Reply* parse_slot_ranges(const Reply& r, const std::string& asked_host,
     }
     const Reply& master = Access::at(e, 2);
     std::string host(Access::text(Access::at(master, 0)));
-    // An empty host = "the node you asked" (it does not know its own address).
-    if (host.empty() || host == "?") host = asked_host;
     const long long start = Access::integer(Access::at(e, 0));
     const long long end = Access::integer(Access::at(e, 1));
     const long long port = Access::integer(Access::at(master, 1));
-    if (start < 0 || end >= static_cast<long long>(cluster_slot_count) || start > end ||
-        port <= 0 || port > 65535) {
+    if (start < 0 || end >= static_cast<long long>(cluster_slot_count) || start > end || port < 0 ||
+        port > 65535) {
       return &e;
+    }
+    if (port == 0) {
+      host.clear();  // no address known (noaddr): see slot_owners
+    } else if (host.empty() || host == "?") {
+      host = asked_host;  // "the node you asked" (it does not know its own address)
     }
     out.push_back(SlotRange{start, end, std::move(host), static_cast<int>(port)});
   }
@@ -608,12 +635,10 @@ class Router {
     std::lock_guard<std::mutex> lock(mutex_);
     if (ranges.empty() && !slots_.empty()) return false;
     ++stats_.refreshes;
-    slots_.assign(cluster_slot_count, -1);
-    for (const detail::SlotRange& g : ranges) {
-      const int n = static_cast<int>(node_index_locked(g.host, g.port));
-      for (long long s = g.start; s <= g.end; ++s)
-        slots_[static_cast<std::size_t>(s)] = n;
-    }
+    // A master of no address (noaddr) keeps its slots' known owners (detail::slot_owners).
+    slots_ = detail::slot_owners(ranges, slots_, [this](const std::string& host, int port) {
+      return static_cast<int>(node_index_locked(host, port));
+    });
     return true;
   }
 
