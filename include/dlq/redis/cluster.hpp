@@ -23,7 +23,9 @@
 ///   host does;
 /// - TRYAGAIN (a multi-key command or script during a slot migration) and CLUSTERDOWN:
 ///   re-sent after a back-off of 10 ms doubling to 200 ms, at most 10 times (~1.5 s), then
-///   dlq::reply_error with that code.
+///   dlq::reply_error with that code. After CLUSTERDOWN the map is read again from the seed,
+///   else (its map of no slot, or no answer) from another node, as after a connection
+///   failure: a reset seed kept as its slots' owner answers CLUSTERDOWN for them forever.
 /// A request whose answer was lost (timeout, dropped connection) is never re-sent: the
 /// Connection reports it with outcome_unknown() as without a cluster. A request that failed
 /// on its connection (lost, timed out, not reached: dlq::connection_error, dlq::timeout_error)
@@ -408,14 +410,20 @@ class Router {
             fail("still refused after " + std::to_string(max_retries) + " retries over ~1.5 s");
           }
           count(stats_.retries);
+          const std::string answered = (*lease)->endpoint();
           lease.reset();
           std::this_thread::sleep_for(backoff);
           backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
           if (rd.kind == detail::Redirect::clusterdown) {
+            bool applied = false;
             try {
-              refresh(seed_);
+              auto from_seed = seed_.acquire();
+              applied = read_slots(*from_seed);
             } catch (const dlq::storage_error&) {  // the seed may be the node that is down
             }
+            // Not applied (a reset seed's map of no slot; the seed may be the owner kept for
+            // its slots, answering CLUSTERDOWN for them forever): another node's map.
+            if (!applied) refresh_elsewhere(answered);
           }
           lease.emplace(acquire(key));
           asking = false;
