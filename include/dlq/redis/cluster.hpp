@@ -173,8 +173,10 @@ struct SlotRange {
 /// The slot table for a map read as `ranges`: each slot's node index (`node_index(host,
 /// port)`), -1 where no range names one. A range whose master has no address (port 0) keeps
 /// the owners of `known` (the table so far; empty before the first map), else -1: the known
-/// owner is either still right or answers MOVED / fails its connection, which both read the
-/// map again, while -1 would fail every command for those slots at once. Pure: no I/O.
+/// owner is either still right or answers MOVED / CLUSTERDOWN (a reset node) / fails its
+/// connection, which all read the map again (CLUSTERDOWN and a failure from another node
+/// when the seed's map names no slot), while -1 would fail every command for those slots at
+/// once. Pure: no I/O.
 template <class NodeIndex>
 std::vector<int> slot_owners(const std::vector<SlotRange>& ranges, const std::vector<int>& known,
                              NodeIndex&& node_index) {
