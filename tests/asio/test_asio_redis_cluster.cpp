@@ -698,3 +698,71 @@ TEST_CASE("a map of no slot read after CLUSTERDOWN is not applied",
   CHECK(error.empty());
   CHECK(raw.node(ports[1]).list(key).size() == before + 1);
 }
+
+TEST_CASE("slots kept on a reset seed that answers CLUSTERDOWN are read again from another node",
+          "[asio][redis][cluster][faults]") {
+  // The seed forgets the cluster (CLUSTER RESET HARD) and the others list its slots under a
+  // master of no address (noaddr): the router keeps the seed as their owner. The cluster is
+  // then repaired without the seed (its old id forgotten, its slots given to ports[1]). The
+  // seed answers CLUSTERDOWN for those slots; reading the map again from the seed alone (an
+  // empty map, never applied) would send them to the seed, and fail them, forever.
+  using namespace std::chrono_literals;
+  dlq::test::PrivateCluster cluster;
+  RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = dlq::redis::parse_url(cluster.url());  // the seed: ports[0]
+  options.connect_timeout = 500ms;
+  options.command_timeout = 2000ms;
+  options.reconnect_attempts = 0;
+  const auto layout = dlq::test::unique_layout();
+  asio::io_context io;
+  AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
+  std::vector<std::string> queues;
+  int warm = 0;
+  for (const int port : ports) {  // the map known, a connection to each master
+    queues.push_back(queue_on(raw, q.storage(), port, "q-"));
+    q.async_send_to_dlq(queues.back(), "warm", failure("e"),
+                        [&](std::exception_ptr e, std::string) { warm += e ? 0 : 1; });
+  }
+  io.run();
+  io.restart();
+  REQUIRE(warm == 3);
+  const std::string key = q.storage().key(queues[0]);
+  REQUIRE(raw.keyslot(key) <= 5460);  // redis_cluster.sh: the seed serves 0-5460
+  const std::string seed_id = raw.id(ports[0]);
+  raw.ok(ports[0], {"FLUSHALL"});
+  raw.ok(ports[0], {"CLUSTER", "RESET", "HARD"});
+  const auto noaddr = [&] {
+    const auto r = raw.node(ports[1]).cmd({"CLUSTER", "NODES"});
+    return std::string(r->str, r->len).find("noaddr") != std::string::npos;
+  };
+  for (int i = 0; i < 500 && !noaddr(); ++i)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(noaddr());
+  // The seed stays the known owner of its slots (the first map; since e713354 a map read now
+  // keeps it too: ports[1] lists them under the master of no address). The cluster repaired:
+  raw.ok(ports[1], {"CLUSTER", "FORGET", seed_id});
+  raw.ok(ports[2], {"CLUSTER", "FORGET", seed_id});
+  raw.ok(ports[1], {"CLUSTER", "ADDSLOTSRANGE", "0", "5460"});
+  const auto ok = [&](int port) {
+    const auto r = raw.node(port).cmd({"CLUSTER", "INFO"});
+    return std::string(r->str, r->len).find("cluster_state:ok") != std::string::npos;
+  };
+  for (int i = 0; i < 1000 && !(ok(ports[1]) && ok(ports[2])); ++i)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(ok(ports[1]));
+  REQUIRE(ok(ports[2]));
+  std::string error;
+  q.async_send_to_dlq(queues[0], "after", failure("e"), [&](std::exception_ptr e, std::string) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      error = x.what();
+    }
+  });
+  io.run();
+  INFO(error);
+  CHECK(error.empty());
+  CHECK(raw.node(ports[1]).list(key).size() == 1);
+}

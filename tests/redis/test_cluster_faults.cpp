@@ -409,3 +409,60 @@ TEST_CASE("a map of no slot read after CLUSTERDOWN is not applied", "[redis][clu
   CHECK(error.empty());
   CHECK(raw.node(ports[1]).list(key).size() == before + 1);
 }
+
+TEST_CASE("slots kept on a reset seed that answers CLUSTERDOWN are read again from another node",
+          "[redis][cluster][faults]") {
+  // The seed forgets the cluster (CLUSTER RESET HARD) and the others list its slots under a
+  // master of no address (noaddr). The seed stays the known owner of its slots (the first
+  // map; since e713354 a map read then keeps it too). The cluster is then repaired without
+  // the seed (its old id forgotten, its slots given to ports[1]). The seed answers
+  // CLUSTERDOWN for those slots; reading the map again from the seed alone (an empty map,
+  // never applied) would send them to the seed, and fail them, forever.
+  PrivateCluster cluster;
+  test::RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  auto options = redis::parse_url(cluster.url());  // the seed: ports[0]
+  options.connect_timeout = milliseconds(500);
+  options.command_timeout = milliseconds(2000);
+  options.reconnect_attempts = 0;
+  const auto layout = test::unique_layout();
+  RedisListStorage s(options, layout);
+  std::vector<std::string> queues;
+  for (const int port : ports) {
+    queues.push_back(queue_on(raw, s, port, "q-"));
+    s.push(Record{queues.back(), "", "", "warm"});
+  }
+  REQUIRE(s.router().pools() == 3);
+  const std::string key = s.key(queues[0], ListKind::dead);
+  REQUIRE(raw.keyslot(key) <= 5460);  // redis_cluster.sh: the seed serves 0-5460
+  const std::string seed_id = raw.id(ports[0]);
+  raw.ok(ports[0], {"FLUSHALL"});
+  raw.ok(ports[0], {"CLUSTER", "RESET", "HARD"});
+  const auto noaddr = [&] {
+    const auto r = raw.node(ports[1]).cmd({"CLUSTER", "NODES"});
+    return std::string(r->str, r->len).find("noaddr") != std::string::npos;
+  };
+  for (int i = 0; i < 500 && !noaddr(); ++i)
+    std::this_thread::sleep_for(milliseconds(10));
+  REQUIRE(noaddr());
+  raw.ok(ports[1], {"CLUSTER", "FORGET", seed_id});
+  raw.ok(ports[2], {"CLUSTER", "FORGET", seed_id});
+  raw.ok(ports[1], {"CLUSTER", "ADDSLOTSRANGE", "0", "5460"});
+  const auto ok = [&](int port) {
+    const auto r = raw.node(port).cmd({"CLUSTER", "INFO"});
+    return std::string(r->str, r->len).find("cluster_state:ok") != std::string::npos;
+  };
+  for (int i = 0; i < 1000 && !(ok(ports[1]) && ok(ports[2])); ++i)
+    std::this_thread::sleep_for(milliseconds(10));
+  REQUIRE(ok(ports[1]));
+  REQUIRE(ok(ports[2]));
+  std::string error;
+  try {
+    s.push(Record{queues[0], "", "", "after"});
+  } catch (const storage_error& e) {
+    error = e.what();
+  }
+  INFO(error);
+  CHECK(error.empty());
+  CHECK(raw.node(ports[1]).list(key).size() == 1);
+}

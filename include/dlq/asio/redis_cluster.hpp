@@ -21,10 +21,11 @@
 ///   read again from that node (one CLUSTER SLOTS at a time), and the command is re-sent
 ///   there, at most 5 times; ASK — re-sent to the named node preceded by ASKING, once (an
 ///   ASK from that node fails); TRYAGAIN and CLUSTERDOWN — re-sent after 10 ms doubling to
-///   200 ms, at most 10 times. A MOVED or ASK naming no host (":<port>", or "?:<port>") means
-///   the host of the node that answered. Past a bound the command completes with dlq::reply_error
-///   (code MOVED, ASK, TRYAGAIN or CLUSTERDOWN; not outcome unknown). The back-off is a
-///   timer on the executor: the loop never blocks.
+///   200 ms, at most 10 times (after CLUSTERDOWN the map is read again from the seed, else —
+///   its map of no slot — from another connected node). A MOVED or ASK naming no host (":<port>",
+///   or "?:<port>") means the host of the node that answered. Past a bound the command completes
+///   with dlq::reply_error (code MOVED, ASK, TRYAGAIN or CLUSTERDOWN; not outcome unknown). The
+///   back-off is a timer on the executor: the loop never blocks.
 /// - A command whose connection was lost, or that timed out, is never re-sent (the
 ///   connection reports it, outcome_unknown() for a write), as without a cluster; the map is
 ///   then read again from another node (the seed, else one connected), so a master that went
@@ -370,7 +371,9 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
                       " retries over ~1.5 s");
         ++stats_.retries;
         blocked_[s] = true;
-        if (rd.kind == redis::detail::Redirect::clusterdown) refresh(0);
+        // The map read again: the seed, else (its map of no slot: a reset seed, which may be
+        // the owner kept for its slots and answer CLUSTERDOWN for them forever) another node.
+        if (rd.kind == redis::detail::Redirect::clusterdown) refresh(0, from);
         const auto wait = std::chrono::milliseconds(std::min(200, 10 << (c->retries - 1)));
         auto timer = std::make_shared<::asio::steady_timer>(executor_, wait);
         timer->async_wait(
@@ -413,8 +416,9 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
   }
 
   // Reads the map again from node `n` (one CLUSTER SLOTS at a time). `failed` >= 0: a read
-  // after a connection failure to that node (refresh_elsewhere) — a map of no slot, or one
-  // not read, is passed by and the next source asked.
+  // after a connection failure to that node (refresh_elsewhere), or after its CLUSTERDOWN —
+  // a map of no slot, or one not read, is passed by and the next source (not `failed`)
+  // asked.
   void refresh(int n, int failed = -1) {
     if (refreshing_ || closed_) return;
     refreshing_ = true;

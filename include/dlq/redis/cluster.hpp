@@ -23,7 +23,9 @@
 ///   host does;
 /// - TRYAGAIN (a multi-key command or script during a slot migration) and CLUSTERDOWN:
 ///   re-sent after a back-off of 10 ms doubling to 200 ms, at most 10 times (~1.5 s), then
-///   dlq::reply_error with that code.
+///   dlq::reply_error with that code. After CLUSTERDOWN the map is read again from the seed,
+///   else (its map of no slot, or no answer) from another node, as after a connection
+///   failure: a reset seed kept as its slots' owner answers CLUSTERDOWN for them forever.
 /// A request whose answer was lost (timeout, dropped connection) is never re-sent: the
 /// Connection reports it with outcome_unknown() as without a cluster. A request that failed
 /// on its connection (lost, timed out, not reached: dlq::connection_error, dlq::timeout_error)
@@ -171,8 +173,10 @@ struct SlotRange {
 /// The slot table for a map read as `ranges`: each slot's node index (`node_index(host,
 /// port)`), -1 where no range names one. A range whose master has no address (port 0) keeps
 /// the owners of `known` (the table so far; empty before the first map), else -1: the known
-/// owner is either still right or answers MOVED / fails its connection, which both read the
-/// map again, while -1 would fail every command for those slots at once. Pure: no I/O.
+/// owner is either still right or answers MOVED / CLUSTERDOWN (a reset node) / fails its
+/// connection, which all read the map again (CLUSTERDOWN and a failure from another node
+/// when the seed's map names no slot), while -1 would fail every command for those slots at
+/// once. Pure: no I/O.
 template <class NodeIndex>
 std::vector<int> slot_owners(const std::vector<SlotRange>& ranges, const std::vector<int>& known,
                              NodeIndex&& node_index) {
@@ -408,14 +412,20 @@ class Router {
             fail("still refused after " + std::to_string(max_retries) + " retries over ~1.5 s");
           }
           count(stats_.retries);
+          const std::string answered = (*lease)->endpoint();
           lease.reset();
           std::this_thread::sleep_for(backoff);
           backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
           if (rd.kind == detail::Redirect::clusterdown) {
+            bool applied = false;
             try {
-              refresh(seed_);
+              auto from_seed = seed_.acquire();
+              applied = read_slots(*from_seed);
             } catch (const dlq::storage_error&) {  // the seed may be the node that is down
             }
+            // Not applied (a reset seed's map of no slot; the seed may be the owner kept for
+            // its slots, answering CLUSTERDOWN for them forever): another node's map.
+            if (!applied) refresh_elsewhere(answered);
           }
           lease.emplace(acquire(key));
           asking = false;
