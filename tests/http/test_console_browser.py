@@ -29,6 +29,7 @@ import uuid
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -54,6 +55,19 @@ def browser():
               "--window-size=1440,900", "--disable-extensions", "--no-first-run"):
         o.add_argument(a)
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+
+
+def click_queue(d, name, tries=20):
+    """Clicks the queue list's item for `name`. The list is re-rendered by the page's poll
+    and by refresh, so an item found a moment ago can be stale by the click: find it again."""
+    for i in range(tries):
+        try:
+            d.find_element(By.CSS_SELECTOR, f'.queue-item[data-queue="{name}"]').click()
+            return
+        except StaleElementReferenceException:
+            if i == tries - 1:
+                raise
+            time.sleep(0.05)
 
 
 def wait(d, cond, what, timeout=20):
@@ -124,7 +138,7 @@ def main():
         row = d.find_element(By.CSS_SELECTOR, f'#overview tr[data-queue="{paced}"]').text
         check("2,000" in row and "console-paced" in row, "overview: depth per queue", row)
         d.save_screenshot(os.path.splitext(args.screenshot)[0] + "-overview.png")
-        d.find_element(By.CSS_SELECTOR, f'.queue-item[data-queue="{web}"]').click()
+        click_queue(d, web)
         wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 46, "46 rows shown")
         check(d.find_element(By.ID, "stat-dead").text == "46", "stat card: depth", d.find_element(By.ID, "stat-dead").text)
 
@@ -172,7 +186,7 @@ def main():
         d.save_screenshot(args.screenshot)
 
         # a paced replay cancelled from the page
-        d.find_element(By.CSS_SELECTOR, f'.queue-item[data-queue="{paced}"]').click()
+        click_queue(d, paced)
         wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 50, "paced queue shown")
         d.find_element(By.ID, "btn-replay-filter").click()
         wait(d, lambda: d.find_element(By.ID, "modal").is_displayed(), "replay-all confirmation")
@@ -196,7 +210,7 @@ def main():
         # delete everything matching a filter: a dry run counts first, the dialog says how many
         emails = "console-emails"
         r.rpush(dead_key(emails), raw_envelope(emails, '{"mail":"keep"}', "quota exceeded", worker="mailer"))
-        d.find_element(By.CSS_SELECTOR, f'.queue-item[data-queue="{emails}"]').click()
+        click_queue(d, emails)
         wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 8, "emails shown")
         d.find_element(By.ID, "f-error").send_keys("smtp 550")
         d.find_element(By.ID, "apply-filter").click()
@@ -219,7 +233,7 @@ def main():
     try:
         d.get(srv.url)
         wait(d, lambda: d.find_element(By.ID, "readonly-badge").is_displayed(), "read-only badge shown")
-        d.find_element(By.CSS_SELECTOR, f'.queue-item[data-queue="{web}"]').click()
+        click_queue(d, web)
         wait(d, lambda: len(d.find_elements(By.CSS_SELECTOR, "#entries tbody tr")) == 16, "read-only: rows shown")
         for b in ("btn-replay-selected", "btn-delete-selected", "btn-replay-filter", "btn-purge", "btn-recover"):
             check(not d.find_element(By.ID, b).is_displayed(), f"read-only: {b} hidden")
