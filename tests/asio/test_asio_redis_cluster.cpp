@@ -493,10 +493,7 @@ TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read a
   dlq::test::PrivateCluster cluster;
   RawCluster raw(cluster.ports());
   const auto& ports = cluster.ports();
-  auto options = dlq::redis::parse_url(cluster.url());
-  options.connect_timeout = 500ms;
-  options.command_timeout = 2000ms;
-  options.reconnect_attempts = 0;
+  const auto options = dlq::test::fault_options(cluster.url());
   const auto layout = dlq::test::unique_layout();
   asio::io_context io;
   AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
@@ -563,10 +560,7 @@ TEST_CASE("a map read after a connection failure from a node that knows no slot 
   dlq::test::PrivateCluster cluster;
   RawCluster raw(cluster.ports());
   const auto& ports = cluster.ports();
-  auto options = dlq::redis::parse_url(cluster.url());  // the seed: ports[0]
-  options.connect_timeout = 500ms;
-  options.command_timeout = 2000ms;
-  options.reconnect_attempts = 0;
+  const auto options = dlq::test::fault_options(cluster.url());  // the seed: ports[0]
   const auto layout = dlq::test::unique_layout();
   asio::io_context io;
   AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
@@ -626,10 +620,7 @@ TEST_CASE("a map of no slot read after CLUSTERDOWN is not applied",
   dlq::test::PrivateCluster cluster;
   RawCluster raw(cluster.ports());
   const auto& ports = cluster.ports();
-  auto options = dlq::redis::parse_url(cluster.url());  // the seed: ports[0]
-  options.connect_timeout = 500ms;
-  options.command_timeout = 2000ms;
-  options.reconnect_attempts = 0;
+  const auto options = dlq::test::fault_options(cluster.url());  // the seed: ports[0]
   const auto layout = dlq::test::unique_layout();
   asio::io_context io;
   AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
@@ -644,10 +635,7 @@ TEST_CASE("a map of no slot read after CLUSTERDOWN is not applied",
   io.restart();
   REQUIRE(warm == 3);
   const auto state = [&](int port) {
-    const auto r = raw.node(port).cmd({"CLUSTER", "INFO"});
-    return std::string(r->str, r->len).find("cluster_state:ok") != std::string::npos
-               ? std::string("ok")
-               : std::string("fail");
+    return raw.state_ok(port) ? std::string("ok") : std::string("fail");
   };
   const auto wait_state = [&](const std::string& want) {
     for (int i = 0; i < 1000; ++i) {
@@ -710,10 +698,7 @@ TEST_CASE("slots kept on a reset seed that answers CLUSTERDOWN are read again fr
   dlq::test::PrivateCluster cluster;
   RawCluster raw(cluster.ports());
   const auto& ports = cluster.ports();
-  auto options = dlq::redis::parse_url(cluster.url());  // the seed: ports[0]
-  options.connect_timeout = 500ms;
-  options.command_timeout = 2000ms;
-  options.reconnect_attempts = 0;
+  const auto options = dlq::test::fault_options(cluster.url());  // the seed: ports[0]
   const auto layout = dlq::test::unique_layout();
   asio::io_context io;
   AsyncQueue q(io.get_executor(), dlq::asio::RedisListStorage(io.get_executor(), options, layout));
@@ -732,26 +717,15 @@ TEST_CASE("slots kept on a reset seed that answers CLUSTERDOWN are read again fr
   const std::string seed_id = raw.id(ports[0]);
   raw.ok(ports[0], {"FLUSHALL"});
   raw.ok(ports[0], {"CLUSTER", "RESET", "HARD"});
-  const auto noaddr = [&] {
-    const auto r = raw.node(ports[1]).cmd({"CLUSTER", "NODES"});
-    return std::string(r->str, r->len).find("noaddr") != std::string::npos;
-  };
-  for (int i = 0; i < 500 && !noaddr(); ++i)
-    std::this_thread::sleep_for(10ms);
-  REQUIRE(noaddr());
+  REQUIRE(dlq::test::wait_for([&] { return raw.lists_flag(ports[1], "noaddr"); }, 500));
   // The seed stays the known owner of its slots (the first map; since e713354 a map read now
   // keeps it too: ports[1] lists them under the master of no address). The cluster repaired:
   raw.ok(ports[1], {"CLUSTER", "FORGET", seed_id});
   raw.ok(ports[2], {"CLUSTER", "FORGET", seed_id});
   raw.ok(ports[1], {"CLUSTER", "ADDSLOTSRANGE", "0", "5460"});
-  const auto ok = [&](int port) {
-    const auto r = raw.node(port).cmd({"CLUSTER", "INFO"});
-    return std::string(r->str, r->len).find("cluster_state:ok") != std::string::npos;
-  };
-  for (int i = 0; i < 1000 && !(ok(ports[1]) && ok(ports[2])); ++i)
-    std::this_thread::sleep_for(10ms);
-  REQUIRE(ok(ports[1]));
-  REQUIRE(ok(ports[2]));
+  dlq::test::wait_for([&] { return raw.state_ok(ports[1]) && raw.state_ok(ports[2]); }, 1000);
+  REQUIRE(raw.state_ok(ports[1]));
+  REQUIRE(raw.state_ok(ports[2]));
   std::string error;
   q.async_send_to_dlq(queues[0], "after", failure("e"), [&](std::exception_ptr e, std::string) {
     if (!e) return;

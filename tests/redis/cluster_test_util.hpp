@@ -111,6 +111,17 @@ class RawCluster {
     redis::Reply r = node(port).cmd({"CLUSTER", "MYID"});
     return std::string(r->str, r->len);
   }
+  /// Whether CLUSTER INFO on `port` says cluster_state:ok.
+  bool state_ok(int port) {
+    redis::Reply r = node(port).cmd({"CLUSTER", "INFO"});
+    return std::string(r->str, r->len).find("cluster_state:ok") != std::string::npos;
+  }
+  /// Whether CLUSTER NODES on `port` lists a node with `flag` (e.g. "noaddr": a master whose
+  /// address that node no longer knows).
+  bool lists_flag(int port, const std::string& flag) {
+    redis::Reply r = node(port).cmd({"CLUSTER", "NODES"});
+    return std::string(r->str, r->len).find(flag) != std::string::npos;
+  }
   /// Expects +OK.
   void ok(int port, const std::vector<std::string>& args) {
     redis::Reply r = node(port).cmd(args);
@@ -214,6 +225,24 @@ class PrivateCluster {
   std::vector<int> ports_;
 };
 #endif  // DLQ_CLUSTER_SCRIPT
+
+/// The options of the fault tests on a PrivateCluster at `url`: a connection that cannot be
+/// made fails within 500 ms, once (no reconnection attempts); a command may take 2 s.
+inline redis::ConnectionOptions fault_options(const std::string& url) {
+  auto o = redis::parse_url(url);
+  o.connect_timeout = std::chrono::milliseconds(500);
+  o.command_timeout = std::chrono::milliseconds(2000);
+  o.reconnect_attempts = 0;
+  return o;
+}
+
+/// Polls `ready` every 10 ms, at most `tries` times. @returns its last answer.
+template <class Ready>
+bool wait_for(Ready ready, int tries) {
+  for (int i = 0; i < tries && !ready(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return ready();
+}
 
 /// Waits (up to 2 s) until nothing accepts connections on `port` of the local host: a killed
 /// node's process is gone, its sockets closed (kill returns before that; a write could reach

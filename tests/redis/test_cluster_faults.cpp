@@ -218,10 +218,7 @@ TEST_CASE("MOVED to a master that cannot be reached: typed, once; the map read a
   PrivateCluster cluster;
   test::RawCluster raw(cluster.ports());
   const auto& ports = cluster.ports();
-  auto options = redis::parse_url(cluster.url());
-  options.connect_timeout = milliseconds(500);
-  options.command_timeout = milliseconds(2000);
-  options.reconnect_attempts = 0;
+  const auto options = test::fault_options(cluster.url());
   const auto layout = test::unique_layout();
   RedisListStorage shared(options, layout);  // push: run_shared
   RedisListStorage piped(options, layout);   // router().run
@@ -302,10 +299,7 @@ TEST_CASE("a map read after a connection failure from a node that knows no slot 
   PrivateCluster cluster;
   test::RawCluster raw(cluster.ports());
   const auto& ports = cluster.ports();
-  auto options = redis::parse_url(cluster.url());  // the seed: ports[0]
-  options.connect_timeout = milliseconds(500);
-  options.command_timeout = milliseconds(2000);
-  options.reconnect_attempts = 0;
+  const auto options = test::fault_options(cluster.url());  // the seed: ports[0]
   const auto layout = test::unique_layout();
   RedisListStorage s(options, layout);
   std::vector<std::string> queues;
@@ -349,10 +343,7 @@ TEST_CASE("a map of no slot read after CLUSTERDOWN is not applied", "[redis][clu
   PrivateCluster cluster;
   test::RawCluster raw(cluster.ports());
   const auto& ports = cluster.ports();
-  auto options = redis::parse_url(cluster.url());  // the seed: ports[0]
-  options.connect_timeout = milliseconds(500);
-  options.command_timeout = milliseconds(2000);
-  options.reconnect_attempts = 0;
+  const auto options = test::fault_options(cluster.url());  // the seed: ports[0]
   const auto layout = test::unique_layout();
   RedisListStorage s(options, layout);
   std::vector<std::string> queues;
@@ -362,10 +353,7 @@ TEST_CASE("a map of no slot read after CLUSTERDOWN is not applied", "[redis][clu
   }
   REQUIRE(s.router().pools() == 3);
   const auto state = [&](int port) {
-    const auto r = raw.node(port).cmd({"CLUSTER", "INFO"});
-    const std::string text(r->str, r->len);
-    return text.find("cluster_state:ok") != std::string::npos ? std::string("ok")
-                                                              : std::string("fail");
+    return raw.state_ok(port) ? std::string("ok") : std::string("fail");
   };
   const auto wait_state = [&](const std::string& want) {
     for (int i = 0; i < 1000; ++i) {
@@ -421,10 +409,7 @@ TEST_CASE("slots kept on a reset seed that answers CLUSTERDOWN are read again fr
   PrivateCluster cluster;
   test::RawCluster raw(cluster.ports());
   const auto& ports = cluster.ports();
-  auto options = redis::parse_url(cluster.url());  // the seed: ports[0]
-  options.connect_timeout = milliseconds(500);
-  options.command_timeout = milliseconds(2000);
-  options.reconnect_attempts = 0;
+  const auto options = test::fault_options(cluster.url());  // the seed: ports[0]
   const auto layout = test::unique_layout();
   RedisListStorage s(options, layout);
   std::vector<std::string> queues;
@@ -438,24 +423,13 @@ TEST_CASE("slots kept on a reset seed that answers CLUSTERDOWN are read again fr
   const std::string seed_id = raw.id(ports[0]);
   raw.ok(ports[0], {"FLUSHALL"});
   raw.ok(ports[0], {"CLUSTER", "RESET", "HARD"});
-  const auto noaddr = [&] {
-    const auto r = raw.node(ports[1]).cmd({"CLUSTER", "NODES"});
-    return std::string(r->str, r->len).find("noaddr") != std::string::npos;
-  };
-  for (int i = 0; i < 500 && !noaddr(); ++i)
-    std::this_thread::sleep_for(milliseconds(10));
-  REQUIRE(noaddr());
+  REQUIRE(test::wait_for([&] { return raw.lists_flag(ports[1], "noaddr"); }, 500));
   raw.ok(ports[1], {"CLUSTER", "FORGET", seed_id});
   raw.ok(ports[2], {"CLUSTER", "FORGET", seed_id});
   raw.ok(ports[1], {"CLUSTER", "ADDSLOTSRANGE", "0", "5460"});
-  const auto ok = [&](int port) {
-    const auto r = raw.node(port).cmd({"CLUSTER", "INFO"});
-    return std::string(r->str, r->len).find("cluster_state:ok") != std::string::npos;
-  };
-  for (int i = 0; i < 1000 && !(ok(ports[1]) && ok(ports[2])); ++i)
-    std::this_thread::sleep_for(milliseconds(10));
-  REQUIRE(ok(ports[1]));
-  REQUIRE(ok(ports[2]));
+  test::wait_for([&] { return raw.state_ok(ports[1]) && raw.state_ok(ports[2]); }, 1000);
+  REQUIRE(raw.state_ok(ports[1]));
+  REQUIRE(raw.state_ok(ports[2]));
   std::string error;
   try {
     s.push(Record{queues[0], "", "", "after"});
