@@ -416,17 +416,11 @@ class Router {
           lease.reset();
           std::this_thread::sleep_for(backoff);
           backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
-          if (rd.kind == detail::Redirect::clusterdown) {
-            bool applied = false;
-            try {
-              auto from_seed = seed_.acquire();
-              applied = read_slots(*from_seed);
-            } catch (const dlq::storage_error&) {  // the seed may be the node that is down
-            }
-            // Not applied (a reset seed's map of no slot; the seed may be the owner kept for
-            // its slots, answering CLUSTERDOWN for them forever): another node's map.
-            if (!applied) refresh_elsewhere(answered);
-          }
+          // The map read again as after a connection failure: the seed, else (its map of no
+          // slot: a reset seed, which may be the owner kept for its slots and answer
+          // CLUSTERDOWN for them forever; or no answer) another node, never the one that
+          // answered. The seed is read once (it used to be read here, then again there).
+          if (rd.kind == detail::Redirect::clusterdown) refresh_elsewhere(answered);
           lease.emplace(acquire(key));
           asking = false;
           break;
