@@ -19,11 +19,20 @@
 
 namespace dlq::test {
 
+// How many of the entries still to replay a kill point never falls in: two of the fast path's
+// largest steps (8 batches of 1000). The child's move count is seen at the end of a step, up
+// to one step past the kill point, and the child has sent its next step by the time the
+// kill lands — a script the server completes anyway. With one step of margin (8000) the last
+// step was often already sent: 7 of 20 kills landed mid-replay in a CI run (gcc-17, quiet
+// machine), where the check wants 10.
+inline constexpr long long replay_kill_margin = 16000;
+// Tests refill their dead-letter list below this, so that kill points have room.
+inline constexpr long long replay_kill_refill_below = replay_kill_margin + 8000;
+
 // Spawns the replayer and kills it with SIGKILL at a random point of its replay: once it has
 // moved a random number of the `left` entries still to replay (uniform over all but the last
-// 8000: the fast path's steps grow to 8 batches, and a kill after the last one finds the
-// replay done), and then 0-2 ms later (anywhere in a step). Kill points count moves, not time
-// since the spawn: a child built with sanitizers spends a varying part of a short run starting
+// replay_kill_margin), and then 0-2 ms later (anywhere in a step). Kill points count moves, not
+// time since the spawn: a child built with sanitizers spends a varying part of a short run starting
 // up, and a run's speed varies with the machine's load, so kills timed from the spawn (as the
 // SIGKILL tests did before) could land mostly before the first move or after the last — and
 // their "kills landed mid-replay" check failed with nothing wrong. `source` is the list the
@@ -33,8 +42,8 @@ namespace dlq::test {
 inline void kill_mid_replay(const std::vector<std::string>& child, RawClient& raw,
                             const std::string& source, long long left, std::mt19937& rng) {
   const long long before = raw.integer({"LLEN", source});
-  const long long moved =
-      std::uniform_int_distribution<long long>(1, std::max<long long>(left - 8000, 1))(rng);
+  const long long moved = std::uniform_int_distribution<long long>(
+      1, std::max<long long>(left - replay_kill_margin, 1))(rng);
   const pid_t pid = spawn_process(child);
   REQUIRE(pid > 0);
   int status = 0;

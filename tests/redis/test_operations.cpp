@@ -86,7 +86,7 @@ TEST_CASE("an edited replay killed with SIGKILL leaves each entry original or ed
   std::mt19937 rng(std::random_device{}());
   int partial = 0;
   for (int round = 0; round < 20; ++round) {
-    if (raw.integer({"LLEN", dead}) < 10000) refill();
+    if (raw.integer({"LLEN", dead}) < dlq::test::replay_kill_refill_below) refill();
     dlq::test::kill_mid_replay(child, raw, source, raw.integer({"LLEN", dead}), rng);
     CHECK(dlq.recover("orders") == 0);
     const auto in_source = raw.list(source);

@@ -91,7 +91,7 @@ TEST_CASE("a replayer killed with SIGKILL at random points loses and doubles not
   std::mt19937 rng(std::random_device{}());
   int partial = 0;
   for (int round = 0; round < 20; ++round) {
-    if (raw.integer({"LLEN", dead}) < 10000) refill();
+    if (raw.integer({"LLEN", dead}) < dlq::test::replay_kill_refill_below) refill();
     dlq::test::kill_mid_replay(child, raw, source, raw.integer({"LLEN", dead}), rng);
     const std::size_t fixed = dlq.recover("orders");
     CHECK(fixed == 0);  // compare-and-move leaves nothing to repair
@@ -176,7 +176,7 @@ TEST_CASE("a fast-path replayer killed with SIGKILL at random points loses and d
   std::mt19937 rng(std::random_device{}());
   int partial = 0;
   for (int round = 0; round < 20; ++round) {
-    if (raw.integer({"LLEN", dead}) < 10000) refill();
+    if (raw.integer({"LLEN", dead}) < dlq::test::replay_kill_refill_below) refill();
     dlq::test::kill_mid_replay(child, raw, source, raw.integer({"LLEN", dead}), rng);
     CHECK(dlq.recover("orders") == 0);  // no tombstone: nothing to recover
     CHECK(storage.size("orders", ListKind::corrupt) == 0);
