@@ -167,8 +167,8 @@ DLQ_INLINE StepResult MemoryStorage::replay_step(std::string_view queue, replay_
     find_place(l->dead, cursor);
     // Numbers ascend along the list: the snapshot's items at the cursor end where the first
     // item numbered past the bound is.
-    const auto from = l->numbers.begin() + static_cast<std::ptrdiff_t>(
-                                               std::min(cursor.offset, l->numbers.size()));
+    const auto from = l->numbers.begin() +
+                      static_cast<std::ptrdiff_t>(std::min(cursor.offset, l->numbers.size()));
     const auto end = std::upper_bound(from, l->numbers.end(), cursor.last);
     const auto n = std::min(max_items, static_cast<std::size_t>(end - from));
     window = slice(l->dead, cursor.offset, n);
