@@ -435,3 +435,65 @@ TEMPLATE_TEST_CASE("churn under load: removals and new failures while runs go on
       CHECK(left.count(id) == 1);
   }
 }
+
+TEMPLATE_TEST_CASE("evictions by max_length and a purge during a run leave the new entries",
+                   "[contract][snapshot]", DLQ_CONTRACT_FIXTURES) {
+  // Another client's sends evict the oldest entries (Retention::max_length, evict_oldest) or
+  // it purges the queue, while a replay-all or a discard runs; then new failures arrive.
+  for (bool purge : {false, true}) {
+    for (bool discard : {false, true}) {
+      INFO((purge ? "purge" : "evictions") << ", " << (discard ? "discard" : "replay-all"));
+      TestType fx;
+      dlq::Options options;
+      options.replay_batch_items = 4;
+      std::function<void()> after_first_batch;
+      // Between batches, outside any storage lock (KeyValueStorage holds one while it decides).
+      options.on_event = [&](const dlq::Event& e) {
+        if (e.kind == dlq::EventKind::discarded && after_first_batch) after_first_batch();
+      };
+      contract::queue_of<TestType> q(fx.storage(), options);
+      dlq::Options capped;
+      capped.retention.max_length = 60;
+      contract::queue_of<TestType> other(fx.storage(), capped);
+      std::vector<std::string> old_ids;
+      for (int i = 0; i < 50; ++i)
+        old_ids.push_back(
+            q.send_to_dlq("orders", "old:" + std::to_string(i), contract::failure("e")));
+      std::vector<std::string> new_ids;
+      std::size_t acted_before = 0;
+      bool interfered = false;
+      auto interfere = [&](std::size_t acted_so_far) {
+        if (interfered) return;
+        interfered = true;
+        acted_before = acted_so_far;
+        if (purge) other.purge("orders");
+        for (int k = 0; k < 30; ++k)
+          new_ids.push_back(
+              other.send_to_dlq("orders", "new:" + std::to_string(k), contract::failure("e")));
+        other.trim("orders");  // a store that evicts after the push: now at the limit
+      };
+      std::vector<std::string> acted;
+      if (discard) {
+        after_first_batch = [&] { interfere(16); };  // the first batch holds 16
+        acted = q.discard("orders", dlq::DiscardOptions{}).discarded_ids;
+      } else {
+        dlq::ReplayOptions o;
+        o.record_ids = true;
+        o.on_progress = [&](const dlq::ReplayProgress& p) { interfere(p.replayed); };
+        acted = q.replay("orders", o).replayed_ids;
+      }
+      REQUIRE(interfered);
+      // The evictions took the oldest entries left down to 60 with the 30 new ones; a purge
+      // took all.
+      const std::size_t survivors =
+          purge ? 0 : std::min<std::size_t>(old_ids.size() - acted_before, 30);
+      CHECK(acted.size() == acted_before + survivors);
+      for (std::size_t i = 0; i < acted.size(); ++i)
+        CHECK(std::find(old_ids.begin(), old_ids.end(), acted[i]) != old_ids.end());
+      std::vector<std::string> left;
+      for (const auto& e : q.peek("orders", 0, 1000))
+        left.push_back(e.id);
+      CHECK(left == new_ids);
+    }
+  }
+}
