@@ -579,11 +579,6 @@ DLQ_REDIS_INLINE RedisListStorage::Applied RedisListStorage::apply(const StepTar
   call.items = &plan.items;
   call.run = cursor.run();
   call.payloads = &plan.payloads;
-  // A run with a snapshot bound reads ahead with the read script (clipped to the bound), by
-  // its SHA1 when this storage loaded it (replay_snapshot does); else no read-ahead.
-  const std::string read_sha =
-      cursor.run().empty() ? std::string() : shared_->snapshot_read_script.cached_sha();
-  const bool read_ahead = cursor.run().empty() || !read_sha.empty();
   // Callers grow their batches (the front end by x4 a step), so read up to 4x this step's
   // size ahead — but when the byte budget ended this step, the next one will end near the
   // same count: read a quarter more rather than items that would be read again.
@@ -596,18 +591,23 @@ DLQ_REDIS_INLINE RedisListStorage::Applied RedisListStorage::apply(const StepTar
     cmds.back().label(label);
     // The next window, from the last kept item if the replay keeps items at the head (the
     // next step checks that it is still there).
-    if (!read_ahead) {
-      cmds.emplace_back("PING");
-    } else if (cursor.run().empty()) {
+    const std::size_t first = anchored ? to - 1 : to;
+    if (cursor.run().empty()) {
       redis::Command next("LRANGE");
-      next.arg(std::string_view(target.dead)).arg(anchored ? to - 1 : to).arg(to + ahead - 1);
+      next.arg(std::string_view(target.dead)).arg(first).arg(to + ahead - 1);
       cmds.push_back(std::move(next));
     } else {
-      redis::Command next("EVALSHA");
-      next.arg(std::string_view(read_sha)).arg(2).arg(std::string_view(target.dead));
-      next.arg(std::string_view(runs)).arg(anchored ? to - 1 : to).arg(to + ahead - 1);
-      next.arg(std::string_view(cursor.run())).arg(std::string_view(ttl));
+      // With the run's bound, read at the same instant, to clip the window to it here (a
+      // read script would copy every item through Lua: ~15 % of a compare-and-move replay;
+      // the step script has just refreshed the run's deadline).
+      cmds.emplace_back("MULTI");
+      redis::Command next("LRANGE");
+      next.arg(std::string_view(target.dead)).arg(first).arg(to + ahead - 1);
       cmds.push_back(std::move(next));
+      redis::Command bound("HGET");
+      bound.arg(std::string_view(runs)).arg(std::string_view(cursor.run()));
+      cmds.push_back(std::move(bound));
+      cmds.emplace_back("EXEC");
     }
     // Earlier steps' receipts: their answers were read, nobody needs them any more.
     if (!cursor.receipts_.keys().empty()) {
@@ -642,11 +642,29 @@ DLQ_REDIS_INLINE RedisListStorage::Applied RedisListStorage::apply(const StepTar
   a.done = r.integer != 0;
   if (a.done) a.receipt = receipt;
   // The read-ahead, unless it did not answer with items — a redirection (the slot moved
-  // right after the script), NOSCRIPT (the read script was flushed), an error of the read
-  // script: the step applied all the same, and the next one reads afresh.
-  if (a.done && read_ahead && replies[1]->type == REDIS_REPLY_ARRAY) {
-    a.read_ahead = redis::strings(replies[1], conn, "LRANGE " + target.dead);
+  // right after the script; in a transaction EXEC then fails), or the run's bound gone: the
+  // step applied all the same, and the next one reads afresh.
+  if (!a.done) return a;
+  if (cursor.run().empty()) {
+    if (replies[1]->type == REDIS_REPLY_ARRAY)
+      a.read_ahead = redis::strings(replies[1], conn, "LRANGE " + target.dead);
+    return a;
   }
+  const redisReply& exec = *replies[4];
+  if (exec.type != REDIS_REPLY_ARRAY || exec.elements != 2 ||
+      exec.element[0]->type != REDIS_REPLY_ARRAY || exec.element[1]->type != REDIS_REPLY_STRING)
+    return a;
+  const std::string_view value = redis::view(*exec.element[1]);
+  std::size_t bound = 0, digits = 0;
+  for (; digits < value.size() && value[digits] >= '0' && value[digits] <= '9'; ++digits)
+    bound = bound * 10 + static_cast<std::size_t>(value[digits] - '0');
+  if (digits == 0) return a;
+  const std::size_t first = anchored ? to - 1 : to;  // the list position of the window's first
+  const redisReply& items = *exec.element[0];
+  std::vector<std::string> window;
+  for (std::size_t i = 0; i < items.elements && first + i < bound; ++i)
+    window.emplace_back(redis::view(*items.element[i]));
+  a.read_ahead = std::move(window);
   return a;
 }
 
@@ -746,8 +764,6 @@ DLQ_REDIS_INLINE std::size_t RedisListStorage::replay_snapshot(std::string_view 
       &shared_->snapshot_begin_script);
   const auto n = static_cast<std::size_t>(redis::integer(replies[0], **lease, label));
   cursor.run_.set(runs, std::move(run), shared_);
-  // The steps read ahead with the read script by its SHA1 (see apply): load it now.
-  shared_->snapshot_read_script.sha(**lease);
   return n;
 }
 

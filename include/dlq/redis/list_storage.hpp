@@ -123,7 +123,11 @@ struct RedisListOptions {
   /// How long a replay receipt key lives at most. A receipt is deleted as soon as its step's
   /// answer has been read (with the next step's round trip, or when the replay's cursor is
   /// destroyed); it lives this long only when the replayer died, the server became
-  /// unreachable, or the step's script failed midway. Default 10 minutes; 0 = 10 minutes.
+  /// unreachable, or the step's script failed midway. Also how long a replay's or discard's
+  /// snapshot bound (replay_snapshot) outlives its last read or step: a run that makes no
+  /// step for this long (a killed process; a `rate` slower than one entry per receipt_ttl)
+  /// loses it and fails with DLQSNAPSHOT, having moved nothing more. Default 10 minutes;
+  /// 0 = 10 minutes.
   std::chrono::milliseconds receipt_ttl{600000};
   /// Connection pool: how many connections all threads share, how long to wait for one.
   redis::PoolOptions pool;

@@ -40,12 +40,6 @@ class Script {
     return load(conn);
   }
 
-  /// The SHA1 once the script was loaded through this object, else "" (nothing is sent).
-  std::string cached_sha() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return sha_;
-  }
-
   /// Loads the script (SCRIPT LOAD) on `conn` and remembers its SHA1.
   std::string load(Connection& conn) {
     Command c("SCRIPT");
@@ -84,7 +78,7 @@ class Script {
  private:
   std::string name_;
   std::string source_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::string sha_;
 };
 
