@@ -12,10 +12,12 @@
 /// --listen without --token-file, an unreadable token file), 2 the store or the port failed.
 #pragma once
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -61,6 +63,15 @@ class StoreBackend final : public dlq::http::ConsoleBackend {
   }
   std::size_t recover(std::string_view q) override { return s_.recover(q); }
   std::optional<std::size_t> waiting(std::string_view q) override { return s_.waiting(q); }
+  /// The library's discard: exactly the entries present when it starts (dlq/operations.hpp).
+  dlq::http::DiscardReport discard(
+      std::string_view q, const dlq::http::EntryQuery& query, bool dry_run,
+      const std::atomic<bool>* cancel,
+      const std::function<void(const dlq::http::DiscardReport&)>& progress) override {
+    return dlq::http::discard_with(
+        [this, q](const dlq::DiscardOptions& o) { return s_.discard(q, o); }, query, dry_run,
+        cancel, progress);
+  }
 
  private:
   Store& s_;

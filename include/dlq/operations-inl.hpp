@@ -12,7 +12,10 @@ namespace dlq::detail {
 DLQ_INLINE void discard_engine::run(const DiscardOptions& o, DiscardReport& report) {
   report.dry_run = o.dry_run;
   const filter_matcher matcher(o, core_.now());
-  std::size_t budget = list_.size();  // the snapshot bound
+  // The entries present now: the storage bounds the walk to exactly those when it can
+  // (replay_snapshot, see dlq/storage.hpp), else at most as many as there are now.
+  const std::optional<std::size_t> bounded = list_.snapshot();
+  std::size_t budget = bounded ? std::numeric_limits<std::size_t>::max() : list_.size();
   std::size_t limit_left = o.limit == 0 ? std::numeric_limits<std::size_t>::max() : o.limit;
   batched_walk walk(core_, list_, 16);
   std::vector<std::string> ids;

@@ -8,8 +8,9 @@
 /// first, in bounded batches; each batch is one atomic storage step (the same step as
 /// replay, with Action::discard), so a concurrent sender, replayer or trim never loses or
 /// doubles an entry, and a discard that fails or is killed leaves every entry either in the
-/// list or deleted — and reported as deleted only when it was. Like replay-all it examines at
-/// most the entries present when it started. Every deleted entry is counted
+/// list or deleted — and reported as deleted only when it was. Like replay-all it examines
+/// only the entries present when it started, whatever other clients remove or add meanwhile
+/// (see "Snapshot" in dlq/storage.hpp). Every deleted entry is counted
 /// (Counters::discarded) and emitted as EventKind::discarded (detail "discard"), like
 /// evictions; the report lists every id. One audit record per discard.
 #pragma once
@@ -20,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>

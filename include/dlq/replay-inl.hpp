@@ -18,7 +18,12 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
   select(options);
   keep_replayed_ = keep_replayed;
   result_.report.dry_run = options.dry_run;
-  std::size_t budget = list_.size();  // the snapshot bound
+  // "All" is the entries present now. The storage bounds the walk to exactly those when it
+  // can (replay_snapshot, see dlq/storage.hpp); else the walk examines at most as many
+  // entries as there are now — exact only while no other client removes entries.
+  const std::optional<std::size_t> bounded = list_.snapshot();
+  at_start_ = bounded ? *bounded : list_.size();
+  std::size_t budget = bounded ? std::numeric_limits<std::size_t>::max() : at_start_;
   // Batches start at one entry (the entry size is not known yet); with a rate, at most
   // about a tenth of a second's worth of entries each.
   const std::size_t cap = options.rate > 0 && options.rate / 10 < 1e9
@@ -61,7 +66,7 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
       // in bytes), so that cancel and on_progress see the first entries move early. After
       // a step that an unprovable entry ended, at most 63 (one script: the next such entry
       // may be near).
-      const FastStep f = fast(options, std::min({budget, cap, fast_window_}), budget);
+      const FastStep f = fast(options, std::min({budget, cap, fast_window_}));
       fast_window_ = f.unprovable > 0
                          ? std::min<std::size_t>(fast_window_ * 4, 63)
                          : std::min(fast_window_ * 4, 8 * core_.options.replay_batch_items);
@@ -104,7 +109,8 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
     commit(options, examined);
     budget -= std::min(budget, examined);
     const ReplayReport& r = result_.report;
-    if (options.on_progress) options.on_progress({r.examined, r.replayed, r.set_aside, budget});
+    if (options.on_progress)
+      options.on_progress({r.examined, r.replayed, r.set_aside, remaining(r.examined)});
     if (options.rate > 0 && r.replayed > 0) pace(options.rate, started, options.cancel);
   }
   for (const auto& id : ids_left_)

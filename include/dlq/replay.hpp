@@ -9,9 +9,12 @@
 ///   the destination queue or the corrupt list — whatever fails or is killed, when.
 ///   (dlq::KeyValueStorage replaying into an external sink cannot apply across the two: it
 ///   pushes first and removes second — at-least-once, never lost.)
-/// - "All" means the entries present when the replay started: the replay examines at most
-///   that many entries from the head, so an entry dead-lettered again during the run (it
-///   lands at the tail) is not replayed again by the same run.
+/// - "All" means the entries present when the replay started: the replay examines only
+///   those, whatever other clients remove or add meanwhile, so an entry dead-lettered again
+///   during the run is not replayed again by the same run, and every entry present at the
+///   start and still there is reached. The storage bounds the walk (replay_snapshot, see
+///   "Snapshot" in dlq/storage.hpp); on a storage without that member the replay examines at
+///   most as many entries as the list held at the start.
 /// - Filters (ids, error text, worker, age, predicate) leave non-matching entries in place,
 ///   in order.
 /// - Corrupt entries (not JSON, no payload, …) are never dropped: replay moves them to the
@@ -76,7 +79,9 @@ struct ReplayProgress {
   std::size_t examined = 0;   ///< entries looked at so far
   std::size_t replayed = 0;   ///< entries moved so far (would be, in a dry run)
   std::size_t set_aside = 0;  ///< corrupt entries set aside so far
-  std::size_t remaining = 0;  ///< entries of the starting snapshot not looked at yet
+  /// Entries of the starting snapshot not looked at yet: the number present at the start
+  /// less those examined (an upper bound: entries another client removed meanwhile count)
+  std::size_t remaining = 0;
 };
 
 /// A predicate over one entry, for ReplayOptions::filter: holds any callable
@@ -258,7 +263,7 @@ class replay_engine {
 
   // One fast step of at most `max` entries (and at most the limit left), committed to the
   // report, counters and events like a replay_step batch of replayed entries.
-  FastStep fast(const ReplayOptions& o, std::size_t max, std::size_t budget) {
+  FastStep fast(const ReplayOptions& o, std::size_t max) {
     const bool want_ids = ids_needed(o);
     FastStep f = list_.fast_step(std::min(max, limit_left_), destination_, want_ids);
     if (f.declined || f.moved == 0) return f;
@@ -286,9 +291,14 @@ class replay_engine {
       ++report.batches;
       if (o.on_progress)
         o.on_progress(
-            {examined + done, replayed + done, report.set_aside, budget - std::min(budget, done)});
+            {examined + done, replayed + done, report.set_aside, remaining(examined + done)});
     }
     return f;
+  }
+
+  // ReplayProgress::remaining after `examined` entries.
+  std::size_t remaining(std::size_t examined) const noexcept {
+    return at_start_ - std::min(at_start_, examined);
   }
 
   // Keeps the run at `rate`: the n-th entry is not replayed before started + n / rate (a
@@ -354,6 +364,7 @@ class replay_engine {
   std::optional<filter_matcher> matcher_;
   bool collect_audit_ = false;
   // The run so far.
+  std::size_t at_start_ = 0;  // entries present at the start
   std::size_t limit_left_ = 0;
   result result_;
   // The batch being decided.

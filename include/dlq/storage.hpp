@@ -51,6 +51,11 @@
 ///                                                           // ttl after its last bump; returns
 ///                                                           // the new value (poison guard)
 ///     std::size_t recover(std::string_view queue);          // finish interrupted replays
+///     std::size_t replay_snapshot(std::string_view queue, replay_cursor& cursor);
+///                                                           // bounds the walk with `cursor`
+///                                                           // to the items present now (see
+///                                                           // "Snapshot" below); returns the
+///                                                           // dead list's length now
 ///     std::optional<std::string> find(std::string_view queue, dlq::ListKind kind,
 ///                                     std::string_view id); // fast lookup by entry id
 ///     static constexpr bool keyed_by_job_id = true;         // a job id is the entry id and
@@ -81,6 +86,20 @@
 /// finds no item at the cursor returns examined == 0. Where the backend cannot apply atomically
 /// across stores (a key-value store replaying into an external queue) it pushes first and removes
 /// second — at-least-once, never lost — and documents it.
+///
+/// Snapshot. replay_snapshot(queue, cursor), called once before the cursor's first step,
+/// fixes the set of items the walk with that cursor may examine: the items the dead list holds
+/// at that instant. From then on replay_step and replay_fast with the cursor examine (decide,
+/// count, move) only items of that set, whatever other clients remove or add meanwhile — an
+/// item added later is never passed to the decider, and a step that finds no item of the set
+/// left at the cursor returns examined == 0 — and they reach every item of the set that is
+/// still there. It must be exact, not an estimate: a bound by position that other removals
+/// shift, or by time (other senders' clocks differ), is not. The front end's replay and
+/// discard rely on it ("entries present when the run started"). dlq::MemoryStorage numbers its
+/// items, dlq::KeyValueStorage uses the store's record versions, dlq::RedisListStorage keeps a
+/// bound per run on the server that every dlq operation removing items adjusts (see its file
+/// comment). A storage without the member gets the front end's fallback: at most as many
+/// items as the list held at the start — exact only while nothing else removes items.
 #pragma once
 
 #include <chrono>
@@ -251,6 +270,9 @@ using keyed_by_job_id = std::enable_if_t<S::keyed_by_job_id>;
 template <class S>
 using stats = decltype(std::declval<S&>().stats(std::declval<const std::vector<std::string>&>()));
 template <class S>
+using replay_snapshot = decltype(std::declval<S&>().replay_snapshot(
+    std::string_view{}, std::declval<typename S::replay_cursor&>()));
+template <class S>
 using replay_fast = decltype(std::declval<S&>().replay_fast(
     std::string_view{}, std::declval<typename S::replay_cursor&>(), std::size_t{},
     std::string_view{}, bool{}));
@@ -296,6 +318,8 @@ template <class S>
 using has_stats = meta::is_detected_convertible<std::vector<QueueEnds>, ops::stats, S>;
 template <class S>
 using has_replay_fast = meta::is_detected_convertible<FastStep, ops::replay_fast, S>;
+template <class S>
+using has_replay_snapshot = meta::is_detected_convertible<std::size_t, ops::replay_snapshot, S>;
 template <class S>
 using keyed_by_job_id = meta::is_detected<ops::keyed_by_job_id, S>;
 

@@ -260,3 +260,112 @@ TEST_CASE("discard deletes exactly the entries matching the query; dry run and c
   CHECK(q.size("orders") == 3000 - 429);
   CHECK_THROWS_AS(b.discard("orders", {}, false, nullptr, {}), dlq::invalid_argument);
 }
+
+namespace {
+
+// A console over `backend` on 127.0.0.1:<free port>; stopped and joined on destruction.
+struct ServedBackend {
+  explicit ServedBackend(dlq::http::ConsoleBackend& backend) : console(backend, {}) {
+    console.mount(server);
+    port = server.bind_to_any_port("127.0.0.1");
+    REQUIRE(port > 0);
+    thread = std::thread([this] { server.listen_after_bind(); });
+    while (!server.is_running())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~ServedBackend() {
+    server.stop();
+    thread.join();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(30, 0);
+    return c;
+  }
+  dlq::http::Console console;
+  httplib::Server server;
+  int port = 0;
+  std::thread thread;
+};
+
+// A backend that keeps ConsoleBackend's own discard (a scan that removes matches by id), as
+// dlqctl serve's did, and lets a test act between the scan's pages.
+struct ScanDiscardBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
+  using QueueBackend::QueueBackend;
+  dlq::http::DiscardReport discard(
+      std::string_view queue, const dlq::http::EntryQuery& query, bool dry_run,
+      const std::atomic<bool>* cancel,
+      const std::function<void(const dlq::http::DiscardReport&)>& progress) override {
+    return ConsoleBackend::discard(queue, query, dry_run, cancel, progress);  // NOLINT
+  }
+  dlq::http::SearchPage search(std::string_view queue, const dlq::http::EntryQuery& filter,
+                               const std::optional<dlq::http::Cursor>& from,
+                               const dlq::http::ScanLimits& limits) override {
+    auto page = ConsoleBackend::search(queue, filter, from, limits);
+    if (between_pages && pages++ == 0) between_pages();
+    return page;
+  }
+  std::function<void()> between_pages;
+  int pages = 0;
+};
+
+// 1500 entries that match are present when the delete starts; after it read its first
+// entries, another client replays 1000 of them and 1700 new matching failures arrive (the
+// issue's numbers). The delete must delete only entries present at its start: the 500 nobody
+// took, reported as matched 500 — not the new ones.
+template <class Backend>
+void discard_under_churn(dlq::DeadLetterQueue<dlq::MemoryStorage>& q, Backend& backend,
+                         std::function<void()>& hook) {
+  std::vector<std::string> old_ids;
+  for (int i = 0; i < 1500; ++i)
+    old_ids.push_back(
+        q.send_to_dlq("orders", "{\"old\":" + std::to_string(i) + "}", "timeout", 1, "w"));
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> other(q.storage());
+  std::vector<std::string> new_ids;
+  bool interfered = false;
+  hook = [&] {
+    if (interfered) return;
+    interfered = true;
+    std::vector<std::string> taken;
+    for (std::size_t i = 500; i < 1500; ++i)  // the newest 1000, the tail entry too
+      taken.push_back(old_ids[i]);
+    REQUIRE(other.replay_ids("orders", taken).replayed == 1000);
+    for (int k = 0; k < 1700; ++k)
+      new_ids.push_back(
+          other.send_to_dlq("orders", "{\"new\":" + std::to_string(k) + "}", "timeout", 1, "w"));
+  };
+  ServedBackend s(backend);
+  auto c = s.client();
+  auto r = post(c, "/api/discard", {{"queue", "orders"}, {"filter", {{"error", "timeout"}}}});
+  REQUIRE(r);
+  REQUIRE(r->status == 202);
+  const json op = wait_op(c, body_of(r)["id"]);
+  CHECK(interfered);
+  CHECK(op["state"] == "done");
+  CHECK(op["report"]["matched"] == 500);
+  CHECK(op["report"]["deleted"] == 500);
+  std::vector<std::string> left;
+  for (const auto& e : q.peek("orders", 0, 10000))
+    left.push_back(e.id);
+  CHECK(left == new_ids);
+}
+
+}  // namespace
+
+TEST_CASE("POST /api/discard deletes only entries present at its start (library discard)") {
+  std::function<void()> hook;
+  dlq::Options o;
+  o.replay_batch_items = 100;
+  o.on_event = [&hook](const dlq::Event& e) {
+    if (e.kind == dlq::EventKind::discarded && hook) hook();
+  };
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q(dlq::MemoryStorage{}, o);
+  dlq::http::QueueBackend<dlq::MemoryStorage> backend(q);
+  discard_under_churn(q, backend, hook);
+}
+
+TEST_CASE("POST /api/discard deletes only entries present at its start (ConsoleBackend's scan)") {
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  ScanDiscardBackend backend(q);
+  discard_under_churn(q, backend, backend.between_pages);
+}

@@ -563,3 +563,56 @@ TEST_CASE("bump_count counts per queue and key and expires", "[redis][list]") {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(f.storage.bump_count("q", "job:1", std::chrono::seconds(60)) == 1);
 }
+
+TEST_CASE("snapshot bounds: set at the start, lowered by removals, dropped when the run ends",
+          "[snapshot]") {
+  Fixture f;
+  const auto items = f.fill("orders", 10);  // e0 … e9
+  const std::string runs = f.dead("orders") + ":runs";
+  auto bound_of = [&](const std::string& run) {
+    auto r = f.raw.cmd({"HGET", runs, run});
+    if (r->type != REDIS_REPLY_STRING) return std::string("none");
+    const std::string v(r->str, r->len);
+    return v.substr(0, v.find(' '));
+  };
+  std::vector<std::string> seen;
+  auto keep = [&](std::string_view raw, Decision&) { seen.emplace_back(raw); };
+  {
+    RedisListStorage::replay_cursor c;
+    CHECK(f.storage.replay_snapshot("orders", c) == 10);
+    REQUIRE(!c.run().empty());
+    CHECK(bound_of(c.run()) == "10");
+    f.raw.rpush(f.dead("orders"), {"n0", "n1"});  // new: the bound stays
+    CHECK(bound_of(c.run()) == "10");
+    CHECK(f.storage.remove("orders", ListKind::dead, "", "e9"));  // the tail at the start
+    CHECK(f.storage.remove("orders", ListKind::dead, "", "n0"));  // past the bound
+    CHECK(f.storage.remove("orders", ListKind::dead, "", "e3"));
+    CHECK(bound_of(c.run()) == "8");
+    // A killed process's run (its deadline long past) is dropped by the next removal.
+    f.raw.cmd({"HSET", runs, "killed", "5 1"});
+    CHECK(f.storage.remove("orders", ListKind::dead, "", "e0"));
+    CHECK(bound_of("killed") == "none");
+    CHECK(bound_of(c.run()) == "7");
+    for (int guard = 0; guard < 100; ++guard) {
+      const auto r = f.storage.replay_step("orders", c, 3, Decider(keep));
+      if (!r.conflict && r.examined == 0) break;
+    }
+    CHECK(seen == std::vector<std::string>{"e1", "e2", "e4", "e5", "e6", "e7", "e8"});
+  }
+  // The run ended (its cursor went away): its field is gone.
+  auto len = f.raw.cmd({"HLEN", runs});
+  CHECK(len->integer == 0);
+
+  // A run whose bound is gone (no step for receipt_ttl, or the key deleted) is refused,
+  // having moved nothing.
+  RedisListStorage::replay_cursor c;
+  CHECK(f.storage.replay_snapshot("orders", c) == 8);
+  f.raw.cmd({"DEL", runs});
+  auto take = [](std::string_view raw, Decision& d) {
+    d.action = Action::discard;
+    (void)raw;
+  };
+  CHECK_THROWS_WITH(f.storage.replay_step("orders", c, 3, Decider(take)),
+                    Catch::Matchers::Contains("DLQSNAPSHOT"));
+  CHECK(f.raw.list(f.dead("orders")).size() == 8);
+}

@@ -211,14 +211,18 @@ class RedisListStorage {
         detail::resp_arg(out, "RPUSH");
         detail::resp_arg(out, k);
       } else {
-        detail::resp_command(out, 5 + std::size(envelopes));
+        // The capped push evicts: KEYS[2], the dead list's runs hash, lowers the snapshot
+        // bounds of the replays and discards in progress (dlq/redis/scripts/snapshot.hpp).
+        const bool capped = how == kind::capped;
+        detail::resp_command(out, (capped ? 6 : 5) + std::size(envelopes));
         detail::resp_arg(out, "EVAL");
-        detail::resp_arg(out, evict_oldest ? redis::scripts::list_push_capped
+        detail::resp_arg(out, capped ? redis::scripts::list_push_capped
                               : std::size(envelopes) == 1
                                   ? redis::scripts::list_push_bounded
                                   : redis::scripts::list_push_bounded_batch);
-        detail::resp_arg(out, "1");
+        detail::resp_arg(out, capped ? "2" : "1");
         detail::resp_arg(out, k);
+        if (capped) detail::resp_arg(out, redis::scripts::runs_key(k));
         detail::resp_arg(out, std::to_string(max_length));
       }
       for (const auto& e : envelopes)

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,10 @@ class dead_list {
  public:
   /// Number of entries in the dead list now.
   virtual std::size_t size() = 0;
+  /// Bounds the walk to the entries present now (the storage's replay_snapshot, see
+  /// dlq/storage.hpp) and returns their number; nullopt when the storage has no such bound
+  /// (the engines then bound the walk by that count themselves). Called once, first.
+  virtual std::optional<std::size_t> snapshot() = 0;
   /// One replay_step at the walk's cursor (see dlq/storage.hpp).
   virtual StepResult step(std::size_t max_items, Decider decide) = 0;
   /// True when the storage uses a job id as the entry id (see keyed_by_job_id).
@@ -45,6 +50,13 @@ class storage_dead_list final : public dead_list {
  public:
   storage_dead_list(S& storage, std::string_view queue) : storage_(storage), queue_(queue) {}
   std::size_t size() override { return storage_.size(queue_, ListKind::dead); }
+  std::optional<std::size_t> snapshot() override {
+    if constexpr (has_replay_snapshot<S>::value) {
+      return storage_.replay_snapshot(queue_, cursor_);
+    } else {
+      return std::nullopt;
+    }
+  }
   StepResult step(std::size_t max_items, Decider decide) override {
     return storage_.replay_step(queue_, cursor_, max_items, decide);
   }

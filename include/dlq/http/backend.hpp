@@ -125,9 +125,14 @@ class ConsoleBackend {
   /// Deletes (does not replay) the entries of `queue` that match `query`, among those
   /// present when it starts, oldest first; `query` must not be empty (purge deletes all).
   /// Checks `cancel` (may be null) before every entry and calls `progress` (may be empty)
-  /// after every window. With `dry_run` it only counts. Default: a scan (see search) that
-  /// removes each match by id, each removal atomic on its own; a batched library discard
-  /// replaces it here.
+  /// after every window. With `dry_run` it only counts. Default: the ids of the entries present
+  /// now are read first (peek, in pages of 1000), then a scan (see search) removes each match
+  /// whose id is among them by id — as many entries per id as carried it at the start; each
+  /// removal atomic on its own. It never deletes an entry added after it started, except an
+  /// entry without an id that is byte-identical to one present at the start (their derived
+  /// ids are equal); an entry that moved between two of those page reads (another client
+  /// removed entries before it) is left, not deleted. The library's discard (QueueBackend,
+  /// `dlqctl serve`; see discard_with) is exact on both counts: override this with it.
   /// @throws dlq::invalid_argument for an empty query; the store's errors (entries deleted
   ///         before the failure stay deleted; the report so far is lost with the exception).
   virtual DiscardReport discard(std::string_view queue, const EntryQuery& query, bool dry_run,
@@ -138,13 +143,19 @@ class ConsoleBackend {
                                                        "give a filter, or purge the whole queue"));
     DiscardReport report;
     report.dry_run = dry_run;
-    std::size_t budget = size(queue);  // the entries present at the start
+    std::map<std::string, std::size_t> present;  // id -> entries carrying it at the start
+    constexpr std::size_t page_size = 1000;
+    for (std::size_t start = 0;; start += page_size) {
+      const auto page = peek(queue, start, page_size);
+      for (const auto& e : page)
+        ++present[e.id];
+      if (page.size() < page_size) break;
+    }
     ScanLimits limits;
     limits.limit = 500;
     limits.max_examined = 5000;
     std::optional<Cursor> at;
-    while (budget > 0) {
-      limits.max_examined = std::min<std::size_t>(5000, budget);
+    while (!present.empty()) {
       SearchPage page = search(queue, query, at, limits);
       std::size_t removed_here = 0;
       for (const auto& e : page.entries) {
@@ -152,6 +163,9 @@ class ConsoleBackend {
           report.cancelled = true;
           break;
         }
+        const auto it = present.find(e.id);
+        if (it == present.end()) continue;  // added after the start
+        if (--it->second == 0) present.erase(it);
         ++report.matched;
         if (!dry_run && remove(queue, e.id)) {
           ++report.deleted;
@@ -159,7 +173,6 @@ class ConsoleBackend {
         }
       }
       report.examined += page.examined;
-      budget -= std::min(budget, page.examined);
       if (progress) progress(report);
       if (report.cancelled || !page.next) break;
       at = page.next;
@@ -250,6 +263,35 @@ inline std::string ConsoleBackend::metrics_text() {
   return out;
 }
 
+/// ConsoleBackend::discard through a library discard (DeadLetterQueue::discard, or anything
+/// that takes dlq::DiscardOptions): `run` gets the options for `query` (its conditions as a
+/// predicate, `dry_run`, `cancel`) and its report becomes the console's; `progress` is called
+/// once, with the final report. The library's discard examines exactly the entries present
+/// when it starts (see dlq/operations.hpp). QueueBackend and `dlqctl serve` use it.
+/// @throws dlq::invalid_argument for an empty query; what `run` throws.
+inline DiscardReport discard_with(
+    const std::function<dlq::DiscardReport(const dlq::DiscardOptions&)>& run,
+    const EntryQuery& query, bool dry_run, const std::atomic<bool>* cancel,
+    const std::function<void(const DiscardReport&)>& progress) {
+  if (query.empty())
+    throw dlq::invalid_argument(dlq::detail::message("http", "discard", "no condition given",
+                                                     "give a filter, or purge the whole queue"));
+  dlq::DiscardOptions options;
+  const auto now = std::chrono::system_clock::now();
+  options.predicate = [&query, now](const Entry& e) { return query.matches(e, now); };
+  options.dry_run = dry_run;
+  options.cancel = cancel;
+  const dlq::DiscardReport done = run(options);
+  DiscardReport report;
+  report.examined = done.examined;
+  report.matched = done.discarded;
+  report.deleted = dry_run ? 0 : done.discarded;
+  report.dry_run = done.dry_run;
+  report.cancelled = done.cancelled;
+  if (progress) progress(report);
+  return report;
+}
+
 /// A ConsoleBackend over a dlq::DeadLetterQueue<Storage> the application owns (it must
 /// outlive the backend).
 template <class Storage>
@@ -282,29 +324,15 @@ class QueueBackend : public ConsoleBackend {
   /// The library's exposition (dlq/metrics/prometheus.hpp): every queue with entries, the
   /// depths and ages from one stats() call, and this process's counters.
   std::string metrics_text() override { return metrics::scrape(q_); }
-  /// The library's discard (dlq/operations.hpp): atomic per batch of the replay step, among
-  /// the entries present when it starts, audited as one "discard" record. `progress` is
-  /// called once, with the final report.
+  /// The library's discard (dlq/operations.hpp) through discard_with: atomic per batch of the
+  /// replay step, exactly the entries present when it starts, audited as one "discard"
+  /// record. `progress` is called once, with the final report.
   DiscardReport discard(std::string_view queue, const EntryQuery& query, bool dry_run,
                         const std::atomic<bool>* cancel,
                         const std::function<void(const DiscardReport&)>& progress) override {
-    if (query.empty())
-      throw dlq::invalid_argument(dlq::detail::message("http", "discard", "no condition given",
-                                                       "give a filter, or purge the whole queue"));
-    dlq::DiscardOptions options;
-    const auto now = std::chrono::system_clock::now();
-    options.predicate = [&query, now](const Entry& e) { return query.matches(e, now); };
-    options.dry_run = dry_run;
-    options.cancel = cancel;
-    const dlq::DiscardReport done = q_.discard(queue, options);
-    DiscardReport report;
-    report.examined = done.examined;
-    report.matched = done.discarded;
-    report.deleted = dry_run ? 0 : done.discarded;
-    report.dry_run = done.dry_run;
-    report.cancelled = done.cancelled;
-    if (progress) progress(report);
-    return report;
+    return discard_with(
+        [this, queue](const dlq::DiscardOptions& o) { return q_.discard(queue, o); }, query,
+        dry_run, cancel, progress);
   }
 
  private:

@@ -138,6 +138,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -420,6 +421,9 @@ class KeyValueStorage {
   /// after it.
   struct replay_cursor {
     std::uint64_t after = 0;  ///< version of the last examined record; 0 = start
+    /// The walk examines only records with a version up to this (see replay_snapshot); the
+    /// default bounds nothing.
+    std::uint64_t last = std::numeric_limits<std::uint64_t>::max();
   };
 
   /// Adapts a default-constructed store, replaying into a default-constructed sink (with the
@@ -687,6 +691,36 @@ class KeyValueStorage {
     return out;
   }
 
+  /// Bounds the walk with `cursor` to the records `queue`'s dead list holds now (see
+  /// "Snapshot" in dlq/storage.hpp) and returns their number: the store gives every save a
+  /// version greater than any the collection has had, so the records present now are exactly
+  /// those with a version up to the newest one now — a record saved later (a new failure, or
+  /// a job dead-lettered again, whose record is replaced and moves to the end) has a greater
+  /// one, whatever the senders' clocks say. One store call `ends` when the store has it; else
+  /// the dead list is read through once, in pages (list).
+  std::size_t replay_snapshot(std::string_view queue, replay_cursor& cursor) {
+    const std::string dead = collection(queue, ListKind::dead);
+    if constexpr (kv::detail::has_ends<Kv>::value) {
+      const kv::Ends e = store_.ends(dead);
+      cursor.last = e.last ? e.last->version : 0;
+      return e.count;
+    } else {
+      std::size_t n = 0;
+      std::uint64_t last = 0;
+      kv::Window window;
+      window.limit = page_size;
+      for (;;) {
+        const std::vector<kv::Item> page = store_.list(dead, window);
+        n += page.size();
+        if (!page.empty()) last = std::max(last, page.back().version);
+        if (page.size() < window.limit) break;
+        window.after = page.back().version;
+      }
+      cursor.last = last;
+      return n;
+    }
+  }
+
   /// Reads up to `max_items` (0 = 1) records after the cursor, oldest first, asks `decide`
   /// about each, and then:
   ///  1. checks, in one read of the same window, that every record to replay or set aside is
@@ -712,7 +746,11 @@ class KeyValueStorage {
     kv::Window window;
     window.after = cursor.after;
     window.limit = max_items == 0 ? 1 : max_items;
-    const std::vector<kv::Item> items = store_.list(dead, window);
+    std::vector<kv::Item> items = store_.list(dead, window);
+    // Only records of the snapshot (versions ascend: the later ones are all past it).
+    items.erase(std::find_if(items.begin(), items.end(),
+                             [&cursor](const kv::Item& i) { return i.version > cursor.last; }),
+                items.end());
     if (items.empty()) return StepResult{};
 
     std::string corrupt;

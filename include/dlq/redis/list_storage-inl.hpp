@@ -13,6 +13,7 @@
 #include "dlq/redis/scripts/list_push_capped.hpp"
 #include "dlq/redis/scripts/recover_tombstone.hpp"
 #include "dlq/redis/scripts/replay_fast.hpp"
+#include "dlq/redis/scripts/snapshot.hpp"
 #include "dlq/redis/stats.hpp"
 
 namespace dlq {
@@ -108,11 +109,12 @@ DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::push_capped(
   check_queue(records.front().queue, "push_capped");
   const std::string k = dead_.key(records.front().queue);
   const std::string label = "capped push script on " + k;
+  const std::string runs = runs_key(k);  // evictions lower the snapshot bounds
   Lease lease;
   auto replies = routed().run(
       lease, k, redis::Effect::write,
       [&](const std::string& sha) {
-        return one(push_script_call(sha, k, max_length, records, label));
+        return one(push_script_call(sha, k, max_length, records, label, &runs));
       },
       &shared_->capped_push_script);
   return redis::strings(replies[0], **lease, label);
@@ -216,22 +218,34 @@ DLQ_REDIS_INLINE bool RedisListStorage::remove(std::string_view queue, ListKind 
                                                std::string_view /*id*/, std::string_view raw) {
   check_queue(queue, "remove");
   const std::string k = key(queue, kind);
-  Lease lease;
-  auto replies = routed().run(lease, k, redis::Effect::write, [&](const std::string&) {
-    return one(std::move(redis::Command("LREM").arg(std::string_view(k)).arg(1).arg(raw)));
-  });
-  return redis::integer(replies[0], **lease, "LREM " + k) > 0;
-}
-
-DLQ_REDIS_INLINE std::size_t RedisListStorage::purge(std::string_view queue, ListKind kind) {
-  check_queue(queue, "purge");
-  const std::string k = key(queue, kind);
+  const std::string runs = runs_key(k);  // a dead list's: the removal lowers the bounds
+  const std::string label = "remove script on " + k;
   Lease lease;
   auto replies = routed().run(
       lease, k, redis::Effect::write,
       [&](const std::string& sha) {
         redis::Command c("EVALSHA");
-        c.arg_copy(sha).arg(1).arg(std::string_view(k)).label("purge script on " + k);
+        c.arg_copy(sha).arg(kind == ListKind::dead ? 2 : 1).arg(std::string_view(k));
+        if (kind == ListKind::dead) c.arg(std::string_view(runs));
+        c.arg(raw).label(label);
+        return one(std::move(c));
+      },
+      &shared_->remove_script);
+  return redis::integer(replies[0], **lease, label) > 0;
+}
+
+DLQ_REDIS_INLINE std::size_t RedisListStorage::purge(std::string_view queue, ListKind kind) {
+  check_queue(queue, "purge");
+  const std::string k = key(queue, kind);
+  const std::string runs = runs_key(k);  // a dead list's: every bound drops to 0
+  Lease lease;
+  auto replies = routed().run(
+      lease, k, redis::Effect::write,
+      [&](const std::string& sha) {
+        redis::Command c("EVALSHA");
+        c.arg_copy(sha).arg(kind == ListKind::dead ? 2 : 1).arg(std::string_view(k));
+        if (kind == ListKind::dead) c.arg(std::string_view(runs));
+        c.label("purge script on " + k);
         return one(std::move(c));
       },
       &shared_->purge_script);
@@ -368,6 +382,7 @@ DLQ_REDIS_INLINE std::size_t RedisListStorage::recover(std::string_view queue) {
     if (items.size() < chunk) break;
   }
   const std::string label = "recover script on " + k;
+  const std::string runs = runs_key(k);
   std::size_t removed = 0;
   for (const auto& item : suspects) {
     const std::string step = step_of_tombstone(item);
@@ -378,8 +393,8 @@ DLQ_REDIS_INLINE std::size_t RedisListStorage::recover(std::string_view queue) {
         lease, k, redis::Effect::read,
         [&](const std::string& sha) {
           redis::Command c("EVALSHA");
-          c.arg_copy(sha).arg(3).arg(std::string_view(k)).arg(std::string_view(corrupt));
-          c.arg(std::string_view(receipt)).arg(std::string_view(item));
+          c.arg_copy(sha).arg(4).arg(std::string_view(k)).arg(std::string_view(corrupt));
+          c.arg(std::string_view(receipt)).arg(std::string_view(runs)).arg(std::string_view(item));
           c.arg(step.empty() ? "0" : "1").arg(redis::scripts::replay_tombstones_mark);
           c.label(label);
           return one(std::move(c));
@@ -397,10 +412,12 @@ DLQ_REDIS_INLINE std::size_t RedisListStorage::recover(std::string_view queue) {
 
 DLQ_REDIS_INLINE redis::Command RedisListStorage::push_script_call(
     const std::string& sha, const std::string& key, std::size_t limit,
-    const std::vector<Record>& records, const std::string& label) {
+    const std::vector<Record>& records, const std::string& label, const std::string* key2) {
   redis::Command c("EVALSHA");
-  c.reserve(4 + records.size());
-  c.arg_copy(sha).arg(1).arg(std::string_view(key)).arg(limit);
+  c.reserve(5 + records.size());
+  c.arg_copy(sha).arg(key2 != nullptr ? 2 : 1).arg(std::string_view(key));
+  if (key2 != nullptr) c.arg(std::string_view(*key2));
+  c.arg(limit);
   for (const Record& r : records)
     c.arg(r.envelope);
   c.label(label);
@@ -547,11 +564,21 @@ DLQ_REDIS_INLINE RedisListStorage::Applied RedisListStorage::apply(const StepTar
   const std::string label = "replay script on " + target.dead;
   const std::string ttl = std::to_string(options_.receipt_ttl.count());
   const std::string packed = redis::scripts::encode_replay_plan(plan.items);
-  const redis::scripts::ReplayCall call{
-      target.dead,        corrupt,       receipt,
-      &plan.destinations, from,          plan.items.back().index + std::size_t{1},
-      tombstone,          head,          ttl,
-      &plan.items,        &plan.payloads};
+  const std::string runs = runs_key(target.dead);
+  redis::scripts::ReplayCall call{};
+  call.dead = target.dead;
+  call.corrupt = corrupt;
+  call.receipt = receipt;
+  call.runs = runs;
+  call.destinations = &plan.destinations;
+  call.offset = from;
+  call.span = plan.items.back().index + std::size_t{1};
+  call.tombstone = tombstone;
+  call.head = head;
+  call.receipt_ttl_ms = ttl;
+  call.items = &plan.items;
+  call.run = cursor.run();
+  call.payloads = &plan.payloads;
   // Callers grow their batches (the front end by x4 a step), so read up to 4x this step's
   // size ahead — but when the byte budget ended this step, the next one will end near the
   // same count: read a quarter more rather than items that would be read again.
@@ -564,9 +591,24 @@ DLQ_REDIS_INLINE RedisListStorage::Applied RedisListStorage::apply(const StepTar
     cmds.back().label(label);
     // The next window, from the last kept item if the replay keeps items at the head (the
     // next step checks that it is still there).
-    redis::Command next("LRANGE");
-    next.arg(std::string_view(target.dead)).arg(anchored ? to - 1 : to).arg(to + ahead - 1);
-    cmds.push_back(std::move(next));
+    const std::size_t first = anchored ? to - 1 : to;
+    if (cursor.run().empty()) {
+      redis::Command next("LRANGE");
+      next.arg(std::string_view(target.dead)).arg(first).arg(to + ahead - 1);
+      cmds.push_back(std::move(next));
+    } else {
+      // With the run's bound, read at the same instant, to clip the window to it here (a
+      // read script would copy every item through Lua: ~15 % of a compare-and-move replay;
+      // the step script has just refreshed the run's deadline).
+      cmds.emplace_back("MULTI");
+      redis::Command next("LRANGE");
+      next.arg(std::string_view(target.dead)).arg(first).arg(to + ahead - 1);
+      cmds.push_back(std::move(next));
+      redis::Command bound("HGET");
+      bound.arg(std::string_view(runs)).arg(std::string_view(cursor.run()));
+      cmds.push_back(std::move(bound));
+      cmds.emplace_back("EXEC");
+    }
     // Earlier steps' receipts: their answers were read, nobody needs them any more.
     if (!cursor.receipts_.keys().empty()) {
       redis::Command del("DEL");
@@ -599,10 +641,30 @@ DLQ_REDIS_INLINE RedisListStorage::Applied RedisListStorage::apply(const StepTar
   Applied a;
   a.done = r.integer != 0;
   if (a.done) a.receipt = receipt;
-  // A redirected read-ahead: the slot moved right after the script; read afresh.
-  if (a.done && !redis::detail::is_redirect(*replies[1])) {
-    a.read_ahead = redis::strings(replies[1], conn, "LRANGE " + target.dead);
+  // The read-ahead, unless it did not answer with items — a redirection (the slot moved
+  // right after the script; in a transaction EXEC then fails), or the run's bound gone: the
+  // step applied all the same, and the next one reads afresh.
+  if (!a.done) return a;
+  if (cursor.run().empty()) {
+    if (replies[1]->type == REDIS_REPLY_ARRAY)
+      a.read_ahead = redis::strings(replies[1], conn, "LRANGE " + target.dead);
+    return a;
   }
+  const redisReply& exec = *replies[4];
+  if (exec.type != REDIS_REPLY_ARRAY || exec.elements != 2 ||
+      exec.element[0]->type != REDIS_REPLY_ARRAY || exec.element[1]->type != REDIS_REPLY_STRING)
+    return a;
+  const std::string_view value = redis::view(*exec.element[1]);
+  std::size_t bound = 0, digits = 0;
+  for (; digits < value.size() && value[digits] >= '0' && value[digits] <= '9'; ++digits)
+    bound = bound * 10 + static_cast<std::size_t>(value[digits] - '0');
+  if (digits == 0) return a;
+  const std::size_t first = anchored ? to - 1 : to;  // the list position of the window's first
+  const redisReply& items = *exec.element[0];
+  std::vector<std::string> window;
+  for (std::size_t i = 0; i < items.elements && first + i < bound; ++i)
+    window.emplace_back(redis::view(*items.element[i]));
+  a.read_ahead = std::move(window);
   return a;
 }
 
@@ -613,7 +675,7 @@ DLQ_REDIS_INLINE RedisListStorage::Applied RedisListStorage::apply(const StepTar
   const bool known = code == "WRONGTYPE" || code == "NOSCRIPT" || code == "OOM" || code == "BUSY" ||
                      code == "NOPERM" || code == "READONLY" || code == "MOVED" || code == "ASK" ||
                      code == "CROSSSLOT" || code == "NOAUTH" || code == "LOADING" ||
-                     code == "MASTERDOWN";
+                     code == "MASTERDOWN" || code == "DLQSNAPSHOT";
   redis::detail::throw_reply_error(
       r, conn.endpoint(), label, !known,
       known ? std::string("nothing was moved") +
@@ -634,7 +696,9 @@ DLQ_REDIS_INLINE bool RedisListStorage::read_window(redis::Router& router, Lease
     return redis::strings(replies[0], **lease, "LRANGE " + dead);
   };
   for (int attempt = 0; attempt < 3; ++attempt) {
-    if (cursor.read(lrange(cursor.window_start(), cursor.offset_ + max - 1))) return true;
+    if (cursor.read(read_items(router, lease, dead, cursor, cursor.window_start(),
+                               cursor.offset_ + max - 1)))
+      return true;
     // Read the head in chunks (the kept prefix may be long) up to the first item that
     // was not kept; the kept items left are now before it.
     constexpr std::size_t chunk = 1000;
@@ -652,6 +716,55 @@ DLQ_REDIS_INLINE bool RedisListStorage::read_window(redis::Router& router, Lease
   }
   cursor.restart_at(cursor.offset_);
   return false;
+}
+
+DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::read_items(
+    redis::Router& router, Lease& lease, const std::string& dead, const replay_cursor& cursor,
+    std::size_t from, std::size_t to) {
+  if (cursor.run().empty()) {
+    auto replies = router.run(lease, dead, redis::Effect::read, [&](const std::string&) {
+      return one(std::move(redis::Command("LRANGE").arg(std::string_view(dead)).arg(from).arg(to)));
+    });
+    return redis::strings(replies[0], **lease, "LRANGE " + dead);
+  }
+  const std::string runs = runs_key(dead);
+  const std::string ttl = std::to_string(options_.receipt_ttl.count());
+  const std::string label = "snapshot read script on " + dead;
+  // It refreshes the run's deadline, a write that is the same when repeated: retried as a read.
+  auto replies = router.run(
+      lease, dead, redis::Effect::read,
+      [&](const std::string& sha) {
+        redis::Command c("EVALSHA");
+        c.arg_copy(sha).arg(2).arg(std::string_view(dead)).arg(std::string_view(runs));
+        c.arg(from).arg(to).arg(std::string_view(cursor.run())).arg(std::string_view(ttl));
+        c.label(label);
+        return one(std::move(c));
+      },
+      &shared_->snapshot_read_script);
+  return redis::strings(replies[0], **lease, label);
+}
+
+DLQ_REDIS_INLINE std::size_t RedisListStorage::replay_snapshot(std::string_view queue,
+                                                               replay_cursor& cursor) {
+  check_queue(queue, "replay_snapshot");
+  const StepTarget target = step_target(queue);
+  const std::string runs = runs_key(target.dead);
+  std::string run = next_step_id();
+  const std::string ttl = std::to_string(options_.receipt_ttl.count());
+  const std::string label = "snapshot script on " + target.dead;
+  Lease lease;
+  auto replies = target.router->run(
+      lease, target.dead, redis::Effect::write,
+      [&](const std::string& sha) {
+        redis::Command c("EVALSHA");
+        c.arg_copy(sha).arg(2).arg(std::string_view(target.dead)).arg(std::string_view(runs));
+        c.arg(std::string_view(run)).arg(std::string_view(ttl)).label(label);
+        return one(std::move(c));
+      },
+      &shared_->snapshot_begin_script);
+  const auto n = static_cast<std::size_t>(redis::integer(replies[0], **lease, label));
+  cursor.run_.set(runs, std::move(run), shared_);
+  return n;
 }
 
 DLQ_REDIS_INLINE void RedisListStorage::check_queue(std::string_view queue, const char* where) {
@@ -736,6 +849,21 @@ DLQ_REDIS_INLINE void RedisListStorage::receipt_jar::drop() noexcept {
   keys_.clear();
 }
 
+DLQ_REDIS_INLINE void RedisListStorage::run_field::drop() noexcept {
+  if (id_.empty()) return;
+  if (const std::shared_ptr<Shared> owner = owner_.lock()) {
+    try {
+      Lease lease;
+      owner->router.run(lease, key_, redis::Effect::read, [&](const std::string&) {
+        return one(std::move(
+            redis::Command("HDEL").arg(std::string_view(key_)).arg(std::string_view(id_))));
+      });
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the field expires by itself
+    }
+  }
+  id_.clear();
+}
+
 DLQ_REDIS_INLINE RedisListStorage::Shared::Shared(redis::ConnectionOptions connection,
                                                   redis::PoolOptions pool_options)
     : router(std::move(connection), pool_options),
@@ -746,7 +874,11 @@ DLQ_REDIS_INLINE RedisListStorage::Shared::Shared(redis::ConnectionOptions conne
                                 std::string(redis::scripts::list_push_bounded_batch)),
       capped_push_script("capped push script", std::string(redis::scripts::list_push_capped)),
       recover_script("recover script", std::string(redis::scripts::recover_tombstone)),
-      fast_script("fast replay script", std::string(redis::scripts::replay_fast)) {}
+      fast_script("fast replay script", std::string(redis::scripts::replay_fast)),
+      snapshot_begin_script("snapshot script", std::string(redis::scripts::replay_snapshot_begin)),
+      snapshot_read_script("snapshot read script",
+                           std::string(redis::scripts::replay_snapshot_read)),
+      remove_script("remove script", std::string(redis::scripts::list_remove)) {}
 
 DLQ_REDIS_INLINE RedisListStorage::RedisListStorage(std::string_view url, RedisListOptions options)
     : RedisListStorage(redis::parse_url(url), std::move(options)) {}

@@ -10,7 +10,8 @@
 /// Keys. Every key is a pattern with `*` standing for the queue name (RedisListOptions). The
 /// default layout puts all keys of a queue in one hash slot through the tag `{queue}`: dead
 /// list `dlq:{orders}`, source list `queue:{orders}`, corrupt list `dlq:{orders}:corrupt`,
-/// and, while a replay runs, its last step's receipt `dlq:{orders}:receipt:<step>`. The
+/// and, while a replay runs, its last step's receipt `dlq:{orders}:receipt:<step>` and the
+/// snapshot bounds of the replays and discards in progress, the hash `dlq:{orders}:runs`. The
 /// Python seed's layout is `dlq:*`, `queue:*`, `dlq:*:corrupt` (single server only). The
 /// patterns double as SCAN MATCH patterns for queues(); a key that matches both the dead and
 /// the corrupt pattern (`dlq:a:corrupt` in the seed's layout) is taken as a corrupt list.
@@ -40,6 +41,15 @@
 /// whitespace-kept entry, a wrong length field, two entries joined into one item) ends the fast
 /// step, and replay_step decides it as below. The invariants below hold for both; the fast script
 /// writes nothing but the move itself (no receipt, no tombstone).
+///
+/// Snapshot (replay_snapshot; dlq/redis/scripts/snapshot.hpp has the reasoning): a replay or
+/// discard examines exactly the entries present when it started. Its bound — how many items
+/// at the head of the dead list were there at its start — lives in `<dead key>:runs`, and
+/// every dlq operation that removes items from a dead list (replay steps, fast steps,
+/// remove, purge, the capped push, recover) lowers the bounds below which it removed items, in
+/// the same script; pushes leave them alone (they land behind). Exact for any mix of dlq
+/// clients, byte-identical items included; a removal by another program (the Python seed's
+/// LPOP) is not counted — each one lets a run in progress take one item more at its end.
 ///
 /// Replay invariants (compare-and-move; dlq/redis/scripts/replay_step.hpp is the script,
 /// docs/design.md the reasoning, docs/benchmarks.md the measurements):
@@ -113,7 +123,11 @@ struct RedisListOptions {
   /// How long a replay receipt key lives at most. A receipt is deleted as soon as its step's
   /// answer has been read (with the next step's round trip, or when the replay's cursor is
   /// destroyed); it lives this long only when the replayer died, the server became
-  /// unreachable, or the step's script failed midway. Default 10 minutes; 0 = 10 minutes.
+  /// unreachable, or the step's script failed midway. Also how long a replay's or discard's
+  /// snapshot bound (replay_snapshot) outlives its last read or step: a run that makes no
+  /// step for this long (a killed process; a `rate` slower than one entry per receipt_ttl)
+  /// loses it and fails with DLQSNAPSHOT, having moved nothing more. Default 10 minutes;
+  /// 0 = 10 minutes.
   std::chrono::milliseconds receipt_ttl{600000};
   /// Connection pool: how many connections all threads share, how long to wait for one.
   redis::PoolOptions pool;
@@ -174,6 +188,45 @@ class RedisListStorage {
     std::weak_ptr<Shared> owner_;
   };
 
+  // A run's field in the dead list's runs hash (dlq/redis/scripts/snapshot.hpp): deleted by
+  // drop() when the run ends (the cursor goes away) — one HDEL, errors ignored: the field
+  // expires by itself. Move-only.
+  class run_field {
+   public:
+    run_field() = default;
+    run_field(run_field&& other) noexcept
+        : key_(std::move(other.key_)), id_(std::move(other.id_)), owner_(std::move(other.owner_)) {
+      other.id_.clear();
+    }
+    run_field& operator=(run_field&& other) noexcept {
+      if (this != &other) {
+        drop();
+        key_ = std::move(other.key_);
+        id_ = std::move(other.id_);
+        other.id_.clear();
+        owner_ = std::move(other.owner_);
+      }
+      return *this;
+    }
+    run_field(const run_field&) = delete;
+    run_field& operator=(const run_field&) = delete;
+    ~run_field() { drop(); }
+
+    const std::string& id() const noexcept { return id_; }
+    void set(std::string key, std::string id, const std::shared_ptr<Shared>& owner) {
+      drop();
+      key_ = std::move(key);
+      id_ = std::move(id);
+      owner_ = owner;
+    }
+    void drop() noexcept;
+
+   private:
+    std::string key_;
+    std::string id_;
+    std::weak_ptr<Shared> owner_;
+  };
+
  public:
   /// Where a replay is: how many items it kept at the head of the dead list (the offset of
   /// its next window), which ones (to find its place again when another client removes some
@@ -186,6 +239,8 @@ class RedisListStorage {
    public:
     /// Items of the dead list before the next window: the items this replay kept.
     std::size_t offset() const noexcept { return offset_; }
+    /// The run's id in the dead list's runs hash (see replay_snapshot); "" = no bound.
+    const std::string& run() const noexcept { return run_.id(); }
     /// Whether the next step can decide items read ahead by the previous one (no read of
     /// its own).
     bool has_read_ahead() const noexcept { return read_ahead() > 0; }
@@ -276,6 +331,7 @@ class RedisListStorage {
     state state_ = state::unread;
     detail::kept_prefix kept_{};
     receipt_jar receipts_;  // applied steps' receipts, answers read: delete them
+    run_field run_;         // the snapshot bound (replay_snapshot), deleted with the cursor
   };
 
   /// Connects to `connection` (lazily: the first operation connects, and finds out whether
@@ -392,6 +448,14 @@ class RedisListStorage {
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
                          Decider decide);
 
+  /// Bounds the walk with `cursor` to the entries the queue's dead list holds now (see
+  /// "Snapshot" in dlq/storage.hpp and the file comment) and returns their number: one
+  /// script registers the run's bound (LLEN) in `<dead key>:runs`; the cursor deletes it when
+  /// it goes away. Call it once, before the cursor's first step.
+  /// @throws dlq::invalid_argument (empty queue name, a cluster layout it cannot use), the
+  ///         dlq::storage_error subclasses.
+  std::size_t replay_snapshot(std::string_view queue, replay_cursor& cursor);
+
   /// The fast step of an unfiltered replay (see dlq::FastStep and the file comment): moves
   /// the provable entries at the head of the dead list to the source list of `destination`
   /// (empty = `queue`) with the script dlq/redis/scripts/replay_fast.hpp — at most
@@ -432,6 +496,8 @@ class RedisListStorage {
     const std::size_t per = std::min((max_items + scripts - 1) / scripts, options_.max_batch_items);
     scripts = std::min<std::size_t>(scripts, (max_items + per - 1) / per);
     const std::string label = "fast replay script on " + target.dead;
+    const std::string runs = runs_key(target.dead);
+    const std::string ttl = std::to_string(options_.receipt_ttl.count());
     Lease lease;
     std::vector<redis::Reply> replies;
     try {
@@ -442,10 +508,12 @@ class RedisListStorage {
             for (std::size_t k = 0; k < scripts; ++k) {
               const std::size_t n = std::min(per, max_items - k * per);
               redis::Command c("EVALSHA");
-              c.arg_copy(sha).arg(2).arg(std::string_view(target.dead));
-              c.arg(std::string_view(dest)).arg(n).arg(options_.max_batch_bytes);
+              c.arg_copy(sha).arg(3).arg(std::string_view(target.dead));
+              c.arg(std::string_view(dest)).arg(std::string_view(runs));
+              c.arg(n).arg(options_.max_batch_bytes);
               c.arg(want_ids ? "1" : "0").arg(std::min<std::size_t>(n, 256));
-              c.arg(k > 0 ? "1" : "0").label(label);
+              c.arg(k > 0 ? "1" : "0").arg(std::string_view(cursor.run()));
+              c.arg(std::string_view(ttl)).label(label);
               cmds.push_back(std::move(c));
             }
             return cmds;
@@ -549,9 +617,11 @@ class RedisListStorage {
 
   // EVALSHA of a push script over one list: KEYS[1] the list, ARGV[1] the limit, ARGV[2…]
   // the envelopes.
+  // `key2` (the capped push's runs hash) goes in as KEYS[2] when given.
   static redis::Command push_script_call(const std::string& sha, const std::string& key,
                                          std::size_t limit, const std::vector<Record>& records,
-                                         const std::string& label);
+                                         const std::string& label,
+                                         const std::string* key2 = nullptr);
 
   static std::vector<redis::Command> one(redis::Command c);
 
@@ -694,6 +764,15 @@ class RedisListStorage {
 
   std::string next_step_id();
 
+  // The runs hash of the dead list `dead` (dlq/redis/scripts/snapshot.hpp).
+  static std::string runs_key(const std::string& dead) { return redis::scripts::runs_key(dead); }
+
+  // The cursor's window read of items [from, to]: clipped to the run's bound by the read script
+  // when the cursor has one (see replay_snapshot), else one LRANGE.
+  std::vector<std::string> read_items(redis::Router& router, Lease& lease, const std::string& dead,
+                                      const replay_cursor& cursor, std::size_t from,
+                                      std::size_t to);
+
   template <class F>
   void scan(redis::Connection& conn, const redis::KeyPattern& pattern, F&& on_key) {
     const std::string glob = pattern.glob();
@@ -737,6 +816,9 @@ class RedisListStorage {
     redis::Script capped_push_script;
     redis::Script recover_script;
     redis::Script fast_script;
+    redis::Script snapshot_begin_script;
+    redis::Script snapshot_read_script;
+    redis::Script remove_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};
   };

@@ -16,16 +16,16 @@ DLQ_INLINE MemoryStorage& MemoryStorage::operator=(MemoryStorage&&) noexcept = d
 
 DLQ_INLINE std::size_t MemoryStorage::push(const Record& record) {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  auto& dead = lists_for(record.queue).dead;
-  dead.emplace_back(record.envelope);
-  return dead.size();
+  lists& l = lists_for(record.queue);
+  append_dead(l, record.envelope);
+  return l.dead.size();
 }
 
 DLQ_INLINE bool MemoryStorage::push_bounded(const Record& record, std::size_t max_length) {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  auto& dead = lists_for(record.queue).dead;
-  if (dead.size() >= max_length) return false;
-  dead.emplace_back(record.envelope);
+  lists& l = lists_for(record.queue);
+  if (l.dead.size() >= max_length) return false;
+  append_dead(l, record.envelope);
   return true;
 }
 
@@ -33,10 +33,10 @@ DLQ_INLINE bool MemoryStorage::push_bounded(const std::vector<Record>& records,
                                             std::size_t max_length) {
   if (records.empty()) return true;
   std::lock_guard<std::mutex> lock(state_->mutex);
-  auto& dead = lists_for(records.front().queue).dead;
-  if (dead.size() + records.size() > max_length) return false;
+  lists& l = lists_for(records.front().queue);
+  if (l.dead.size() + records.size() > max_length) return false;
   for (const Record& r : records)
-    dead.emplace_back(r.envelope);
+    append_dead(l, r.envelope);
   return true;
 }
 
@@ -45,12 +45,13 @@ DLQ_INLINE std::vector<std::string> MemoryStorage::push_capped(const std::vector
   std::vector<std::string> evicted;
   if (records.empty()) return evicted;
   std::lock_guard<std::mutex> lock(state_->mutex);
-  auto& dead = lists_for(records.front().queue).dead;
+  lists& l = lists_for(records.front().queue);
   for (const Record& r : records)
-    dead.emplace_back(r.envelope);
-  while (dead.size() > max_length) {
-    evicted.push_back(std::move(dead.front()));
-    dead.pop_front();
+    append_dead(l, r.envelope);
+  while (l.dead.size() > max_length) {
+    evicted.push_back(std::move(l.dead.front()));
+    l.dead.pop_front();
+    l.numbers.pop_front();
   }
   return evicted;
 }
@@ -67,7 +68,7 @@ DLQ_INLINE std::int64_t MemoryStorage::bump_count(std::string_view queue, std::s
 DLQ_INLINE void MemoryStorage::push_many(const std::vector<Record>& records) {
   std::lock_guard<std::mutex> lock(state_->mutex);
   for (const Record& r : records)
-    lists_for(r.queue).dead.emplace_back(r.envelope);
+    append_dead(lists_for(r.queue), r.envelope);
 }
 
 DLQ_INLINE std::size_t MemoryStorage::size(std::string_view queue, ListKind kind) {
@@ -91,6 +92,7 @@ DLQ_INLINE bool MemoryStorage::remove(std::string_view queue, ListKind kind,
   auto& list = list_of(*l, kind);
   for (auto it = list.begin(); it != list.end(); ++it) {
     if (*it == raw) {
+      if (kind == ListKind::dead) l->numbers.erase(l->numbers.begin() + (it - list.begin()));
       list.erase(it);
       return true;
     }
@@ -105,6 +107,7 @@ DLQ_INLINE std::size_t MemoryStorage::purge(std::string_view queue, ListKind kin
   auto& list = list_of(*l, kind);
   const std::size_t n = list.size();
   list.clear();
+  if (kind == ListKind::dead) l->numbers.clear();
   return n;
 }
 
@@ -145,15 +148,31 @@ DLQ_INLINE std::vector<QueueEnds> MemoryStorage::stats(const std::vector<std::st
   return out;
 }
 
+DLQ_INLINE std::size_t MemoryStorage::replay_snapshot(std::string_view queue,
+                                                      replay_cursor& cursor) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  cursor.last = state_->pushed;  // every item pushed later gets a greater number
+  const lists* l = find_lists(queue);
+  return l ? l->dead.size() : 0;
+}
+
 DLQ_INLINE StepResult MemoryStorage::replay_step(std::string_view queue, replay_cursor& cursor,
                                                  std::size_t max_items, Decider decide) {
   std::vector<std::string> window;
+  std::vector<std::uint64_t> numbers;  // of the window's items: what the apply checks
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     const lists* l = find_lists(queue);
     if (!l) return {};
     find_place(l->dead, cursor);
-    window = slice(l->dead, cursor.offset, max_items);
+    // Numbers ascend along the list: the snapshot's items at the cursor end where the first
+    // item numbered past the bound is.
+    const auto from = l->numbers.begin() +
+                      static_cast<std::ptrdiff_t>(std::min(cursor.offset, l->numbers.size()));
+    const auto end = std::upper_bound(from, l->numbers.end(), cursor.last);
+    const auto n = std::min(max_items, static_cast<std::size_t>(end - from));
+    window = slice(l->dead, cursor.offset, n);
+    numbers.assign(from, from + static_cast<std::ptrdiff_t>(window.size()));
   }
   if (window.empty()) return {};
 
@@ -180,15 +199,20 @@ DLQ_INLINE StepResult MemoryStorage::replay_step(std::string_view queue, replay_
   lists* l = find_lists(queue);
   const std::size_t begin = cursor.offset;
   if (!l || l->dead.size() < begin + window.size()) return {0, true};
+  // The same items (by number: a byte-identical twin that moved into place is another item)
+  // where they were decided.
   for (std::size_t i = 0; i < window.size(); ++i)
-    if (l->dead[begin + i] != window[i]) return {0, true};
+    if (l->numbers[begin + i] != numbers[i]) return {0, true};
   if (kept != window.size()) {
     std::size_t write = begin;
     for (std::size_t i = 0; i < window.size(); ++i) {
       std::string& item = l->dead[begin + i];
       switch (plan[i].action) {
         case Action::keep:
-          if (write != begin + i) l->dead[write] = std::move(item);
+          if (write != begin + i) {
+            l->dead[write] = std::move(item);
+            l->numbers[write] = l->numbers[begin + i];
+          }
           ++write;
           break;
         case Action::replay:
@@ -203,6 +227,8 @@ DLQ_INLINE StepResult MemoryStorage::replay_step(std::string_view queue, replay_
     }
     const auto first = l->dead.begin() + static_cast<std::ptrdiff_t>(write);
     l->dead.erase(first, first + static_cast<std::ptrdiff_t>(window.size() - kept));
+    const auto nfirst = l->numbers.begin() + static_cast<std::ptrdiff_t>(write);
+    l->numbers.erase(nfirst, nfirst + static_cast<std::ptrdiff_t>(window.size() - kept));
   }
   for (std::size_t i = 0; i < window.size(); ++i)
     if (plan[i].action == Action::keep) cursor.kept.add(window[i]);
@@ -351,6 +377,11 @@ DLQ_INLINE void MemoryStorage::find_place(const std::deque<std::string>& dead,
   for (std::size_t i = 0; i < cursor.offset && i < dead.size(); ++i)
     if (!cursor.kept.feed(dead[i])) break;
   cursor.offset = cursor.kept.finish_realign();
+}
+
+DLQ_INLINE void MemoryStorage::append_dead(lists& l, std::string_view bytes) {
+  l.dead.emplace_back(bytes);
+  l.numbers.push_back(++state_->pushed);
 }
 
 DLQ_INLINE MemoryStorage::lists* MemoryStorage::find_lists(std::string_view queue) {

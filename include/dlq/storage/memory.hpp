@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <limits>
 #include <map>
@@ -40,10 +41,14 @@ namespace dlq {
 class MemoryStorage {
  public:
   /// Replay position: the number of items a replay kept in place so far, and which ones
-  /// (so that the replay finds its place again when another client removes some of them).
+  /// (so that the replay finds its place again when another client removes some of them),
+  /// and the snapshot bound.
   struct replay_cursor {
     std::size_t offset = 0;      ///< items kept at the head of the list so far
     detail::kept_prefix kept{};  ///< the kept items (hashes), in list order
+    /// The walk examines only items numbered up to this (see replay_snapshot); the default
+    /// bounds nothing.
+    std::uint64_t last = std::numeric_limits<std::uint64_t>::max();
   };
 
   MemoryStorage();
@@ -96,6 +101,14 @@ class MemoryStorage {
   /// Length and first and last item of both lists of each queue, in order, each queue read
   /// under the lock at one instant (the storage member `stats`, see dlq/stats.hpp).
   std::vector<QueueEnds> stats(const std::vector<std::string>& names);
+
+  /// Bounds the walk with `cursor` to the items the queue's dead list holds now (see
+  /// "Snapshot" in dlq/storage.hpp) and returns their number. Every item pushed to a dead list
+  /// gets the next number of a counter the storage keeps (under its lock), so items only ever
+  /// follow older ones in a list: the snapshot is "numbered up to the counter's value now",
+  /// and a replay step reads only the items of its window numbered up to that. Exact whatever
+  /// other clients remove (by position, by bytes, byte-identical twins included) or add.
+  std::size_t replay_snapshot(std::string_view queue, replay_cursor& cursor);
 
   /// One replay step (see dlq/storage.hpp for the protocol).
   StepResult replay_step(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
@@ -158,6 +171,7 @@ class MemoryStorage {
  private:
   struct lists {
     std::deque<std::string> dead;
+    std::deque<std::uint64_t> numbers;  // of the dead items, in step with `dead`, ascending
     std::deque<std::string> corrupt;
     std::deque<std::string> source;
     std::map<std::string, std::deque<std::string>, std::less<>> in_flight;  // by consumer
@@ -166,6 +180,7 @@ class MemoryStorage {
     std::mutex mutex;
     std::map<std::string, lists, std::less<>> queues;
     detail::counter_map counters;
+    std::uint64_t pushed = 0;  // the number of the last item pushed to any dead list
     std::map<std::string, std::deque<std::pair<std::chrono::system_clock::time_point, std::string>>,
              std::less<>>
         audit;
@@ -185,6 +200,8 @@ class MemoryStorage {
   // else that item would be skipped.
   static void find_place(const std::deque<std::string>& dead, replay_cursor& cursor);
   lists* find_lists(std::string_view queue);
+  // Appends one item to a dead list with the next number (under the lock).
+  void append_dead(lists& l, std::string_view bytes);
   lists& lists_for(std::string_view queue);
 
   std::unique_ptr<state> state_;

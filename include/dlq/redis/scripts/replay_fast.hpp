@@ -7,6 +7,8 @@
 
 #include <string_view>
 
+#include "dlq/redis/scripts/snapshot.hpp"
+
 namespace dlq::redis::scripts {
 
 /// Fast replay step: move the provable entries at the head of a dead list to the destination
@@ -90,9 +92,13 @@ namespace dlq::redis::scripts {
 /// two lists before and after, and nothing else is written (no receipt, no staging), so a
 /// replayer killed at any instant leaves nothing to recover.
 ///
+/// A run with a snapshot bound (ARGV[6]; dlq/redis/scripts/snapshot.hpp) reads and takes only
+/// the items below its bound; the move lowers the bounds of every run in KEYS[3].
+///
 /// Input:
 ///   KEYS[1]  the dead list
 ///   KEYS[2]  the destination list
+///   KEYS[3]  the dead list's runs hash
 ///   ARGV[1]  most items to take (>= 1)
 ///   ARGV[2]  byte budget (see above)
 ///   ARGV[3]  "1" = return the taken items' ids, "0" = only their count
@@ -102,18 +108,25 @@ namespace dlq::redis::scripts {
 ///            returned it already), it stops at once and returns {0, 1, {}, {}} — without
 ///            counting or returning the unprovable items, each of which can be far larger
 ///            than the byte budget; "0" (or absent) = count and return them
+///   ARGV[6]  the run's id in KEYS[3] ('' = no snapshot bound)
+///   ARGV[7]  the run's deadline distance in ms (RedisListOptions::receipt_ttl)
 /// Output: {taken, unprovable, ids, rest}: the number of items moved; how many items right
 /// after them were read and are not provable (0 when the step stopped at a limit or the list
 /// ended; counted up to the first provable item, the end of the list, ARGV[1] items taken and
 /// unprovable together, ARGV[4] unprovable items, or their bytes reaching ARGV[2]); the moved
 /// items' ids in list order (an empty array unless ARGV[3] is "1"); and the bytes of those
 /// unprovable items, in order — the new head of the dead list, for the compare-and-move step.
-/// Errors: WRONGTYPE from LRANGE (nothing written) or from the first RPUSH (nothing written)
-/// when a key holds another type. A server that aborts the script between its writes (out of
-/// memory mid-script) leaves pushed copies in the destination with the items still in the
-/// dead list: a duplicate, never a loss.
-inline constexpr std::string_view replay_fast = R"lua(
+/// Errors: DLQSNAPSHOT (the run's bound is gone; nothing written); WRONGTYPE from LRANGE (nothing
+/// written) or from the first RPUSH (nothing written) when a key holds another type. A server that
+/// aborts the script between its writes (out of memory mid-script) leaves pushed copies in the
+/// destination with the items still in the dead list: a duplicate, never a loss.
+inline constexpr auto replay_fast_text = detail::join(snapshot_functions, R"lua(
 local dead, dest = KEYS[1], KEYS[2]
+local lim = math.huge
+if ARGV[6] ~= '' then
+  lim = dlq_bound(KEYS[3], ARGV[6], tonumber(ARGV[7]))
+  if lim == nil then return dlq_gone(KEYS[3]) end
+end
 local max, budget = tonumber(ARGV[1]), tonumber(ARGV[2])
 local want, chunk, follows = ARGV[3] == '1', tonumber(ARGV[4]), ARGV[5] == '1'
 local find, sub, byte, tonum = string.find, string.sub, string.byte, tonumber
@@ -125,7 +138,8 @@ local floor, min, max1 = math.floor, math.min, math.max
 -- is worked out once, not a pattern match, a tonumber, a number-to-string and a concatenation
 -- per item (docs/benchmarks.md). At most one entry each per item read.
 local heads, ends = {}, {}
-while more do
+while more and at < lim do
+  n = math.min(n, lim - at)
   local items = redis.call('LRANGE', dead, at, at + n - 1)
   more = #items == n
   for i = 1, #items do
@@ -193,8 +207,12 @@ end
 for i = 1, m, 1000 do
   redis.call('RPUSH', dest, unpack(out, i, math.min(i + 999, m)))
 end
-if m > 0 then redis.call('LTRIM', dead, m, -1) end
+if m > 0 then
+  redis.call('LTRIM', dead, m, -1)
+  dlq_removed(KEYS[3], nil, m)
+end
 return {m, unprovable, ids, rest}
-)lua";
+)lua");
+inline constexpr std::string_view replay_fast = replay_fast_text.view();
 
 }  // namespace dlq::redis::scripts
