@@ -1026,3 +1026,5 @@ TEMPLATE_TEST_CASE(
 #include "contract/observability_suite.hpp"
 // --- operator operations (issue 14): search, discard, edited replay, audit ---------------
 #include "contract/operations_suite.hpp"
+// --- search under churn (issue 27) ----------------------------------------------------------
+#include "contract/search_churn_suite.hpp"
