@@ -63,21 +63,6 @@ std::set<std::string> matching_now(Q& q) {
   return out;
 }
 
-// The page's restarted flag, where the page type has one (the console's page gained it with
-// the fix of issue 27; before, a lost place was never reported).
-template <class P>
-auto restarted_of(const P& p, int) -> decltype(static_cast<bool>(p.restarted)) {
-  return p.restarted;
-}
-template <class P>
-auto restarted_of(const P& p, long) -> decltype(p.restarted()) {
-  return p.restarted();
-}
-template <class P>
-bool restarted_of(const P&, ...) {
-  return false;
-}
-
 struct totals {
   std::size_t expected = 0;  // matches present at the start and at the end of a run
   std::size_t missed = 0;    // of those, never returned
@@ -197,7 +182,7 @@ struct library_pager {
     dlq::Filter f;
     f.error_contains = "match";
     auto p = q.search("orders", f, token, limit, max_examined);
-    restarted = restarted_of(p, 0);
+    restarted = p.restarted();
     for (auto& e : p.entries)
       out.push_back(std::move(e));
     token = p.continuation;
@@ -223,7 +208,7 @@ struct console_pager {
     dlq::http::EntryQuery f;
     f.error = "match";
     auto p = backend.search("orders", f, at, limits);
-    restarted = restarted_of(p, 0);
+    restarted = p.restarted;
     for (auto& e : p.entries)
       out.push_back(std::move(e));
     at = p.next;
