@@ -18,15 +18,27 @@
 ///       token = page.continuation;
 ///     } while (!token.empty());
 ///
-/// Resuming is exact while the list changes between calls. New entries are appended at the
-/// tail (found by later calls); entries removed before the search position shift the rest
-/// left. The token holds the position and the hashes of the last entries examined (up to
-/// 16): a call finds the latest of them still in the list (reading backwards from the
-/// position, within its budget — a long way back takes several calls, each returning an
-/// empty page) and goes on right after it. So a matching entry that stays in the list is
-/// returned exactly once. Only if every one of those 16 entries was removed between two
-/// calls is the place unknown: the search then starts again at the oldest entry and the
-/// page says restarted() — entries may be returned a second time, never skipped.
+/// Exact while the list changes, between calls and during one: other clients send,
+/// replay, discard, remove and trim meanwhile. A run of pages returns every matching entry
+/// that was in the list when it started and was not removed before the search reached it,
+/// once; entries sent meanwhile join at the tail and are returned too. The token holds a
+/// position and the hashes of the last 16 entries examined (the anchors). Entries only leave
+/// the list or join it at the tail, so whatever stays keeps its order: every entry before
+/// the latest anchor still in the list was examined, every entry after it was not. Each
+/// read — one `range` call, which every backend answers from one instant — re-reads the 16
+/// positions before the place together with the next chunk, and the entries after the
+/// latest anchor in it are the next ones: the place is found and the entries after it are
+/// read at the same instant, so no removal can fall between the two (the design and its
+/// limits: dlq/detail/search_place.hpp; docs/operations.md). When more than 16 entries
+/// before the place went meanwhile, the call reads backwards for the anchor, within its
+/// budget (a long way back may take calls that return empty pages).
+///
+/// Repeats happen in two cases only. (1) Every one of the last 16 entries examined was
+/// removed before the next read (e.g. a replay took the head past the search): the place
+/// is unknown, the search starts again at the oldest entry, and that page says restarted();
+/// matches returned before it that are still in the list are returned again — none is
+/// skipped. (2) On the key-value backend a job sent again with the same job id replaces
+/// its entry and moves it to the tail: the new attempt is returned again, under the same id.
 #pragma once
 
 #include <algorithm>
@@ -42,6 +54,7 @@
 #include <vector>
 
 #include "dlq/detail/compiled.hpp"
+#include "dlq/detail/search_place.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/storage.hpp"
@@ -100,9 +113,10 @@ struct SearchPage {
 
   /// True when the search is complete (no continuation).
   bool done() const noexcept { return continuation.empty(); }
-  /// True when the place of the previous call was lost (every entry it examined last was
-  /// removed since) and the search started again at the oldest entry: entries returned
-  /// before may be returned again (none is skipped).
+  /// True when the place was lost (each of the last 16 entries examined was removed before
+  /// this call read on) and this call started again at the oldest entry: matches returned
+  /// by earlier pages may be returned again (none is skipped). False otherwise: then no page
+  /// of the run repeats an entry.
   bool restarted() const noexcept { return restarted_; }
 };
 
@@ -147,18 +161,6 @@ class filter_matcher {
   std::vector<const std::string*> texts_;  // texts a matching entry's bytes must contain
 };
 
-/// The state a continuation token carries: the position after the last entry examined and
-/// the hashes of the last entries examined, oldest first.
-struct search_token {
-  static constexpr std::size_t max_anchors = 16;
-  std::size_t position = 0;
-  std::vector<std::uint64_t> anchors;
-
-  std::string encode() const;
-
-  static search_token decode(std::string_view text);
-};
-
 }  // namespace detail
 
 /// One call of a resumable search of `queue`'s dead-letter list in `storage` (see the file
@@ -178,79 +180,31 @@ SearchPage search_page(Storage& storage, std::string_view queue, const Filter& f
   if (!continuation.empty()) token = detail::search_token::decode(continuation);
   SearchPage page;
   page.size = storage.size(queue, ListKind::dead);
-  std::size_t budget = max_examined;
-  std::size_t pos = token.position;
-
+  detail::search_place place(std::move(token), page.size);
   const detail::filter_matcher matcher(filter, now);
-  std::vector<std::uint64_t> recent = std::move(token.anchors);
-  std::vector<std::string> first;  // items read with the fast-path check, if it passed
-
-  if (pos > 0) {
-    // Fast path: the list did not move under the last entry examined — read from it.
-    first = storage.range(queue, ListKind::dead, pos - 1, chunk + 1);
-    if (!first.empty() && detail::fnv1a64(first.front()) == recent.back()) {
-      first.erase(first.begin());
-    } else {
-      first.clear();
-      // Find the place again: the latest anchor still in the list, at or before the
-      // position (entries only shift left; new ones arrive behind). Read backwards.
-      std::size_t upper = std::min(pos, page.size);  // search [.., upper)
-      std::optional<std::size_t> found;
-      while (upper > 0 && budget > 0) {
-        const std::size_t n = std::min({chunk, upper, budget});
-        const std::size_t from = upper - n;
-        const auto items = storage.range(queue, ListKind::dead, from, n);
-        budget -= std::min(budget, items.size());
-        for (std::size_t k = std::min(items.size(), n); k-- > 0 && !found;) {
-          const std::uint64_t h = detail::fnv1a64(items[k]);
-          const auto a = std::find(recent.rbegin(), recent.rend(), h);
-          if (a == recent.rend()) continue;
-          found = from + k + 1;
-          recent.erase(a.base(), recent.end());  // the later anchors are gone
-        }
-        if (found) break;
-        upper = from;
-      }
-      if (!found && upper > 0) {  // budget used up: go on backwards in the next call
-        token.position = upper;
-        page.position = upper;
-        page.continuation = token.encode();
-        page.examined = max_examined - budget;
-        return page;
-      }
-      if (found) {
-        pos = *found;
-      } else {  // every anchor is gone: start over (nothing to repeat in an empty list)
-        pos = 0;
-        recent.clear();
-        page.restarted_ = page.size > 0;
-      }
-    }
-  }
-
+  std::size_t budget = max_examined;
   bool end = false;
   while (budget > 0 && page.entries.size() < limit) {
-    const std::size_t n = std::min(chunk, budget);
-    std::vector<std::string> items;
-    if (!first.empty()) {
-      items = std::move(first);
-      first.clear();
-      if (items.size() > n) items.resize(n);
-    } else {
-      items = storage.range(queue, ListKind::dead, pos, n);
-    }
-    if (items.empty()) {
-      end = true;
-      break;
-    }
+    const detail::search_place::read r = place.next_read(std::min(chunk, budget));
+    std::vector<std::string> items = storage.range(queue, ListKind::dead, r.start, r.count);
+    // Matches move into the page: their keys are read from there (entry index per item).
+    std::vector<std::pair<std::size_t, std::size_t>> moved;
+    const auto key = [&](std::size_t i) {
+      const auto m =
+          std::lower_bound(moved.begin(), moved.end(), std::make_pair(i, std::size_t{0}));
+      return m != moved.end() && m->first == i ? detail::search_key(page.entries[m->second].raw)
+                                               : detail::search_key(items[i]);
+    };
+    const detail::search_place::found f = place.accept(r, items.size(), key);
+    budget -= std::min(budget, f.searched);
+    page.examined += f.searched;
+    if (place.searching()) continue;
     std::size_t used = 0;
-    // Only the last 16 items examined become anchors: hash those (and matches, whose bytes
-    // move into the page) instead of every item.
-    std::vector<std::pair<std::size_t, std::uint64_t>> moved;  // (index, hash) of matches
-    for (auto& raw : items) {
+    for (std::size_t i = f.first; i < items.size() && budget > 0; ++i) {
       ++used;
       --budget;
       ++page.examined;
+      std::string& raw = items[i];
       if (!matcher.cannot_match(raw)) {
         detail::envelope_view view;
         const bool readable = detail::view_envelope(raw, view);
@@ -258,36 +212,21 @@ SearchPage search_page(Storage& storage, std::string_view queue, const Filter& f
                                : readable          ? detail::entry_id(view, raw)
                                                    : detail::derived_id(raw);
         if (matcher.matches(raw, readable, view, id)) {
-          moved.emplace_back(used - 1, detail::fnv1a64(raw));
+          moved.emplace_back(i, page.entries.size());
           page.entries.push_back(parse_entry(std::move(raw)));
+          if (page.entries.size() >= limit) break;
         }
       }
-      if (page.entries.size() >= limit || budget == 0) break;
     }
-    pos += used;
-    const std::size_t tail = std::min(used, detail::search_token::max_anchors);
-    for (std::size_t k = used - tail; k < used; ++k) {
-      const auto m =
-          std::find_if(moved.begin(), moved.end(), [k](const auto& e) { return e.first == k; });
-      recent.push_back(m != moved.end() ? m->second : detail::fnv1a64(items[k]));
-    }
-    if (recent.size() > detail::search_token::max_anchors)
-      recent.erase(recent.begin(),
-                   recent.end() - static_cast<std::ptrdiff_t>(detail::search_token::max_anchors));
-    if (items.size() < n && used == items.size()) {
+    place.advance(f.first, used, key);
+    if (f.end && f.first + used == items.size()) {
       end = true;
       break;
     }
   }
-  page.position = pos;
-  if (!end) {
-    token.position = pos;
-    token.anchors = std::move(recent);
-    if (token.position > 0 && token.anchors.empty())
-      end = true;  // nothing examined: done
-    else
-      page.continuation = token.encode();
-  }
+  page.position = place.position();
+  page.restarted_ = place.restarted();
+  if (!end) page.continuation = place.token().encode();
   return page;
 }
 

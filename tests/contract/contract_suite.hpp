@@ -1028,3 +1028,5 @@ TEMPLATE_TEST_CASE(
 #include "contract/operations_suite.hpp"
 // --- snapshot semantics under churn (issue 27) -----------------------------------------
 #include "contract/snapshot_suite.hpp"
+// --- search under churn (issue 27) ----------------------------------------------------------
+#include "contract/search_churn_suite.hpp"

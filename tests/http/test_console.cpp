@@ -5,6 +5,7 @@
 // limit on concurrent ones) and the scan bound.
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -70,12 +71,14 @@ TEST_CASE("a continuation token survives entries replayed from the head between 
   REQUIRE(second.entries.size() == 100);
   CHECK(second.entries.front().payload == "{\"n\":100}");
   CHECK(second.entries.back().payload == "{\"n\":199}");
-  // a replay takes the head past the cursor (the last entry seen is gone): the scan goes on
-  // at the first entry not older than it, found by binary search; nothing is passed over
+  CHECK_FALSE(second.restarted);
+  // a replay takes the head past the cursor (every entry seen last is gone): the place is
+  // lost, the scan starts again at the head and says so; nothing is passed over
   const auto cursor2 = *second.next;                   // after n = 199
   q.replay("orders", dlq::ReplayOptions::first(200));  // n = 40 .. 239 go
   auto third = b.search("orders", {}, cursor2, lim);
   REQUIRE(!third.entries.empty());
+  CHECK(third.restarted);
   CHECK(third.entries.front().payload == "{\"n\":240}");
   CHECK_THROWS_AS(dlq::http::Cursor::decode("!!!"), dlq::invalid_argument);
   CHECK_THROWS_AS(dlq::http::Cursor::decode("YWJj"), dlq::invalid_argument);  // "abc"
@@ -368,4 +371,22 @@ TEST_CASE("POST /api/discard deletes only entries present at its start (ConsoleB
   dlq::DeadLetterQueue<dlq::MemoryStorage> q;
   ScanDiscardBackend backend(q);
   discard_under_churn(q, backend, backend.between_pages);
+}
+
+TEST_CASE("the scan-based discard deletes every match of a dense filter") {
+  // Runs of 40 matches: a page of 500 matches ends inside a run, so every entry the scan
+  // examined last is one the discard deletes before it reads on.
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  for (int i = 0; i < 3000; ++i)
+    q.send_to_dlq("orders", "{\"n\":" + std::to_string(i) + "}", i % 50 < 40 ? "gone" : "kept", 1,
+                  "w");
+  ScanDiscardBackend b(q);
+  dlq::http::EntryQuery query;
+  query.error = "gone";
+  const auto r = b.discard("orders", query, false, nullptr, {});
+  CHECK(r.matched == 2400);
+  CHECK(r.deleted == 2400);
+  REQUIRE(q.size("orders") == 600);
+  for (const auto& e : q.peek("orders", 0, 600))
+    CHECK(e.error == "kept");
 }

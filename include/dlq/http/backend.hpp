@@ -119,7 +119,7 @@ class ConsoleBackend {
   virtual SearchPage search(std::string_view queue, const EntryQuery& filter,
                             const std::optional<Cursor>& from, const ScanLimits& limits) {
     return scan([this](std::string_view q, std::size_t s, std::size_t n) { return peek(q, s, n); },
-                queue, filter, from, limits, std::chrono::system_clock::now());
+                size(queue), queue, filter, from, limits, std::chrono::system_clock::now());
   }
 
   /// Deletes (does not replay) the entries of `queue` that match `query`, among those
@@ -155,13 +155,15 @@ class ConsoleBackend {
     limits.limit = 500;
     limits.max_examined = 5000;
     std::optional<Cursor> at;
-    while (!present.empty()) {
-      SearchPage page = search(queue, query, at, limits);
-      std::size_t removed_here = 0;
-      for (const auto& e : page.entries) {
+    // Matches among the entries the scan examined last (its anchors, Cursor::anchors) are
+    // deleted only after the next read found the place: deleting all of them first would
+    // lose the place and restart the scan at the head (see dlq/http/search.hpp).
+    std::vector<Entry> deferred;
+    const auto settle = [&](std::vector<Entry>& entries, std::size_t& removed) {
+      for (const auto& e : entries) {
         if (cancel && cancel->load()) {
           report.cancelled = true;
-          break;
+          return false;
         }
         const auto it = present.find(e.id);
         if (it == present.end()) continue;  // added after the start
@@ -169,15 +171,33 @@ class ConsoleBackend {
         ++report.matched;
         if (!dry_run && remove(queue, e.id)) {
           ++report.deleted;
-          ++removed_here;
+          ++removed;
         }
       }
+      entries.clear();
+      return true;
+    };
+    while (!present.empty()) {
+      SearchPage page = search(queue, query, at, limits);
+      std::size_t removed_here = 0;
+      bool go = settle(deferred, removed_here);
+      std::vector<Entry> now;
+      for (auto& e : page.entries) {
+        const bool anchor = !dry_run && page.next &&
+                            std::find(page.next->anchors.begin(), page.next->anchors.end(),
+                                      detail::scan_key(e)) != page.next->anchors.end();
+        (anchor ? deferred : now).push_back(std::move(e));
+      }
+      go = go && settle(now, removed_here);
       report.examined += page.examined;
       if (progress) progress(report);
-      if (report.cancelled || !page.next) break;
+      if (!go || !page.next) break;
       at = page.next;
       at->position -= std::min(at->position, removed_here);  // they were before it
     }
+    std::size_t removed_last = 0;
+    if (!report.cancelled && !deferred.empty() && settle(deferred, removed_last) && progress)
+      progress(report);
     return report;
   }
 

@@ -875,6 +875,7 @@ class Console {
                           {"filtered", !filter.empty()}};
     out["next"] = page.next ? nlohmann::json(page.next->encode()) : nlohmann::json(nullptr);
     out["position"] = page.next ? page.next->position : page.start + page.examined;
+    out["restarted"] = page.restarted;
     send_json(r, 200, out);
   }
 

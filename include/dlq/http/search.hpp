@@ -4,25 +4,29 @@
 ///
 /// A scan never loads a whole list: each call reads windows of at most `window` entries
 /// with peek and examines at most `max_examined` entries, then hands back a continuation
-/// token (dlq::http::Cursor) that encodes the position reached, the id of the last entry
-/// examined and its dead_lettered_at. The next call finds that id again within the
-/// `lookback` entries before the position, so entries removed before it in between (the list
-/// moves left) neither hide nor repeat entries. When the id is not there (it was replayed or
-/// deleted too, e.g. a replay took the head), the scan goes on at the first entry not older
-/// than it, found by binary search over the list (about log2(length) reads of one entry):
-/// exact for a list in dead-letter order, which appends keep; entries written out of time
-/// order (clock skew between writers) may then be shown twice or, near the cut, passed over.
+/// token (dlq::http::Cursor). The place is kept and found again exactly as the library's
+/// search does it, by the same code (dlq/detail/search_place.hpp): the token holds a
+/// position and the hashes of the last 16 entries examined, and every peek re-reads the 16
+/// positions before the place with the next window, so the place and the entries after it
+/// come from one read. While other clients send, replay, discard and delete, a run of pages
+/// returns every matching entry that was in the list when it started and was not removed
+/// before the scan reached it, once. Only when each of the last 16 entries examined was
+/// removed before the next read is the place lost: the scan starts again at the head and
+/// that page says `restarted` (entries shown before may come again; none is skipped).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <dlq/detail/base64.hpp>
+#include <dlq/detail/search_place.hpp>
 #include <dlq/entry.hpp>
 #include <dlq/errors.hpp>
 
@@ -92,44 +96,37 @@ struct EntryQuery {
   }
 };
 
-/// Where a scan stopped: the position of the next entry and the last one examined.
+/// Where a scan stopped: the place of dlq/detail/search_place.hpp.
 struct Cursor {
-  std::size_t position = 0;  ///< index (from the head) of the next entry to examine
-  std::string last_id;       ///< id of the entry examined last ("" at the start)
-  /// dead_lettered_at of that entry in microseconds since the epoch; 0 = unknown.
-  std::int64_t last_time_us = 0;
+  /// Entries of the list before the place (every entry examined last that is still in the
+  /// list is before it).
+  std::size_t position = 0;
+  /// Hashes (64-bit FNV-1a of the stored bytes) of the last entries examined, oldest first,
+  /// at most 16; empty at the start.
+  std::vector<std::uint64_t> anchors;
 
-  /// The token form: base64 of "<position>:<time>:<last id>" (opaque to clients).
+  /// The token form: base64 of the library's continuation text (opaque to clients).
   std::string encode() const {
-    return dlq::detail::base64::encode(std::to_string(position) + ":" +
-                                       std::to_string(last_time_us) + ":" + last_id);
+    return dlq::detail::base64::encode(dlq::detail::search_token{position, anchors}.encode());
   }
 
   /// Parses a token made by encode().
   /// @throws dlq::invalid_argument when `token` is not one.
   static Cursor decode(std::string_view token) {
-    std::string text;
     const auto bad = [] {
       return dlq::invalid_argument(dlq::detail::message(
           "http", "cursor", "not a continuation token of this console",
           "pass the `next` value of the previous page unchanged, or drop it to start over"));
     };
+    std::string text;
     if (token.size() > 1024 || !dlq::detail::base64::decode(token, text)) throw bad();
-    Cursor c;
-    std::size_t i = 0;
-    const auto number = [&](auto& out) {
-      const std::size_t begin = i;
-      out = 0;
-      while (i < text.size() && text[i] >= '0' && text[i] <= '9' && i - begin < 18)
-        out = out * 10 + (text[i++] - '0');
-      if (i == begin || i >= text.size() || text[i] != ':') throw bad();
-      ++i;
-    };
-    number(c.position);
-    number(c.last_time_us);
-    c.last_id = text.substr(i);
-    if (c.position == 0 && !c.last_id.empty()) throw bad();
-    return c;
+    dlq::detail::search_token t;
+    try {
+      t = dlq::detail::search_token::decode(text);
+    } catch (const dlq::invalid_argument&) {
+      throw bad();
+    }
+    return Cursor{t.position, std::move(t.anchors)};
   }
 };
 
@@ -137,100 +134,92 @@ struct Cursor {
 struct ScanLimits {
   std::size_t limit = 50;            ///< most matching entries returned
   std::size_t max_examined = 10000;  ///< most entries examined by one call
-  std::size_t window = 500;          ///< most entries read by one peek
-  std::size_t lookback = 256;        ///< entries before the position searched for the last id
+  /// Most entries examined per peek (each peek also re-reads the 16 entries before the
+  /// place).
+  std::size_t window = 500;
 };
 
 /// One page of a scan.
 struct SearchPage {
   std::vector<Entry> entries;  ///< matching entries, oldest first
   std::size_t examined = 0;    ///< entries examined by this call
-  std::size_t start = 0;       ///< position this call started at
+  std::size_t start = 0;       ///< position this call started examining at
   std::optional<Cursor> next;  ///< where to continue; nullopt = the end of the list
+  /// The place was lost (each of the last 16 entries examined was removed before this call
+  /// read on) and this call started again at the head: entries returned by earlier pages
+  /// may be returned again (none is skipped). False: no entry of the run repeats.
+  bool restarted = false;
 };
 
 namespace detail {
 
-inline std::int64_t micros(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
-
-/// The position of the first entry not older than the cursor's last entry, by binary search
-/// over [0, cursor.position) with one-entry reads; entries without a time count as older.
-/// The cursor's position when its time is unknown.
-template <class Peek>
-std::size_t first_not_older(Peek& peek, std::string_view queue, const Cursor& c) {
-  if (c.last_time_us == 0) return c.position;
-  std::size_t lo = 0, hi = c.position;
-  while (lo < hi) {
-    const std::size_t mid = lo + (hi - lo) / 2;
-    const std::vector<Entry> one = peek(queue, mid, 1);
-    if (one.empty()) {
-      hi = mid;
-      continue;
-    }
-    const auto& e = one.front();
-    if (e.dead_lettered_time && micros(*e.dead_lettered_time) >= c.last_time_us) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  return lo;
+/// The anchor hash of an entry read through peek: of its stored bytes (Entry::raw, which
+/// DeadLetterQueue::peek fills), else of its id.
+inline std::uint64_t scan_key(const Entry& e) noexcept {
+  return dlq::detail::search_key(e.raw.empty() ? std::string_view(e.id) : std::string_view(e.raw));
 }
 
 }  // namespace detail
 
 /// Scans `queue` from `from` (nullopt = the head) for entries matching `filter`, within
-/// `limits`, through `peek(queue, start, count)`. See the file comment for the guarantees.
+/// `limits`, through `peek(queue, start, count)`; `length` is the list's length read before
+/// (it bounds a forged or stale position). See the file comment for the guarantees.
 /// @throws whatever `peek` throws.
 template <class Peek>
-SearchPage scan(Peek&& peek, std::string_view queue, const EntryQuery& filter,
+SearchPage scan(Peek&& peek, std::size_t length, std::string_view queue, const EntryQuery& filter,
                 const std::optional<Cursor>& from, const ScanLimits& limits,
                 std::chrono::system_clock::time_point now) {
   SearchPage page;
-  std::size_t pos = 0;
-  if (from && from->position > 0) {
-    const std::size_t back = std::min(from->position, limits.lookback);
-    const std::size_t s = from->position - back;
-    const std::vector<Entry> before = peek(queue, s, back);
-    bool found = false;
-    for (std::size_t k = before.size(); k-- > 0;) {
-      if (before[k].id == from->last_id) {
-        pos = s + k + 1;
-        found = true;
-        break;
-      }
-    }
-    if (!found) pos = detail::first_not_older(peek, queue, *from);
-  }
-  page.start = pos;
-  std::string last_id = from ? from->last_id : std::string();
-  std::int64_t last_time = from ? from->last_time_us : 0;
+  dlq::detail::search_token token;
+  if (from) token = dlq::detail::search_token{from->position, from->anchors};
+  dlq::detail::search_place place(std::move(token), length);
+  page.start = place.position();
   const std::size_t want = std::max<std::size_t>(1, limits.limit);
+  const std::size_t window = std::max<std::size_t>(1, limits.window);
   bool at_end = false;
+  bool started = false;
   while (page.entries.size() < want && page.examined < limits.max_examined) {
-    std::size_t n = std::min(limits.window, limits.max_examined - page.examined);
+    std::size_t n = std::min(window, limits.max_examined - page.examined);
     if (filter.empty()) n = std::min(n, want - page.entries.size());
-    std::vector<Entry> batch = peek(queue, pos, n);
+    const dlq::detail::search_place::read r = place.next_read(n);
+    std::vector<Entry> batch = peek(queue, r.start, r.count);
+    if (batch.size() > r.count)
+      batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(r.count), batch.end());
+    std::vector<std::pair<std::size_t, std::size_t>> moved;  // (batch index, page index)
+    const auto key = [&](std::size_t i) {
+      const auto m =
+          std::lower_bound(moved.begin(), moved.end(), std::make_pair(i, std::size_t{0}));
+      return detail::scan_key(m != moved.end() && m->first == i ? page.entries[m->second]
+                                                                : batch[i]);
+    };
+    const dlq::detail::search_place::found f = place.accept(r, batch.size(), key);
+    page.examined += f.searched;
+    if (place.searching()) continue;
+    if (!started) {
+      page.start = place.position();
+      started = true;
+    }
     std::size_t used = 0;
-    for (auto& e : batch) {
+    for (std::size_t i = f.first; i < batch.size() && page.examined < limits.max_examined; ++i) {
       ++used;
       ++page.examined;
-      ++pos;
-      last_id = e.id;
-      last_time = e.dead_lettered_time ? detail::micros(*e.dead_lettered_time) : 0;
-      if (filter.matches(e, now)) {
-        page.entries.push_back(std::move(e));
+      if (filter.matches(batch[i], now)) {
+        moved.emplace_back(i, page.entries.size());
+        page.entries.push_back(std::move(batch[i]));
         if (page.entries.size() == want) break;
       }
     }
-    if (batch.size() < n && used == batch.size()) {
+    place.advance(f.first, used, key);
+    if (f.end && f.first + used == batch.size()) {
       at_end = true;
       break;
     }
   }
-  if (!at_end) page.next = Cursor{pos, last_id, last_time};
+  page.restarted = place.restarted();
+  if (!at_end) {
+    const dlq::detail::search_token t = place.token();
+    page.next = Cursor{t.position, t.anchors};
+  }
   return page;
 }
 
