@@ -44,6 +44,7 @@ def check(cond, what, detail=""):
     if not cond:
         FAILURES.append(what)
         print(f"    FAILED: {what} {detail}", flush=True)
+    return cond
 
 
 def expect(result, code, what):
@@ -324,6 +325,129 @@ def test_progress_bar(b, q):
     check("\r" not in err, "no progress bar when stderr is not a terminal", err)
 
 
+def payload_files_holding(token):
+    """Files named like the temporary payload files a transform once got (dlqctl-payload-*),
+    in /tmp and $TMPDIR, that hold `token`."""
+    found = []
+    for d in {"/tmp", tempfile.gettempdir()}:
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith("dlqctl-payload-"):
+                continue
+            try:
+                with open(os.path.join(d, name), "rb") as f:
+                    if token.encode() in f.read():
+                        found.append(os.path.join(d, name))
+            except OSError:
+                pass
+    return found
+
+
+def group_gone(pg, limit=5.0):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pg, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_edited_replay(b, q):
+    """Issue 27 defect 1 on a real store: an empty edit is refused and moves nothing; a
+    dlqctl stopped (SIGTERM, SIGINT) or killed (SIGKILL) while its transform runs leaves the
+    entry in place and no file with the payload behind."""
+    def fresh():
+        """A new dead letter of its own: (id, payload, token)."""
+        token = "tok-%d-%d" % (os.getpid(), time.monotonic_ns())
+        payload = '{"amount":1,"token":"%s"}' % token
+        rc, out, err = expect(run("send", q, "--error", "e", "--payload", payload), 0, "send")
+        untouched.source = b.source(q)
+        return out.decode().strip(), payload, token
+
+    def untouched(eid, payload, what):
+        rc, out, err = run("show", q, eid, "--json")
+        check(rc == 0 and json.loads(out)["original_payload"] == json.loads(payload),
+              what + ": the dead letter is still there with its payload", (rc, out[:300], err))
+        check(b.source(q) == untouched.source, what + ": nothing went to the source queue",
+              b.source(q))
+
+    for args, stdin in [(("--transform-cmd", "jq -c '.amount |=' 2>/dev/null | cat"), b""),
+                        (("--transform-cmd", "true"), b""), (("--transform-cmd", "echo"), b""),
+                        (("--set-payload", "-"), b"")]:
+        eid, payload, token = fresh()
+        rc, out, err = expect(run("replay", q, "--id", eid, *args, stdin=stdin), 1,
+                              "an empty edit is refused: %s" % (args,))
+        # (the jq pipeline fails on its exit status first: transforms run with pipefail)
+        check(("empty" in err or "failed (exit status" in err) and "nothing was replayed" in err,
+              "and says so", err)
+        untouched(eid, payload, "empty edit %s" % (args,))
+
+    with tempfile.TemporaryDirectory() as d:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
+            name = signal.Signals(sig).name
+            eid, payload, token = fresh()
+            ready, stdin_of = os.path.join(d, name + ".pg"), os.path.join(d, name + ".stdin")
+            cmd = "readlink /proc/self/fd/0 > %s; echo $$ > %s; sleep 60; cat" % (stdin_of, ready)
+            proc = subprocess.Popen([ARGS.dlqctl, "replay", q, "--id", eid, "--transform-cmd", cmd],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=dict(os.environ, DLQ_STORE=STORE))
+            deadline = time.monotonic() + 20
+            pg = 0
+            while time.monotonic() < deadline and not pg:
+                try:
+                    with open(ready) as f:
+                        pg = int(f.read().strip() or 0)
+                except (OSError, ValueError):
+                    time.sleep(0.02)
+            if not check(pg > 0, name + ": the transform started"):
+                proc.kill()
+                proc.communicate()
+                continue
+            with open(stdin_of) as f:
+                stdin_is = f.read().strip()
+            check(stdin_is.startswith("pipe:"), name + ": the transform reads a pipe, not a file",
+                  stdin_is)
+            proc.send_signal(sig)
+            try:  # (not communicate(): a transform that outlived dlqctl holds its stderr)
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                check(False, name + ": dlqctl ended")
+                proc.kill()
+                proc.wait()
+            if sig == signal.SIGKILL:
+                # A transform outlives a SIGKILLed dlqctl (nothing can stop it then); it can
+                # no longer change anything: its output goes nowhere.
+                check(proc.returncode == -signal.SIGKILL, name + ": killed", proc.returncode)
+            else:
+                check(group_gone(pg), name + ": the transform's process group was killed")
+            try:
+                os.killpg(pg, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            err = proc.stderr.read().decode(errors="replace")
+            proc.stdout.close()
+            proc.stderr.close()
+            if sig != signal.SIGKILL:
+                check(proc.returncode == 130, name + ": exit 130", (proc.returncode, err))
+                check("interrupted" in err and "nothing was replayed" in err,
+                      name + ": says what happened", err)
+            check(payload_files_holding(token) == [], name + ": no file holds the payload",
+                  payload_files_holding(token))
+            untouched(eid, payload, name)
+
+    eid, payload, token = fresh()
+    rc, out, err = expect(run("replay", q, "--id", eid, "--transform-cmd",
+                              "sed 's/\"amount\":1/\"amount\":2/'"),
+                          0, "then an edit that works")
+    check(b.source(q)[len(untouched.source):] == [b'{"amount":2,"token":"%s"}' % token.encode()],
+          "replays the edited payload", b.source(q))
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -442,7 +566,8 @@ def main():
                        check=True, capture_output=True, env=dict(os.environ, DLQ_STORE=STORE))
     prefix = f"e2e{os.getpid()}"
     tests = [test_send_count_peek_show, test_replay_selection, test_corrupt_and_queues,
-             test_sigint, test_progress_bar, test_exit_codes, test_where_things_are]
+             test_sigint, test_progress_bar, test_exit_codes, test_where_things_are,
+             test_edited_replay]
     try:
         for t in tests:
             print(f"--- {t.__name__} ({ARGS.store})", flush=True)
