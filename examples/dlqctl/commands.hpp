@@ -357,7 +357,8 @@ class Commands {
   }
 
   int replay() {
-    if (!a_.ops.set_payload.empty() || !a_.ops.transform_cmd.empty())
+    if (!a_.ops.set_payload.empty() || !a_.ops.transform_cmd.empty() ||
+        !a_.ops.transform_timeout.empty())
       return ops_replay_edited(io_, store(), a_);
     const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (a_.ids.empty() ? 0 : 1);
     if (chosen != 1)
