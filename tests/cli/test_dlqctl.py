@@ -456,6 +456,99 @@ def free_port():
     return port
 
 
+SECRET = "SECa@SECb/SECc:SECd"  # '@', '/' and ':' in a password; every part starts with SEC
+STORE_COMMANDS = [
+    ("send", "{q}", "--error", "e", "--payload", "{{}}"), ("count", "{q}"), ("peek", "{q}"),
+    ("show", "{q}", "some-id"), ("replay", "{q}", "--all"),
+    ("replay", "{q}", "--id", "some-id", "--transform-cmd", "cat"), ("delete", "{q}", "some-id"),
+    ("purge", "{q}", "--yes"), ("queues",), ("recover", "{q}"),
+    ("trim", "{q}", "--max-length", "1", "--yes"), ("errors", "{q}"), ("stats",), ("metrics",),
+    ("corrupt", "{q}"), ("search", "{q}"), ("discard", "{q}", "--error-contains", "x", "--yes"),
+    ("audit", "{q}"),
+]
+
+
+def start_serve(store, *global_args, env=None):
+    """`dlqctl [global_args] --store STORE serve` on a free port: (process, first stdout line)."""
+    proc = subprocess.Popen([ARGS.dlqctl, *global_args, "--store", store, "serve", "--listen",
+                             "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
+    ready = select.select([proc.stdout], [], [], 20)[0]
+    line = proc.stdout.readline().decode(errors="replace") if ready else ""
+    return proc, line
+
+
+def stop_serve(proc):
+    """Stops a `dlqctl serve` (SIGTERM); returns (exit code, stdout rest, stderr)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def test_secrets(b, q):
+    """Issue 27 defect 7: no part of a password shows in the serve banner or in any command's
+    store error, for passwords holding '@', '/', ':' (also %-escaped), as user:password, as a
+    lone password and as ?password=. On a private redis-server: it gets a password."""
+    if b.kind != "redis":
+        return
+    from urllib.parse import quote
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support",
+                          "redis_server.sh")
+    d = tempfile.mkdtemp(prefix="dlqctl-secrets-redis-")
+    subprocess.run([script, "start", d], check=True, stdout=subprocess.DEVNULL)
+    try:
+        with open(os.path.join(d, "url")) as f:
+            hostport = f.read().strip()[len("redis://"):].rsplit("/", 1)[0]
+        import redis
+        r = redis.Redis.from_url("redis://" + hostport + "/0")
+        r.execute_command("ACL", "SETUSER", "alice", "on", ">" + SECRET, "~*", "&*", "+@all")
+        r.config_set("requirepass", SECRET)
+
+        def forms(password, where):
+            return [f"redis://:{password}@{where}/0", f"redis://alice:{password}@{where}/0",
+                    f"redis://:{quote(password, safe='')}@{where}/0",
+                    f"redis://{password.replace(':', '')}@{where}/0",  # a lone password:
+                    # (with a ':' it would be user:password, and a user name is printed)
+                    f"redis://{where}/0?password={quote(password, safe='')}"]
+
+        def clean(text, what):
+            check("SEC" not in text, what + ": no part of the password", text[-600:])
+
+        # (the lone-password form cannot carry this password: it has a ':')
+        for url in [u for u in forms(SECRET, hostport) if not u.startswith("redis://SECa")]:
+            rc, out, err = run("count", q, "--store", url)
+            check(rc == 0, "the password works: " + url.replace(SECRET, "PW"), err)
+            proc, line = start_serve(url)
+            rc, out, err = stop_serve(proc)
+            check("listening on http://127.0.0.1:" in line and "***" in line,
+                  "serve starts and names its store masked", (line, err[-300:]))
+            clean(line + out + err, "serve banner and log")
+        port = free_port()  # nothing listens there
+        for url in forms("SECa@SECb/SECc:SECx", hostport) + forms(SECRET, f"127.0.0.1:{port}"):
+            shown = url.replace("SEC", "S.E.C")
+            for cmd in STORE_COMMANDS:
+                args = [a.format(q=q) for a in cmd]
+                rc, out, err = run(*args, "--store", url, "--timeout", "2s")
+                check(rc == 2, f"dlqctl {args[0]} on {shown}: the store fails (exit 2)", (rc, err))
+                clean(out.decode(errors="replace") + err, f"dlqctl {args[0]} on {shown}")
+            proc, line = start_serve(url, "--timeout", "2s")
+            rc, out, err = stop_serve(proc)
+            check(rc == 2, f"serve on {shown}: the store fails (exit 2)", (rc, err))
+            clean(line + out + err, f"serve on {shown}")
+            # a URL where no argument goes: the parser's complaint must not echo it
+            for args in (("serve", url), ("count", q, url)):
+                rc, out, err = run(*args)
+                check(rc == 1, f"dlqctl {args[0]} with a stray {shown}: bad usage", (rc, err))
+                clean(out.decode(errors="replace") + err, f"dlqctl {args[0]} with a stray {shown}")
+    finally:
+        subprocess.run([script, "stop", d], stdout=subprocess.DEVNULL)
+
+
 def test_exit_codes(b, q):
     port = free_port()  # nothing listens there
     started = time.monotonic()
@@ -567,7 +660,7 @@ def main():
     prefix = f"e2e{os.getpid()}"
     tests = [test_send_count_peek_show, test_replay_selection, test_corrupt_and_queues,
              test_sigint, test_progress_bar, test_exit_codes, test_where_things_are,
-             test_edited_replay]
+             test_edited_replay, test_secrets]
     try:
         for t in tests:
             print(f"--- {t.__name__} ({ARGS.store})", flush=True)
