@@ -933,6 +933,11 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   argv.push_back("dlqctl");
   for (const auto& s : args)
     argv.push_back(s.c_str());
+  // Every error goes out as one line through dlq::redact_secrets (dlq/redact.hpp): no store
+  // URL shows its credentials, not even one typed where no argument goes.
+  const auto say = [&io](const std::string& line) {
+    io.err << dlq::redact_secrets(detail::one_line(line)) << '\n';
+  };
   std::string command;
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
@@ -959,8 +964,8 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
         names += (names.empty() ? "" : ", ") + sub->get_name();
       what += " (commands: " + names + ")";
     }
-    io.err << "dlqctl" << (name.empty() ? "" : " " + name) << ": " << what << "; see: dlqctl "
-           << (name.empty() ? "" : name + " ") << "--help\n";
+    say("dlqctl" + (name.empty() ? "" : " " + name) + ": " + what + "; see: dlqctl " +
+        (name.empty() ? "" : name + " ") + "--help");
     return exit_usage;
   }
   command = app.get_subcommands().front()->get_name();
@@ -976,11 +981,11 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
     detail::Commands commands(io, open, a, command);
     return commands.run();
   } catch (const usage_error& e) {
-    io.err << where << detail::one_line(e.what()) << '\n';
+    say(where + e.what());
     return exit_usage;
   } catch (const dlq::connection_error& e) {
-    io.err << where << detail::one_line(e.what()) << " (store " << redact_url(a.store.url)
-           << "; set it with --store or DLQ_STORE)\n";
+    say(where + e.what() + " (store " + dlq::redact_url(a.store.url) +
+        "; set it with --store or DLQ_STORE)");
     return exit_store;
   } catch (const dlq::timeout_error& e) {
     // The library's advice names its C++ options; a CLI user sets --timeout.
@@ -989,17 +994,17 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
     const std::string flag = "raise --timeout (now " + a.timeout + ")";
     const auto at = what.find(cxx);
     if (at != std::string::npos) what.replace(at, cxx.size(), flag);
-    io.err << where << what << " (store " << redact_url(a.store.url)
-           << (at != std::string::npos ? ")\n" : "; a longer --timeout may help)\n");
+    say(where + what + " (store " + dlq::redact_url(a.store.url) +
+        (at != std::string::npos ? ")" : "; a longer --timeout may help)"));
     return exit_store;
   } catch (const dlq::storage_error& e) {
-    io.err << where << detail::one_line(e.what()) << '\n';
+    say(where + e.what());
     return exit_store;
   } catch (const dlq::error& e) {  // invalid_argument, format_error, queue_full_error
-    io.err << where << detail::one_line(e.what()) << '\n';
+    say(where + e.what());
     return exit_usage;
   } catch (const std::exception& e) {
-    io.err << where << "unexpected error: " << detail::one_line(e.what()) << '\n';
+    say(where + "unexpected error: " + e.what());
     return exit_usage;
   }
 }

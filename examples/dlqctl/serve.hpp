@@ -161,6 +161,10 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   app.require_subcommand(1);
   app.fallthrough();
 
+  // Every error goes out as one line through dlq::redact_secrets (dlq/redact.hpp).
+  const auto say = [&io](const std::string& what) {
+    io.err << "dlqctl serve: " << dlq::redact_secrets(detail::one_line(what)) << '\n';
+  };
   std::vector<const char*> argv{"dlqctl"};
   for (const auto& s : args)
     argv.push_back(s.c_str());
@@ -170,7 +174,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     io.out << sub->help();
     return exit_ok;
   } catch (const CLI::ParseError& e) {
-    io.err << "dlqctl serve: " << detail::one_line(e.what()) << "; see: dlqctl serve --help\n";
+    say(std::string(e.what()) + "; see: dlqctl serve --help");
     return exit_usage;
   }
 
@@ -258,7 +262,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     const std::string host_text =
         where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host;
     io.out << "dlqctl serve: listening on http://" << host_text << ':' << port
-           << console->options().prefix << "/ (store " << redact_url(store.url)
+           << console->options().prefix << "/ (store " << dlq::redact_url(store.url)
            << (options.read_only ? ", read-only" : "")
            << (options.token.empty() ? "" : ", token required") << ")" << std::endl;
     log(dlq::LogLevel::info,
@@ -273,17 +277,16 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     log(dlq::LogLevel::info, "[dlq.http] stopped");
     return exit_ok;
   } catch (const usage_error& e) {
-    io.err << "dlqctl serve: " << detail::one_line(e.what()) << '\n';
+    say(e.what());
     return exit_usage;
   } catch (const dlq::invalid_argument& e) {
-    io.err << "dlqctl serve: " << detail::one_line(dlq::http::redact_secrets(e.what())) << '\n';
+    say(e.what());
     return exit_usage;
   } catch (const dlq::error& e) {
-    io.err << "dlqctl serve: " << detail::one_line(dlq::http::redact_secrets(e.what()))
-           << " (store " << redact_url(store.url) << ")\n";
+    say(std::string(e.what()) + " (store " + dlq::redact_url(store.url) + ")");
     return exit_store;
   } catch (const std::exception& e) {
-    io.err << "dlqctl serve: unexpected error: " << detail::one_line(e.what()) << '\n';
+    say(std::string("unexpected error: ") + e.what());
     return exit_store;
   }
 }
