@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import pty
+import re
 import select
 import signal
 import socket
@@ -549,6 +550,62 @@ def test_secrets(b, q):
         subprocess.run([script, "stop", d], stdout=subprocess.DEVNULL)
 
 
+def test_global_options(b, q):
+    """Global options go before any command, serve included (issue 27: `dlqctl --actor alice
+    serve` was "'serve' is not a command"), and after it; serve's audit actor is --actor,
+    else the OS user, as for the other commands."""
+    import urllib.request
+
+    def last_actor():
+        rc, out, err = expect(run("audit", q, "--json"), 0, "audit --json")
+        records = [json.loads(l) for l in out_lines(out)]
+        return records[-1]["actor"] if records else None
+
+    def delete_through_console(args, env_extra=None, what=""):
+        rc, out, err = expect(run("send", q, "--error", "e", "--payload", "{}"), 0, "send")
+        eid = out.decode().strip()
+        env = dict(os.environ, DLQ_STORE=STORE, **(env_extra or {}))
+        proc = subprocess.Popen([ARGS.dlqctl, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        ready = select.select([proc.stdout], [], [], 20)[0]
+        line = proc.stdout.readline().decode(errors="replace") if ready else ""
+        m = re.search(r"listening on (http://127\.0\.0\.1:\d+/)", line)
+        if check(m, "dlqctl %s: serve starts" % " ".join(args), line):
+            req = urllib.request.Request(m.group(1) + "api/delete",
+                                         data=json.dumps({"queue": q, "ids": [eid]}).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                body = json.loads(resp.read())
+            check(body.get("deleted") == 1, what + ": the console deleted the entry", body)
+        rc, out, err = stop_serve(proc)
+        check(rc == 0, what + ": serve stops cleanly", (rc, err[-500:]))
+
+    if run("serve", "--help")[0] == 0:
+        delete_through_console(["--actor", "alice", "serve", "--listen", "127.0.0.1:0"],
+                               what="--actor alice serve")
+        check(last_actor() == "alice", "--actor before serve is the audit actor", last_actor())
+        delete_through_console(["--timeout", "2s", "--actor=bob", "--store", STORE, "serve",
+                                "--listen", "127.0.0.1:0"], what="--actor=bob serve")
+        check(last_actor() == "bob", "--actor=bob before serve", last_actor())
+        delete_through_console(["serve", "--listen", "127.0.0.1:0", "--actor", "carol",
+                                "--store", STORE, "--timeout", "2s"], what="serve --actor carol")
+        check(last_actor() == "carol", "--actor and --store after serve", last_actor())
+        delete_through_console(["serve", "--listen", "127.0.0.1:0"], {"USER": "os-user-x"},
+                               what="serve without --actor")
+        check(last_actor() == "os-user-x", "serve's actor defaults to the OS user", last_actor())
+    else:
+        print("    (this dlqctl has no serve: built without dlq::http)")
+
+    rc, out, err = expect(run("send", q, "--error", "e", "--payload", '{"n":1}'), 0, "send")
+    eid = out.decode().strip()
+    expect(run("--actor", "dave", "--timeout", "3s", "--store", STORE, "discard", q, "--id", eid,
+               "--yes"), 0, "global options before discard")
+    check(last_actor() == "dave", "--actor before discard", last_actor())
+    expect(run("--timeout=3s", "--actor=erin", "count", q), 0, "=value forms before count")
+    expect(run("--timeout", "3s", "queues", "--json"), 0, "--timeout before queues")
+    expect(run("--store", STORE, "stats", q, "--json"), 0, "--store before stats")
+
+
 def test_exit_codes(b, q):
     port = free_port()  # nothing listens there
     started = time.monotonic()
@@ -660,7 +717,7 @@ def main():
     prefix = f"e2e{os.getpid()}"
     tests = [test_send_count_peek_show, test_replay_selection, test_corrupt_and_queues,
              test_sigint, test_progress_bar, test_exit_codes, test_where_things_are,
-             test_edited_replay, test_secrets]
+             test_edited_replay, test_secrets, test_global_options]
     try:
         for t in tests:
             print(f"--- {t.__name__} ({ARGS.store})", flush=True)
