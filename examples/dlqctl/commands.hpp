@@ -766,6 +766,52 @@ inline std::string description() {
          "." + std::to_string(DLQ_VERSION_MINOR) + "." + std::to_string(DLQ_VERSION_PATCH) + ")";
 }
 
+/// Adds dlqctl's global options to `app`: where the store is (--store, the Redis key
+/// patterns, --timeout) and who operates (--actor). Declared once, here, for run() and
+/// `dlqctl serve` (serve.hpp); is_serve() reads from it which of them take a value. Each
+/// goes before the command or after it.
+inline void add_global_options(CLI::App& app, StoreSettings& store, std::string& timeout) {
+  app.add_option("--store", store.url, "where the dead letters are")
+      ->envname("DLQ_STORE")
+      ->capture_default_str();
+  app.add_option("--dlq-key", store.dlq_key,
+                 "Redis key pattern of dead-letter lists, * = queue (default dlq:{*}; the "
+                 "Python seed: dlq:*)")
+      ->envname("DLQ_DLQ_KEY");
+  app.add_option("--queue-key", store.queue_key,
+                 "Redis key pattern of source queues replay pushes to (default queue:{*}; the "
+                 "Python seed: queue:*)")
+      ->envname("DLQ_QUEUE_KEY");
+  app.add_option("--corrupt-key", store.corrupt_key,
+                 "Redis key pattern of corrupt lists (default dlq:{*}:corrupt)")
+      ->envname("DLQ_CORRUPT_KEY");
+  app.add_option("--actor", store.actor, "who operates, for the audit trail (default: the OS user)")
+      ->envname("DLQ_ACTOR");
+  app.add_option("--timeout", timeout,
+                 "connect/command timeout (Redis), lock wait (SQLite): 500ms, 5s, 1m")
+      ->envname("DLQ_TIMEOUT")
+      ->capture_default_str();
+}
+
+/// True when `args` (the command line without the program name) runs `dlqctl serve`: its
+/// first word that is neither an option nor the value of a global option is `serve`.
+inline bool is_serve(const std::vector<std::string>& args) {
+  StoreSettings store;
+  std::string timeout;
+  CLI::App globals;
+  add_global_options(globals, store, timeout);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.size() > 1 && a[0] == '-') {
+      const CLI::Option* o = globals.get_option_no_throw(a);  // "--x=v" is none: one word
+      if (o != nullptr && o->get_items_expected_min() > 0) ++i;
+      continue;
+    }
+    return a == "serve";
+  }
+  return false;
+}
+
 /// Runs dlqctl with `args` (the command line without the program name) and returns its exit
 /// code. Never throws: every failure is one line on io.err and an exit code.
 inline int run(const std::vector<std::string>& args, Io& io, const Opener& open) {
@@ -780,27 +826,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
       "Exit codes: 0 ok, 1 bad usage or input, 2 store unreachable/failed, 3 not found, "
       "130 replay interrupted (nothing lost)\n"
       "Run 'dlqctl COMMAND --help' for a command's options.");
-  app.add_option("--store", a.store.url, "where the dead letters are")
-      ->envname("DLQ_STORE")
-      ->capture_default_str();
-  app.add_option("--dlq-key", a.store.dlq_key,
-                 "Redis key pattern of dead-letter lists, * = queue (default dlq:{*}; the "
-                 "Python seed: dlq:*)")
-      ->envname("DLQ_DLQ_KEY");
-  app.add_option("--queue-key", a.store.queue_key,
-                 "Redis key pattern of source queues replay pushes to (default queue:{*}; the "
-                 "Python seed: queue:*)")
-      ->envname("DLQ_QUEUE_KEY");
-  app.add_option("--corrupt-key", a.store.corrupt_key,
-                 "Redis key pattern of corrupt lists (default dlq:{*}:corrupt)")
-      ->envname("DLQ_CORRUPT_KEY");
-  app.add_option("--actor", a.store.actor,
-                 "who operates, for the audit trail (default: the OS user)")
-      ->envname("DLQ_ACTOR");
-  app.add_option("--timeout", a.timeout,
-                 "connect/command timeout (Redis), lock wait (SQLite): 500ms, 5s, 1m")
-      ->envname("DLQ_TIMEOUT")
-      ->capture_default_str();
+  add_global_options(app, a.store, a.timeout);
 
   auto queue_arg = [&a](CLI::App* c) {
     c->add_option("queue", a.queue, "the source queue's name (e.g. orders)")->required();

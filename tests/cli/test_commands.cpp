@@ -625,6 +625,21 @@ TEST_CASE("global options before the command work for every command", "[cli]") {
   }
 }
 
+TEST_CASE("is_serve finds `serve` after global options and their values", "[cli]") {
+  using dlqctl::is_serve;
+  CHECK(is_serve({"serve"}));
+  CHECK(is_serve({"--actor", "alice", "serve"}));  // issue 27: --actor took no value here
+  CHECK(is_serve({"--actor=alice", "serve", "--listen", "127.0.0.1:0"}));
+  CHECK(is_serve({"--store", "redis://h/0", "--dlq-key", "k", "--queue-key", "q", "--corrupt-key",
+                  "c", "--timeout", "1s", "--actor", "a", "serve"}));
+  CHECK(is_serve({"--bogus", "serve"}));  // serve's own parser then says what is wrong
+  CHECK_FALSE(is_serve({"--actor", "serve", "count", "orders"}));  // "serve" is the actor
+  CHECK_FALSE(is_serve({"--store", "serve", "queues"}));
+  CHECK_FALSE(is_serve({"count", "serve"}));
+  CHECK_FALSE(is_serve({"--actor", "alice"}));
+  CHECK_FALSE(is_serve({}));
+}
+
 TEST_CASE("the progress bar is drawn on a terminal only", "[cli]") {
   CliFixture f;
   auto q = f.dlq();
