@@ -102,7 +102,9 @@ number() {  # the number in the first match of pattern $1 on stdin; 0 when none
   echo "${n:-0}"
 }
 
-redacted_store=$(sed -E 's#(://[^/@:]*:)[^@/]*@#\1***@#' <<<"$store")
+# The rule of dlq::redact_url (include/dlq/redact.hpp): the user-info up to the last '@'
+# before the query, and every password= value.
+redacted_store=$(sed -E 's#^([A-Za-z][A-Za-z0-9+.-]*://)[^/?][^?]*@#\1***@#; s#(password=)[^&]*#\1***#g' <<<"$store")
 printf '%sdlq demo%s: %d orders, store %s, queue %s\n' "$bold" "$off" "$jobs" "$redacted_store" "$queue"
 
 # --- 1. produce -------------------------------------------------------------------------------

@@ -357,7 +357,8 @@ class Commands {
   }
 
   int replay() {
-    if (!a_.ops.set_payload.empty() || !a_.ops.transform_cmd.empty())
+    if (!a_.ops.set_payload.empty() || !a_.ops.transform_cmd.empty() ||
+        !a_.ops.transform_timeout.empty())
       return ops_replay_edited(io_, store(), a_);
     const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (a_.ids.empty() ? 0 : 1);
     if (chosen != 1)
@@ -765,6 +766,52 @@ inline std::string description() {
          "." + std::to_string(DLQ_VERSION_MINOR) + "." + std::to_string(DLQ_VERSION_PATCH) + ")";
 }
 
+/// Adds dlqctl's global options to `app`: where the store is (--store, the Redis key
+/// patterns, --timeout) and who operates (--actor). Declared once, here, for run() and
+/// `dlqctl serve` (serve.hpp); is_serve() reads from it which of them take a value. Each
+/// goes before the command or after it.
+inline void add_global_options(CLI::App& app, StoreSettings& store, std::string& timeout) {
+  app.add_option("--store", store.url, "where the dead letters are")
+      ->envname("DLQ_STORE")
+      ->capture_default_str();
+  app.add_option("--dlq-key", store.dlq_key,
+                 "Redis key pattern of dead-letter lists, * = queue (default dlq:{*}; the "
+                 "Python seed: dlq:*)")
+      ->envname("DLQ_DLQ_KEY");
+  app.add_option("--queue-key", store.queue_key,
+                 "Redis key pattern of source queues replay pushes to (default queue:{*}; the "
+                 "Python seed: queue:*)")
+      ->envname("DLQ_QUEUE_KEY");
+  app.add_option("--corrupt-key", store.corrupt_key,
+                 "Redis key pattern of corrupt lists (default dlq:{*}:corrupt)")
+      ->envname("DLQ_CORRUPT_KEY");
+  app.add_option("--actor", store.actor, "who operates, for the audit trail (default: the OS user)")
+      ->envname("DLQ_ACTOR");
+  app.add_option("--timeout", timeout,
+                 "connect/command timeout (Redis), lock wait (SQLite): 500ms, 5s, 1m")
+      ->envname("DLQ_TIMEOUT")
+      ->capture_default_str();
+}
+
+/// True when `args` (the command line without the program name) runs `dlqctl serve`: its
+/// first word that is neither an option nor the value of a global option is `serve`.
+inline bool is_serve(const std::vector<std::string>& args) {
+  StoreSettings store;
+  std::string timeout;
+  CLI::App globals;
+  add_global_options(globals, store, timeout);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.size() > 1 && a[0] == '-') {
+      const CLI::Option* o = globals.get_option_no_throw(a);  // "--x=v" is none: one word
+      if (o != nullptr && o->get_items_expected_min() > 0) ++i;
+      continue;
+    }
+    return a == "serve";
+  }
+  return false;
+}
+
 /// Runs dlqctl with `args` (the command line without the program name) and returns its exit
 /// code. Never throws: every failure is one line on io.err and an exit code.
 inline int run(const std::vector<std::string>& args, Io& io, const Opener& open) {
@@ -779,27 +826,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
       "Exit codes: 0 ok, 1 bad usage or input, 2 store unreachable/failed, 3 not found, "
       "130 replay interrupted (nothing lost)\n"
       "Run 'dlqctl COMMAND --help' for a command's options.");
-  app.add_option("--store", a.store.url, "where the dead letters are")
-      ->envname("DLQ_STORE")
-      ->capture_default_str();
-  app.add_option("--dlq-key", a.store.dlq_key,
-                 "Redis key pattern of dead-letter lists, * = queue (default dlq:{*}; the "
-                 "Python seed: dlq:*)")
-      ->envname("DLQ_DLQ_KEY");
-  app.add_option("--queue-key", a.store.queue_key,
-                 "Redis key pattern of source queues replay pushes to (default queue:{*}; the "
-                 "Python seed: queue:*)")
-      ->envname("DLQ_QUEUE_KEY");
-  app.add_option("--corrupt-key", a.store.corrupt_key,
-                 "Redis key pattern of corrupt lists (default dlq:{*}:corrupt)")
-      ->envname("DLQ_CORRUPT_KEY");
-  app.add_option("--actor", a.store.actor,
-                 "who operates, for the audit trail (default: the OS user)")
-      ->envname("DLQ_ACTOR");
-  app.add_option("--timeout", a.timeout,
-                 "connect/command timeout (Redis), lock wait (SQLite): 500ms, 5s, 1m")
-      ->envname("DLQ_TIMEOUT")
-      ->capture_default_str();
+  add_global_options(app, a.store, a.timeout);
 
   auto queue_arg = [&a](CLI::App* c) {
     c->add_option("queue", a.queue, "the source queue's name (e.g. orders)")->required();
@@ -932,6 +959,11 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   argv.push_back("dlqctl");
   for (const auto& s : args)
     argv.push_back(s.c_str());
+  // Every error goes out as one line through dlq::redact_secrets (dlq/redact.hpp): no store
+  // URL shows its credentials, not even one typed where no argument goes.
+  const auto say = [&io](const std::string& line) {
+    io.err << dlq::redact_secrets(detail::one_line(line)) << '\n';
+  };
   std::string command;
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
@@ -958,8 +990,8 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
         names += (names.empty() ? "" : ", ") + sub->get_name();
       what += " (commands: " + names + ")";
     }
-    io.err << "dlqctl" << (name.empty() ? "" : " " + name) << ": " << what << "; see: dlqctl "
-           << (name.empty() ? "" : name + " ") << "--help\n";
+    say("dlqctl" + (name.empty() ? "" : " " + name) + ": " + what + "; see: dlqctl " +
+        (name.empty() ? "" : name + " ") + "--help");
     return exit_usage;
   }
   command = app.get_subcommands().front()->get_name();
@@ -975,11 +1007,11 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
     detail::Commands commands(io, open, a, command);
     return commands.run();
   } catch (const usage_error& e) {
-    io.err << where << detail::one_line(e.what()) << '\n';
+    say(where + e.what());
     return exit_usage;
   } catch (const dlq::connection_error& e) {
-    io.err << where << detail::one_line(e.what()) << " (store " << redact_url(a.store.url)
-           << "; set it with --store or DLQ_STORE)\n";
+    say(where + e.what() + " (store " + dlq::redact_url(a.store.url) +
+        "; set it with --store or DLQ_STORE)");
     return exit_store;
   } catch (const dlq::timeout_error& e) {
     // The library's advice names its C++ options; a CLI user sets --timeout.
@@ -988,17 +1020,17 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
     const std::string flag = "raise --timeout (now " + a.timeout + ")";
     const auto at = what.find(cxx);
     if (at != std::string::npos) what.replace(at, cxx.size(), flag);
-    io.err << where << what << " (store " << redact_url(a.store.url)
-           << (at != std::string::npos ? ")\n" : "; a longer --timeout may help)\n");
+    say(where + what + " (store " + dlq::redact_url(a.store.url) +
+        (at != std::string::npos ? ")" : "; a longer --timeout may help)"));
     return exit_store;
   } catch (const dlq::storage_error& e) {
-    io.err << where << detail::one_line(e.what()) << '\n';
+    say(where + e.what());
     return exit_store;
   } catch (const dlq::error& e) {  // invalid_argument, format_error, queue_full_error
-    io.err << where << detail::one_line(e.what()) << '\n';
+    say(where + e.what());
     return exit_usage;
   } catch (const std::exception& e) {
-    io.err << where << "unexpected error: " << detail::one_line(e.what()) << '\n';
+    say(where + "unexpected error: " + e.what());
     return exit_usage;
   }
 }

@@ -2,9 +2,12 @@
 // dlqctl: the operator's command line for dlq dead-letter queues. See commands.hpp for the
 // commands and exit codes, open_store.hpp for the stores, `dlqctl --help` for usage.
 //
-// Ctrl-C during a replay sets a flag the replay checks between batches: it stops cleanly,
-// reports what it moved, and exits 130 — nothing is lost. A second Ctrl-C ends dlqctl at
-// once (still safe: every batch moves atomically). Outside a replay Ctrl-C ends it at once.
+// Ctrl-C (or SIGTERM) during a replay sets a flag the replay checks between batches: it
+// stops cleanly, reports what it moved, and exits 130 — nothing is lost. During the
+// --transform-cmd of an edited replay the same flag kills the command's process group and
+// nothing is replayed (exit 130). A second Ctrl-C ends dlqctl at once (still safe: every
+// batch moves atomically, and a transform's input is a pipe, never a file left behind).
+// Elsewhere Ctrl-C ends it at once.
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -27,8 +30,7 @@ static_assert(std::atomic<bool>::is_always_lock_free, "the SIGINT flag must be l
 
 extern "C" void on_interrupt(int) {
   g_cancel.store(true);
-  static const char msg[] =
-      "\ndlqctl: stopping after the current batch (Ctrl-C again to quit at once)\n";
+  static const char msg[] = "\ndlqctl: stopping cleanly (Ctrl-C again to quit at once)\n";
   const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)n;
 }

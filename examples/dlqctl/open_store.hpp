@@ -173,7 +173,7 @@ inline std::unique_ptr<Store> open_store(const StoreSettings& settings) {
 #endif
   }
   throw dlq::invalid_argument(dlq::detail::message(
-      "dlqctl", "--store '" + redact_url(settings.url) + "'", "not a store URL dlqctl knows",
+      "dlqctl", "--store '" + dlq::redact_url(settings.url) + "'", "not a store URL dlqctl knows",
       "use redis://host:port/db, unix:///path/redis.sock?db=N or sqlite:///path/file.db"));
 }
 

@@ -8,24 +8,34 @@
 ///   dlqctl discard orders --error-type ValidationError --dry-run      (then --yes)
 ///   dlqctl replay orders --id ID --set-payload fixed.json             (or - for stdin)
 ///   dlqctl replay orders --id ID --transform-cmd "jq '.amount = 10'"  (payload on stdin)
+///                               [--transform-timeout 30s]
 ///   dlqctl audit orders [--since 24h] [--limit 100] [--json]
 ///
 /// Every mutation is written to the queue's audit trail with the actor: --actor, else
 /// DLQ_ACTOR, else the OS user.
 #pragma once
 
+#include <fcntl.h>
+#include <poll.h>
 #include <pwd.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -40,9 +50,10 @@ namespace dlqctl::detail {
 
 /// The arguments of the operator operations (a member of Args).
 struct OpsArgs {
-  std::string set_payload;    ///< replay: file with the new payload ("-" = stdin)
-  std::string transform_cmd;  ///< replay: shell command, old payload in, new payload out
-  std::string error_type;     ///< filters beyond Args' (ids, error_contains, worker, older_than)
+  std::string set_payload;        ///< replay: file with the new payload ("-" = stdin)
+  std::string transform_cmd;      ///< replay: shell command, old payload in, new payload out
+  std::string transform_timeout;  ///< replay: how long transform_cmd may run ("" = 30s)
+  std::string error_type;  ///< filters beyond Args' (ids, error_contains, worker, older_than)
   std::string job_id;
   std::string newer_than;
   std::string payload_contains;
@@ -100,42 +111,181 @@ dlq::Filter filter_of(const A& a) {
   return f;
 }
 
-/// Runs `command` with /bin/sh, `input` on its stdin; returns its stdout.
-/// @throws usage_error when it cannot be run or exits non-zero.
-inline std::string run_transform(const std::string& command, const std::string& input) {
-  char path[] = "/tmp/dlqctl-payload-XXXXXX";
-  const int fd = ::mkstemp(path);
-  if (fd < 0) throw usage_error("--transform-cmd: cannot create a temporary file in /tmp");
+/// How long a --transform-cmd may run before it is killed (--transform-timeout).
+inline constexpr std::chrono::seconds default_transform_timeout{30};
+/// The most a --transform-cmd may print: beyond it the command is stopped and nothing is
+/// replayed (a runaway command must not fill the memory before its timeout).
+inline constexpr std::size_t transform_output_limit = std::size_t{64} << 20;
+
+/// Thrown by run_transform when Io::cancel was set (Ctrl-C, SIGTERM) while it ran.
+struct transform_interrupted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The shell a transform runs in: bash when installed (pipefail is on there), else /bin/sh
+/// (pipefail when that shell has it; Debian's dash has not).
+inline const char* transform_shell() {
+  return ::access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+}
+
+/// Runs `command` in transform_shell() with pipefail, `input` on its stdin through a pipe
+/// (never a file: the payload is on no disk), in a process group of its own, and returns
+/// what it printed on stdout (its stderr is dlqctl's). After `timeout`, when more than
+/// transform_output_limit bytes came out, or when `*cancel` becomes true, the whole group
+/// is killed (SIGKILL); when the command ends, whatever it left running in its group is
+/// killed too.
+/// @param shown_timeout the timeout as the user wrote it, for the message
+/// @throws usage_error when it cannot be started, fails (a non-zero exit status, also of
+///         any stage of a pipeline), is killed by a signal, times out or prints too much;
+///         transform_interrupted when `*cancel` was set.
+inline std::string run_transform(const std::string& command, const std::string& input,
+                                 std::chrono::milliseconds timeout,
+                                 const std::string& shown_timeout,
+                                 const std::atomic<bool>* cancel) {
+  const std::string shown = "--transform-cmd '" + printable(command) + "'";
+  const std::string untouched = "nothing was replayed, the dead letter is unchanged";
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0) throw usage_error("--transform-cmd: cannot create a pipe");
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(in[0]);
+    ::close(in[1]);
+    throw usage_error("--transform-cmd: cannot create a pipe");
+  }
+  // The child: stdin and stdout are the pipes (dup2 clears close-on-exec on 0 and 1), its
+  // own process group, no blocked signals, SIGPIPE/SIGINT/SIGTERM at their defaults.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  sigemptyset(&defaults);
+  for (const int sig : {SIGPIPE, SIGINT, SIGTERM, SIGQUIT, SIGHUP})
+    sigaddset(&defaults, sig);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  const char* shell = transform_shell();
+  const std::string script = "(set -o pipefail) 2>/dev/null && set -o pipefail\n" + command;
+  char* const argv[] = {const_cast<char*>(shell), const_cast<char*>("-c"),
+                        const_cast<char*>(script.c_str()), nullptr};
+  pid_t pid = 0;
+  const int spawned = ::posix_spawn(&pid, shell, &actions, &attr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(in[0]);
+  ::close(out[1]);
+  if (spawned != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    throw usage_error("--transform-cmd: cannot start " + std::string(shell) + " (" +
+                      std::strerror(spawned) + "); " + untouched);
+  }
+  ::fcntl(in[1], F_SETFL, ::fcntl(in[1], F_GETFL) | O_NONBLOCK);
+  ::fcntl(out[0], F_SETFL, ::fcntl(out[0], F_GETFL) | O_NONBLOCK);
+  // A command that does not read all its input closes the pipe: that is its choice, and
+  // the write must then fail with EPIPE instead of killing dlqctl.
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, &previous);
+
+  enum class stop { no, timed_out, interrupted, too_large };
+  stop why = stop::no;
+  std::string result;
   std::size_t written = 0;
-  while (written < input.size()) {
-    const ssize_t n = ::write(fd, input.data() + written, input.size() - written);
-    if (n <= 0) break;
-    written += static_cast<std::size_t>(n);
+  bool in_open = true;
+  if (input.empty()) {
+    ::close(in[1]);
+    in_open = false;
   }
-  ::close(fd);
-  const std::string full = "(" + command + ") < '" + path + "'";
-  FILE* pipe = ::popen(full.c_str(), "r");
-  if (pipe == nullptr) {
-    ::unlink(path);
-    throw usage_error("--transform-cmd: cannot start /bin/sh");
-  }
-  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto time_left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now());
+  };
+  const auto stopped = [&] {
+    if (cancel != nullptr && cancel->load()) return stop::interrupted;
+    if (time_left().count() <= 0) return stop::timed_out;
+    return stop::no;
+  };
   char buffer[65536];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
-    out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  ::unlink(path);
-  if (written != input.size())
-    throw usage_error("--transform-cmd: could not write the payload to a temporary file");
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw usage_error("--transform-cmd '" + printable(command) + "' failed (exit status " +
-                      std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                      "); nothing was replayed");
-  return out;
+  for (bool out_open = true; out_open && why == stop::no;) {
+    if ((why = stopped()) != stop::no) break;
+    pollfd fds[2] = {{out[0], POLLIN, 0}, {in[1], POLLOUT, 0}};
+    // at most 100 ms: the Ctrl-C flag is looked at between waits
+    const int wait_ms = static_cast<int>(std::min<long long>(time_left().count(), 100));
+    if (::poll(fds, in_open ? 2 : 1, std::max(wait_ms, 0)) < 0 && errno != EINTR) break;
+    if (in_open && fds[1].revents != 0) {
+      const std::size_t chunk = std::min<std::size_t>(input.size() - written, 65536);
+      const ssize_t n = ::write(in[1], input.data() + written, chunk);
+      if (n > 0) written += static_cast<std::size_t>(n);
+      if ((n < 0 && errno != EAGAIN && errno != EINTR) || written == input.size()) {
+        ::close(in[1]);  // all written (EOF for the command), or it closed its stdin
+        in_open = false;
+      }
+    }
+    if (fds[0].revents != 0) {
+      const ssize_t n = ::read(out[0], buffer, sizeof buffer);
+      if (n > 0) {
+        result.append(buffer, static_cast<std::size_t>(n));
+        if (result.size() > transform_output_limit) why = stop::too_large;
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        out_open = false;
+      }
+    }
+  }
+  if (in_open) ::close(in[1]);
+  ::close(out[0]);
+  // Stdout is closed: wait for the shell itself (it is the group's leader), still within
+  // the deadline. It stays unreaped (WNOWAIT) until its group was killed below: while it
+  // is a zombie its pid, the group's id, cannot be given to another process.
+  while (why == stop::no) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == pid)
+      break;
+    if ((why = stopped()) == stop::no) ::usleep(10000);
+  }
+  ::kill(-pid, SIGKILL);  // the whole pipeline on a stop; what it left running otherwise
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::sigaction(SIGPIPE, &previous, nullptr);
+
+  switch (why) {
+    case stop::interrupted:
+      throw transform_interrupted(shown + " was interrupted and killed; " + untouched);
+    case stop::timed_out:
+      throw usage_error(shown + " did not finish within " + shown_timeout +
+                        " (--transform-timeout); it was killed with its process group; " +
+                        untouched);
+    case stop::too_large:
+      throw usage_error(shown + " printed more than " +
+                        std::to_string(transform_output_limit >> 20) + " MiB; it was stopped; " +
+                        untouched);
+    case stop::no:
+      break;
+  }
+  if (WIFSIGNALED(status))
+    throw usage_error(shown + " was killed by signal " + std::to_string(WTERMSIG(status)) + "; " +
+                      untouched);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw usage_error(shown + " failed (exit status " +
+                      std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "); " +
+                      untouched);
+  return result;
 }
 
 /// replay --id ID --set-payload FILE | --transform-cmd CMD: replays one entry with a new
-/// payload in one atomic step; the audit record keeps both payloads' SHA-256.
+/// payload in one atomic step; the audit record keeps both payloads' SHA-256. An edit that
+/// yields an empty or whitespace-only payload is refused (dlq/detail/edit.hpp); so is a
+/// transform that fails, times out or is interrupted (exit 130): nothing moves then.
 template <class A, class IoT>
 int ops_replay_edited(IoT& io, Store& store, const A& a) {
   if (!a.ops.set_payload.empty() && !a.ops.transform_cmd.empty())
@@ -143,6 +293,17 @@ int ops_replay_edited(IoT& io, Store& store, const A& a) {
   if (a.ids.size() != 1 || a.all || a.replay_count > 0 || !a.error_contains.empty() ||
       !a.worker.empty() || !a.older_than.empty())
     throw usage_error("an edited replay is for one entry: give exactly one --id and no filter");
+  std::chrono::milliseconds timeout = default_transform_timeout;
+  const std::string shown_timeout = a.ops.transform_timeout.empty()
+                                        ? std::to_string(default_transform_timeout.count()) + "s"
+                                        : a.ops.transform_timeout;
+  if (!a.ops.transform_timeout.empty()) {
+    if (a.ops.transform_cmd.empty())
+      throw usage_error("--transform-timeout goes with --transform-cmd");
+    timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        parse_duration(a.ops.transform_timeout));
+    if (timeout.count() <= 0) throw usage_error("--transform-timeout must be more than 0");
+  }
   const std::string& id = a.ids.front();
   const auto entry = store.get(a.queue, id);
   if (!entry) {
@@ -156,18 +317,47 @@ int ops_replay_edited(IoT& io, Store& store, const A& a) {
                       "); it has no payload to edit — see: dlqctl show " + printable(a.queue) +
                       " " + printable(id));
   std::string payload;
+  std::string source;  // where the payload came from, for the message of a blank one
   if (!a.ops.set_payload.empty()) {
     if (a.ops.set_payload == "-") {
       payload.assign(std::istreambuf_iterator<char>(io.in), std::istreambuf_iterator<char>());
+      source = "--set-payload - read ";
     } else {
       std::ifstream in(a.ops.set_payload, std::ios::binary);
       if (!in)
         throw usage_error("--set-payload: cannot read '" + printable(a.ops.set_payload) + "'");
       payload.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      source = "--set-payload '" + printable(a.ops.set_payload) + "' holds ";
     }
   } else {
-    payload = run_transform(a.ops.transform_cmd, entry->payload);
+    struct trap {  // Ctrl-C / SIGTERM set io.cancel instead of ending dlqctl at once
+      IoT& io;
+      explicit trap(IoT& i) : io(i) {
+        if (io.trap_interrupts) io.trap_interrupts(true);
+      }
+      ~trap() {
+        if (io.trap_interrupts) io.trap_interrupts(false);
+      }
+    };
+    try {
+      trap armed(io);
+      payload =
+          run_transform(a.ops.transform_cmd, entry->payload, timeout, shown_timeout, io.cancel);
+    } catch (const transform_interrupted& e) {
+      io.err << "dlqctl replay: " << e.what() << '\n';
+      return 130;
+    }
+    source = "--transform-cmd '" + printable(a.ops.transform_cmd) + "' exited 0 and printed ";
   }
+  // The library refuses such an edit too (dlq::invalid_argument); here the message can say
+  // which option gave it.
+  if (dlq::detail::blank_payload(payload))
+    throw usage_error(source +
+                      (payload.empty() ? std::string("nothing")
+                                       : "only whitespace (" + std::to_string(payload.size()) +
+                                             (payload.size() == 1 ? " byte)" : " bytes)")) +
+                      ", and an empty payload is never a valid job; nothing was replayed, the "
+                      "dead letter is unchanged");
   const std::string old_payload = entry->payload;
   dlq::ReplayOptions o = dlq::ReplayOptions::by_ids({id});
   o.to_queue = a.to;
@@ -328,7 +518,11 @@ void add_ops_commands(CLI::App& app, A& a, CLI::App* replay) {
   replay->add_option("--set-payload", a.ops.set_payload,
                      "with one --id: replay it with the payload in FILE (- = stdin)");
   replay->add_option("--transform-cmd", a.ops.transform_cmd,
-                     "with one --id: replay it with what CMD prints (its stdin: the payload)");
+                     "with one --id: replay it with what CMD prints (its stdin: the payload; "
+                     "run by bash, else /bin/sh, with pipefail; empty output is refused)");
+  replay->add_option("--transform-timeout", a.ops.transform_timeout,
+                     "kill --transform-cmd (its whole process group) after this long and "
+                     "replay nothing (default 30s)");
 
   auto queue_arg = [&a](CLI::App* c) {
     c->add_option("queue", a.queue, "the source queue's name (e.g. orders)")->required();

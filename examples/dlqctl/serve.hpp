@@ -3,7 +3,11 @@
 /// `dlqctl serve`: the operator console (dlq::http::Console) on its own HTTP server, over the
 /// store the global options name.
 ///
-///     dlqctl serve [--store URL] [--listen 127.0.0.1:8080] [--token-file FILE] [--read-only]
+///     dlqctl [--store URL] [--actor NAME] serve [--listen 127.0.0.1:8080] [--token-file FILE]
+///                                               [--read-only]
+///
+/// The global options (commands.hpp, add_global_options) go before or after `serve`;
+/// --actor (default: the OS user) is who the audit trail names for the console's changes.
 ///
 /// It prints `dlqctl serve: listening on http://HOST:PORT/` on stdout once it accepts
 /// connections (port 0 picks a free port), logs every mutation on stderr, and stops on
@@ -145,18 +149,8 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   std::size_t max_operations = 2;
   CLI::App app("dlqctl serve: the operator console (web page and JSON API, see docs/console.md)",
                "dlqctl");
-  app.add_option("--store", store.url, "where the dead letters are")
-      ->envname("DLQ_STORE")
-      ->capture_default_str();
-  app.add_option("--dlq-key", store.dlq_key, "Redis key pattern of dead-letter lists")
-      ->envname("DLQ_DLQ_KEY");
-  app.add_option("--queue-key", store.queue_key, "Redis key pattern of source queues")
-      ->envname("DLQ_QUEUE_KEY");
-  app.add_option("--corrupt-key", store.corrupt_key, "Redis key pattern of corrupt lists")
-      ->envname("DLQ_CORRUPT_KEY");
-  app.add_option("--timeout", timeout, "connect/command timeout (Redis), lock wait (SQLite)")
-      ->envname("DLQ_TIMEOUT")
-      ->capture_default_str();
+  add_global_options(app, store, timeout);
+  app.fallthrough();  // before add_subcommand: `serve` inherits it (global options after it)
   auto* sub = app.add_subcommand("serve", "serve the operator console");
   sub->add_option("--listen", listen,
                   "HOST:PORT to listen on (port 0 = any free port); a non-loopback host needs "
@@ -170,8 +164,11 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.require_subcommand(1);
-  app.fallthrough();
 
+  // Every error goes out as one line through dlq::redact_secrets (dlq/redact.hpp).
+  const auto say = [&io](const std::string& what) {
+    io.err << "dlqctl serve: " << dlq::redact_secrets(detail::one_line(what)) << '\n';
+  };
   std::vector<const char*> argv{"dlqctl"};
   for (const auto& s : args)
     argv.push_back(s.c_str());
@@ -181,7 +178,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     io.out << sub->help();
     return exit_ok;
   } catch (const CLI::ParseError& e) {
-    io.err << "dlqctl serve: " << detail::one_line(e.what()) << "; see: dlqctl serve --help\n";
+    say(std::string(e.what()) + "; see: dlqctl serve --help");
     return exit_usage;
   }
 
@@ -198,7 +195,8 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   try {
     store.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(timeout));
     if (store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
-    store.pool_size = 4 + 2 * max_operations;  // page requests and replays at once
+    if (store.actor.empty()) store.actor = detail::os_user();  // as every other command
+    store.pool_size = 4 + 2 * max_operations;                  // page requests and replays at once
     const serve_detail::Listen where = serve_detail::parse_listen(listen);
     dlq::http::ConsoleOptions options;
     if (!token_file.empty()) {
@@ -269,7 +267,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     const std::string host_text =
         where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host;
     io.out << "dlqctl serve: listening on http://" << host_text << ':' << port
-           << console->options().prefix << "/ (store " << redact_url(store.url)
+           << console->options().prefix << "/ (store " << dlq::redact_url(store.url)
            << (options.read_only ? ", read-only" : "")
            << (options.token.empty() ? "" : ", token required") << ")" << std::endl;
     log(dlq::LogLevel::info,
@@ -284,35 +282,18 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     log(dlq::LogLevel::info, "[dlq.http] stopped");
     return exit_ok;
   } catch (const usage_error& e) {
-    io.err << "dlqctl serve: " << detail::one_line(e.what()) << '\n';
+    say(e.what());
     return exit_usage;
   } catch (const dlq::invalid_argument& e) {
-    io.err << "dlqctl serve: " << detail::one_line(dlq::http::redact_secrets(e.what())) << '\n';
+    say(e.what());
     return exit_usage;
   } catch (const dlq::error& e) {
-    io.err << "dlqctl serve: " << detail::one_line(dlq::http::redact_secrets(e.what()))
-           << " (store " << redact_url(store.url) << ")\n";
+    say(std::string(e.what()) + " (store " + dlq::redact_url(store.url) + ")");
     return exit_store;
   } catch (const std::exception& e) {
-    io.err << "dlqctl serve: unexpected error: " << detail::one_line(e.what()) << '\n';
+    say(std::string("unexpected error: ") + e.what());
     return exit_store;
   }
-}
-
-/// True when `args` (the command line without the program name) runs the `serve` command:
-/// its first word that is neither an option nor a global option's value is `serve`.
-inline bool is_serve(const std::vector<std::string>& args) {
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.rfind("--", 0) == 0) {
-      const bool takes_value = a == "--store" || a == "--dlq-key" || a == "--queue-key" ||
-                               a == "--corrupt-key" || a == "--timeout";
-      if (takes_value) ++i;
-      continue;
-    }
-    return a == "serve";
-  }
-  return false;
 }
 
 }  // namespace dlqctl

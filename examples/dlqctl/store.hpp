@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <dlq/dlq.hpp>
+#include <dlq/redact.hpp>
 
 namespace dlqctl {
 
@@ -190,20 +191,6 @@ class DlqStore final : public Store {
   std::function<std::string(std::string_view)> destination_;
   std::function<std::optional<OtherLayout>()> other_layout_;
 };
-
-/// The URL with its password (if any) replaced by "***", for messages.
-inline std::string redact_url(const std::string& url) {
-  const auto scheme = url.find("://");
-  if (scheme == std::string::npos) return url;
-  const auto start = scheme + 3;
-  const auto at = url.find('@', start);
-  const auto slash = url.find('/', start);
-  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return url;
-  const auto colon = url.find(':', start);
-  if (colon == std::string::npos || colon > at)
-    return url.substr(0, start) + "***" + url.substr(at);
-  return url.substr(0, colon + 1) + "***" + url.substr(at);
-}
 
 /// Where and how to open a store: the global options of dlqctl.
 struct StoreSettings {

@@ -215,7 +215,8 @@ class DeadLetterQueue {
   /// ("replay_edited", by `actor`, default Options::actor) holds the SHA-256 of the old and
   /// new payload. Returns the report: replayed == 1 on success, else the id is in skipped
   /// (not_found, or corrupt: an unreadable entry has no payload to edit).
-  /// @throws as replay().
+  /// @throws dlq::invalid_argument when `new_payload` is empty or only whitespace (never a
+  ///         valid job; nothing is read or moved); otherwise as replay().
   ReplayReport replay_edited(std::string_view queue, std::string_view id, std::string new_payload,
                              std::string actor = {}, std::string to_queue = {});
 
@@ -797,6 +798,8 @@ DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay_edited(std::stri
                                                                        std::string actor,
                                                                        std::string to_queue) {
   detail::queue_core::validate_queue(queue, "replay_edited");
+  if (detail::blank_payload(new_payload))
+    throw detail::blank_edit_error(queue, id, new_payload.size());
   ReplayOptions o = ReplayOptions::by_ids({std::string(id)});
   o.actor = std::move(actor);
   o.to_queue = std::move(to_queue);

@@ -179,6 +179,11 @@ DLQ_INLINE void replay_engine::decide(const ReplayOptions& o, std::string_view r
   pending_.push_back({Action::replay, std::move(id), SkipReason{}, {}, false});
   if (o.transform) {
     if (auto edited = o.transform(parse_entry(std::string(raw)))) {
+      // Refused before anything of this step is applied (see detail/edit.hpp).
+      if (blank_payload(*edited))
+        throw blank_edit_error(
+            queue_, pending_.back().id.empty() ? entry_id(view, raw) : pending_.back().id,
+            edited->size());
       edit_note note{pending_.size() - 1, {}, {}};
       if (collect_audit_ && result_.ids.ids.size() + step_notes_.size() < result_.ids.max) {
         note.old_sha = sha256_hex(payload);

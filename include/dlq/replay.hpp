@@ -49,6 +49,7 @@
 #include "dlq/audit.hpp"
 #include "dlq/detail/batched_walk.hpp"
 #include "dlq/detail/compiled.hpp"
+#include "dlq/detail/edit.hpp"
 #include "dlq/detail/id.hpp"
 #include "dlq/detail/json_scan.hpp"
 #include "dlq/detail/queue_core.hpp"
@@ -142,7 +143,10 @@ struct ReplayOptions : Filter {
   /// the edited payload may be pushed twice, the record stays until its push returned, and
   /// once pushed the original is never pushed. Runs under the same rules as `filter`.
   /// Counted in ReplayReport::edited; the audit record ("replay_edited") holds the SHA-256
-  /// of the old and new payload of each edit (bounded by Options::audit_max_ids).
+  /// of the old and new payload of each edit (bounded by Options::audit_max_ids). An edit
+  /// to an empty or whitespace-only payload is refused: replay() throws
+  /// dlq::invalid_argument and the step holding it moves nothing (the steps before it stay
+  /// replayed; see dlq/detail/edit.hpp).
   std::function<std::optional<std::string>(const Entry&)> transform;
   /// Who asks, for the audit trail; empty (the default) = Options::actor.
   std::string actor;

@@ -151,3 +151,93 @@ TEST_CASE("a frozen server is explained with the CLI's flag, not a C++ option", 
   CHECK(contains(r.err, "raise --timeout (now 500ms)"));
   CHECK_FALSE(contains(r.err, "ConnectionOptions"));
 }
+
+namespace {
+// Store URLs whose credentials hold what the Redis URL parser accepts in them: '@' (the
+// user-info ends at the last '@'), '/', ':', %-escapes, a user:password pair, a lone
+// password, ?password=. Every secret part is one of SECa..SECd.
+const std::vector<std::string> secret_urls = {
+    "redis://:SECa@SECb/SECc:SECd@127.0.0.1:1/0",
+    "redis://alice:SECa@SECb/SECc:SECd@127.0.0.1:1/0",
+    "redis://:SECa%40SECb%2FSECc%3ASECd@127.0.0.1:1/0",
+    "redis://SECa@SECb@127.0.0.1:1/0",
+    "redis://alice:SECa:SECb@[::1]:1/0",
+    "redis://127.0.0.1:1/0?db=0&password=SECa@SECb/SECc:SECd",
+    "unix://:SECa:SECb@/tmp/redis.sock?db=0",
+    "redis+unix://alice:SECa%40SECb@/tmp/redis.sock",
+};
+
+// Every command that opens the store, with the arguments it needs to get there.
+const std::vector<std::vector<std::string>> store_commands = {
+    {"send", "orders", "--error", "e", "--payload", "{}"},
+    {"count", "orders"},
+    {"peek", "orders"},
+    {"show", "orders", "some-id"},
+    {"replay", "orders", "--all"},
+    {"replay", "orders", "--id", "some-id", "--set-payload", "-"},
+    {"replay", "orders", "--id", "some-id", "--transform-cmd", "cat"},
+    {"delete", "orders", "some-id"},
+    {"purge", "orders", "--yes"},
+    {"queues"},
+    {"recover", "orders"},
+    {"trim", "orders", "--max-length", "1", "--yes"},
+    {"errors", "orders"},
+    {"stats"},
+    {"metrics"},
+    {"corrupt", "orders"},
+    {"search", "orders"},
+    {"discard", "orders", "--error-contains", "x", "--yes"},
+    {"audit", "orders"},
+};
+}  // namespace
+
+TEST_CASE("no store error of any command shows any part of the store's password", "[cli]") {
+  // The library names the endpoint; dlqctl adds the URL it was given (redacted). A message
+  // that carries the URL itself (as the URL parser's did) is redacted on the way out too.
+  for (const auto& url : secret_urls) {
+    const std::vector<std::function<void()>> failures = {
+        [] {
+          throw dlq::connection_error(
+              "[dlq.redis] 127.0.0.1:1: connecting: connection refused; is redis-server "
+              "running and listening on this address?");
+        },
+        [] {
+          throw dlq::timeout_error(
+              "[dlq.redis] 127.0.0.1:1: no answer within 500 ms; check it or raise "
+              "ConnectionOptions timeouts");
+        },
+        [url] {
+          throw dlq::connection_error("[dlq.redis] cannot reach " + url + " now; check it");
+        },
+        [url] { throw dlq::invalid_argument("[dlq.redis] URL '" + url + "': bad port"); },
+        [url] { throw dlq::reply_error("[dlq.redis] " + url + ": WRONGPASS", "WRONGPASS"); },
+    };
+    for (std::size_t k = 0; k < failures.size(); ++k) {
+      CliFixture f;
+      f.on_open = failures[k];
+      for (auto args : store_commands) {
+        args.insert(args.end(), {"--store", url});
+        const auto r = f.run(args);
+        INFO(url << ", failure " << k << ": dlqctl " << args[0] << " → " << r.err);
+        CHECK(r.code != 0);
+        CHECK(line_count(r.err) == 1);
+        CHECK_FALSE(contains(r.out + r.err, "SEC"));
+        CHECK(contains(r.err, "***"));
+      }
+    }
+  }
+}
+
+TEST_CASE("a store URL put where no argument goes is not echoed with its password", "[cli]") {
+  CliFixture f;
+  for (const auto& url : secret_urls) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"count", "orders", url}, {url, "count", "orders"}, {url}}) {
+      const auto r = f.run(args);
+      INFO(url << " → " << r.err);
+      CHECK(r.code == 1);
+      CHECK(line_count(r.err) == 1);
+      CHECK_FALSE(contains(r.out + r.err, "SEC"));
+    }
+  }
+}

@@ -589,6 +589,57 @@ TEST_CASE("global options: --store, env DLQ_STORE, key patterns, anywhere on the
   CHECK(f.last_settings.url == "redis://127.0.0.1:6379/0");
 }
 
+TEST_CASE("global options before the command work for every command", "[cli]") {
+  CliFixture f;
+  const std::vector<std::vector<std::string>> commands = {
+      {"count", "orders"},
+      {"peek", "orders"},
+      {"queues"},
+      {"stats"},
+      {"metrics"},
+      {"search", "orders"},
+      {"audit", "orders"},
+      {"errors", "orders"},
+      {"corrupt", "orders"},
+      {"recover", "orders"},
+      {"replay", "orders", "--all"},
+      {"discard", "orders", "--error-contains", "x", "--yes"}};
+  for (const auto& command : commands) {
+    for (const auto& globals : std::vector<std::vector<std::string>>{
+             {"--actor", "alice", "--timeout", "250ms", "--store", "redis://a:1/2", "--dlq-key",
+              "dlq:*", "--queue-key", "queue:*", "--corrupt-key", "dlq:*:bad"},
+             {"--actor=alice", "--timeout=250ms", "--store=redis://a:1/2", "--dlq-key=dlq:*",
+              "--queue-key=queue:*", "--corrupt-key=dlq:*:bad"}}) {
+      std::vector<std::string> args = globals;
+      args.insert(args.end(), command.begin(), command.end());
+      const auto r = f.run(args);
+      INFO(args[0] << " … " << command[0] << ": " << r.err);
+      CHECK(r.code == 0);
+      CHECK(f.last_settings.actor == "alice");
+      CHECK(f.last_settings.timeout == std::chrono::milliseconds(250));
+      CHECK(f.last_settings.url == "redis://a:1/2");
+      CHECK(f.last_settings.dlq_key == "dlq:*");
+      CHECK(f.last_settings.queue_key == "queue:*");
+      CHECK(f.last_settings.corrupt_key == "dlq:*:bad");
+    }
+  }
+}
+
+TEST_CASE("is_serve finds `serve` after global options and their values", "[cli]") {
+  using dlqctl::is_serve;
+  CHECK(is_serve({"serve"}));
+  CHECK(is_serve({"--actor", "alice", "serve"}));  // issue 27: --actor took no value here
+  CHECK(is_serve({"--actor=alice", "serve", "--listen", "127.0.0.1:0"}));
+  CHECK(is_serve({"--store", "redis://h/0", "--dlq-key", "k", "--queue-key", "q", "--corrupt-key",
+                  "c", "--timeout", "1s", "--actor", "a", "serve"}));
+  CHECK(is_serve({"--bogus", "serve"}));  // serve's own parser then says what is wrong
+  CHECK_FALSE(is_serve({"--actor", "serve", "count", "orders"}));  // "serve" is the actor
+  CHECK_FALSE(is_serve({"--store", "serve", "queues"}));
+  CHECK_FALSE(is_serve({"count", "serve"}));
+  CHECK_FALSE(is_serve({"--actor", "alice"}));
+  CHECK_FALSE(is_serve({}));
+}
+
 TEST_CASE("the progress bar is drawn on a terminal only", "[cli]") {
   CliFixture f;
   auto q = f.dlq();

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import pty
+import re
 import select
 import signal
 import socket
@@ -44,6 +45,7 @@ def check(cond, what, detail=""):
     if not cond:
         FAILURES.append(what)
         print(f"    FAILED: {what} {detail}", flush=True)
+    return cond
 
 
 def expect(result, code, what):
@@ -324,12 +326,284 @@ def test_progress_bar(b, q):
     check("\r" not in err, "no progress bar when stderr is not a terminal", err)
 
 
+def payload_files_holding(token):
+    """Files named like the temporary payload files a transform once got (dlqctl-payload-*),
+    in /tmp and $TMPDIR, that hold `token`."""
+    found = []
+    for d in {"/tmp", tempfile.gettempdir()}:
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith("dlqctl-payload-"):
+                continue
+            try:
+                with open(os.path.join(d, name), "rb") as f:
+                    if token.encode() in f.read():
+                        found.append(os.path.join(d, name))
+            except OSError:
+                pass
+    return found
+
+
+def group_gone(pg, limit=5.0):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pg, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_edited_replay(b, q):
+    """Issue 27 defect 1 on a real store: an empty edit is refused and moves nothing; a
+    dlqctl stopped (SIGTERM, SIGINT) or killed (SIGKILL) while its transform runs leaves the
+    entry in place and no file with the payload behind."""
+    def fresh():
+        """A new dead letter of its own: (id, payload, token)."""
+        token = "tok-%d-%d" % (os.getpid(), time.monotonic_ns())
+        payload = '{"amount":1,"token":"%s"}' % token
+        rc, out, err = expect(run("send", q, "--error", "e", "--payload", payload), 0, "send")
+        untouched.source = b.source(q)
+        return out.decode().strip(), payload, token
+
+    def untouched(eid, payload, what):
+        rc, out, err = run("show", q, eid, "--json")
+        check(rc == 0 and json.loads(out)["original_payload"] == json.loads(payload),
+              what + ": the dead letter is still there with its payload", (rc, out[:300], err))
+        check(b.source(q) == untouched.source, what + ": nothing went to the source queue",
+              b.source(q))
+
+    for args, stdin in [(("--transform-cmd", "jq -c '.amount |=' 2>/dev/null | cat"), b""),
+                        (("--transform-cmd", "true"), b""), (("--transform-cmd", "echo"), b""),
+                        (("--set-payload", "-"), b"")]:
+        eid, payload, token = fresh()
+        rc, out, err = expect(run("replay", q, "--id", eid, *args, stdin=stdin), 1,
+                              "an empty edit is refused: %s" % (args,))
+        # (the jq pipeline fails on its exit status first: transforms run with pipefail)
+        check(("empty" in err or "failed (exit status" in err) and "nothing was replayed" in err,
+              "and says so", err)
+        untouched(eid, payload, "empty edit %s" % (args,))
+
+    with tempfile.TemporaryDirectory() as d:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
+            name = signal.Signals(sig).name
+            eid, payload, token = fresh()
+            ready, stdin_of = os.path.join(d, name + ".pg"), os.path.join(d, name + ".stdin")
+            cmd = "readlink /proc/self/fd/0 > %s; echo $$ > %s; sleep 60; cat" % (stdin_of, ready)
+            proc = subprocess.Popen([ARGS.dlqctl, "replay", q, "--id", eid, "--transform-cmd", cmd],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=dict(os.environ, DLQ_STORE=STORE))
+            deadline = time.monotonic() + 20
+            pg = 0
+            while time.monotonic() < deadline and not pg:
+                try:
+                    with open(ready) as f:
+                        pg = int(f.read().strip() or 0)
+                except (OSError, ValueError):
+                    time.sleep(0.02)
+            if not check(pg > 0, name + ": the transform started"):
+                proc.kill()
+                proc.communicate()
+                continue
+            with open(stdin_of) as f:
+                stdin_is = f.read().strip()
+            check(stdin_is.startswith("pipe:"), name + ": the transform reads a pipe, not a file",
+                  stdin_is)
+            proc.send_signal(sig)
+            try:  # (not communicate(): a transform that outlived dlqctl holds its stderr)
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                check(False, name + ": dlqctl ended")
+                proc.kill()
+                proc.wait()
+            if sig == signal.SIGKILL:
+                # A transform outlives a SIGKILLed dlqctl (nothing can stop it then); it can
+                # no longer change anything: its output goes nowhere.
+                check(proc.returncode == -signal.SIGKILL, name + ": killed", proc.returncode)
+            else:
+                check(group_gone(pg), name + ": the transform's process group was killed")
+            try:
+                os.killpg(pg, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            err = proc.stderr.read().decode(errors="replace")
+            proc.stdout.close()
+            proc.stderr.close()
+            if sig != signal.SIGKILL:
+                check(proc.returncode == 130, name + ": exit 130", (proc.returncode, err))
+                check("interrupted" in err and "nothing was replayed" in err,
+                      name + ": says what happened", err)
+            check(payload_files_holding(token) == [], name + ": no file holds the payload",
+                  payload_files_holding(token))
+            untouched(eid, payload, name)
+
+    eid, payload, token = fresh()
+    rc, out, err = expect(run("replay", q, "--id", eid, "--transform-cmd",
+                              "sed 's/\"amount\":1/\"amount\":2/'"),
+                          0, "then an edit that works")
+    check(b.source(q)[len(untouched.source):] == [b'{"amount":2,"token":"%s"}' % token.encode()],
+          "replays the edited payload", b.source(q))
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+SECRET = "SECa@SECb/SECc:SECd"  # '@', '/' and ':' in a password; every part starts with SEC
+STORE_COMMANDS = [
+    ("send", "{q}", "--error", "e", "--payload", "{{}}"), ("count", "{q}"), ("peek", "{q}"),
+    ("show", "{q}", "some-id"), ("replay", "{q}", "--all"),
+    ("replay", "{q}", "--id", "some-id", "--transform-cmd", "cat"), ("delete", "{q}", "some-id"),
+    ("purge", "{q}", "--yes"), ("queues",), ("recover", "{q}"),
+    ("trim", "{q}", "--max-length", "1", "--yes"), ("errors", "{q}"), ("stats",), ("metrics",),
+    ("corrupt", "{q}"), ("search", "{q}"), ("discard", "{q}", "--error-contains", "x", "--yes"),
+    ("audit", "{q}"),
+]
+
+
+def start_serve(store, *global_args, env=None):
+    """`dlqctl [global_args] --store STORE serve` on a free port: (process, first stdout line)."""
+    proc = subprocess.Popen([ARGS.dlqctl, *global_args, "--store", store, "serve", "--listen",
+                             "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
+    ready = select.select([proc.stdout], [], [], 20)[0]
+    line = proc.stdout.readline().decode(errors="replace") if ready else ""
+    return proc, line
+
+
+def stop_serve(proc):
+    """Stops a `dlqctl serve` (SIGTERM); returns (exit code, stdout rest, stderr)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def test_secrets(b, q):
+    """Issue 27 defect 7: no part of a password shows in the serve banner or in any command's
+    store error, for passwords holding '@', '/', ':' (also %-escaped), as user:password, as a
+    lone password and as ?password=. On a private redis-server: it gets a password."""
+    if b.kind != "redis":
+        return
+    from urllib.parse import quote
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support",
+                          "redis_server.sh")
+    d = tempfile.mkdtemp(prefix="dlqctl-secrets-redis-")
+    subprocess.run([script, "start", d], check=True, stdout=subprocess.DEVNULL)
+    try:
+        with open(os.path.join(d, "url")) as f:
+            hostport = f.read().strip()[len("redis://"):].rsplit("/", 1)[0]
+        import redis
+        r = redis.Redis.from_url("redis://" + hostport + "/0")
+        r.execute_command("ACL", "SETUSER", "alice", "on", ">" + SECRET, "~*", "&*", "+@all")
+        r.config_set("requirepass", SECRET)
+
+        def forms(password, where):
+            return [f"redis://:{password}@{where}/0", f"redis://alice:{password}@{where}/0",
+                    f"redis://:{quote(password, safe='')}@{where}/0",
+                    f"redis://{password.replace(':', '')}@{where}/0",  # a lone password:
+                    # (with a ':' it would be user:password, and a user name is printed)
+                    f"redis://{where}/0?password={quote(password, safe='')}"]
+
+        def clean(text, what):
+            check("SEC" not in text, what + ": no part of the password", text[-600:])
+
+        # (the lone-password form cannot carry this password: it has a ':')
+        for url in [u for u in forms(SECRET, hostport) if not u.startswith("redis://SECa")]:
+            rc, out, err = run("count", q, "--store", url)
+            check(rc == 0, "the password works: " + url.replace(SECRET, "PW"), err)
+            proc, line = start_serve(url)
+            rc, out, err = stop_serve(proc)
+            check("listening on http://127.0.0.1:" in line and "***" in line,
+                  "serve starts and names its store masked", (line, err[-300:]))
+            clean(line + out + err, "serve banner and log")
+        port = free_port()  # nothing listens there
+        for url in forms("SECa@SECb/SECc:SECx", hostport) + forms(SECRET, f"127.0.0.1:{port}"):
+            shown = url.replace("SEC", "S.E.C")
+            for cmd in STORE_COMMANDS:
+                args = [a.format(q=q) for a in cmd]
+                rc, out, err = run(*args, "--store", url, "--timeout", "2s")
+                check(rc == 2, f"dlqctl {args[0]} on {shown}: the store fails (exit 2)", (rc, err))
+                clean(out.decode(errors="replace") + err, f"dlqctl {args[0]} on {shown}")
+            proc, line = start_serve(url, "--timeout", "2s")
+            rc, out, err = stop_serve(proc)
+            check(rc == 2, f"serve on {shown}: the store fails (exit 2)", (rc, err))
+            clean(line + out + err, f"serve on {shown}")
+            # a URL where no argument goes: the parser's complaint must not echo it
+            for args in (("serve", url), ("count", q, url)):
+                rc, out, err = run(*args)
+                check(rc == 1, f"dlqctl {args[0]} with a stray {shown}: bad usage", (rc, err))
+                clean(out.decode(errors="replace") + err, f"dlqctl {args[0]} with a stray {shown}")
+    finally:
+        subprocess.run([script, "stop", d], stdout=subprocess.DEVNULL)
+
+
+def test_global_options(b, q):
+    """Global options go before any command, serve included (issue 27: `dlqctl --actor alice
+    serve` was "'serve' is not a command"), and after it; serve's audit actor is --actor,
+    else the OS user, as for the other commands."""
+    import urllib.request
+
+    def last_actor():
+        rc, out, err = expect(run("audit", q, "--json"), 0, "audit --json")
+        records = [json.loads(l) for l in out_lines(out)]
+        return records[-1]["actor"] if records else None
+
+    def delete_through_console(args, env_extra=None, what=""):
+        rc, out, err = expect(run("send", q, "--error", "e", "--payload", "{}"), 0, "send")
+        eid = out.decode().strip()
+        env = dict(os.environ, DLQ_STORE=STORE, **(env_extra or {}))
+        proc = subprocess.Popen([ARGS.dlqctl, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        ready = select.select([proc.stdout], [], [], 20)[0]
+        line = proc.stdout.readline().decode(errors="replace") if ready else ""
+        m = re.search(r"listening on (http://127\.0\.0\.1:\d+/)", line)
+        if check(m, "dlqctl %s: serve starts" % " ".join(args), line):
+            req = urllib.request.Request(m.group(1) + "api/delete",
+                                         data=json.dumps({"queue": q, "ids": [eid]}).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                body = json.loads(resp.read())
+            check(body.get("deleted") == 1, what + ": the console deleted the entry", body)
+        rc, out, err = stop_serve(proc)
+        check(rc == 0, what + ": serve stops cleanly", (rc, err[-500:]))
+
+    if run("serve", "--help")[0] == 0:
+        delete_through_console(["--actor", "alice", "serve", "--listen", "127.0.0.1:0"],
+                               what="--actor alice serve")
+        check(last_actor() == "alice", "--actor before serve is the audit actor", last_actor())
+        delete_through_console(["--timeout", "2s", "--actor=bob", "--store", STORE, "serve",
+                                "--listen", "127.0.0.1:0"], what="--actor=bob serve")
+        check(last_actor() == "bob", "--actor=bob before serve", last_actor())
+        delete_through_console(["serve", "--listen", "127.0.0.1:0", "--actor", "carol",
+                                "--store", STORE, "--timeout", "2s"], what="serve --actor carol")
+        check(last_actor() == "carol", "--actor and --store after serve", last_actor())
+        delete_through_console(["serve", "--listen", "127.0.0.1:0"], {"USER": "os-user-x"},
+                               what="serve without --actor")
+        check(last_actor() == "os-user-x", "serve's actor defaults to the OS user", last_actor())
+    else:
+        print("    (this dlqctl has no serve: built without dlq::http)")
+
+    rc, out, err = expect(run("send", q, "--error", "e", "--payload", '{"n":1}'), 0, "send")
+    eid = out.decode().strip()
+    expect(run("--actor", "dave", "--timeout", "3s", "--store", STORE, "discard", q, "--id", eid,
+               "--yes"), 0, "global options before discard")
+    check(last_actor() == "dave", "--actor before discard", last_actor())
+    expect(run("--timeout=3s", "--actor=erin", "count", q), 0, "=value forms before count")
+    expect(run("--timeout", "3s", "queues", "--json"), 0, "--timeout before queues")
+    expect(run("--store", STORE, "stats", q, "--json"), 0, "--store before stats")
 
 
 def test_exit_codes(b, q):
@@ -442,7 +716,8 @@ def main():
                        check=True, capture_output=True, env=dict(os.environ, DLQ_STORE=STORE))
     prefix = f"e2e{os.getpid()}"
     tests = [test_send_count_peek_show, test_replay_selection, test_corrupt_and_queues,
-             test_sigint, test_progress_bar, test_exit_codes, test_where_things_are]
+             test_sigint, test_progress_bar, test_exit_codes, test_where_things_are,
+             test_edited_replay, test_secrets, test_global_options]
     try:
         for t in tests:
             print(f"--- {t.__name__} ({ARGS.store})", flush=True)

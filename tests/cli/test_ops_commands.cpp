@@ -1,9 +1,16 @@
 // dlqctl's operator operations over dlq::MemoryStorage (issue 14): search with filters and a
 // continuation, discard with --dry-run / --yes, the edited replay (--set-payload,
-// --transform-cmd) and the audit trail (table and --json), with the actor.
+// --transform-cmd) and the audit trail (table and --json), with the actor; an edit that
+// yields an empty payload, a transform's timeout, interruption and output limit.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_fixture.hpp"
@@ -147,4 +154,152 @@ TEST_CASE("replay --id --transform-cmd replays one entry with what the command p
         1);
   r = f.run({"replay", "orders", "--id", "missing", "--set-payload", "-"}, "x");
   CHECK(r.code == 3);
+}
+
+namespace {
+// The dead letter ids[4] of fill() is where it was, with its payload, and nothing moved.
+void check_untouched(CliFixture& f, const std::vector<std::string>& ids) {
+  CHECK(f.storage.source_range("orders").empty());
+  CHECK(f.dlq().size("orders") == 30);
+  const auto e = f.dlq().get("orders", ids[4]);
+  REQUIRE(e);
+  CHECK(e->payload == "{\"i\":4}");
+}
+
+// Waits (at most 10 s) until `path` holds a number, the process group a transform wrote.
+pid_t wait_for_group(const std::string& path) {
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream in(path);
+    long pg = 0;
+    if (in >> pg && pg > 0) return static_cast<pid_t>(pg);
+    ::usleep(10000);
+  }
+  return 0;
+}
+
+// True when no process of group `pg` is left (waits at most 5 s: the killed members are
+// reaped by init, not by us).
+bool group_gone(pid_t pg) {
+  for (int i = 0; i < 500; ++i) {
+    if (::kill(-pg, 0) != 0 && errno == ESRCH) return true;
+    ::usleep(10000);
+  }
+  return false;
+}
+}  // namespace
+
+TEST_CASE("an edit that yields an empty or blank payload is refused and moves nothing",
+          "[cli][ops]") {
+  CliFixture f;
+  const auto ids = fill(f);
+  const std::string empty_file = "/tmp/dlqctl-test-empty-" + std::to_string(::getpid());
+  { std::ofstream out(empty_file, std::ios::binary); }
+  struct edit {
+    std::vector<std::string> args;
+    std::string in;
+  };
+  const std::vector<edit> edits = {
+      {{"--transform-cmd", "true"}, ""},
+      {{"--transform-cmd", "echo"}, ""},                 // a newline only
+      {{"--transform-cmd", "printf ' \\t\\r\\n'"}, ""},  // blanks only
+      {{"--transform-cmd", "cat >/dev/null"}, ""},
+      {{"--set-payload", empty_file}, ""},
+      {{"--set-payload", "-"}, ""},
+      {{"--set-payload", "-"}, "\n"},
+      {{"--set-payload", "-", "--dry-run"}, ""},
+  };
+  for (const auto& e : edits) {
+    std::vector<std::string> args{"replay", "orders", "--id", ids[4]};
+    args.insert(args.end(), e.args.begin(), e.args.end());
+    INFO(e.args[0] << " " << e.args[1] << " with stdin of " << e.in.size() << " bytes");
+    const auto r = f.run(args, e.in);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK(contains(r.err, "empty"));
+    CHECK(contains(r.err, "nothing was replayed"));
+    CHECK(contains(r.err, e.args[0]));  // says which option gave the empty payload
+    check_untouched(f, ids);
+  }
+  std::remove(empty_file.c_str());
+}
+
+TEST_CASE("a transform runs with pipefail: a failing stage of a pipeline fails the edit",
+          "[cli][ops]") {
+  CliFixture f;
+  const auto ids = fill(f);
+  // jq failed, the last stage printed anyway and exited 0
+  auto r = f.run({"replay", "orders", "--id", ids[4], "--transform-cmd",
+                  "false | echo '{\"i\":4,\"fixed\":true}'"});
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "failed (exit status 1)"));
+  check_untouched(f, ids);
+  // and its stdin is a pipe, not a file holding the payload
+  r = f.run({"replay", "orders", "--id", ids[4], "--transform-cmd",
+             "test -p /dev/stdin && cat || echo not-a-pipe"});
+  CHECK(r.code == 0);
+  CHECK(f.storage.source_range("orders") == std::vector<std::string>{"{\"i\":4}"});
+}
+
+TEST_CASE("a transform that outlives --transform-timeout is killed with its process group",
+          "[cli][ops]") {
+  CliFixture f;
+  const auto ids = fill(f);
+  const std::string group_file = "/tmp/dlqctl-test-group-" + std::to_string(::getpid());
+  std::remove(group_file.c_str());
+  const auto started = std::chrono::steady_clock::now();
+  // The shell's pid is its process group; `sleep` is another member, still running when the
+  // shell would be killed alone.
+  auto r = f.run({"replay", "orders", "--id", ids[4], "--transform-timeout", "1s",
+                  "--transform-cmd", "echo $$ > " + group_file + "; sleep 30 | cat; echo '{}'"});
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "did not finish within 1s"));
+  CHECK(contains(r.err, "--transform-timeout"));
+  CHECK(contains(r.err, "nothing was replayed"));
+  CHECK(took < std::chrono::seconds(10));
+  check_untouched(f, ids);
+  const pid_t pg = wait_for_group(group_file);
+  REQUIRE(pg > 0);
+  CHECK(group_gone(pg));
+  std::remove(group_file.c_str());
+
+  CHECK(contains(f.run({"replay", "--help"}).out, "--transform-timeout"));
+  CHECK(f.run({"replay", "orders", "--id", ids[4], "--transform-timeout", "0s", "--transform-cmd",
+               "cat"})
+            .code == 1);
+}
+
+TEST_CASE("Ctrl-C during a transform kills it and replays nothing (exit 130)", "[cli][ops]") {
+  CliFixture f;
+  const auto ids = fill(f);
+  const std::string group_file = "/tmp/dlqctl-test-group-int-" + std::to_string(::getpid());
+  std::remove(group_file.c_str());
+  pid_t pg = 0;
+  std::thread interrupter([&] {
+    pg = wait_for_group(group_file);
+    f.cancel = true;  // what the binary's SIGINT/SIGTERM handler does
+  });
+  const auto started = std::chrono::steady_clock::now();
+  auto r = f.run({"replay", "orders", "--id", ids[4], "--transform-cmd",
+                  "echo $$ > " + group_file + "; sleep 30; echo '{}'"});
+  interrupter.join();
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+  CHECK(r.code == 130);
+  CHECK(contains(r.err, "interrupted"));
+  CHECK(contains(r.err, "nothing was replayed"));
+  check_untouched(f, ids);
+  REQUIRE(pg > 0);
+  CHECK(group_gone(pg));
+  CHECK(f.traps == std::vector<bool>{true, false});  // the handler was armed around it
+  std::remove(group_file.c_str());
+}
+
+TEST_CASE("a transform that prints without end is stopped at the output limit", "[cli][ops]") {
+  CliFixture f;
+  const auto ids = fill(f);
+  const auto r =
+      f.run({"replay", "orders", "--id", ids[4], "--transform-cmd", "yes | head -c 80000000"});
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "more than 64 MiB"));
+  check_untouched(f, ids);
 }

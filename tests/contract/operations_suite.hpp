@@ -424,6 +424,66 @@ TEMPLATE_TEST_CASE("replay_edited replays one entry with a new payload, the othe
   CHECK(trail[1].counts["skipped"] == 1);
 }
 
+TEMPLATE_TEST_CASE("an edit to an empty or blank payload is refused and moves nothing",
+                   "[contract][ops][edit]", DLQ_CONTRACT_FIXTURES) {
+  // A failed transform (jq that failed inside a pipeline, `true`, `echo`, an empty file)
+  // yields "" or a newline; replaying that would push a job that cannot be a job and delete
+  // the original, which then survives only as a hash in the audit trail.
+  TestType fx;
+  contract::queue_of<TestType> q(fx.storage());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 20; ++i)
+    ids.push_back(q.send_to_dlq("orders", "{\"i\":" + std::to_string(i) + "}",
+                                contract::failure("schema error")));
+  const auto intact = [&](std::size_t dead) {
+    CHECK(fx.source("orders").empty());
+    CHECK(q.size("orders") == dead);
+    const auto e = q.get("orders", ids[3]);
+    REQUIRE(e);
+    CHECK(e->payload == "{\"i\":3}");
+  };
+  for (const std::string blank : {"", "\n", " \t\r\n"}) {
+    INFO("edited payload '" << blank << "' (" << blank.size() << " bytes)");
+    CHECK_THROWS_AS(q.replay_edited("orders", ids[3], blank), dlq::invalid_argument);
+    intact(20);
+    dlq::ReplayOptions o = dlq::ReplayOptions::by_ids({ids[3]});
+    o.transform = [&blank](const dlq::Entry&) -> std::optional<std::string> { return blank; };
+    CHECK_THROWS_AS(q.replay("orders", o), dlq::invalid_argument);
+    intact(20);
+    o.dry_run = true;
+    CHECK_THROWS_AS(q.replay("orders", o), dlq::invalid_argument);
+    intact(20);
+  }
+  std::string what;
+  try {
+    q.replay_edited("orders", ids[3], "");
+  } catch (const dlq::invalid_argument& e) {
+    what = e.what();
+  }
+  CHECK(what.find(ids[3]) != std::string::npos);
+  CHECK(what.find("empty") != std::string::npos);
+  CHECK(what.find("nothing was replayed") != std::string::npos);
+  // A replay of many entries whose transform blanks one of them: the batches before it are
+  // replayed (edited), the batch holding it is refused whole; the blank one never leaves.
+  dlq::ReplayOptions all = dlq::ReplayOptions::all();
+  all.transform = [](const dlq::Entry& e) -> std::optional<std::string> {
+    if (e.payload == "{\"i\":3}") return std::string();
+    return e.payload + " ";
+  };
+  CHECK_THROWS_AS(q.replay("orders", all), dlq::invalid_argument);
+  const auto src = fx.source("orders");
+  CHECK(src.size() + q.size("orders") == 20);
+  for (const auto& job : src)
+    CHECK(job.find_first_not_of(" \t\r\n") != std::string::npos);
+  const auto e = q.get("orders", ids[3]);
+  REQUIRE(e);
+  CHECK(e->payload == "{\"i\":3}");
+  const auto trail = q.audit("orders");
+  REQUIRE_FALSE(trail.empty());
+  CHECK(trail.back().operation == "replay_edited");
+  CHECK(trail.back().outcome.rfind("failed: ", 0) == 0);
+}
+
 TEMPLATE_TEST_CASE("an edited replay with concurrent senders and replayers edits each entry once",
                    "[contract][ops][edit][concurrency]", DLQ_CONTRACT_FIXTURES) {
   TestType fx;

@@ -57,6 +57,7 @@
 #include <dlq/http/backend.hpp>
 #include <dlq/http/page.hpp>
 #include <dlq/http/search.hpp>
+#include <dlq/redact.hpp>
 #include <nlohmann/json.hpp>
 
 namespace dlq {
@@ -121,40 +122,9 @@ inline void check_listen(std::string_view host, std::string_view token) {
         "give it a token (dlqctl serve --token-file FILE) or listen on 127.0.0.1"));
 }
 
-/// Masks the password of every URL in `text`: the user-info (scheme://user:password@host →
-/// scheme://***@host; everything up to the last '@' before the URL ends at whitespace, a
-/// quote or '?', as the Redis URL parser reads it, so a password may hold '/' and '@') and
-/// every `password=` value (up to '&', whitespace or a quote).
-inline std::string redact_secrets(std::string text) {
-  const auto ends_url = [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' || c == '"';
-  };
-  std::size_t from = 0;
-  while ((from = text.find("://", from)) != std::string::npos) {
-    const std::size_t start = from + 3;
-    std::size_t end = start;
-    while (end < text.size() && !ends_url(text[end]) && text[end] != '?')
-      ++end;
-    const std::size_t at = end > start ? text.rfind('@', end - 1) : std::string::npos;
-    if (at != std::string::npos && at >= start) {
-      text.replace(start, at - start, "***");
-      from = start + 4;
-    } else {
-      from = start;
-    }
-  }
-  const std::string key = "password=";
-  from = 0;
-  while ((from = text.find(key, from)) != std::string::npos) {
-    const std::size_t start = from + key.size();
-    std::size_t end = start;
-    while (end < text.size() && !ends_url(text[end]) && text[end] != '&')
-      ++end;
-    text.replace(start, end - start, "***");
-    from = start + 3;
-  }
-  return text;
-}
+/// Masks the credentials of every URL in `text` (dlq::redact_secrets, dlq/redact.hpp: the one
+/// rule the library and dlqctl use too).
+using dlq::redact_secrets;
 
 /// The operator console over a ConsoleBackend (see the file comment).
 class Console {

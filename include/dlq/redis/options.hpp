@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "dlq/errors.hpp"
+#include "dlq/redact.hpp"
 
 namespace dlq::redis {
 
@@ -94,29 +95,9 @@ inline int hex_digit(char c) {
   return -1;
 }
 
-/// The URL with any password replaced by "***", for messages.
+/// The URL with its credentials replaced by "***", for messages (dlq::redact_url).
 inline std::string redact_url(std::string_view url) {
-  std::string out(url);
-  const auto scheme_end = out.find("://");
-  if (scheme_end != std::string::npos) {
-    const auto auth_start = scheme_end + 3;
-    const auto query = out.find('?', auth_start);
-    const auto at = out.rfind('@', query == std::string::npos ? std::string::npos : query);
-    if (at != std::string::npos && at >= auth_start) {
-      const auto colon = out.find(':', auth_start);
-      // "user:password@" keeps the user; a lone "password@" is redacted whole.
-      const auto from = (colon != std::string::npos && colon < at) ? colon + 1 : auth_start;
-      out.replace(from, at - from, "***");
-    }
-  }
-  const std::string_view name = "password=";
-  auto pos = out.find(name);
-  if (pos != std::string::npos) {
-    pos += name.size();
-    const auto end = out.find('&', pos);
-    out.replace(pos, (end == std::string::npos ? out.size() : end) - pos, "***");
-  }
-  return out;
+  return dlq::redact_url(url);
 }
 
 [[noreturn]] inline void bad_url(std::string_view url, const std::string& what) {

@@ -1,0 +1,90 @@
+// dlq::redact_url and dlq::redact_secrets (dlq/redact.hpp): the one rule that masks URL
+// credentials in the library's, the console's and dlqctl's messages. Every password below
+// is what dlq::redis::parse_url accepts; no part of it may remain.
+#include <string>
+#include <vector>
+
+#include "dlq/redact.hpp"
+#include "dlq/redis/options.hpp"
+#include "support/catch.hpp"
+
+namespace {
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+}  // namespace
+
+TEST_CASE("redact_url masks the whole user-info, up to the last '@' before the query", "[redact]") {
+  // the defect of issue 27: dlqctl masked only up to the first '@'
+  CHECK(dlq::redact_url("redis://:pa@ss/Zq9secretTail@127.0.0.1:6379/0") ==
+        "redis://***@127.0.0.1:6379/0");
+  CHECK(dlq::redact_url("redis://:pw@host:1/0") == "redis://***@host:1/0");
+  CHECK(dlq::redact_url("redis://user:pw@host/0") == "redis://***@host/0");
+  CHECK(dlq::redact_url("redis://alice:a@b/c:d@host/0") == "redis://***@host/0");
+  CHECK(dlq::redact_url("redis://pw@host") == "redis://***@host");
+  CHECK(dlq::redact_url("redis://p@w@host") == "redis://***@host");
+  CHECK(dlq::redact_url("redis://:a:b:c@[::1]:6379/0") == "redis://***@[::1]:6379/0");
+  CHECK(dlq::redact_url("redis://:pa%40ss%2Fw%3Ard@host/0") == "redis://***@host/0");
+  CHECK(dlq::redact_url("REDIS://:pw@host/0") == "REDIS://***@host/0");
+  // ?password= (and only the value); an '@' after the '?' is not user-info
+  CHECK(dlq::redact_url("redis://host:1/0?db=2&password=a@b/c:d&user=u") ==
+        "redis://host:1/0?db=2&password=***&user=u");
+  CHECK(dlq::redact_url("unix:///run/redis.sock?password=pw") ==
+        "unix:///run/redis.sock?password=***");
+  CHECK(dlq::redact_url("unix://:a:b@/run/redis.sock?db=1") == "unix://***@/run/redis.sock?db=1");
+  CHECK(dlq::redact_url("redis+unix://u:p%40w@/run/redis.sock") ==
+        "redis+unix://***@/run/redis.sock");
+  // a password with a space or a quote: the whole string is the URL
+  CHECK(dlq::redact_url("redis://:a b'c\"d@host/0") == "redis://***@host/0");
+  // nothing to mask: unchanged, also an '@' in a path right after "://" + '/'
+  for (const std::string plain : {"redis://127.0.0.1:6379/0", "sqlite:///var/a@b/x.db",
+                                  "unix:///run/a@b/redis.sock", "", "no url", "redis://"}) {
+    INFO(plain);
+    CHECK(dlq::redact_url(plain) == plain);
+  }
+  // a relative path with an '@' cannot be told from user-info: masked (harmless)
+  CHECK(dlq::redact_url("sqlite://relative@x.db") == "sqlite://***@x.db");
+}
+
+TEST_CASE("redact_secrets masks every URL of a message with the same rule", "[redact]") {
+  CHECK(dlq::redact_secrets("cannot reach redis://:pa@ss/Zq9secretTail@127.0.0.1:1/0 now") ==
+        "cannot reach redis://***@127.0.0.1:1/0 now");
+  CHECK(dlq::redact_secrets("URL 'redis://u:p@ss@h:99999/0': port out of range") ==
+        "URL 'redis://***@h:99999/0': port out of range");
+  CHECK(dlq::redact_secrets("redis://:pw@h/0 and redis://h2/1 and unix://:q@/s.sock") ==
+        "redis://***@h/0 and redis://h2/1 and unix://***@/s.sock");
+  CHECK(dlq::redact_secrets("at redis://h:1/0?password=a@b/c now; password=x&y") ==
+        "at redis://h:1/0?password=*** now; password=***&y");
+  CHECK(dlq::redact_secrets("file sqlite:///var/a@b/x.db is locked") ==
+        "file sqlite:///var/a@b/x.db is locked");
+  CHECK(dlq::redact_secrets("no url here, mail a@b") == "no url here, mail a@b");
+  CHECK(dlq::redact_secrets("") == "");
+  CHECK(dlq::redact_secrets("://@") == "://***@");
+  // idempotent: a message built from an already redacted URL stays as it is
+  const std::string once = dlq::redact_secrets("x redis://:a@b@h/0 y");
+  CHECK(dlq::redact_secrets(once) == once);
+}
+
+TEST_CASE("every secret part of every URL form the Redis parser accepts is masked", "[redact]") {
+  const std::string secret = "SECa@SECb/SECc:SECd";
+  const std::vector<std::string> urls = {
+      "redis://:" + secret + "@127.0.0.1:1/0",
+      "redis://alice:" + secret + "@127.0.0.1:1/0",
+      "redis://:SECa%40SECb%2FSECc%3ASECd@127.0.0.1:1/0",
+      "redis://SECa@SECb/SECc@127.0.0.1:1/0",
+      "redis://127.0.0.1:1/0?password=" + secret,
+      "redis://127.0.0.1:1/0?db=0&password=SECa%40SECb&db=1",
+      "unix://:SECa:SECb@/tmp/redis.sock",
+      "unix:///tmp/redis.sock?password=" + secret,
+  };
+  for (const auto& url : urls) {
+    INFO(url);
+    // the parser reads a password from it (the forms are real)
+    CHECK_FALSE(dlq::redis::parse_url(url).password.empty());
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("reaching " + url + " failed"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store '" + url + "': bad"), "SEC"));
+    // the Redis parser's own messages use the same rule
+    CHECK(dlq::redis::detail::redact_url(url) == dlq::redact_url(url));
+  }
+}
