@@ -6,8 +6,9 @@
 ///     dlq::DeadLetterQueue<dlq::RedisListStorage> dlq(...);
 ///     dlq::http::QueueBackend backend(dlq);
 ///     dlq::http::Console console(backend, {});      // options: token, read_only, limits
-///     httplib::Server server;
-///     console.mount(server);                        // routes under ConsoleOptions::prefix
+///     dlq::http::GuardedServer server;              // an httplib::Server that slow clients
+///     console.mount(server);                        // cannot stall (dlq/http/server.hpp);
+///                                                   // routes under ConsoleOptions::prefix
 ///     server.listen("127.0.0.1", 8080);             // loopback: see check_listen()
 ///
 /// The API is documented in docs/console.md. Security rules, enforced on the server:
