@@ -140,3 +140,20 @@ TEST_CASE("scrape reads the queue's stats and counters", "[metrics]") {
   CHECK(has_line(fixed, "dlq_entries{queue=\"orders\",list=\"dead\"} 0"));
   CHECK(has_line(fixed, "dlq_replayed_total 2"));
 }
+
+TEST_CASE("scrape skips a queue name the library refuses and counts it", "[metrics]") {
+  // A foreign key in a shared store may name a queue dlq cannot serve (a NUL byte); the
+  // others must still be reported, and the skipped name counted.
+  dlq::MemoryStorage storage;
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> q(storage);
+  q.send_to_dlq("orders", "{}", "e");
+  storage.push(dlq::Record{std::string_view("nul\0byte", 8), {}, {}, "x"});
+  std::string text;
+  REQUIRE_NOTHROW(text = dlq::metrics::scrape(q));
+  CHECK(has_line(text, "dlq_entries{queue=\"orders\",list=\"dead\"} 1"));
+  CHECK(has_line(text, "dlq_skipped_queues 1"));
+  CHECK(text.find("nul") == std::string::npos);
+  CHECK(q.queues() == std::vector<std::string>{"orders"});
+  REQUIRE_NOTHROW(q.stats());
+  CHECK(q.stats().size() == 1);
+}
