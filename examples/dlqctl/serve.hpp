@@ -47,6 +47,7 @@ class StoreBackend final : public dlq::http::ConsoleBackend {
  public:
   explicit StoreBackend(Store& store) : s_(store) {}
   std::vector<std::string> queues() override { return s_.queues(); }
+  dlq::QueueNames list_queues() override { return s_.list_queues(); }
   std::size_t size(std::string_view q) override { return s_.size(q); }
   std::size_t corrupt_size(std::string_view q) override { return s_.corrupt_size(q); }
   std::vector<dlq::Entry> peek(std::string_view q, std::size_t start, std::size_t n) override {

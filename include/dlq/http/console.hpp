@@ -233,10 +233,12 @@ class Console {
     get(server, "/api/info",
         [this](const httplib::Request&, httplib::Response& r) { send_json(r, 200, info()); });
     get(server, "/api/queues", [this](const httplib::Request&, httplib::Response& r) {
+      const QueueNames found = backend_.list_queues();  // names dlq refuses are skipped
       nlohmann::json out = info();
       out["queues"] = nlohmann::json::array();
-      for (const auto& s : backend_.stats(backend_.queues()))
+      for (const auto& s : backend_.stats(found.names))
         out["queues"].push_back(stats_json(s));
+      out["skipped_queues"] = found.skipped.size();
       send_json(r, 200, out);
     });
     get(server, "/api/queue", [this](const httplib::Request& q, httplib::Response& r) {
