@@ -265,3 +265,19 @@ TEST_CASE("a connection over max_connections_per_client gets 503; other addresse
   CHECK(s.server.counts().refused == 1);
   CHECK_THROWS_AS(dlq::http::GuardedServer(dlq::http::ServerLimits{0}), dlq::invalid_argument);
 }
+
+TEST_CASE("request_timeout bounds the peer's reading and writing, not the handler's work") {
+  dlq::http::ServerLimits limits;
+  limits.request_timeout = std::chrono::milliseconds(500);
+  Served s({}, limits);
+  s.server.Get("/slow-handler", [](const httplib::Request&, httplib::Response& r) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    r.set_content(std::string(4 << 20, 'x'), "text/plain");  // more than one write
+  });
+  httplib::Client c("127.0.0.1", s.port);
+  c.set_read_timeout(10, 0);
+  auto r = c.Get("/slow-handler");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(r->body.size() == std::size_t{4} << 20);
+}

@@ -21,9 +21,10 @@
 ///   accepted or its previous response being sent (keep-alive), however the bytes trickle
 ///   in; else the connection is closed (with 408 when part of a request had arrived). A head
 ///   over ServerLimits::max_head_bytes is answered 431 and closed.
-/// - Once the head is there, reading the body and writing the response must finish within
-///   ServerLimits::request_timeout (each read and write also waits at most the server's
-///   read/write timeout); then the connection is closed.
+/// - Once the head is there, reading the body must finish within
+///   ServerLimits::request_timeout, and so must writing the response from its first byte
+///   (the handler's own time counts against neither; each read and write also waits at most
+///   the server's read/write timeout); else the connection is closed.
 /// - Each client address (IPv6: each /64) may hold at most
 ///   ServerLimits::max_connections_per_client connections; more are answered 503 and closed
 ///   at once. At most ServerLimits::max_busy_per_client of its requests are handled at once;
@@ -60,6 +61,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -79,8 +81,8 @@ struct ServerLimits {
   /// Time a connection has to deliver a complete request head, from its accept or its
   /// previous response (an idle keep-alive connection is closed after it too). Default 10 s.
   std::chrono::milliseconds head_timeout{10000};
-  /// Time to read a request's body and write its response once its head is complete.
-  /// Default 30 s.
+  /// Time to read a request's body once its head is complete, and again to write its
+  /// response from the first byte (a slow handler is not cut off). Default 30 s.
   std::chrono::milliseconds request_timeout{30000};
   /// Largest request head (request line and headers) in bytes; larger gets 431. Default
   /// 64 KiB.
@@ -178,12 +180,20 @@ class GuardedServer : public httplib::Server {
   // socket, every wait bounded by the per-call timeout and by the request's deadline.
   class conn_stream final : public httplib::Stream {
    public:
-    conn_stream(connection& c, clock::time_point deadline, std::chrono::milliseconds read_wait,
-                std::chrono::milliseconds write_wait)
-        : c_(c), deadline_(deadline), read_wait_(read_wait), write_wait_(write_wait) {}
+    // Reads must be done by `request_timeout` from now; writes within `request_timeout` of
+    // the first one (the handler's own time counts against neither).
+    conn_stream(connection& c, std::chrono::milliseconds request_timeout,
+                std::chrono::milliseconds read_wait, std::chrono::milliseconds write_wait)
+        : c_(c),
+          request_timeout_(request_timeout),
+          read_deadline_(clock::now() + request_timeout),
+          read_wait_(read_wait),
+          write_wait_(write_wait) {}
 
-    bool is_readable() const override { return c_.off < c_.buf.size() || wait(POLLIN, read_wait_); }
-    bool is_writable() const override { return wait(POLLOUT, write_wait_); }
+    bool is_readable() const override {
+      return c_.off < c_.buf.size() || wait(POLLIN, read_wait_, read_deadline_);
+    }
+    bool is_writable() const override { return wait(POLLOUT, write_wait_, write_deadline()); }
 
     ssize_t read(char* ptr, size_t size) override {
       if (c_.off == c_.buf.size()) {
@@ -191,7 +201,7 @@ class GuardedServer : public httplib::Server {
         c_.off = 0;
         c_.scanned = 0;
         for (;;) {
-          if (!wait(POLLIN, read_wait_)) return -1;
+          if (!wait(POLLIN, read_wait_, read_deadline_)) return -1;
           c_.buf.resize(16384);
           const ssize_t n = ::recv(c_.fd, &c_.buf[0], c_.buf.size(), MSG_DONTWAIT);
           if (n > 0) {
@@ -214,7 +224,7 @@ class GuardedServer : public httplib::Server {
 
     ssize_t write(const char* ptr, size_t size) override {
       for (;;) {
-        if (!wait(POLLOUT, write_wait_)) return -1;
+        if (!wait(POLLOUT, write_wait_, write_deadline())) return -1;
         const ssize_t n = ::send(c_.fd, ptr, size, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n >= 0) return n;
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -244,10 +254,15 @@ class GuardedServer : public httplib::Server {
     bool failed() const noexcept { return failed_; }
 
    private:
-    // Waits until the socket is ready for `events`, at most `per_call` and never past the
-    // deadline. False on timeout or error.
-    bool wait(short events, std::chrono::milliseconds per_call) const {
-      const auto until = std::min(deadline_, clock::now() + per_call);
+    clock::time_point write_deadline() const {
+      if (!write_deadline_) write_deadline_ = clock::now() + request_timeout_;
+      return *write_deadline_;
+    }
+
+    // Waits until the socket is ready for `events`, at most `per_call` and never past
+    // `deadline`. False on timeout or error.
+    bool wait(short events, std::chrono::milliseconds per_call, clock::time_point deadline) const {
+      const auto until = std::min(deadline, clock::now() + per_call);
       for (;;) {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now());
@@ -264,7 +279,9 @@ class GuardedServer : public httplib::Server {
     }
 
     connection& c_;
-    clock::time_point deadline_;
+    std::chrono::milliseconds request_timeout_;
+    clock::time_point read_deadline_;
+    mutable std::optional<clock::time_point> write_deadline_;
     std::chrono::milliseconds read_wait_;
     std::chrono::milliseconds write_wait_;
     mutable bool failed_ = false;
@@ -555,7 +572,7 @@ class GuardedServer : public httplib::Server {
           std::chrono::milliseconds(s_.read_timeout_sec_ * 1000 + s_.read_timeout_usec_ / 1000);
       const auto write_wait =
           std::chrono::milliseconds(s_.write_timeout_sec_ * 1000 + s_.write_timeout_usec_ / 1000);
-      conn_stream strm(c, clock::now() + lim_.request_timeout, read_wait, write_wait);
+      conn_stream strm(c, lim_.request_timeout, read_wait, write_wait);
       const std::size_t max_count = std::max<std::size_t>(1, s_.keep_alive_max_count_);
       bool close_connection = c.requests + 1 >= max_count;
       {
