@@ -139,6 +139,9 @@ struct ScanLimits {
   std::size_t max_examined = 10000;  ///< most entries examined by one call
   std::size_t window = 500;          ///< most entries read by one peek
   std::size_t lookback = 256;        ///< entries before the position searched for the last id
+  /// Stored bytes (Entry::raw) of the matching entries one page holds: the page ends after
+  /// the entry that reaches them (so it holds at least one). 0 = no bound.
+  std::size_t max_bytes = 0;
 };
 
 /// One page of a scan.
@@ -209,7 +212,11 @@ SearchPage scan(Peek&& peek, std::string_view queue, const EntryQuery& filter,
   std::int64_t last_time = from ? from->last_time_us : 0;
   const std::size_t want = std::max<std::size_t>(1, limits.limit);
   bool at_end = false;
-  while (page.entries.size() < want && page.examined < limits.max_examined) {
+  std::size_t page_bytes = 0;  // of the matching entries kept (ScanLimits::max_bytes)
+  const auto full = [&] {
+    return page.entries.size() == want || (limits.max_bytes != 0 && page_bytes >= limits.max_bytes);
+  };
+  while (!full() && page.examined < limits.max_examined) {
     std::size_t n = std::min(limits.window, limits.max_examined - page.examined);
     if (filter.empty()) n = std::min(n, want - page.entries.size());
     std::vector<Entry> batch = peek(queue, pos, n);
@@ -221,8 +228,9 @@ SearchPage scan(Peek&& peek, std::string_view queue, const EntryQuery& filter,
       last_id = e.id;
       last_time = e.dead_lettered_time ? detail::micros(*e.dead_lettered_time) : 0;
       if (filter.matches(e, now)) {
+        page_bytes += e.raw.size();
         page.entries.push_back(std::move(e));
-        if (page.entries.size() == want) break;
+        if (full()) break;
       }
     }
     if (batch.size() < n && used == batch.size()) {
