@@ -593,3 +593,24 @@ TEST_CASE("a filtered /api/entries page of large entries is bounded by bytes, no
   CHECK(std::unique(seen.begin(), seen.end()) == seen.end());
   CHECK(largest_answer < (std::size_t{1} << 20));
 }
+
+TEST_CASE("the Content-Type of a change must be exactly application/json, parameters allowed") {
+  Served s;
+  fill(s, 1);
+  auto c = s.client();
+  const std::string body = json{{"queue", "orders"}, {"ids", {"no-such-id"}}}.dump();
+  for (const char* type : {"application/jsonfoo", "application/json-patch+json",
+                           "application/json2", "application/jsonp; charset=utf-8", "text/plain"}) {
+    INFO(type);
+    auto r = c.Post("/api/delete", body, type);
+    REQUIRE(r);
+    CHECK(r->status == 415);
+  }
+  for (const char* type : {"application/json", "application/json; charset=utf-8",
+                           "Application/JSON", "application/json ;charset=UTF-8"}) {
+    INFO(type);
+    auto r = c.Post("/api/delete", body, type);
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+}
