@@ -599,18 +599,29 @@ TEST_CASE("the Content-Type of a change must be exactly application/json, parame
   fill(s, 1);
   auto c = s.client();
   const std::string body = json{{"queue", "orders"}, {"ids", {"no-such-id"}}}.dump();
-  for (const char* type : {"application/jsonfoo", "application/json-patch+json",
-                           "application/json2", "application/jsonp; charset=utf-8", "text/plain"}) {
+  for (const char* type :
+       {"application/jsonfoo", "application/json-patch+json", "application/json2",
+        "application/jsonp; charset=utf-8", "text/plain", "Application/JSON"}) {
     INFO(type);
     auto r = c.Post("/api/delete", body, type);
     REQUIRE(r);
     CHECK(r->status == 415);
   }
-  for (const char* type : {"application/json", "application/json; charset=utf-8",
-                           "Application/JSON", "application/json ;charset=UTF-8"}) {
+  for (const char* type :
+       {"application/json", "application/json; charset=utf-8", "application/json ;charset=UTF-8"}) {
     INFO(type);
     auto r = c.Post("/api/delete", body, type);
     REQUIRE(r);
     CHECK(r->status == 200);
   }
+}
+
+TEST_CASE("is_json_content_type: the media type exactly, parameters allowed") {
+  CHECK(dlq::http::is_json_content_type("application/json"));
+  CHECK(dlq::http::is_json_content_type(" application/json ; charset=utf-8"));
+  CHECK_FALSE(dlq::http::is_json_content_type("APPLICATION/JSON;charset=utf-8"));
+  CHECK_FALSE(dlq::http::is_json_content_type("application/jsonfoo"));
+  CHECK_FALSE(dlq::http::is_json_content_type("application/json-patch+json"));
+  CHECK_FALSE(dlq::http::is_json_content_type("application/"));
+  CHECK_FALSE(dlq::http::is_json_content_type(""));
 }

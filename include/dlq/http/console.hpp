@@ -118,6 +118,19 @@ inline bool is_loopback_host(std::string_view host) {
   return dots == 3;
 }
 
+/// True when the Content-Type `value` names the media type application/json exactly (in
+/// lower case as every client sends it, whitespace around it ignored), with or without
+/// parameters such as `; charset=utf-8`: "application/jsonfoo",
+/// "application/json-patch+json" and "Application/JSON" are not.
+inline bool is_json_content_type(std::string_view value) {
+  value = value.substr(0, value.find(';'));
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+    value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+    value.remove_suffix(1);
+  return value == "application/json";
+}
+
 /// Refuses to serve the console on a non-loopback address without a token.
 /// @throws dlq::invalid_argument when `host` is not a loopback address and `token` is empty.
 inline void check_listen(std::string_view host, std::string_view token) {
@@ -466,8 +479,7 @@ class Console {
                                           const httplib::ContentReader& reader) {
       bool consumed = false;
       handle(q, r, true, true, [&] {
-        const std::string type = q.get_header_value("Content-Type");
-        if (type.compare(0, 16, "application/json") != 0)
+        if (!is_json_content_type(q.get_header_value("Content-Type")))
           throw bad("unsupported_media_type", q.path, "the body must be JSON",
                     "send Content-Type: application/json and a JSON object", 415);
         // An oversize body is read to its end and dropped (up to the server's own
