@@ -502,7 +502,8 @@ class Commands {
   // the whole listing; the other errors (store unreachable) fail it as usual.
   int queues() {
     Store& s = store();
-    const auto names = s.queues();
+    const dlq::QueueNames found = s.list_queues();
+    const std::vector<std::string>& names = found.names;
     std::map<std::string, std::size_t> depth;
     try {
       depth = s.summary(names);  // one round trip
@@ -550,7 +551,23 @@ class Commands {
     if (unreadable > 0)
       io_.err << "dlqctl queues: " << unreadable << (unreadable == 1 ? " queue" : " queues")
               << " could not be read (shown with ?; --json says why)\n";
+    say_skipped("queues", found);
     return exit_ok;
+  }
+
+  // Names the listing left out (dlq refuses them, see dlq/queue_names.hpp): said on stderr,
+  // so that stdout stays what scripts read.
+  void say_skipped(const char* command, const dlq::QueueNames& found) {
+    if (found.skipped.empty()) return;
+    std::string list;
+    for (std::size_t i = 0; i < found.skipped.size() && i < 5; ++i)
+      list += (i == 0 ? "'" : ", '") + printable(found.skipped[i]) + "'";
+    if (found.skipped.size() > 5) list += ", …";
+    const std::size_t n = found.skipped.size();
+    io_.err << "dlqctl " << command << ": " << n << (n == 1 ? " queue name" : " queue names")
+            << " skipped (" << list
+            << "): dlq refuses such names (a NUL byte), so they are keys of another program; "
+               "look at them with redis-cli\n";
   }
 
   int recover() {
@@ -653,15 +670,18 @@ class Commands {
     return r.cancelled ? exit_interrupted : exit_ok;
   }
 
-  // The queues named on the command line, else every queue with dead letters.
-  std::vector<std::string> named_queues() {
-    return a_.queue_names.empty() ? store().queues() : a_.queue_names;
+  // The queues named on the command line, else every queue with dead letters (names dlq
+  // refuses are then in `skipped`).
+  dlq::QueueNames chosen_queues() {
+    if (a_.queue_names.empty()) return store().list_queues();
+    return dlq::QueueNames{a_.queue_names, {}};
   }
 
   // Depths and ages in one call per store (dlq::DeadLetterQueue::stats).
   int stats() {
-    const auto names = named_queues();
-    const auto all = store().stats(names);
+    const dlq::QueueNames found = chosen_queues();
+    const auto all = store().stats(found.names);
+    say_skipped("stats", found);
     auto time_of = [](const std::optional<std::chrono::system_clock::time_point>& t) {
       return t ? dlq::detail::iso_time::format(*t) : std::string();
     };
@@ -714,7 +734,11 @@ class Commands {
   int metrics() {
     dlq::metrics::PrometheusOptions o;
     o.counters = false;
-    io_.out << dlq::metrics::prometheus_text(store().stats(named_queues()), o);
+    const dlq::QueueNames found = chosen_queues();
+    std::string text = dlq::metrics::prometheus_text(store().stats(found.names), o);
+    if (a_.queue_names.empty()) dlq::metrics::write_skipped_queues(text, found.skipped.size(), o);
+    io_.out << text;
+    say_skipped("metrics", found);
     return exit_ok;
   }
 

@@ -5,9 +5,14 @@
 ///
 ///     dlqctl [--store URL] [--actor NAME] serve [--listen 127.0.0.1:8080] [--token-file FILE]
 ///                                               [--read-only]
+///                                               [--max-connections-per-client N]
 ///
 /// The global options (commands.hpp, add_global_options) go before or after `serve`;
 /// --actor (default: the OS user) is who the audit trail names for the console's changes.
+///
+/// It serves on a dlq::http::GuardedServer (dlq/http/server.hpp): request heads must arrive
+/// within 10 s, one client address may hold at most 16 connections (0 = no cap, behind a
+/// reverse proxy) and at most 4 of its requests are handled at once.
 ///
 /// It prints `dlqctl serve: listening on http://HOST:PORT/` on stdout once it accepts
 /// connections (port 0 picks a free port), logs every mutation on stderr, and stops on
@@ -48,6 +53,7 @@ class StoreBackend final : public dlq::http::ConsoleBackend {
  public:
   explicit StoreBackend(Store& store) : s_(store) {}
   std::vector<std::string> queues() override { return s_.queues(); }
+  dlq::QueueNames list_queues() override { return s_.list_queues(); }
   std::size_t size(std::string_view q) override { return s_.size(q); }
   std::size_t corrupt_size(std::string_view q) override { return s_.corrupt_size(q); }
   std::vector<dlq::Entry> peek(std::string_view q, std::size_t start, std::size_t n) override {
@@ -147,6 +153,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   std::string prefix;
   bool read_only = false;
   std::size_t max_operations = 2;
+  dlq::http::ServerLimits limits;
   CLI::App app("dlqctl serve: the operator console (web page and JSON API, see docs/console.md)",
                "dlqctl");
   add_global_options(app, store, timeout);
@@ -162,6 +169,10 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   sub->add_option("--prefix", prefix, "serve under this path, e.g. /dlq (default: the root)");
   sub->add_option("--max-operations", max_operations, "replays running at once")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--max-connections-per-client", limits.max_connections_per_client,
+                  "connections one client address may hold open (0 = no cap: behind a reverse "
+                  "proxy, where every request comes from the proxy)")
       ->capture_default_str();
   app.require_subcommand(1);
 
@@ -224,7 +235,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    httplib::Server server;
+    dlq::http::GuardedServer server(limits);
     // Bodies beyond this are cut off by the server itself; up to it the console reads an
     // oversize body to its end and answers 413 in JSON.
     server.set_payload_max_length(64 * options.max_body_bytes);

@@ -39,6 +39,9 @@ class Store {
   virtual bool remove(std::string_view queue, std::string_view id) = 0;
   virtual std::size_t purge(std::string_view queue) = 0;
   virtual std::vector<std::string> queues() = 0;
+  /// The queue names found, split into those dlq serves (queues()) and those it refuses and
+  /// listings skip (dlq::DeadLetterQueue::list_queues).
+  virtual dlq::QueueNames list_queues() = 0;
   virtual std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) = 0;
   virtual dlq::ReplayReport replay(std::string_view queue, const dlq::ReplayOptions& options) = 0;
   virtual std::size_t recover(std::string_view queue) = 0;
@@ -134,6 +137,7 @@ class DlqStore final : public Store {
   }
   std::size_t purge(std::string_view queue) override { return dlq_.purge(queue); }
   std::vector<std::string> queues() override { return dlq_.queues(); }
+  dlq::QueueNames list_queues() override { return dlq_.list_queues(); }
   std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) override {
     return dlq_.summary(queues);
   }

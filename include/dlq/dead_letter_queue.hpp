@@ -43,6 +43,7 @@
 #include "dlq/errors.hpp"
 #include "dlq/operations.hpp"
 #include "dlq/policies.hpp"
+#include "dlq/queue_names.hpp"
 #include "dlq/replay.hpp"
 #include "dlq/retention.hpp"
 #include "dlq/search.hpp"
@@ -144,7 +145,8 @@ class DeadLetterQueue {
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error subclasses.
   std::vector<QueueStats> stats(const std::vector<std::string>& queues);
 
-  /// stats() of every queue that has dead-letter or corrupt entries, sorted by name.
+  /// stats() of every queue that has dead-letter or corrupt entries, sorted by name (the
+  /// queues of queues(): names dlq refuses are skipped).
   std::vector<QueueStats> stats();
 
   /// The queue's dead letters grouped by error text and by error type (counts, oldest and
@@ -154,8 +156,14 @@ class DeadLetterQueue {
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error subclasses.
   ErrorsReport errors(std::string_view queue, const ErrorsOptions& options = {});
 
-  /// Names of the queues that have dead-letter or corrupt entries, sorted.
+  /// Names of the queues that have dead-letter or corrupt entries, sorted. Names found in the
+  /// store that dlq refuses (dlq::queue_name_problem: a foreign key with a NUL byte) are left
+  /// out; list_queues() counts them.
   std::vector<std::string> queues();
+
+  /// The queue names found in the store, split into those dlq serves (what queues() returns)
+  /// and those it refuses and every listing skips (see dlq/queue_names.hpp).
+  QueueNames list_queues();
 
   /// Entries [start, start + count) of the queue's corrupt list (set aside by replay).
   std::vector<Entry> corrupt(std::string_view queue, std::size_t start = 0, std::size_t count = 10);
@@ -674,11 +682,12 @@ DLQ_MEMBER_INLINE ErrorsReport DeadLetterQueue<Storage>::errors(std::string_view
 
 template <class Storage>
 DLQ_MEMBER_INLINE std::vector<std::string> DeadLetterQueue<Storage>::queues() {
-  return guarded([&] {
-    auto names = storage_.queues();
-    std::sort(names.begin(), names.end());
-    return names;
-  });
+  return list_queues().names;
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE QueueNames DeadLetterQueue<Storage>::list_queues() {
+  return guarded([&] { return split_queue_names(storage_.queues()); });
 }
 
 template <class Storage>

@@ -12,6 +12,7 @@
 #include "dlq/errors.hpp"
 #include "dlq/operations.hpp"
 #include "dlq/policies.hpp"
+#include "dlq/queue_names.hpp"
 #include "dlq/replay.hpp"
 #include "dlq/retention.hpp"
 #include "dlq/search.hpp"

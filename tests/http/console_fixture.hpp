@@ -1,7 +1,7 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 // The in-process console fixture shared by the console's Catch2 tests: a dlq::http::Console
-// over dlq::MemoryStorage, mounted on a loopback httplib::Server on a free port, and the
-// request helpers the tests use.
+// over dlq::MemoryStorage, mounted on a loopback dlq::http::GuardedServer on a free port, and
+// the request helpers the tests use.
 #pragma once
 
 #include <chrono>
@@ -20,8 +20,8 @@ using json = nlohmann::json;
 
 // A console on 127.0.0.1:<free port> over a memory queue; stopped and joined on destruction.
 struct Served {
-  explicit Served(dlq::http::ConsoleOptions o = {})
-      : backend(queue), console(backend, std::move(o)) {
+  explicit Served(dlq::http::ConsoleOptions o = {}, dlq::http::ServerLimits limits = {})
+      : backend(queue), console(backend, std::move(o)), server(std::move(limits)) {
     console.mount(server);
     port = server.bind_to_any_port("127.0.0.1");
     REQUIRE(port > 0);
@@ -41,7 +41,7 @@ struct Served {
   dlq::DeadLetterQueue<dlq::MemoryStorage> queue;
   dlq::http::QueueBackend<dlq::MemoryStorage> backend;
   dlq::http::Console console;
-  httplib::Server server;
+  dlq::http::GuardedServer server;
   int port = 0;
   std::thread thread;
 };

@@ -2,6 +2,7 @@
 // dlq::http::Console against hostile requests, in-process over dlq::MemoryStorage on a loopback
 // httplib::Server: secrets in messages, numbers that overflow, bad field types, every
 // mutating route under token / read-only / cross-site rules, garbled continuation tokens.
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -526,4 +527,98 @@ TEST_CASE("request limits: ids per request, id length, page size; no CORS on OPT
   REQUIRE(opt);
   CHECK_FALSE(opt->has_header("Access-Control-Allow-Origin"));
   CHECK(s.queue.size("orders") == 2);
+}
+
+TEST_CASE("/api/entry of a 40 MiB entry stays within the view limit in every field") {
+  Served s;
+  const std::size_t big = std::size_t{40} << 20;
+  const std::string payload = "{\"blob\":\"" + std::string(big, 'a') + "\"}";
+  const std::string id = s.queue.send_to_dlq("big", payload, std::string(1 << 20, 'e'), 1, "w");
+  auto c = s.client();
+  auto r = c.Get("/api/entry", httplib::Params{{"queue", "big"}, {"id", id}}, httplib::Headers{});
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  const std::size_t view = s.console.options().max_payload_view;  // 256 KiB
+  INFO("answer " << r->body.size() << " bytes");
+  CHECK(r->body.size() < 8 * view);
+  const json j = json::parse(r->body);
+  CHECK(j["truncated"] == true);
+  CHECK(j["size"] == payload.size());
+  for (const char* field : {"stored_text", "payload_text", "error"}) {
+    INFO(field);
+    CHECK(j[field].get<std::string>().size() <= view + 200);
+  }
+  CHECK(j["payload_base64"].get<std::string>().size() <= (view + 2) / 3 * 4);
+}
+
+TEST_CASE("a filtered /api/entries page of large entries is bounded by bytes, not only count") {
+  Served s;
+  const std::size_t n = 30;
+  for (std::size_t i = 0; i < n; ++i)
+    s.queue.send_to_dlq("large",
+                        "{\"i\":" + std::to_string(i) + ",\"blob\":\"" +
+                            std::string(std::size_t{1} << 20, 'x') + "\"}",
+                        "boom " + std::string(std::size_t{64} << 10, 'e'), 1, "w");
+  auto c = s.client();
+  std::vector<std::string> seen;
+  std::string cursor;
+  std::size_t pages = 0, largest_page = 0, largest_answer = 0;
+  do {
+    auto r = c.Get("/api/entries",
+                   httplib::Params{
+                       {"queue", "large"}, {"limit", "500"}, {"error", "boom"}, {"cursor", cursor}},
+                   httplib::Headers{});
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    const json page = json::parse(r->body);
+    ++pages;
+    largest_page = std::max(largest_page, page["entries"].size());
+    largest_answer = std::max(largest_answer, r->body.size());
+    for (const auto& e : page["entries"]) {
+      seen.push_back(e["id"]);
+      CHECK(e["error"].get<std::string>().size() <= 1100);  // cut in a list row
+    }
+    cursor = page["next"].is_null() ? "" : page["next"].get<std::string>();
+    REQUIRE(pages < 100);
+  } while (!cursor.empty());
+  INFO("pages " << pages << ", most entries in a page " << largest_page << ", largest answer "
+                << largest_answer << " bytes");
+  CHECK(largest_page < n);   // 30 MiB of entries do not come back in one page
+  CHECK(largest_page >= 1);  // but every page makes progress
+  CHECK(seen.size() == n);   // and the walk returns every entry once
+  std::sort(seen.begin(), seen.end());
+  CHECK(std::unique(seen.begin(), seen.end()) == seen.end());
+  CHECK(largest_answer < (std::size_t{1} << 20));
+}
+
+TEST_CASE("the Content-Type of a change must be exactly application/json, parameters allowed") {
+  Served s;
+  fill(s, 1);
+  auto c = s.client();
+  const std::string body = json{{"queue", "orders"}, {"ids", {"no-such-id"}}}.dump();
+  for (const char* type :
+       {"application/jsonfoo", "application/json-patch+json", "application/json2",
+        "application/jsonp; charset=utf-8", "text/plain", "Application/JSON"}) {
+    INFO(type);
+    auto r = c.Post("/api/delete", body, type);
+    REQUIRE(r);
+    CHECK(r->status == 415);
+  }
+  for (const char* type :
+       {"application/json", "application/json; charset=utf-8", "application/json ;charset=UTF-8"}) {
+    INFO(type);
+    auto r = c.Post("/api/delete", body, type);
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+}
+
+TEST_CASE("is_json_content_type: the media type exactly, parameters allowed") {
+  CHECK(dlq::http::is_json_content_type("application/json"));
+  CHECK(dlq::http::is_json_content_type(" application/json ; charset=utf-8"));
+  CHECK_FALSE(dlq::http::is_json_content_type("APPLICATION/JSON;charset=utf-8"));
+  CHECK_FALSE(dlq::http::is_json_content_type("application/jsonfoo"));
+  CHECK_FALSE(dlq::http::is_json_content_type("application/json-patch+json"));
+  CHECK_FALSE(dlq::http::is_json_content_type("application/"));
+  CHECK_FALSE(dlq::http::is_json_content_type(""));
 }

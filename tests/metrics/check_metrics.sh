@@ -12,7 +12,8 @@ trap 'rm -f "$out"' EXIT
 for series in 'dlq_entries{queue="we\"ird",list="dead"' 'queue="back\\slash"' \
               'queue="new\nline"' 'queue="bad\\xff"' dlq_oldest_entry_age_seconds \
               'dlq_evicted_total{reason="max_length"' dlq_parked_total \
-              'dlq_storage_errors_total{kind="timeout"' 'dlq_oldest_entry_untimed{queue="foreign"'; do
+              'dlq_storage_errors_total{kind="timeout"' 'dlq_oldest_entry_untimed{queue="foreign"' \
+              'dlq_skipped_queues{service="sample \"svc\""} 1'; do
   grep -qF -- "$series" "$out" || { echo "missing in the exposition: $series"; cat "$out"; exit 1; }
 done
 # promtool prints lint problems and exits non-zero for them, and for parse errors.

@@ -1,7 +1,8 @@
 // Prints the Prometheus exposition of a DeadLetterQueue over dlq::MemoryStorage that has been
 // through what production brings: queue names with `"`, `\`, a newline and a byte that is
-// not UTF-8, corrupt and foreign entries (no readable time), evictions of both reasons, a
-// parked job and a storage error. check_metrics.sh lints the output with promtool.
+// not UTF-8, a foreign queue name with a NUL byte, corrupt and foreign entries (no readable time),
+// evictions of both reasons, a parked job and a storage error. check_metrics.sh lints the output
+// with promtool.
 #include <chrono>
 #include <iostream>
 #include <string>
@@ -45,6 +46,8 @@ int main() {
     q.send_to_dlq("evicting", "{\"n\":" + std::to_string(i) + "}", "failed");
   q.send_to_dlq("orders", "{}", "failed again");  // the same payload again: parked
   storage.push(dlq::Record{"foreign", {}, {}, R"({"original_payload":1,"error":"x"})"});
+  // a foreign name dlq refuses (a NUL byte): left out, counted in dlq_skipped_queues
+  storage.push(dlq::Record{std::string_view("nul\0byte", 8), {}, {}, "x"});
   storage.push(dlq::Record{"corrupt", {}, {}, "not json"});
   q.replay_all("corrupt");  // sets it aside: a corrupt list
   q.send_to_dlq("aging", "{}", "old");

@@ -140,3 +140,37 @@ TEST_CASE("scrape reads the queue's stats and counters", "[metrics]") {
   CHECK(has_line(fixed, "dlq_entries{queue=\"orders\",list=\"dead\"} 0"));
   CHECK(has_line(fixed, "dlq_replayed_total 2"));
 }
+
+TEST_CASE("scrape skips a queue name the library refuses and counts it", "[metrics]") {
+  // A foreign key in a shared store may name a queue dlq cannot serve (a NUL byte); the
+  // others must still be reported, and the skipped name counted.
+  dlq::MemoryStorage storage;
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> q(storage);
+  q.send_to_dlq("orders", "{}", "e");
+  storage.push(dlq::Record{std::string_view("nul\0byte", 8), {}, {}, "x"});
+  std::string text;
+  REQUIRE_NOTHROW(text = dlq::metrics::scrape(q));
+  CHECK(has_line(text, "dlq_entries{queue=\"orders\",list=\"dead\"} 1"));
+  CHECK(has_line(text, "dlq_skipped_queues 1"));
+  CHECK(text.find("nul") == std::string::npos);
+  CHECK(q.queues() == std::vector<std::string>{"orders"});
+  REQUIRE_NOTHROW(q.stats());
+  CHECK(q.stats().size() == 1);
+}
+
+TEST_CASE("split_queue_names: one rule for validation and listings", "[metrics]") {
+  const auto found = dlq::split_queue_names(
+      {"orders", std::string("nul\0byte", 8), "", "bad\xff", "orders", std::string(1, '\0')});
+  CHECK(found.names == std::vector<std::string>{"bad\xff", "orders"});
+  CHECK(found.skipped ==
+        std::vector<std::string>{"", std::string(1, '\0'), std::string("nul\0byte", 8)});
+  CHECK(dlq::queue_name_problem("orders") == nullptr);
+  CHECK(dlq::queue_name_problem("bad\xff") == nullptr);  // served, escaped by each output
+  CHECK(std::string(dlq::queue_name_problem(std::string("a\0b", 3))) ==
+        "the queue name contains a NUL byte");
+  // the validation of every call refuses exactly these names, with the same words
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  CHECK_THROWS_WITH(q.size(std::string("a\0b", 3)), Catch::Contains("contains a NUL byte"));
+  CHECK_THROWS_AS(q.size(""), dlq::invalid_argument);
+  CHECK_NOTHROW(q.size("bad\xff"));
+}

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "dlq/detail/queue_core.hpp"
+#include "dlq/queue_names.hpp"
 
 namespace dlq::detail {
 
@@ -70,12 +71,10 @@ DLQ_INLINE void queue_core::count_failure(const storage_error& e) noexcept {
 }
 
 DLQ_INLINE void queue_core::validate_queue(std::string_view queue, const char* where) {
-  if (queue.empty())
-    throw invalid_argument(
-        message("queue", where, "the queue name is empty", "pass the name of the source queue"));
-  if (queue.find('\0') != std::string_view::npos)
-    throw invalid_argument(message("queue", where, "the queue name contains a NUL byte",
-                                   "use a printable queue name"));
+  if (const char* problem = queue_name_problem(queue))  // the rule of dlq/queue_names.hpp
+    throw invalid_argument(message(
+        "queue", where, problem,
+        queue.empty() ? "pass the name of the source queue" : "use a printable queue name"));
 }
 
 DLQ_INLINE void queue_core::validate(const job_view& job, const char* where) {

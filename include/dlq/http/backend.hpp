@@ -8,7 +8,8 @@
 /// moves entries only through replay/remove/purge/recover, so every promise of the library
 /// (an entry is in exactly one place, whatever is killed when) holds for the console too.
 ///
-/// The members with a default body (stats, search, discard, metrics_text) are the seams where
+/// The members with a default body (list_queues, stats, search, discard, metrics_text) are the
+/// seams where
 /// richer library calls plug in: override them, or change the default here, and the console uses
 /// them everywhere.
 #pragma once
@@ -66,6 +67,10 @@ class ConsoleBackend {
 
   /// Names of the queues that have dead-letter or corrupt entries, sorted.
   virtual std::vector<std::string> queues() = 0;
+  /// queues() split by the library's rule for queue names (dlq/queue_names.hpp): the names
+  /// the console serves, and those it skips and counts (/api/queues `skipped_queues`, the
+  /// gauge dlq_skipped_queues of /metrics). Default: dlq::split_queue_names(queues()).
+  virtual QueueNames list_queues() { return split_queue_names(queues()); }
   /// Dead-letter depth of the queue.
   virtual std::size_t size(std::string_view queue) = 0;
   /// Corrupt-list depth of the queue.
@@ -249,7 +254,8 @@ inline std::string prometheus_label(std::string_view v) {
 }  // namespace detail
 
 inline std::string ConsoleBackend::metrics_text() {
-  const auto all = stats(queues());
+  const QueueNames found = list_queues();
+  const auto all = stats(found.names);
   const auto now = std::chrono::system_clock::now();
   std::string out;
   out +=
@@ -280,6 +286,7 @@ inline std::string ConsoleBackend::metrics_text() {
         "# TYPE dlq_corrupt_total counter\n";
     out += "dlq_corrupt_total " + std::to_string(c->corrupt) + "\n";
   }
+  metrics::write_skipped_queues(out, found.skipped.size());
   return out;
 }
 
@@ -321,6 +328,7 @@ class QueueBackend : public ConsoleBackend {
   explicit QueueBackend(DeadLetterQueue<Storage>& queue) : q_(queue) {}
 
   std::vector<std::string> queues() override { return q_.queues(); }
+  QueueNames list_queues() override { return q_.list_queues(); }
   std::size_t size(std::string_view queue) override { return q_.size(queue); }
   std::size_t corrupt_size(std::string_view queue) override { return q_.corrupt_size(queue); }
   std::vector<Entry> peek(std::string_view queue, std::size_t start, std::size_t count) override {

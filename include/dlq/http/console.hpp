@@ -6,8 +6,9 @@
 ///     dlq::DeadLetterQueue<dlq::RedisListStorage> dlq(...);
 ///     dlq::http::QueueBackend backend(dlq);
 ///     dlq::http::Console console(backend, {});      // options: token, read_only, limits
-///     httplib::Server server;
-///     console.mount(server);                        // routes under ConsoleOptions::prefix
+///     dlq::http::GuardedServer server;              // an httplib::Server that slow clients
+///     console.mount(server);                        // cannot stall (dlq/http/server.hpp);
+///                                                   // routes under ConsoleOptions::prefix
 ///     server.listen("127.0.0.1", 8080);             // loopback: see check_listen()
 ///
 /// The API is documented in docs/console.md. Security rules, enforced on the server:
@@ -85,9 +86,15 @@ struct ConsoleOptions {
   std::size_t max_operations = 2;
   /// Finished operations kept for polling. Default 50.
   std::size_t keep_operations = 50;
-  /// Largest payload shown in full by /api/entry (bytes); longer ones are cut and say so.
-  /// Default 256 KiB.
+  /// Largest text of any one field of /api/entry, in bytes: the payload views (payload_text,
+  /// payload_base64 of that many bytes, payload_hex of a fifth of them), stored_text,
+  /// context and every string field are cut to it; `truncated` says the payload was cut and
+  /// `truncated_fields` names every field that was. Default 256 KiB.
   std::size_t max_payload_view = std::size_t{256} << 10;
+  /// Stored bytes of the entries one /api/entries page holds: a page stops after the entry
+  /// that reaches this many (at least one entry per page), and its `next` goes on from there.
+  /// Default 8 MiB.
+  std::size_t max_page_bytes = std::size_t{8} << 20;
   /// Where the console logs mutations and unexpected errors (one line each, URL passwords
   /// masked). Called from the server's threads and the replay threads, possibly at once; an
   /// exception it throws is swallowed. Empty (the default) = nowhere.
@@ -110,6 +117,19 @@ inline bool is_loopback_host(std::string_view host) {
     }
   }
   return dots == 3;
+}
+
+/// True when the Content-Type `value` names the media type application/json exactly (in
+/// lower case as every client sends it, whitespace around it ignored), with or without
+/// parameters such as `; charset=utf-8`: "application/jsonfoo",
+/// "application/json-patch+json" and "Application/JSON" are not.
+inline bool is_json_content_type(std::string_view value) {
+  value = value.substr(0, value.find(';'));
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+    value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+    value.remove_suffix(1);
+  return value == "application/json";
 }
 
 /// Refuses to serve the console on a non-loopback address without a token.
@@ -202,10 +222,12 @@ class Console {
     get(server, "/api/info",
         [this](const httplib::Request&, httplib::Response& r) { send_json(r, 200, info()); });
     get(server, "/api/queues", [this](const httplib::Request&, httplib::Response& r) {
+      const QueueNames found = backend_.list_queues();  // names dlq refuses are skipped
       nlohmann::json out = info();
       out["queues"] = nlohmann::json::array();
-      for (const auto& s : backend_.stats(backend_.queues()))
+      for (const auto& s : backend_.stats(found.names))
         out["queues"].push_back(stats_json(s));
+      out["skipped_queues"] = found.skipped.size();
       send_json(r, 200, out);
     });
     get(server, "/api/queue", [this](const httplib::Request& q, httplib::Response& r) {
@@ -427,8 +449,7 @@ class Console {
                                           const httplib::ContentReader& reader) {
       bool consumed = false;
       handle(q, r, true, true, [&] {
-        const std::string type = q.get_header_value("Content-Type");
-        if (type.compare(0, 16, "application/json") != 0)
+        if (!is_json_content_type(q.get_header_value("Content-Type")))
           throw bad("unsupported_media_type", q.path, "the body must be JSON",
                     "send Content-Type: application/json and a JSON object", 415);
         // An oversize body is read to its end and dropped (up to the server's own
@@ -658,21 +679,46 @@ class Console {
     return out;
   }
 
-  static nlohmann::json summary_json(const Entry& e) {
-    nlohmann::json j = {{"id", e.id}, {"ok", e.ok()}};
+  // Text fields of a row of /api/entries or /api/corrupt are cut to this many bytes (the
+  // entry's own answer shows up to max_payload_view of each).
+  static constexpr std::size_t list_field_bytes = 1024;
+
+  // `text` cut to at most `limit` bytes at a UTF-8 sequence boundary, with "…" appended when
+  // cut; `cut` is set then.
+  static std::string cut_text(std::string_view text, std::size_t limit, bool& cut) {
+    if (text.size() <= limit) return std::string(text);
+    cut = true;
+    std::size_t n = limit;
+    for (int back = 0; back < 3 && n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80;
+         ++back)
+      --n;
+    return std::string(text.substr(0, n)) + "…";
+  }
+
+  // The row of an entry; each text field cut to `limit` bytes ("…" appended), the names of
+  // the cut fields added to `cut` (may be null).
+  static nlohmann::json summary_json(const Entry& e, std::size_t limit = list_field_bytes,
+                                     nlohmann::json* cut = nullptr) {
+    const auto text = [&](const char* name, const std::string& value) {
+      bool was_cut = false;
+      std::string shown = cut_text(value, limit, was_cut);
+      if (was_cut && cut) cut->push_back(name);
+      return shown;
+    };
+    nlohmann::json j = {{"id", text("id", e.id)}, {"ok", e.ok()}};
     if (!e.ok()) {
-      j["problem"] = e.problem;
+      j["problem"] = text("problem", e.problem);
       j["size"] = e.raw.size();
       j["preview"] = preview(e);
       return j;
     }
-    j["error"] = e.error;
-    j["error_type"] = e.error_type;
-    j["worker"] = e.worker;
-    j["job_id"] = e.job_id;
+    j["error"] = text("error", e.error);
+    j["error_type"] = text("error_type", e.error_type);
+    j["worker"] = text("worker", e.worker);
+    j["job_id"] = text("job_id", e.job_id);
     j["attempt"] = e.attempt;
-    j["queue"] = e.queue;
-    j["dead_lettered_at"] = e.dead_lettered_at;
+    j["queue"] = text("queue", e.queue);
+    j["dead_lettered_at"] = text("dead_lettered_at", e.dead_lettered_at);
     j["age_seconds"] = e.dead_lettered_time ? nlohmann::json(age_seconds(*e.dead_lettered_time))
                                             : nlohmann::json(nullptr);
     j["parked"] = e.parked;
@@ -706,27 +752,41 @@ class Console {
     return out;
   }
 
+  // /api/entry: every field within max_payload_view (see ConsoleOptions::max_payload_view).
+  // Nothing here copies a whole large entry: the envelope is parsed and pretty-printed only
+  // when it is within the limit, the payload only when it is shown whole.
   nlohmann::json full_json(const Entry& e) const {
-    nlohmann::json j = summary_json(e);
+    const std::size_t view = std::max<std::size_t>(opts_.max_payload_view, 64);
+    nlohmann::json cut_fields = nlohmann::json::array();
+    nlohmann::json j = summary_json(e, view, &cut_fields);
     const std::string& bytes = e.ok() ? e.payload : e.raw;
-    const bool cut = bytes.size() > opts_.max_payload_view;
-    const std::string_view shown(bytes.data(), cut ? opts_.max_payload_view : bytes.size());
+    const bool cut = bytes.size() > view;
+    const std::string_view shown(bytes.data(), cut ? view : bytes.size());
+    if (cut) cut_fields.push_back("payload");
     j["truncated"] = cut;
     j["payload_base64"] = dlq::detail::base64::encode(shown);
+    const auto text_field = [&](const char* name, std::string_view value) {
+      bool was_cut = false;
+      std::string out = cut_text(value, view, was_cut);
+      if (was_cut && std::find(cut_fields.begin(), cut_fields.end(), name) == cut_fields.end())
+        cut_fields.push_back(name);
+      return out;
+    };
     if (e.ok() && e.payload_encoding == PayloadEncoding::json && !cut) {
       const auto parsed = e.payload_json();
       j["payload_kind"] = "json";
-      j["payload_text"] =
-          parsed.is_discarded()
-              ? e.payload
-              : parsed.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+      j["payload_text"] = text_field(
+          "payload", parsed.is_discarded()
+                         ? e.payload
+                         : parsed.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else if (dlq::detail::json::is_valid_utf8(shown)) {
       j["payload_kind"] = "text";
       j["payload_text"] = std::string(shown);
     } else {
       j["payload_kind"] = "binary";
-      const std::string_view hex_part =
-          shown.substr(0, std::min<std::size_t>(shown.size(), 64 << 10));
+      // a hex dump line holds 16 bytes in 78 characters: a fifth of the limit fits in it
+      const std::string_view hex_part = shown.substr(
+          0, std::min<std::size_t>(shown.size(), std::min<std::size_t>(64 << 10, view / 5)));
       j["payload_hex"] = hex_dump(hex_part);
       std::string text;
       for (const char c : shown) {
@@ -736,12 +796,29 @@ class Console {
       j["payload_text"] = text;
     }
     if (e.ok()) {
-      j["context"] = e.context;
+      const std::string context =
+          e.context.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      if (context.size() <= view) {
+        j["context"] = e.context;
+      } else {
+        j["context"] = text_field("context", context);  // the start of its JSON text
+      }
       j["dead_letter_count"] = e.dead_letter_count;
       j["payload_encoding"] = e.payload_encoding == PayloadEncoding::json ? "json" : "base64";
     }
-    j["stored_text"] =
-        e.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    if (e.raw.size() <= view) {
+      j["stored_text"] = text_field(
+          "stored_text",
+          e.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+    } else {
+      bool was_cut = false;
+      std::string head = cut_text(e.raw, view, was_cut);
+      head += "\n(the stored envelope is " + std::to_string(e.raw.size()) + " bytes; the first " +
+              std::to_string(view) + " are shown)";
+      cut_fields.push_back("stored_text");
+      j["stored_text"] = std::move(head);
+    }
+    j["truncated_fields"] = std::move(cut_fields);
     return j;
   }
 
@@ -830,6 +907,7 @@ class Console {
     ScanLimits limits;
     limits.limit = std::max<std::size_t>(1, size_param(q, "limit", 50, opts_.max_page));
     limits.max_examined = opts_.max_examined;
+    limits.max_bytes = opts_.max_page_bytes;
     std::optional<Cursor> from;
     if (q.has_param("cursor") && !q.get_param_value("cursor").empty())
       from = Cursor::decode(q.get_param_value("cursor"));
@@ -868,8 +946,11 @@ class Console {
     for (const auto& e : backend_.corrupt(queue, start, limit)) {
       nlohmann::json j = summary_json(e);
       j["problem"] = e.ok() ? std::string() : e.problem;
-      j["raw_text"] = dlq::detail::json::is_valid_utf8(e.raw) ? e.raw : std::string();
-      j["raw_base64"] = dlq::detail::base64::encode(e.raw);
+      // the raw bytes as in /api/entry: at most max_payload_view of them
+      const std::string_view raw(e.raw.data(), std::min(e.raw.size(), opts_.max_payload_view));
+      j["truncated"] = raw.size() < e.raw.size();
+      j["raw_text"] = dlq::detail::json::is_valid_utf8(raw) ? std::string(raw) : std::string();
+      j["raw_base64"] = dlq::detail::base64::encode(raw);
       list.push_back(j);
     }
     send_json(r, 200,

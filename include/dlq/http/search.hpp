@@ -137,6 +137,9 @@ struct ScanLimits {
   /// Most entries examined per peek (each peek also re-reads the 16 entries before the
   /// place).
   std::size_t window = 500;
+  /// Stored bytes (Entry::raw) of the matching entries one page holds: the page ends after
+  /// the entry that reaches them (so it holds at least one). 0 = no bound.
+  std::size_t max_bytes = 0;
 };
 
 /// One page of a scan.
@@ -178,7 +181,12 @@ SearchPage scan(Peek&& peek, std::size_t length, std::string_view queue, const E
   const std::size_t window = std::max<std::size_t>(1, limits.window);
   bool at_end = false;
   bool started = false;
-  while (page.entries.size() < want && page.examined < limits.max_examined) {
+  std::size_t page_bytes = 0;  // of the matching entries kept (ScanLimits::max_bytes)
+  const auto full = [&] {
+    return page.entries.size() == want ||
+           (limits.max_bytes != 0 && page_bytes >= limits.max_bytes);
+  };
+  while (!full() && page.examined < limits.max_examined) {
     std::size_t n = std::min(window, limits.max_examined - page.examined);
     if (filter.empty()) n = std::min(n, want - page.entries.size());
     const dlq::detail::search_place::read r = place.next_read(n);
@@ -204,9 +212,10 @@ SearchPage scan(Peek&& peek, std::size_t length, std::string_view queue, const E
       ++used;
       ++page.examined;
       if (filter.matches(batch[i], now)) {
+        page_bytes += batch[i].raw.size();
         moved.emplace_back(i, page.entries.size());
         page.entries.push_back(std::move(batch[i]));
-        if (page.entries.size() == want) break;
+        if (full()) break;
       }
     }
     place.advance(f.first, used, key);

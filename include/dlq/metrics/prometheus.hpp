@@ -17,6 +17,9 @@
 ///     dlq_newest_entry_timestamp_seconds{queue}       the newest one's dead_lettered_at
 ///     dlq_oldest_entry_untimed{queue}                 1 when the oldest dead letter has no
 ///                                                     readable time (its age is then absent)
+///     dlq_skipped_queues                              queue names found in the store that dlq
+///                                                     refuses and left out (dlq/queue_names.hpp;
+///                                                     scrape() of all queues writes it)
 ///   counters — per process, since the DeadLetterQueue was created (they restart at 0 with
 ///   the process); aggregate with `sum without(instance) (rate(…[5m]))`:
 ///     dlq_sent_total, dlq_rejected_total, dlq_replayed_total,
@@ -43,6 +46,7 @@
 #include "dlq/detail/json_scan.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/policies.hpp"
+#include "dlq/queue_names.hpp"
 #include "dlq/stats.hpp"
 
 namespace dlq::metrics {
@@ -175,14 +179,13 @@ class family_writer {
 
 }  // namespace detail
 
-/// Appends the exposition of `stats` (gauges) and, when `counters` is not null and
-/// options.counters is true, of the counters to `out`.
-/// @throws dlq::invalid_argument for a constant label with an invalid or reserved name.
-inline void write_prometheus(std::string& out, const std::vector<QueueStats>& stats,
-                             const Counters* counters, const PrometheusOptions& options = {}) {
+namespace detail {
+
+// The constant labels of `options`, escaped and joined by commas.
+inline std::string constant_labels(const PrometheusOptions& options) {
   std::string constant;
   for (const auto& [name, value] : options.labels) {
-    if (!detail::valid_label_name(name))
+    if (!valid_label_name(name))
       throw invalid_argument(dlq::detail::message(
           "metrics", "PrometheusOptions::labels", "invalid label name '" + name + "'",
           "use [a-zA-Z_][a-zA-Z0-9_]*, not starting with __, and not queue, list, reason or "
@@ -193,6 +196,30 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
     append_label_value(constant, value);
     constant += '"';
   }
+  return constant;
+}
+
+}  // namespace detail
+
+/// Appends the gauge dlq_skipped_queues: `skipped` queue names a listing found in the store
+/// and left out because dlq refuses them (QueueNames::skipped, see dlq/queue_names.hpp).
+/// @throws dlq::invalid_argument for a constant label with an invalid or reserved name.
+inline void write_skipped_queues(std::string& out, std::size_t skipped,
+                                 const PrometheusOptions& options = {}) {
+  const std::string constant = detail::constant_labels(options);
+  detail::family_writer w(out, constant);
+  w.header("dlq_skipped_queues", "gauge",
+           "Queue names found in the store that dlq refuses (a NUL byte: a foreign key) and "
+           "leaves out of this exposition; the other queues are reported.");
+  w.sample("dlq_skipped_queues", {}, std::to_string(skipped));
+}
+
+/// Appends the exposition of `stats` (gauges) and, when `counters` is not null and
+/// options.counters is true, of the counters to `out`.
+/// @throws dlq::invalid_argument for a constant label with an invalid or reserved name.
+inline void write_prometheus(std::string& out, const std::vector<QueueStats>& stats,
+                             const Counters* counters, const PrometheusOptions& options = {}) {
+  const std::string constant = detail::constant_labels(options);
   detail::family_writer w(out, constant);
 
   // One entry per distinct escaped queue label (see the file comment).
@@ -313,11 +340,16 @@ inline std::string prometheus_text(const std::vector<QueueStats>& stats,
 }
 
 /// A scrape of `queue` (a DeadLetterQueue): stats() of every queue that has entries, plus
-/// its counters. One storage call for the stats (see dlq/stats.hpp) after listing the queues.
+/// its counters and dlq_skipped_queues (names found that dlq refuses are left out and
+/// counted, see dlq/queue_names.hpp). One storage call for the stats (see dlq/stats.hpp)
+/// after listing the queues.
 /// @throws what DeadLetterQueue::stats throws.
 template <class Queue>
 std::string scrape(Queue& queue, const PrometheusOptions& options = {}) {
-  return prometheus_text(queue.stats(), queue.counters(), options);
+  const QueueNames found = queue.list_queues();
+  std::string out = prometheus_text(queue.stats(found.names), queue.counters(), options);
+  write_skipped_queues(out, found.skipped.size(), options);
+  return out;
 }
 
 /// A scrape of the named queues of `queue` (a DeadLetterQueue), plus its counters: a fixed

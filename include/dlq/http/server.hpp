@@ -1,0 +1,708 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file http/server.hpp
+/// dlq::http::GuardedServer — an httplib::Server that slow or greedy clients cannot take
+/// down: serve the console (or anything else) on it in place of a plain httplib::Server.
+///
+///     dlq::http::GuardedServer server;        // limits: dlq::http::ServerLimits
+///     console.mount(server);                  // it is an httplib::Server
+///     server.listen("127.0.0.1", 8080);
+///
+/// Why. cpp-httplib gives each connection one of a few worker threads (8 by default) from
+/// accept to close, and waits up to its read timeout (5 s) for each byte, with no deadline
+/// for a whole request. Eight idle connections therefore stall every other request for
+/// about 5 s, and peers that send their request head one byte every few seconds keep every
+/// worker busy for as long as they like — before any handler, so before any token check.
+///
+/// What GuardedServer does instead (POSIX sockets and poll()):
+/// - One thread waits for request heads on all connections at once; a connection holds a
+///   worker thread only once its request line and headers have fully arrived. Idle and
+///   slow peers cost a socket and a buffer, never a worker.
+/// - The head must be complete within ServerLimits::head_timeout of the connection being
+///   accepted or its previous response being sent (keep-alive), however the bytes trickle
+///   in; else the connection is closed (with 408 when part of a request had arrived). A head
+///   over ServerLimits::max_head_bytes is answered 431 and closed.
+/// - Once the head is there, reading the body must finish within
+///   ServerLimits::request_timeout, and so must writing the response from its first byte
+///   (the handler's own time counts against neither; each read and write also waits at most
+///   the server's read/write timeout); else the connection is closed.
+/// - Each client address (IPv6: each /64) may hold at most
+///   ServerLimits::max_connections_per_client connections; more are answered 503 and closed
+///   at once. At most ServerLimits::max_busy_per_client of its requests are handled at once;
+///   its others wait for their turn without holding a worker, so the workers stay free for
+///   other addresses. ServerLimits::max_connections bounds all connections together.
+///
+/// Everything else is httplib::Server's: routes, error handlers, set_payload_max_length,
+/// set_read_timeout / set_write_timeout (the wait of one read or write), and
+/// set_keep_alive_max_count. Not used: set_keep_alive_timeout (an idle keep-alive connection
+/// is closed after head_timeout) and new_task_queue (the server sets its own; do not replace
+/// it). Behind a reverse proxy every request comes from the proxy's address: set
+/// max_connections_per_client to 0 there and let the proxy limit clients (docs/console.md
+/// has an nginx recipe).
+#pragma once
+
+#include <httplib.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <dlq/errors.hpp>
+
+namespace dlq {
+namespace http {
+
+/// Limits of a GuardedServer. Every default is usable as is for the console on its own
+/// address; see the file comment for what each one guards against.
+struct ServerLimits {
+  /// Threads that handle requests whose head has arrived. Default 16.
+  std::size_t threads = 16;
+  /// Time a connection has to deliver a complete request head, from its accept or its
+  /// previous response (an idle keep-alive connection is closed after it too). Default 10 s.
+  std::chrono::milliseconds head_timeout{10000};
+  /// Time to read a request's body once its head is complete, and again to write its
+  /// response from the first byte (a slow handler is not cut off). Default 30 s.
+  std::chrono::milliseconds request_timeout{30000};
+  /// Largest request head (request line and headers) in bytes; larger gets 431. Default
+  /// 64 KiB.
+  std::size_t max_head_bytes = std::size_t{64} << 10;
+  /// Connections one client address (IPv6: one /64) may have open; more get 503 and are
+  /// closed at once. 0 = no cap (behind a reverse proxy). Default 16.
+  std::size_t max_connections_per_client = 16;
+  /// Requests of one client address handled at once; its others wait (without a thread).
+  /// 0 = no cap. Default 4.
+  std::size_t max_busy_per_client = 4;
+  /// Connections open in all; more get 503 and are closed at once. Default 512.
+  std::size_t max_connections = 512;
+};
+
+/// What a GuardedServer is doing and has refused, for monitoring and tests.
+struct ServerCounts {
+  std::size_t open = 0;               ///< connections open now
+  std::size_t waiting = 0;            ///< of which waiting for a request head
+  std::size_t busy = 0;               ///< of which being handled by a worker
+  std::uint64_t refused = 0;          ///< connections closed at accept (a cap was reached), in all
+  std::uint64_t head_timeouts = 0;    ///< connections closed for a late request head, in all
+  std::uint64_t heads_too_large = 0;  ///< connections closed for an oversize head, in all
+};
+
+/// An httplib::Server with limits for slow and greedy clients (see the file comment).
+class GuardedServer : public httplib::Server {
+ public:
+  /// @throws dlq::invalid_argument when a limit is 0 where it must not be (threads,
+  ///         head_timeout, request_timeout, max_head_bytes, max_connections).
+  explicit GuardedServer(ServerLimits limits = {}) : limits_(std::move(limits)) {
+    const auto refuse = [](const char* what) {
+      return dlq::invalid_argument(
+          dlq::detail::message("http", std::string("ServerLimits::") + what, "must be more than 0",
+                               "leave it at its default or give a positive value"));
+    };
+    if (limits_.threads == 0) throw refuse("threads");
+    if (limits_.head_timeout.count() <= 0) throw refuse("head_timeout");
+    if (limits_.request_timeout.count() <= 0) throw refuse("request_timeout");
+    if (limits_.max_head_bytes == 0) throw refuse("max_head_bytes");
+    if (limits_.max_connections == 0) throw refuse("max_connections");
+    new_task_queue = [this] { return new task_queue(*this); };
+  }
+
+  GuardedServer(const GuardedServer&) = delete;
+  GuardedServer& operator=(const GuardedServer&) = delete;
+
+  /// httplib::Server::bind_to_port, then a listen backlog of SOMAXCONN instead of
+  /// httplib's 5 (a burst of connections would otherwise make the kernel drop other
+  /// clients' connection attempts, which they repeat only after a second).
+  bool bind_to_port(const std::string& host, int port, int socket_flags = 0) {
+    const bool ok = httplib::Server::bind_to_port(host, port, socket_flags);
+    if (ok) raise_backlog();
+    return ok;
+  }
+  /// httplib::Server::bind_to_any_port, with the backlog of bind_to_port.
+  int bind_to_any_port(const std::string& host, int socket_flags = 0) {
+    const int port = httplib::Server::bind_to_any_port(host, socket_flags);
+    if (port > 0) raise_backlog();
+    return port;
+  }
+  /// bind_to_port and listen_after_bind.
+  bool listen(const std::string& host, int port, int socket_flags = 0) {
+    return bind_to_port(host, port, socket_flags) && listen_after_bind();
+  }
+
+  /// The limits in effect.
+  const ServerLimits& limits() const noexcept { return limits_; }
+
+  /// Connections now and refusals so far (all zero before listen).
+  ServerCounts counts() const {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    ServerCounts c = totals_;
+    if (engine_) engine_->add_counts(c);
+    return c;
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+
+  // One client connection: its socket, who it is, and the bytes read but not yet consumed.
+  struct connection {
+    int fd = -1;
+    std::string ip;
+    int port = 0;
+    std::string client;       // the key its caps are counted under
+    std::string buf;          // bytes read and not consumed yet
+    std::size_t off = 0;      // consumed prefix of buf
+    std::size_t scanned = 0;  // buf[off, scanned) holds no end of head
+    clock::time_point deadline;
+    std::size_t requests = 0;  // served on this connection
+  };
+  using conn_ptr = std::unique_ptr<connection>;
+
+  // The stream a worker hands to httplib for one request: the buffered bytes first, then the
+  // socket, every wait bounded by the per-call timeout and by the request's deadline.
+  class conn_stream final : public httplib::Stream {
+   public:
+    // Reads must be done by `request_timeout` from now; writes within `request_timeout` of
+    // the first one (the handler's own time counts against neither).
+    conn_stream(connection& c, std::chrono::milliseconds request_timeout,
+                std::chrono::milliseconds read_wait, std::chrono::milliseconds write_wait)
+        : c_(c),
+          request_timeout_(request_timeout),
+          read_deadline_(clock::now() + request_timeout),
+          read_wait_(read_wait),
+          write_wait_(write_wait) {}
+
+    bool is_readable() const override {
+      return c_.off < c_.buf.size() || wait(POLLIN, read_wait_, read_deadline_);
+    }
+    bool is_writable() const override { return wait(POLLOUT, write_wait_, write_deadline()); }
+
+    ssize_t read(char* ptr, size_t size) override {
+      if (c_.off == c_.buf.size()) {
+        c_.buf.clear();
+        c_.off = 0;
+        c_.scanned = 0;
+        for (;;) {
+          if (!wait(POLLIN, read_wait_, read_deadline_)) return -1;
+          c_.buf.resize(16384);
+          const ssize_t n = ::recv(c_.fd, &c_.buf[0], c_.buf.size(), MSG_DONTWAIT);
+          if (n > 0) {
+            c_.buf.resize(static_cast<std::size_t>(n));
+            break;
+          }
+          c_.buf.clear();
+          if (n == 0) return 0;
+          if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            failed_ = true;
+            return -1;
+          }
+        }
+      }
+      const std::size_t n = std::min(size, c_.buf.size() - c_.off);
+      std::memcpy(ptr, c_.buf.data() + c_.off, n);
+      c_.off += n;
+      return static_cast<ssize_t>(n);
+    }
+
+    ssize_t write(const char* ptr, size_t size) override {
+      for (;;) {
+        if (!wait(POLLOUT, write_wait_, write_deadline())) return -1;
+        const ssize_t n = ::send(c_.fd, ptr, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n >= 0) return n;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          failed_ = true;
+          return -1;
+        }
+      }
+    }
+
+    void get_remote_ip_and_port(std::string& ip, int& port) const override {
+      ip = c_.ip;
+      port = c_.port;
+    }
+
+    void get_local_ip_and_port(std::string& ip, int& port) const override {
+      sockaddr_storage a{};
+      socklen_t len = sizeof a;
+      port = 0;
+      ip.clear();
+      if (::getsockname(c_.fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+        (void)describe(a, ip, port);
+    }
+
+    socket_t socket() const override { return c_.fd; }
+
+    /// True when a read or write failed or timed out: the connection is out of step.
+    bool failed() const noexcept { return failed_; }
+
+   private:
+    clock::time_point write_deadline() const {
+      if (!write_deadline_) write_deadline_ = clock::now() + request_timeout_;
+      return *write_deadline_;
+    }
+
+    // Waits until the socket is ready for `events`, at most `per_call` and never past
+    // `deadline`. False on timeout or error.
+    bool wait(short events, std::chrono::milliseconds per_call, clock::time_point deadline) const {
+      const auto until = std::min(deadline, clock::now() + per_call);
+      for (;;) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now());
+        if (left.count() < 0) return false;
+        pollfd p{c_.fd, events, 0};
+        const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1 << 30)));
+        if (r > 0) return true;  // ready, or an error/hangup the next call reports
+        if (r == 0) {
+          if (clock::now() >= until) return (failed_ = true, false);
+          continue;
+        }
+        if (errno != EINTR) return (failed_ = true, false);
+      }
+    }
+
+    connection& c_;
+    std::chrono::milliseconds request_timeout_;
+    clock::time_point read_deadline_;
+    mutable std::optional<clock::time_point> write_deadline_;
+    std::chrono::milliseconds read_wait_;
+    std::chrono::milliseconds write_wait_;
+    mutable bool failed_ = false;
+  };
+
+  // The head poller and the workers of one listen(); created by the task queue httplib asks
+  // for at listen, stopped when httplib shuts that queue down.
+  class engine {
+   public:
+    explicit engine(GuardedServer& server) : s_(server), lim_(server.limits_) {
+      int p[2];
+      if (::pipe(p) != 0)
+        throw dlq::connection_error(dlq::detail::message(
+            "http", "GuardedServer", std::string("cannot create a pipe: ") + std::strerror(errno),
+            "raise the limit of open files"));
+      wake_r_ = p[0];
+      wake_w_ = p[1];
+      for (const int fd : p) {
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+        ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+      }
+      poller_ = std::thread([this] { poll_loop(); });
+      for (std::size_t i = 0; i < lim_.threads; ++i)
+        workers_.emplace_back([this] { work_loop(); });
+    }
+
+    engine(const engine&) = delete;
+    engine& operator=(const engine&) = delete;
+
+    ~engine() {
+      stop();
+      ::close(wake_r_);
+      ::close(wake_w_);
+    }
+
+    // Closes every connection (those being handled after their request) and joins.
+    void stop() {
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        if (stopping_ && !poller_.joinable()) return;
+        stopping_ = true;
+      }
+      wake();
+      work_cv_.notify_all();
+      if (poller_.joinable()) poller_.join();
+      for (auto& t : workers_)
+        if (t.joinable()) t.join();
+      std::lock_guard<std::mutex> lock(m_);
+      for (auto& c : incoming_)
+        close_locked(*c);
+      incoming_.clear();
+      for (auto& c : ready_)
+        close_locked(*c);
+      ready_.clear();
+    }
+
+    // Called on the accept thread for each new socket: admitted to the poller, or refused.
+    void admit(int fd) {
+      auto c = std::make_unique<connection>();
+      c->fd = fd;
+      sockaddr_storage a{};
+      socklen_t len = sizeof a;
+      if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+        c->client = describe(a, c->ip, c->port);
+      c->deadline = clock::now() + lim_.head_timeout;
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        const auto it = per_client_.find(c->client);
+        const bool full = stopping_ || open_ >= lim_.max_connections ||
+                          (lim_.max_connections_per_client != 0 && it != per_client_.end() &&
+                           it->second.open >= lim_.max_connections_per_client);
+        if (full) {
+          ++refused_;
+          answer(fd, "503 Service Unavailable", "too_many_connections",
+                 "too many connections from this address, or in all; close some and retry");
+          ::shutdown(fd, SHUT_RDWR);
+          ::close(fd);
+          return;
+        }
+        ++open_;
+        ++per_client_[c->client].open;
+        incoming_.push_back(std::move(c));
+      }
+      wake();
+    }
+
+    void add_counts(ServerCounts& out) {
+      std::lock_guard<std::mutex> lock(m_);
+      out.open += open_;
+      out.waiting += waiting_;
+      out.busy += busy_;
+      out.refused += refused_;
+      out.head_timeouts += head_timeouts_;
+      out.heads_too_large += heads_too_large_;
+    }
+
+   private:
+    struct per_client {
+      std::size_t open = 0;
+      std::size_t busy = 0;
+    };
+
+    void wake() {
+      const char b = 1;
+      (void)!::write(wake_w_, &b, 1);
+    }
+
+    void close_locked(connection& c) {
+      if (c.fd < 0) return;
+      ::shutdown(c.fd, SHUT_RDWR);
+      ::close(c.fd);
+      c.fd = -1;
+      --open_;
+      auto it = per_client_.find(c.client);
+      if (it != per_client_.end() && --it->second.open == 0 && it->second.busy == 0)
+        per_client_.erase(it);
+    }
+
+    enum class head_state { waiting, ready, closed, too_large };
+
+    // Where the connection's request head stands, from the bytes already read.
+    head_state classify(connection& c) const {
+      const std::size_t from = std::max(c.off, c.scanned >= 3 ? c.scanned - 3 : std::size_t{0});
+      const std::size_t end = c.buf.find("\r\n\r\n", from);
+      c.scanned = c.buf.size();
+      if (end != std::string::npos)
+        return end + 4 - c.off <= lim_.max_head_bytes ? head_state::ready : head_state::too_large;
+      return c.buf.size() - c.off > lim_.max_head_bytes ? head_state::too_large
+                                                        : head_state::waiting;
+    }
+
+    // Reads what the socket has, until the head is complete or too large.
+    head_state fill(connection& c) {
+      for (;;) {
+        const head_state now = classify(c);
+        if (now != head_state::waiting) return now;
+        char chunk[16384];
+        const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
+        if (n > 0) {
+          c.buf.append(chunk, static_cast<std::size_t>(n));
+          continue;
+        }
+        if (n == 0) return head_state::closed;
+        if (errno == EINTR) continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? head_state::waiting : head_state::closed;
+      }
+    }
+
+    static void answer(int fd, const char* status, const std::string& code,
+                       const std::string& message) {
+      const std::string body =
+          "{\"error\":{\"code\":\"" + code + "\",\"message\":\"[dlq.http] " + message + "\"}}\n";
+      const std::string text = std::string("HTTP/1.1 ") + status +
+                               "\r\nConnection: close\r\nContent-Type: application/json; "
+                               "charset=utf-8\r\nContent-Length: " +
+                               std::to_string(body.size()) + "\r\n\r\n" + body;
+      (void)::send(fd, text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+
+    // Hands `c` to the workers, or answers and closes it, or keeps it waiting (returned).
+    conn_ptr settle(conn_ptr c, head_state st, clock::time_point now) {
+      if (st == head_state::ready) {
+        {
+          std::lock_guard<std::mutex> lock(m_);
+          ready_.push_back(std::move(c));
+        }
+        work_cv_.notify_all();
+        return nullptr;
+      }
+      if (st == head_state::waiting && now < c->deadline) return c;
+      std::lock_guard<std::mutex> lock(m_);
+      if (st == head_state::too_large) {
+        ++heads_too_large_;
+        answer(c->fd, "431 Request Header Fields Too Large", "head_too_large",
+               "the request line and headers are longer than " +
+                   std::to_string(lim_.max_head_bytes) + " bytes; send shorter headers");
+      } else if (st == head_state::waiting) {
+        ++head_timeouts_;
+        if (c->buf.size() > c->off)  // part of a request came: say why it ends
+          answer(c->fd, "408 Request Timeout", "request_timeout",
+                 "the request head did not arrive within " +
+                     std::to_string(lim_.head_timeout.count()) + " ms; send it at once");
+      }
+      close_locked(*c);
+      return nullptr;
+    }
+
+    void poll_loop() {
+      std::vector<conn_ptr> waiting;
+      std::vector<pollfd> fds;
+      for (;;) {
+        std::vector<conn_ptr> fresh;
+        {
+          std::lock_guard<std::mutex> lock(m_);
+          if (stopping_) {
+            for (auto& c : waiting)
+              close_locked(*c);
+            waiting_ = 0;
+            return;
+          }
+          fresh.swap(incoming_);
+        }
+        const auto before = clock::now();
+        for (auto& c : fresh) {
+          c->buf.erase(0, c->off);  // what the last request left: pipelined bytes
+          c->off = 0;
+          c->scanned = 0;
+          const head_state st = classify(*c);
+          if (auto kept = settle(std::move(c), st, before)) waiting.push_back(std::move(kept));
+        }
+        auto next = clock::time_point::max();
+        fds.assign(1, pollfd{wake_r_, POLLIN, 0});
+        for (const auto& c : waiting) {
+          fds.push_back(pollfd{c->fd, POLLIN, 0});
+          next = std::min(next, c->deadline);
+        }
+        {
+          std::lock_guard<std::mutex> lock(m_);
+          waiting_ = waiting.size();
+        }
+        int timeout = -1;
+        if (next != clock::time_point::max())
+          timeout = static_cast<int>(std::clamp<long long>(
+              std::chrono::duration_cast<std::chrono::milliseconds>(next - before).count() + 1, 0,
+              60000));
+        const int r = ::poll(fds.data(), static_cast<nfds_t>(fds.size()), timeout);
+        if (r < 0 && errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (r > 0 && fds[0].revents != 0) {
+          char drain[256];
+          while (::read(wake_r_, drain, sizeof drain) > 0) {
+          }
+        }
+        const auto after = clock::now();
+        std::vector<conn_ptr> keep;
+        keep.reserve(waiting.size());
+        for (std::size_t i = 0; i < waiting.size(); ++i) {  // fds[i + 1] is waiting[i]
+          connection& c = *waiting[i];
+          const head_state st = r > 0 && fds[i + 1].revents != 0 ? fill(c) : head_state::waiting;
+          if (auto kept = settle(std::move(waiting[i]), st, after)) keep.push_back(std::move(kept));
+        }
+        waiting.swap(keep);
+      }
+    }
+
+    // The first ready connection whose client may have one more request handled.
+    bool take_locked(conn_ptr& out) {
+      for (auto it = ready_.begin(); it != ready_.end(); ++it) {
+        per_client& pc = per_client_[(*it)->client];
+        if (lim_.max_busy_per_client != 0 && pc.busy >= lim_.max_busy_per_client) continue;
+        ++pc.busy;
+        ++busy_;
+        out = std::move(*it);
+        ready_.erase(it);
+        return true;
+      }
+      return false;
+    }
+
+    void work_loop() {
+      for (;;) {
+        conn_ptr c;
+        {
+          std::unique_lock<std::mutex> lock(m_);
+          work_cv_.wait(lock, [&] { return stopping_ || take_locked(c); });
+          if (!c) return;  // stopping, nothing taken
+        }
+        const bool keep = serve(*c);
+        {
+          std::lock_guard<std::mutex> lock(m_);
+          --busy_;
+          auto it = per_client_.find(c->client);
+          if (it != per_client_.end()) --it->second.busy;
+          if (keep && !stopping_) {
+            c->deadline = clock::now() + lim_.head_timeout;
+            incoming_.push_back(std::move(c));
+          } else {
+            close_locked(*c);
+          }
+        }
+        wake();
+        work_cv_.notify_all();  // a client below its cap again may have requests waiting
+      }
+    }
+
+    // Handles one request; true when the connection stays open for the next one.
+    bool serve(connection& c) {
+      const auto read_wait =
+          std::chrono::milliseconds(s_.read_timeout_sec_ * 1000 + s_.read_timeout_usec_ / 1000);
+      const auto write_wait =
+          std::chrono::milliseconds(s_.write_timeout_sec_ * 1000 + s_.write_timeout_usec_ / 1000);
+      conn_stream strm(c, lim_.request_timeout, read_wait, write_wait);
+      const std::size_t max_count = std::max<std::size_t>(1, s_.keep_alive_max_count_);
+      bool close_connection = c.requests + 1 >= max_count;
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        close_connection = close_connection || stopping_;
+      }
+      bool connection_closed = false;
+      bool ok = false;
+      try {
+        ok = s_.process_request(strm, close_connection, connection_closed, nullptr);
+      } catch (...) {
+        ok = false;
+      }
+      ++c.requests;
+      return ok && !close_connection && !connection_closed && !strm.failed();
+    }
+
+    GuardedServer& s_;
+    const ServerLimits& lim_;
+    int wake_r_ = -1;
+    int wake_w_ = -1;
+    std::mutex m_;
+    std::condition_variable work_cv_;
+    bool stopping_ = false;
+    std::vector<conn_ptr> incoming_;  // new and kept-alive connections for the poller
+    std::deque<conn_ptr> ready_;      // heads complete, waiting for a worker
+    std::map<std::string, per_client> per_client_;
+    std::size_t open_ = 0;
+    std::size_t waiting_ = 0;
+    std::size_t busy_ = 0;
+    std::uint64_t refused_ = 0;
+    std::uint64_t head_timeouts_ = 0;
+    std::uint64_t heads_too_large_ = 0;
+    std::thread poller_;
+    std::vector<std::thread> workers_;
+  };
+
+  // httplib's task queue for one listen(): runs its "process this socket" task at once on the
+  // accept thread (GuardedServer's process_and_close_socket only hands the socket over), and
+  // owns the engine that does the work.
+  class task_queue final : public httplib::TaskQueue {
+   public:
+    explicit task_queue(GuardedServer& s) : s_(s) {
+      s_.raise_backlog();  // when bound through httplib::Server's own bind
+      auto e = std::make_shared<engine>(s);
+      std::lock_guard<std::mutex> lock(s_.engine_mutex_);
+      s_.engine_ = std::move(e);
+    }
+    void enqueue(std::function<void()> fn) override { fn(); }
+    void shutdown() override {
+      std::shared_ptr<engine> e;
+      {
+        std::lock_guard<std::mutex> lock(s_.engine_mutex_);
+        e = s_.engine_;
+      }
+      if (!e) return;
+      e->stop();
+      ServerCounts c;
+      e->add_counts(c);
+      std::lock_guard<std::mutex> lock(s_.engine_mutex_);
+      s_.totals_.refused += c.refused;
+      s_.totals_.head_timeouts += c.head_timeouts;
+      s_.totals_.heads_too_large += c.heads_too_large;
+      s_.engine_.reset();
+    }
+
+   private:
+    GuardedServer& s_;
+  };
+
+  // The address as text and port; returns the key its caps count under: the IPv4 address
+  // (an IPv4-mapped IPv6 address counts as IPv4), or the /64 of an IPv6 address.
+  static std::string describe(const sockaddr_storage& a, std::string& ip, int& port) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) {
+      const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+      ::inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
+      port = ntohs(v4.sin_port);
+      ip = text;
+      return ip;
+    }
+    if (a.ss_family == AF_INET6) {
+      const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
+      port = ntohs(v6.sin6_port);
+      if (IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr)) {
+        ::inet_ntop(AF_INET, &v6.sin6_addr.s6_addr[12], text, sizeof text);
+        ip = text;
+        return ip;
+      }
+      ::inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
+      ip = text;
+      in6_addr net{};
+      std::memcpy(&net, &v6.sin6_addr, 8);  // the /64
+      ::inet_ntop(AF_INET6, &net, text, sizeof text);
+      return std::string(text) + "/64";
+    }
+    ip.clear();
+    port = 0;
+    return "other";
+  }
+
+  // httplib 0.11 listens with a backlog of 5: a burst of connections (refused at once, but
+  // accepted one by one) would make the kernel drop other clients' SYNs, which they resend
+  // only after a second. Listening again on the bound socket raises it (Linux, BSD).
+  void raise_backlog() {
+    const socket_t listening = svr_sock_;
+    if (listening != INVALID_SOCKET) (void)::listen(listening, SOMAXCONN);
+  }
+
+  // Called by httplib's accept loop (through task_queue::enqueue) with each new socket.
+  bool process_and_close_socket(socket_t sock) override {
+    std::shared_ptr<engine> e;
+    {
+      std::lock_guard<std::mutex> lock(engine_mutex_);
+      e = engine_;
+    }
+    if (!e) {
+      ::shutdown(sock, SHUT_RDWR);
+      ::close(sock);
+      return false;
+    }
+    e->admit(sock);
+    return true;
+  }
+
+  ServerLimits limits_;
+  mutable std::mutex engine_mutex_;
+  std::shared_ptr<engine> engine_;
+  ServerCounts totals_;  // refusals of finished listens
+};
+
+}  // namespace http
+}  // namespace dlq

@@ -1,0 +1,51 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file queue_names.hpp
+/// Which queue names dlq serves, decided once: dlq::queue_name_problem is the rule behind
+/// the validation of every call that takes a queue name (dlq::invalid_argument) and behind
+/// every listing of the queues found in a store (DeadLetterQueue::queues and list_queues,
+/// stats() of all queues, trim() of all, metrics::scrape, the console's /api/queues and
+/// /metrics, dlqctl's queues, stats and metrics).
+///
+/// A store shared with other programs may hold keys that look like dlq's but whose queue name
+/// the rule refuses (Redis: a foreign list `dlq:{nul\x00byte}`). A listing skips such names —
+/// they are not escaped: an escaped name would not name the queue, and every call on it
+/// would be refused anyway — serves the others, and counts what it skipped
+/// (QueueNames::skipped; the gauge dlq_skipped_queues; `skipped_queues` in the console's
+/// /api/queues). Bytes that are not UTF-8 are not a problem: such a queue is served, and each
+/// output escapes its name its own way (Prometheus `\xNN`, JSON U+FFFD).
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dlq {
+
+/// Why dlq refuses `name` as a queue name, or nullptr when it accepts it: "the queue name is
+/// empty" or "the queue name contains a NUL byte" (the rule of the file comment).
+inline const char* queue_name_problem(std::string_view name) noexcept {
+  if (name.empty()) return "the queue name is empty";
+  if (name.find('\0') != std::string_view::npos) return "the queue name contains a NUL byte";
+  return nullptr;
+}
+
+/// The queue names a listing found, split by queue_name_problem.
+struct QueueNames {
+  std::vector<std::string> names;    ///< names dlq serves, sorted, each once
+  std::vector<std::string> skipped;  ///< names found that it refuses, sorted, each once
+};
+
+/// Sorts `found`, drops repeats, and moves the names queue_name_problem refuses to
+/// QueueNames::skipped.
+inline QueueNames split_queue_names(std::vector<std::string> found) {
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  QueueNames out;
+  for (auto& name : found)
+    (queue_name_problem(name) == nullptr ? out.names : out.skipped).push_back(std::move(name));
+  return out;
+}
+
+}  // namespace dlq

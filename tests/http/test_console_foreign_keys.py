@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+"""A foreign Redis key whose queue name dlq cannot serve (a NUL byte: `dlq:{nul\\x00byte}`)
+beside a normal queue: monitoring must go on for the normal queue and say how many names it
+skipped — `/metrics` and `/api/queues` of `dlqctl serve` answer 200, `dlqctl metrics`,
+`stats` and `queues` exit 0.
+
+    test_console_foreign_keys.py --dlqctl PATH      (ctest: fixture `redis`)
+"""
+import argparse
+import json
+import subprocess
+
+from console_support import (Serve, call, check, dead_key, envelope, finish, redis_client,
+                             redis_url)
+
+DB = 10
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dlqctl", required=True)
+    args = ap.parse_args()
+    url = redis_url(DB)
+    r = redis_client(url)
+    r.flushdb()
+    q = "foreign-orders"
+    r.rpush(dead_key(q), envelope(q, {"n": 1}, "boom"), envelope(q, {"n": 2}, "boom"))
+    r.rpush(b"dlq:{nul\x00byte}", b"x")  # a foreign list: the name has a NUL byte
+
+    srv = Serve(args.dlqctl, url)
+    try:
+        status, body, _ = call(srv.url, "metrics")
+        text = body.decode(errors="replace") if isinstance(body, bytes) else str(body)
+        check(status == 200, "/metrics answers 200", f"({status} {text[:300]!r})")
+        check(f'dlq_entries{{queue="{q}",list="dead"}} 2' in text, "/metrics has the normal queue",
+              f"{text[:600]!r}")
+        check("dlq_skipped_queues 1" in text, "/metrics counts the skipped name", f"{text[-600:]!r}")
+        check("nul" not in text, "/metrics leaves the skipped name out")
+
+        status, body, _ = call(srv.url, "api/queues")
+        check(status == 200, "/api/queues answers 200", f"({status} {body!r:.300})")
+        names = [x["name"] for x in body.get("queues", [])] if isinstance(body, dict) else []
+        check(names == [q], "/api/queues lists the normal queue only", f"{names!r}")
+        check(isinstance(body, dict) and body.get("skipped_queues") == 1,
+              "/api/queues counts the skipped name", f"{body!r:.300}")
+        status, body, _ = call(srv.url, "healthz")
+        check(status == 200, "/healthz answers 200", f"({status} {body!r:.300})")
+    finally:
+        srv.stop()
+
+    def dlqctl(*argv):
+        return subprocess.run([args.dlqctl, "--store", url, *argv], capture_output=True, timeout=60)
+
+    p = dlqctl("metrics")
+    out = p.stdout.decode(errors="replace")
+    check(p.returncode == 0, "dlqctl metrics exits 0", f"(rc {p.returncode}: {p.stderr!r:.300})")
+    check(f'dlq_entries{{queue="{q}",list="dead"}} 2' in out, "dlqctl metrics has the normal queue",
+          f"{out[:600]!r}")
+    check("dlq_skipped_queues 1" in out, "dlqctl metrics counts the skipped name", f"{out[-400:]!r}")
+
+    p = dlqctl("stats", "--json")
+    check(p.returncode == 0, "dlqctl stats exits 0", f"(rc {p.returncode}: {p.stderr!r:.300})")
+    rows = [json.loads(line) for line in p.stdout.decode().splitlines() if line.strip()] if p.returncode == 0 else []
+    check([x.get("queue") for x in rows] == [q], "dlqctl stats lists the normal queue", f"{rows!r:.300}")
+    check(b"1 queue name" in p.stderr and b"skipped" in p.stderr, "dlqctl stats says it skipped one",
+          f"{p.stderr!r:.300}")
+
+    p = dlqctl("queues")
+    check(p.returncode == 0, "dlqctl queues exits 0", f"(rc {p.returncode}: {p.stderr!r:.300})")
+    check(q.encode() in p.stdout, "dlqctl queues lists the normal queue", f"{p.stdout!r:.300}")
+    r.flushdb()
+    finish("test_console_foreign_keys")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""`dlqctl serve` showing a 40 MiB entry: /api/entry keeps every field within its view limit
+(the answer is small and says `truncated`), and the process's memory per request stays near
+what reading the entry itself costs. Prints the numbers it measured.
+
+    test_console_large_entry.py --dlqctl PATH      (ctest: fixture `redis`)
+"""
+import argparse
+import json
+
+from console_support import (Serve, call, check, dead_key, envelope, finish, redis_client,
+                             redis_url)
+
+DB = 8
+MIB = 1 << 20
+
+
+def memory(pid):
+    """(VmRSS, VmHWM) of the process in bytes."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) * 1024
+    return out["VmRSS"], out["VmHWM"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dlqctl", required=True)
+    args = ap.parse_args()
+    url = redis_url(DB)
+    r = redis_client(url)
+    r.flushdb()
+    q = "large-entry"
+    body = envelope(q, {"blob": "a" * (40 * MIB)}, "boom", entry_id="big-1")
+    r.rpush(dead_key(q), body)
+    srv = Serve(args.dlqctl, url)
+    try:
+        status, _, _ = call(srv.url, "api/queues")  # warm up: pools, first allocations
+        check(status == 200, "queues answered")
+        rss0, hwm0 = memory(srv.proc.pid)
+        sizes = []
+        for _ in range(3):
+            status, entry, hdrs = call(srv.url, "api/entry?queue=" + q + "&id=big-1", timeout=120)
+            check(status == 200, "/api/entry answers 200", f"({status})")
+            sizes.append(int(hdrs.get("Content-Length", "0")))
+            if status == 200:
+                check(entry["truncated"] is True, "the answer says truncated")
+                for field in ("stored_text", "payload_text"):
+                    check(len(entry[field].encode()) <= 256 * 1024 + 200, f"{field} within the view limit",
+                          f"({len(entry[field])} bytes)")
+        rss1, hwm1 = memory(srv.proc.pid)
+        print(f"  envelope {len(body)} bytes; answers {sizes} bytes; serve RSS {rss0 / MIB:.0f} -> "
+              f"{rss1 / MIB:.0f} MiB, peak {hwm0 / MIB:.0f} -> {hwm1 / MIB:.0f} MiB "
+              f"(+{(hwm1 - hwm0) / MIB:.0f} MiB for 3 requests)", flush=True)
+        check(max(sizes) < 2 * MIB, "each answer is under 2 MiB", f"({sizes})")
+        # Reading the entry costs the reply, the stored bytes and the payload (3 x 40 MiB);
+        # anything near the 300 MB of a whole envelope printed several times over fails.
+        check(hwm1 - hwm0 < 160 * MIB, "peak memory grows by less than 160 MiB",
+              f"(+{(hwm1 - hwm0) / MIB:.0f} MiB)")
+        check(rss1 - rss0 < 64 * MIB, "memory goes back after the requests",
+              f"(+{(rss1 - rss0) / MIB:.0f} MiB)")
+    finally:
+        srv.stop()
+        r.flushdb()
+    finish("test_console_large_entry")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// The console against slow clients, over real loopback sockets: peers on 127.0.0.2 that
+// connect and send nothing, or send their request head one byte every 2 s (slowloris),
+// while another address (127.0.0.1) asks for /healthz and an authenticated API page. The
+// other address must be answered promptly all along, token or not.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <dlq/dlq.hpp>
+#include <dlq/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "http/console_fixture.hpp"
+
+namespace {
+
+using namespace console_test;
+using clock_type = std::chrono::steady_clock;
+
+const std::string token = "slow-clients-test-token-0123456789";
+
+// A TCP connection to 127.0.0.1:port from `from` (any 127.x.y.z: Linux routes the whole of
+// 127.0.0.0/8 to loopback); -1 when it cannot connect.
+int connect_from(const char* from, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  ::inet_pton(AF_INET, from, &local.sin_addr);
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_port = htons(static_cast<std::uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sockets closed on destruction (before the server in the tests below: declared after it).
+struct Peers {
+  std::vector<int> fds;
+  ~Peers() { close_all(); }
+  void close_all() {
+    for (const int fd : fds)
+      if (fd >= 0) ::close(fd);
+    fds.clear();
+  }
+};
+
+// True when the server closed `fd` (EOF or reset) within `wait`; what it sent is dropped.
+bool closed_by_server(int fd, std::chrono::milliseconds wait) {
+  const auto until = clock_type::now() + wait;
+  char buf[4096];
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<long long>(0, left))) <= 0) return false;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+  }
+}
+
+// What the server sent on `fd` until it closed it or `wait` passed.
+std::string answer_of(int fd, std::chrono::milliseconds wait) {
+  const auto until = clock_type::now() + wait;
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<long long>(0, left))) <= 0) return out;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) return out;
+    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+void send_all(int fd, const std::string& text) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const ssize_t n = ::send(fd, text.data() + at, text.size() - at, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    at += static_cast<std::size_t>(n);
+  }
+}
+
+// One round from 127.0.0.1: /healthz and an authenticated /api/queues, each on a new
+// connection; returns the slower of the two times, or a large value when one failed.
+std::chrono::milliseconds good_round(int port) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(10, 0);
+  c.set_read_timeout(10, 0);
+  const auto t0 = clock_type::now();
+  auto h = c.Get("/healthz");
+  const auto t1 = clock_type::now();
+  auto q = c.Get("/api/queues", httplib::Headers{{"Authorization", "Bearer " + token}});
+  const auto t2 = clock_type::now();
+  if (!h || h->status != 200 || !q || q->status != 200) return std::chrono::minutes(1);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::max(t1 - t0, t2 - t1));
+}
+
+// Runs good rounds for `how_long`, one every 250 ms; returns the slowest.
+std::chrono::milliseconds slowest_round(int port, std::chrono::milliseconds how_long) {
+  std::chrono::milliseconds worst{0};
+  const auto until = clock_type::now() + how_long;
+  while (clock_type::now() < until) {
+    worst = std::max(worst, good_round(port));
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return worst;
+}
+
+dlq::http::ConsoleOptions with_token() {
+  dlq::http::ConsoleOptions o;
+  o.token = token;
+  return o;
+}
+
+// "Promptly": far below the 5 s the server's read timeout lets one idle peer hold a worker.
+constexpr std::chrono::milliseconds prompt{1500};
+
+}  // namespace
+
+TEST_CASE("8 idle connections from one address do not stall another address's requests") {
+  Served s(with_token());
+  s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  Peers idle;
+  for (int i = 0; i < 8; ++i)
+    idle.fds.push_back(connect_from("127.0.0.2", s.port));
+  for (const int fd : idle.fds)
+    REQUIRE(fd >= 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // accepted by now
+  const auto worst = slowest_round(s.port, std::chrono::seconds(3));
+  INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
+  CHECK(worst < prompt);
+}
+
+TEST_CASE("64 connections sending their head a byte every 2 s do not starve another address") {
+  dlq::http::ServerLimits limits;
+  limits.head_timeout = std::chrono::seconds(3);
+  Served s(with_token(), limits);
+  s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  Peers slow;
+  for (int i = 0; i < 64; ++i)
+    slow.fds.push_back(connect_from("127.0.0.2", s.port));
+  for (const int fd : slow.fds)
+    REQUIRE(fd >= 0);
+  // The dribbler: one byte of a never-ending head to every connection every 2 s.
+  std::atomic<bool> stop{false};
+  std::thread dribbler([&] {
+    const std::string head = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    for (std::size_t i = 0; !stop.load(); ++i) {
+      const char byte = i < head.size() ? head[i] : 'a';
+      for (const int fd : slow.fds)
+        (void)::send(fd, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      for (int t = 0; t < 40 && !stop.load(); ++t)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto worst = slowest_round(s.port, std::chrono::seconds(8));
+  stop.store(true);
+  dribbler.join();
+  INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
+  CHECK(worst < prompt);
+  // 16 of the 64 were admitted (max_connections_per_client), the others refused at once;
+  // the admitted ones were closed when their head was not complete after 3 s.
+  const auto counts = s.server.counts();
+  CHECK(counts.refused == 48);
+  CHECK(counts.head_timeouts >= 16);
+  std::size_t closed = 0;
+  for (const int fd : slow.fds)
+    closed += closed_by_server(fd, std::chrono::milliseconds(500)) ? 1 : 0;
+  CHECK(closed == 64);
+}
+
+TEST_CASE("slow bodies from one address hold at most max_busy_per_client workers") {
+  dlq::http::ServerLimits limits;
+  limits.threads = 4;
+  limits.max_busy_per_client = 2;
+  limits.request_timeout = std::chrono::seconds(1);
+  Served s(with_token(), limits);
+  Peers slow;
+  // Complete heads that announce a body and never send it: each one is handled (401, then
+  // the console reads the body to drop it) by a worker that waits for the body.
+  for (int i = 0; i < 8; ++i) {
+    const int fd = connect_from("127.0.0.2", s.port);
+    REQUIRE(fd >= 0);
+    slow.fds.push_back(fd);
+    send_all(fd,
+             "POST /api/delete HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+             "application/json\r\nContent-Length: 1000\r\n\r\n{");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto busy = s.server.counts().busy;
+  CHECK(busy == 2);
+  const auto worst = slowest_round(s.port, std::chrono::seconds(2));
+  INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
+  CHECK(worst < prompt);
+  // Each slow body is given up after request_timeout (1 s) and its connection closed; the 8
+  // are handled two at a time.
+  std::size_t closed = 0;
+  for (const int fd : slow.fds)
+    closed += closed_by_server(fd, std::chrono::seconds(15)) ? 1 : 0;
+  CHECK(closed == 8);
+}
+
+TEST_CASE("a request head over max_head_bytes gets 431 and the connection is closed") {
+  dlq::http::ServerLimits limits;
+  limits.max_head_bytes = 4096;
+  Served s({}, limits);
+  Peers peer;
+  const int fd = connect_from("127.0.0.2", s.port);
+  REQUIRE(fd >= 0);
+  peer.fds.push_back(fd);
+  send_all(fd, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(5000, 'a'));
+  const std::string answer = answer_of(fd, std::chrono::seconds(5));
+  CHECK(answer.rfind("HTTP/1.1 431 ", 0) == 0);
+  CHECK(answer.find("head_too_large") != std::string::npos);
+  CHECK(s.server.counts().heads_too_large == 1);
+  // a head within the limit is served on a connection of its own
+  httplib::Client c("127.0.0.1", s.port);
+  auto ok = c.Get("/healthz", httplib::Headers{{"X-Big", std::string(3000, 'a')}});
+  REQUIRE(ok);
+  CHECK(ok->status == 200);
+}
+
+TEST_CASE("a connection over max_connections_per_client gets 503; other addresses do not") {
+  dlq::http::ServerLimits limits;
+  limits.max_connections_per_client = 3;
+  Served s({}, limits);
+  Peers peers;
+  for (int i = 0; i < 3; ++i)
+    peers.fds.push_back(connect_from("127.0.0.2", s.port));
+  const int over = connect_from("127.0.0.2", s.port);
+  REQUIRE(over >= 0);
+  peers.fds.push_back(over);
+  const std::string answer = answer_of(over, std::chrono::seconds(5));
+  CHECK(answer.rfind("HTTP/1.1 503 ", 0) == 0);
+  CHECK(answer.find("too_many_connections") != std::string::npos);
+  // 127.0.0.1 is another client: served, on a keep-alive connection, several times
+  httplib::Client c("127.0.0.1", s.port);
+  c.set_keep_alive(true);
+  for (int i = 0; i < 5; ++i) {
+    auto r = c.Get("/healthz");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+  CHECK(s.server.counts().refused == 1);
+  CHECK_THROWS_AS(dlq::http::GuardedServer(dlq::http::ServerLimits{0}), dlq::invalid_argument);
+}
+
+TEST_CASE("request_timeout bounds the peer's reading and writing, not the handler's work") {
+  dlq::http::ServerLimits limits;
+  limits.request_timeout = std::chrono::milliseconds(500);
+  Served s({}, limits);
+  s.server.Get("/slow-handler", [](const httplib::Request&, httplib::Response& r) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    r.set_content(std::string(4 << 20, 'x'), "text/plain");  // more than one write
+  });
+  httplib::Client c("127.0.0.1", s.port);
+  c.set_read_timeout(10, 0);
+  auto r = c.Get("/slow-handler");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(r->body.size() == std::size_t{4} << 20);
+}
