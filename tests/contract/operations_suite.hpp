@@ -243,19 +243,17 @@ TEMPLATE_TEST_CASE("discard deletes exactly the matching entries, reports and au
     left.push_back(e.id);
   CHECK(left == kept);
 
-  const auto trail = q.audit("orders");
-  REQUIRE(trail.size() == 2);
+  const auto trail = q.audit("orders");  // the dry run changed nothing: no record
+  REQUIRE(trail.size() == 1);
   CHECK(trail[0].operation == "discard");
-  CHECK(trail[0].outcome == "dry_run");
-  CHECK(trail[0].actor == "alice");
-  CHECK(trail[1].actor == "bob");
-  CHECK(trail[1].outcome == "ok");
-  CHECK(trail[1].queue == "orders");
-  CHECK(trail[1].filter == nlohmann::ordered_json{{"error_contains", "timeout"}, {"worker", "w1"}});
-  CHECK(trail[1].counts["discarded"] == expected.size());
-  CHECK(trail[1].counts["examined"] == 120);
-  CHECK(trail[1].ids == std::vector<std::string>(expected.begin(), expected.begin() + 10));
-  CHECK(trail[1].ids_omitted == expected.size() - 10);
+  CHECK(trail[0].actor == "bob");
+  CHECK(trail[0].outcome == "ok");
+  CHECK(trail[0].queue == "orders");
+  CHECK(trail[0].filter == nlohmann::ordered_json{{"error_contains", "timeout"}, {"worker", "w1"}});
+  CHECK(trail[0].counts["discarded"] == expected.size());
+  CHECK(trail[0].counts["examined"] == 120);
+  CHECK(trail[0].ids == std::vector<std::string>(expected.begin(), expected.begin() + 10));
+  CHECK(trail[0].ids_omitted == expected.size() - 10);
 
   // A limit stops after that many; an empty filter takes corrupt entries too.
   fx.push_raw("orders", "garbage");
@@ -371,11 +369,9 @@ TEMPLATE_TEST_CASE("an edited replay pushes the transformed payload and audits b
           "{\"i\":" + std::to_string(i) + (i % 2 == 0 ? ",\"fixed\":true}" : "}"));
   CHECK(q.size("orders") == 0);
 
-  const auto trail = q.audit("orders");
-  REQUIRE(trail.size() == 2);
-  const auto& rec = trail[1];
-  CHECK(trail[0].operation == "replay_edited");
-  CHECK(trail[0].outcome == "dry_run");
+  const auto trail = q.audit("orders");  // the dry run changed nothing: no record
+  REQUIRE(trail.size() == 1);
+  const auto& rec = trail[0];
   CHECK(rec.operation == "replay_edited");
   CHECK(rec.counts["edited"] == 25);
   CHECK(rec.counts["replayed"] == 50);
@@ -411,17 +407,14 @@ TEMPLATE_TEST_CASE("replay_edited replays one entry with a new payload, the othe
   CHECK(missing.skipped[0].reason == dlq::SkipReason::not_found);
   CHECK(fx.source("orders").size() == 1);
 
-  const auto trail = q.audit("orders");
-  REQUIRE(trail.size() == 2);
+  const auto trail = q.audit("orders");  // the id not found changed nothing: no record
+  REQUIRE(trail.size() == 1);
   CHECK(trail[0].operation == "replay_edited");
   CHECK(trail[0].actor == "carol");
   CHECK(trail[0].ids == std::vector<std::string>{ids[1]});
   CHECK(trail[0].filter["ids"] == std::vector<std::string>{ids[1]});
   CHECK(trail[0].detail["edits"][0]["old_sha256"] == dlq::detail::sha256_hex("old-1"));
   CHECK(trail[0].detail["edits"][0]["new_sha256"] == dlq::detail::sha256_hex(fixed));
-  CHECK(trail[1].actor == "ops-default");
-  CHECK(trail[1].counts["replayed"] == 0);
-  CHECK(trail[1].counts["skipped"] == 1);
 }
 
 TEMPLATE_TEST_CASE("an edited replay with concurrent senders and replayers edits each entry once",
@@ -498,10 +491,10 @@ TEMPLATE_TEST_CASE("every operator mutation writes one audit record with exact c
   clock.advance(std::chrono::seconds(60));
   const auto middle = clock.fn()();
   CHECK(q.remove("orders", ids[30]));
-  CHECK_FALSE(q.remove("orders", "no-such-id"));
-  CHECK(q.purge_corrupt("orders") == 0);
+  CHECK_FALSE(q.remove("orders", "no-such-id"));  // changed nothing: no record
+  CHECK(q.purge_corrupt("orders") == 0);          // likewise
   CHECK(q.purge("orders") == 29);
-  (void)q.recover("orders");
+  CHECK(q.recover("orders") == 0);  // likewise
 
   const auto trail = q.audit("orders");
   std::vector<std::string> operations;
@@ -510,11 +503,8 @@ TEMPLATE_TEST_CASE("every operator mutation writes one audit record with exact c
     CHECK(rec.actor == "alice");
     CHECK(rec.queue == "orders");
   }
-  std::vector<std::string> expected = {"replay", "remove", "remove", "purge_corrupt", "purge"};
-  if constexpr (dlq::detail::has_recover<typename TestType::storage_type>::value)
-    expected.push_back("recover");
-  CHECK(operations == expected);
-  REQUIRE(trail.size() >= 5);
+  CHECK(operations == std::vector<std::string>{"replay", "remove", "purge"});
+  REQUIRE(trail.size() == 3);
   CHECK(trail[0].filter == nlohmann::ordered_json{{"worker", "w1"}});
   CHECK(trail[0].counts["replayed"] == 30);
   CHECK(trail[0].counts["examined"] == 60);
@@ -523,8 +513,8 @@ TEMPLATE_TEST_CASE("every operator mutation writes one audit record with exact c
   CHECK(trail[0].detail["destination"] == "orders");
   CHECK(trail[1].ids == std::vector<std::string>{ids[30]});
   CHECK(trail[1].counts["removed"] == 1);
-  CHECK(trail[2].outcome == "not found");
-  CHECK(trail[4].counts["purged"] == 29);
+  CHECK(trail[1].outcome == "ok");
+  CHECK(trail[2].counts["purged"] == 29);
   CHECK(q.counters().audited == trail.size());
   CHECK(q.counters().audit_errors == 0);
 
@@ -547,6 +537,82 @@ TEMPLATE_TEST_CASE("every operator mutation writes one audit record with exact c
   REQUIRE(trims.size() == 1);
   CHECK(trims[0].operation == "trim");
   CHECK(trims[0].counts["evicted_for_length"] == 3);
+}
+
+// Issue 27, defect 5: a record per request that changed nothing let anyone who may delete
+// flush the trail (11 requests of 1000 made-up ids pushed a purge out of a 10 000 cap). The
+// trail records changes only, so its growth is bounded by real changes, not by requests.
+TEMPLATE_TEST_CASE("an operation that changes nothing writes no audit record",
+                   "[contract][ops][audit]", DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  contract::queue_of<TestType> q(fx.storage());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i)
+    ids.push_back(q.send_to_dlq("orders", std::to_string(i), contract::failure("e")));
+
+  for (int i = 0; i < 50; ++i)
+    CHECK_FALSE(q.remove("orders", "made-up-" + std::to_string(i)));
+  CHECK_FALSE(q.remove("never-used", ids[0]));
+  CHECK(q.purge("never-used") == 0);
+  CHECK(q.purge_corrupt("orders") == 0);
+  CHECK(q.recover("orders") == 0);
+  dlq::ReplayOptions none;
+  none.error_contains = "no such error";
+  CHECK(q.replay("orders", none).replayed == 0);
+  CHECK(q.replay_ids("orders", {"made-up"}).replayed == 0);
+  CHECK(q.replay_all("never-used").examined == 0);
+  dlq::ReplayOptions dry = dlq::ReplayOptions::all();
+  dry.dry_run = true;
+  CHECK(q.replay("orders", dry).replayed == 3);  // would be
+  dlq::DiscardOptions nothing;
+  nothing.error_contains = "no such error";
+  CHECK(q.discard("orders", nothing).discarded == 0);
+  dlq::DiscardOptions dry_discard;
+  dry_discard.dry_run = true;
+  CHECK(q.discard("orders", dry_discard).discarded == 3);  // would be
+  CHECK(q.size("orders") == 3);
+
+  CHECK(q.audit("orders").empty());
+  CHECK(q.audit("never-used").empty());
+  CHECK(q.counters().audited == 0);
+  CHECK(q.counters().audit_errors == 0);
+
+  CHECK(q.remove("orders", ids[1]));  // a change: one record
+  const auto trail = q.audit("orders");
+  REQUIRE(trail.size() == 1);
+  CHECK(trail[0].operation == "remove");
+  CHECK(trail[0].ids == std::vector<std::string>{ids[1]});
+}
+
+// Retention of the trail by age (issue 27, defect 5): a record older than the trail's max
+// age (default 90 days, by the writer's clock, Options::clock) is removed when a record is
+// written; a younger one stays, however many records there are.
+TEMPLATE_TEST_CASE("audit records older than the max age go when a record is written, younger stay",
+                   "[contract][ops][audit]", DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  contract_ops::manual_clock clock;
+  dlq::Options options;
+  options.clock = clock.fn();
+  contract::queue_of<TestType> q(fx.storage(), options);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i)
+    ids.push_back(q.send_to_dlq("orders", std::to_string(i), contract::failure("e")));
+  const auto day = std::chrono::hours(24);
+  CHECK(q.remove("orders", ids[0]));  // day 0
+  clock.advance(day * 60);
+  CHECK(q.remove("orders", ids[1]));  // day 60
+  clock.advance(day * 29);
+  CHECK(q.remove("orders", ids[2]));  // day 89: the record of day 0 is 89 days old, it stays
+  auto trail = q.audit("orders");
+  REQUIRE(trail.size() == 3);
+  clock.advance(day * 2);
+  CHECK(q.remove("orders", ids[3]));  // day 91: the record of day 0 is older than 90 days
+  trail = q.audit("orders");
+  REQUIRE(trail.size() == 3);
+  CHECK(trail[0].ids == std::vector<std::string>{ids[1]});
+  CHECK(trail[1].ids == std::vector<std::string>{ids[2]});
+  CHECK(trail[2].ids == std::vector<std::string>{ids[3]});
+  CHECK(q.counters().audited == 4);
 }
 
 TEMPLATE_TEST_CASE("a replay of many batches writes one audit record, not one per entry",
