@@ -470,19 +470,12 @@ class Commands {
     return code;
   }
 
-  int remove() {
-    std::size_t removed = 0;
-    std::vector<std::string> missing;
-    for (const auto& id : a_.ids) {
-      if (store().remove(a_.queue, id))
-        ++removed;
-      else
-        missing.push_back(id);
-    }
-    io_.out << removed << '\n';
-    for (const auto& id : missing)
+  int remove() {  // one scan and one audit record for all the ids
+    const dlq::RemoveReport done = store().remove_ids(a_.queue, a_.ids);
+    io_.out << done.removed.size() << '\n';
+    for (const auto& id : done.not_found)
       not_found(id);
-    return missing.empty() ? exit_ok : exit_not_found;
+    return done.not_found.empty() ? exit_ok : exit_not_found;
   }
 
   int purge() {

@@ -54,6 +54,9 @@ class StoreBackend final : public dlq::http::ConsoleBackend {
     return s_.get(q, id);
   }
   bool remove(std::string_view q, std::string_view id) override { return s_.remove(q, id); }
+  dlq::RemoveReport remove_ids(std::string_view q, const std::vector<std::string>& ids) override {
+    return s_.remove_ids(q, ids);
+  }
   std::size_t purge(std::string_view q) override { return s_.purge(q); }
   std::size_t purge_corrupt(std::string_view q) override { return s_.purge_corrupt(q); }
   dlq::ReplayReport replay(std::string_view q, const dlq::ReplayOptions& o) override {

@@ -36,6 +36,9 @@ class Store {
                                        std::size_t count) = 0;
   virtual std::optional<dlq::Entry> get(std::string_view queue, std::string_view id) = 0;
   virtual bool remove(std::string_view queue, std::string_view id) = 0;
+  /// Removes several entries by id with one audit record (dlq::DeadLetterQueue::remove_ids).
+  virtual dlq::RemoveReport remove_ids(std::string_view queue,
+                                       const std::vector<std::string>& ids) = 0;
   virtual std::size_t purge(std::string_view queue) = 0;
   virtual std::vector<std::string> queues() = 0;
   virtual std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) = 0;
@@ -130,6 +133,10 @@ class DlqStore final : public Store {
   }
   bool remove(std::string_view queue, std::string_view id) override {
     return dlq_.remove(queue, id);
+  }
+  dlq::RemoveReport remove_ids(std::string_view queue,
+                               const std::vector<std::string>& ids) override {
+    return dlq_.remove_ids(queue, ids);
   }
   std::size_t purge(std::string_view queue) override { return dlq_.purge(queue); }
   std::vector<std::string> queues() override { return dlq_.queues(); }

@@ -6,8 +6,15 @@
 /// Sends (worker failures) are not audited: they are the data, and their volume would
 /// drown the trail.
 ///
-/// One write per operation, or per batch for long ones, never per entry. Ids are listed up
-/// to Options::audit_max_ids (default 100) with a count of the rest.
+/// One write per operation (remove_ids: per call, however many ids), never per entry. Ids
+/// are listed up to Options::audit_max_ids (default 100) with a count of the rest.
+///
+/// The trail records changes: an operation that changed nothing writes no record — a remove
+/// of ids that are not there, a purge of an empty list, a replay or discard that matched
+/// nothing, a dry run, a recover that fixed nothing. A failed or cancelled operation is
+/// recorded when it changed something before it stopped (the record says what). So the
+/// trail grows with what was done to the entries, not with the number of requests: a flood
+/// of requests that change nothing cannot push earlier records out.
 ///
 /// Where records live (on the same backend as the entries):
 /// - dlq::MemoryStorage: in memory, the newest 10 000 per queue;
@@ -69,7 +76,7 @@ struct AuditRecord {
   std::vector<std::string> ids;
   /// Ids affected and not listed in `ids`.
   std::size_t ids_omitted = 0;
-  /// "ok", "dry_run", "cancelled", or "failed: <message>".
+  /// "ok", "cancelled", or "failed: <message>" (what was applied before the failure).
   std::string outcome = "ok";
   /// Operation-specific details (replay: destination, batch number; edit: "old_sha256",
   /// "new_sha256" of the payloads); null (written as an empty object) when none.

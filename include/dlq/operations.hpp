@@ -63,6 +63,13 @@ struct DiscardReport {
   std::vector<std::string> discarded_ids;  ///< the id of every entry deleted, oldest first
 };
 
+/// What DeadLetterQueue::remove_ids did: every distinct id asked for is in exactly one of the
+/// two lists, in the order given.
+struct RemoveReport {
+  std::vector<std::string> removed;    ///< ids whose entry was removed
+  std::vector<std::string> not_found;  ///< ids with no entry (or removed by another client first)
+};
+
 namespace detail {
 
 /// Appends `record` to the trail of its queue in `storage` (when the storage has one).

@@ -615,6 +615,114 @@ TEMPLATE_TEST_CASE("audit records older than the max age go when a record is wri
   CHECK(q.counters().audited == 4);
 }
 
+TEMPLATE_TEST_CASE("remove_ids removes many entries in one call with one audit record",
+                   "[contract][ops][audit][remove]", DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  dlq::Options options;
+  options.audit_max_ids = 10;
+  options.actor = "ops";
+  contract::queue_of<TestType> q(fx.storage(), options);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 300; ++i)
+    ids.push_back(q.send_to_dlq("orders", std::to_string(i), contract::failure("e")));
+  fx.push_raw("orders", "written by another program");  // a derived id ("raw-…")
+  const std::string raw_id = q.peek("orders", 300, 1).at(0).id;
+
+  std::vector<std::string> asked, expect_removed, expect_missing, expect_left;
+  for (int i = 299; i >= 0; --i)  // newest first: the order given is the order reported
+    if (i % 3 == 0) asked.push_back(ids[static_cast<std::size_t>(i)]);
+  expect_removed = asked;
+  asked.push_back(raw_id);
+  expect_removed.push_back(raw_id);
+  for (int i = 0; i < 50; ++i) {
+    asked.push_back("made-up-" + std::to_string(i));
+    expect_missing.push_back(asked.back());
+  }
+  asked.push_back(ids[0]);  // named twice: counted once
+  for (int i = 0; i < 300; ++i)
+    if (i % 3 != 0) expect_left.push_back(ids[static_cast<std::size_t>(i)]);
+
+  const dlq::RemoveReport r = q.remove_ids("orders", asked, "erin");
+  CHECK(r.removed == expect_removed);
+  CHECK(r.not_found == expect_missing);
+  std::vector<std::string> left;
+  for (const auto& e : q.peek("orders", 0, 1000))
+    left.push_back(e.id);
+  CHECK(left == expect_left);
+
+  auto trail = q.audit("orders");
+  REQUIRE(trail.size() == 1);
+  CHECK(trail[0].operation == "remove");
+  CHECK(trail[0].actor == "erin");
+  CHECK(trail[0].outcome == "ok");
+  CHECK(trail[0].ids ==
+        std::vector<std::string>(expect_removed.begin(), expect_removed.begin() + 10));
+  CHECK(trail[0].ids_omitted == expect_removed.size() - 10);
+  CHECK(trail[0].counts["removed"] == expect_removed.size());
+  CHECK(trail[0].counts["not_found"] == expect_missing.size());
+
+  // Nothing asked, nothing there: no record. 100 000 ids with one of them there: one record,
+  // its size bounded by audit_max_ids whatever the request's.
+  CHECK(q.remove_ids("orders", {}).removed.empty());
+  std::vector<std::string> many;
+  for (int i = 0; i < 100000; ++i)
+    many.push_back("made-up-" + std::to_string(i));
+  const auto none = q.remove_ids("orders", many);
+  CHECK(none.removed.empty());
+  CHECK(none.not_found.size() == many.size());
+  CHECK(q.audit("orders").size() == 1);
+  many.push_back(expect_left[7]);
+  const auto one = q.remove_ids("orders", many);
+  CHECK(one.removed == std::vector<std::string>{expect_left[7]});
+  trail = q.audit("orders");
+  REQUIRE(trail.size() == 2);
+  CHECK(trail[1].ids == std::vector<std::string>{expect_left[7]});
+  CHECK(trail[1].actor == "ops");
+  CHECK(trail[1].counts["not_found"] == 100000);
+  CHECK(dlq::detail::audit_json(trail[1]).size() < 1000);
+  CHECK(q.counters().audited == 2);
+}
+
+TEMPLATE_TEST_CASE("remove_ids finds every id while a replay takes entries from the head",
+                   "[contract][ops][remove][concurrency]", DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  dlq::Options options;
+  options.replay_batch_items = 7;
+  contract::queue_of<TestType> q(fx.storage(), options);
+  std::vector<std::string> odd;
+  std::vector<dlq::FailedJob> jobs;
+  for (int i = 0; i < 3000; ++i)
+    jobs.push_back({"orders", std::to_string(i), contract::failure(i % 2 == 0 ? "even" : "odd")});
+  const auto ids = q.send_batch(jobs);
+  for (std::size_t i = 1; i < ids.size(); i += 2)
+    odd.push_back(ids[i]);
+  std::atomic<bool> go{false};
+  std::thread replayer([&] {
+    while (!go.load())
+      std::this_thread::yield();
+    dlq::ReplayOptions evens;
+    evens.error_contains = "even";
+    q.replay("orders", evens);
+  });
+  go = true;
+  const dlq::RemoveReport r = q.remove_ids("orders", odd);
+  replayer.join();
+  CHECK(r.removed == odd);  // the list moving left under the scan skips none
+  CHECK(r.not_found.empty());
+  // Every odd entry is gone, none was replayed; every even one is in the dead list or the
+  // source, once. (Whether the replay took every even one is the replay's business.)
+  std::multiset<std::string> evens;
+  for (const auto& e : q.peek("orders", 0, 3000)) {
+    CHECK(e.error == "even");
+    evens.insert(e.payload);
+  }
+  for (const auto& p : fx.source("orders"))
+    evens.insert(p);
+  CHECK(evens.size() == 1500);
+  for (int i = 0; i < 3000; i += 2)
+    CHECK(evens.count(std::to_string(i)) == 1);
+}
+
 TEMPLATE_TEST_CASE("a replay of many batches writes one audit record, not one per entry",
                    "[contract][ops][audit]", DLQ_CONTRACT_FIXTURES) {
   TestType fx;
