@@ -17,11 +17,25 @@
 /// of requests that change nothing cannot push earlier records out.
 ///
 /// Where records live (on the same backend as the entries):
-/// - dlq::MemoryStorage: in memory, the newest 10 000 per queue;
+/// - dlq::MemoryStorage: in memory, per queue;
 /// - dlq::RedisListStorage: a Redis Stream per queue, `<dead key>:audit` (same hash tag as
-///   the queue), capped with `XADD … MAXLEN ~` (RedisListOptions::audit_max_records);
+///   the queue; see dlq/redis/audit_stream.hpp);
 /// - dlq::KeyValueStorage: records of the collection `<prefix>{queue}:audit` in the store
-///   (a SQLite table row each on dlq::kv::SqliteStore), the oldest removed past a cap.
+///   (a SQLite table row each on dlq::kv::SqliteStore).
+///
+/// Retention is by age (dlq::AuditRetention in dlq/policies.hpp; RedisListOptions::audit_retention,
+/// KeyValueOptions::audit_retention, MemoryStorage's constructor): each append removes the
+/// queue's records made more than max_age (default 90 days) before it, by the writers'
+/// clock (Options::clock, as for entries' Retention::max_age). A count an operator can
+/// exhaust does not decide what stays: records are written for changes only (above), and
+/// the hard cap, max_records (default 1 000 000 per queue), is there to bound memory, far
+/// above what operations write in 90 days. When the cap does remove records younger than
+/// max_age it says so: the storage reports how many, the front end counts them
+/// (Counters::audit_dropped, `dlq_audit_dropped_total`), logs it at error level
+/// (`[dlq.audit] …`) and writes an "audit_dropped" record (counts: dropped) in the trail at
+/// that place. Every process that writes a queue's trail applies its own settings: give
+/// them all the same (dlqctl: --audit-max-age, --audit-max-records), or the shortest
+/// max_age and smallest cap among them is what holds.
 ///
 /// When an audit write fails the operation is NOT undone (its entries have moved already):
 /// the failure is counted in Counters::audit_errors, logged through Options::log at error
@@ -30,8 +44,12 @@
 /// Storage contract (optional members; a storage without them has no trail and audit()
 /// returns nothing):
 ///
-///     void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
-///                       std::string_view record);           // one JSON object
+///     std::size_t audit_append(std::string_view queue,
+///                              std::chrono::system_clock::time_point at,
+///                              std::string_view record);    // one JSON object; returns how
+///                                                           // many records younger than the
+///                                                           // retention age it dropped (a
+///                                                           // cap); may return void
 ///     std::vector<std::string> audit_read(std::string_view queue,
 ///                                         std::chrono::system_clock::time_point since,
 ///                                         std::size_t limit);  // records at >= since,
@@ -62,7 +80,8 @@ struct AuditRecord {
   std::string actor;
   /// What: "replay", "replay_edited" (a replay with ReplayOptions::transform, or
   /// replay_edited()), "discard", "remove", "purge", "purge_corrupt", "trim",
-  /// "recover".
+  /// "recover"; "audit_dropped" marks where the trail's cap removed records younger than
+  /// its max age (counts: "dropped"; see AuditRetention).
   std::string operation;
   /// The queue operated on.
   std::string queue;

@@ -213,3 +213,57 @@ TEST_CASE("a flood of removes of made-up ids leaves the earlier purge record rea
   CHECK(trail[0].counts["purged"] == 3);
   CHECK(raw.integer({"XLEN", storage.audit_key("orders")}) == 1);
 }
+
+// Retention of the stream by age, by the records' `at` (the writers' clock): entries written
+// 100 days ago (here by hand, as a process with that clock would) go with the next append;
+// they are not reported as dropped. A stream over its cap loses its oldest records, and that
+// is counted, logged and marked in the trail.
+TEST_CASE("the audit stream keeps records by age; its cap's drops are visible",
+          "[redis][ops][audit]") {
+  const std::string url = dlq::test::shared_redis_url();
+  auto layout = dlq::test::unique_layout();
+  layout.audit_retention.max_records = 100;
+  dlq::RedisListStorage storage(url, layout);
+  RawClient raw(url);
+  std::vector<std::string> errors;
+  dlq::Options options;
+  options.log = [&](dlq::LogLevel level, std::string_view m) {
+    if (level == dlq::LogLevel::error) errors.emplace_back(m);
+  };
+  dlq::DeadLetterQueue<dlq::RedisListStorage&> q(storage, options);
+  const std::string key = storage.audit_key("orders");
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string old_at = std::to_string(now_ms - 100LL * 24 * 3600 * 1000);
+  const std::string young_at = std::to_string(now_ms - 80LL * 24 * 3600 * 1000);
+  for (int i = 0; i < 150; ++i)  // more than one page of the script's age loop
+    raw.cmd({"XADD", key, "*", "at", old_at, "record", "{\"operation\":\"old\"}"});
+  raw.cmd({"XADD", key, "*", "at", young_at, "record", "{\"operation\":\"young\"}"});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 300; ++i)
+    ids.push_back(q.send_to_dlq("orders", std::to_string(i), failure("e")));
+  CHECK(q.remove("orders", ids[0]));
+  auto trail = q.audit("orders", {}, 100000);
+  REQUIRE(trail.size() == 2);
+  CHECK(trail[0].operation == "young");
+  CHECK(trail[1].ids == std::vector<std::string>{ids[0]});
+  CHECK(q.counters().audit_dropped == 0);
+  CHECK(errors.empty());
+
+  for (std::size_t i = 1; i < ids.size(); ++i)
+    CHECK(q.remove("orders", ids[i]));
+  CHECK(raw.integer({"XLEN", key}) <= 101);  // the cap and its 1 %
+  trail = q.audit("orders", {}, 100000);
+  REQUIRE(trail.size() >= 2);
+  CHECK(trail.back().operation == "audit_dropped");
+  CHECK(trail.back().counts["dropped"] == 2);
+  CHECK(trail[trail.size() - 2].ids == std::vector<std::string>{ids.back()});
+  const auto c = q.counters();
+  CHECK(c.audit_dropped > 0);
+  CHECK(c.audit_errors == 0);
+  REQUIRE_FALSE(errors.empty());
+  CHECK(errors.size() * 2 == c.audit_dropped);
+  CHECK(errors[0].find("[dlq.audit] queue 'orders': 2 audit records younger than the trail's "
+                       "max age were removed by its cap") == 0);
+}
