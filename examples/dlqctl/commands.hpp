@@ -94,6 +94,7 @@ inline const std::string& payload_bytes(const dlq::Entry& e) {
 struct Args {
   StoreSettings store;
   std::string timeout = "5s";
+  std::string audit_max_age = "90d";
   std::string queue;
   std::vector<std::string> ids;
   std::string id;
@@ -752,6 +753,27 @@ inline CLI::Validator whole_number(bool positive) {
       positive ? "N>0" : "N>=0");
 }
 
+/// Registers --audit-max-age and --audit-max-records (global options of every command and of
+/// `serve`): the audit trail's retention this process applies when it writes a record.
+inline void add_audit_options(CLI::App& app, std::string& max_age, dlq::AuditRetention& retention) {
+  app.add_option("--audit-max-age", max_age,
+                 "the audit trail keeps records this long (0 = forever); every process that "
+                 "writes it trims it: give the services' value")
+      ->envname("DLQ_AUDIT_MAX_AGE")
+      ->capture_default_str();
+  app.add_option("--audit-max-records", retention.max_records,
+                 "most audit records per queue, a bound on memory (0 = none); records it "
+                 "removes before their max age are counted and marked")
+      ->envname("DLQ_AUDIT_MAX_RECORDS")
+      ->check(whole_number(false))
+      ->capture_default_str();
+}
+
+/// The value of --audit-max-age. @throws usage_error for what is not a duration.
+inline std::chrono::seconds audit_max_age(const std::string& text) {
+  return std::chrono::duration_cast<std::chrono::seconds>(parse_duration(text));
+}
+
 /// The description shown by `dlqctl --help` and `--version`.
 inline std::string description() {
   return "dlqctl: inspect and replay dead-letter queues (dlq " + std::to_string(DLQ_VERSION_MAJOR) +
@@ -793,6 +815,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
                  "connect/command timeout (Redis), lock wait (SQLite): 500ms, 5s, 1m")
       ->envname("DLQ_TIMEOUT")
       ->capture_default_str();
+  add_audit_options(app, a.audit_max_age, a.store.audit_retention);
 
   auto queue_arg = [&a](CLI::App* c) {
     c->add_option("queue", a.queue, "the source queue's name (e.g. orders)")->required();
@@ -962,6 +985,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   try {
     a.store.timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(a.timeout));
+    a.store.audit_retention.max_age = audit_max_age(a.audit_max_age);
     if (a.store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
     a.store.create_if_missing = command == "send";
     if (a.store.actor.empty()) a.store.actor = detail::os_user();

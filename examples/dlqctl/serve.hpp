@@ -130,6 +130,7 @@ inline std::string stamp() {
 inline int serve(const std::vector<std::string>& args, Io& io, const Opener& open) {
   StoreSettings store;
   std::string timeout = "5s";
+  std::string audit_max_age_text = "90d";
   std::string listen = "127.0.0.1:8080";
   std::string token_file;
   std::string prefix;
@@ -149,6 +150,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   app.add_option("--timeout", timeout, "connect/command timeout (Redis), lock wait (SQLite)")
       ->envname("DLQ_TIMEOUT")
       ->capture_default_str();
+  add_audit_options(app, audit_max_age_text, store.audit_retention);
   auto* sub = app.add_subcommand("serve", "serve the operator console");
   sub->add_option("--listen", listen,
                   "HOST:PORT to listen on (port 0 = any free port); a non-loopback host needs "
@@ -190,6 +192,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   try {
     store.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(timeout));
     if (store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
+    store.audit_retention.max_age = audit_max_age(audit_max_age_text);
     store.pool_size = 4 + 2 * max_operations;  // page requests and replays at once
     const serve_detail::Listen where = serve_detail::parse_listen(listen);
     dlq::http::ConsoleOptions options;
@@ -205,6 +208,11 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     options.prefix = prefix;
     options.max_operations = max_operations;
     options.log = log;
+    // The library's own messages (e.g. [dlq.audit] when the trail's cap removed records)
+    // go to the same log, URL passwords masked.
+    store.log = [log](dlq::LogLevel level, std::string_view line) {
+      log(level, dlq::http::redact_secrets(std::string(line)));
+    };
 
     std::unique_ptr<Store> opened = open(store);
     StoreBackend backend(*opened);
@@ -298,7 +306,8 @@ inline bool is_serve(const std::vector<std::string>& args) {
     const std::string& a = args[i];
     if (a.rfind("--", 0) == 0) {
       const bool takes_value = a == "--store" || a == "--dlq-key" || a == "--queue-key" ||
-                               a == "--corrupt-key" || a == "--timeout";
+                               a == "--corrupt-key" || a == "--timeout" || a == "--audit-max-age" ||
+                               a == "--audit-max-records";
       if (takes_value) ++i;
       continue;
     }

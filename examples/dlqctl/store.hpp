@@ -230,6 +230,13 @@ struct StoreSettings {
   /// Create the store when it does not exist (an embedded file); false = a missing store is
   /// an error. dlqctl sets it for `send` only.
   bool create_if_missing = false;
+  /// The audit trail's retention this process applies when it writes a record
+  /// (--audit-max-age, --audit-max-records). Every writer of a trail applies its own: give
+  /// dlqctl what the services use (see dlq/audit.hpp).
+  dlq::AuditRetention audit_retention;
+  /// Where the library's own messages go (Options::log); empty = nowhere. `serve` sets its
+  /// log.
+  std::function<void(dlq::LogLevel, std::string_view)> log;
 };
 
 /// Opens the store `settings` name. Throws dlq::invalid_argument for a bad URL, a

@@ -603,6 +603,24 @@ TEST_CASE("global options: --store, env DLQ_STORE, key patterns, anywhere on the
   CHECK(f.last_settings.url == "redis://127.0.0.1:6379/0");
 }
 
+TEST_CASE("--audit-max-age and --audit-max-records set the trail's retention", "[cli]") {
+  CliFixture f;
+  f.run({"count", "orders"});
+  CHECK(f.last_settings.audit_retention.max_age == std::chrono::hours(24 * 90));
+  CHECK(f.last_settings.audit_retention.max_records == 1000000);
+  f.run({"--audit-max-age", "30d", "count", "orders", "--audit-max-records", "5000"});
+  CHECK(f.last_settings.audit_retention.max_age == std::chrono::hours(24 * 30));
+  CHECK(f.last_settings.audit_retention.max_records == 5000);
+  ::setenv("DLQ_AUDIT_MAX_AGE", "0", 1);
+  f.run({"count", "orders"});
+  ::unsetenv("DLQ_AUDIT_MAX_AGE");
+  CHECK(f.last_settings.audit_retention.max_age == std::chrono::seconds(0));  // forever
+  auto bad = f.run({"--audit-max-age", "soon", "count", "orders"});
+  CHECK(bad.code == 1);
+  CHECK(contains(bad.err, "'soon' is not a duration"));
+  CHECK(f.run({"--audit-max-records", "-1", "count", "orders"}).code == 1);
+}
+
 TEST_CASE("the progress bar is drawn on a terminal only", "[cli]") {
   CliFixture f;
   auto q = f.dlq();

@@ -124,6 +124,9 @@ TEST_CASE("replay --id --set-payload replays one entry with the file's bytes", "
   CHECK(contains(r.out, "fay"));
   CHECK(contains(r.out, ids[5]));
   CHECK(contains(r.out, "(2 records of 'orders')"));
+  CHECK(r.err.empty());
+  r = f.run({"audit", "orders", "--limit", "2"});  // as many as asked for: there may be more
+  CHECK(contains(r.err, "the oldest 2 records; there may be more: narrow --since"));
   r = f.run({"audit", "orders", "--json"});
   const auto rec = json::parse(r.lines()[0]);
   CHECK(rec["detail"]["edits"][0]["old_sha256"] == dlq::detail::sha256_hex("{\"i\":5}"));

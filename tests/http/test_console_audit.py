@@ -13,6 +13,8 @@ the trail is kept by age.
 """
 import argparse
 import json
+import re
+import signal
 import subprocess
 import time
 import uuid
@@ -83,6 +85,43 @@ def main():
     finally:
         serve.stop()
         for k in r.scan_iter(f"*{q}*"):
+            r.delete(k)
+
+    # The cap, set with dlqctl's global options (before `serve`): removing records younger
+    # than the max age is logged and marked in the trail, never silent.
+    q2 = q + "-capped"
+    ids = [str(uuid.uuid4()) for _ in range(30)]
+    r.rpush(dead_key(q2), *[envelope(q2, {"n": i}, "boom", entry_id=ids[i]) for i in range(30)])
+    proc = subprocess.Popen([args.dlqctl, "--audit-max-age", "30d", "--audit-max-records", "10",
+                             "--store", url, "serve", "--listen", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        line = proc.stdout.readline().decode()
+        m = re.search(r"listening on (http://127\.0\.0\.1:\d+/)", line)
+        check(m is not None, "dlqctl --audit-max-age 30d --audit-max-records 10 serve starts", line)
+        if m:
+            for i in range(30):
+                status, body, _ = call(m.group(1), "api/delete", {"queue": q2, "ids": [ids[i]]})
+                check(status == 200 and body["deleted"] == 1, f"delete {i}", f"{status} {body}")
+            length = r.xlen(audit_key(q2))
+            check(length <= 11, "the stream is held at the cap", f"XLEN {length}")
+            trail = dlqctl_audit(args.dlqctl, url, q2)
+            marks = [t for t in trail if t["operation"] == "audit_dropped"]
+            check(len(marks) > 0 and all(t["counts"]["dropped"] == 2 for t in marks),
+                  "audit_dropped records mark the removals", str(trail)[:400])
+            check(trail[-1]["operation"] == "audit_dropped" and trail[-2]["ids"] == [ids[29]],
+                  "the newest records stay", str(trail[-2:])[:400])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        err = proc.stderr.read().decode(errors="replace")
+        check("[dlq.audit] queue '" + q2 + "': 2 audit records younger than the trail's max age "
+              "were removed by its cap" in err, "the console logs the removal", err[-600:])
+        for k in r.scan_iter(f"*{q2}*"):
             r.delete(k)
     finish("test_console_audit")
 
