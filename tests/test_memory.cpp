@@ -1,8 +1,14 @@
-// MemoryStorage on its own: the lists, the source queues and the replay-step protocol.
+// MemoryStorage on its own: the lists, the source queues and the replay-step protocol; the
+// audit trail's retention (AuditRetention) and its visible cap.
 #include "dlq/storage/memory.hpp"
 
+#include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "dlq/dead_letter_queue.hpp"
+#include "dlq/metrics/prometheus.hpp"
 
 #include "support/catch.hpp"
 
@@ -110,4 +116,96 @@ TEST_CASE("a plain function can be the decider", "[memory]") {
   dlq::MemoryStorage::replay_cursor cursor;
   CHECK(s.replay_step("q", cursor, 10, decide_replay_all).examined == 1);
   CHECK(s.source_range("dest") == std::vector<std::string>{"a"});
+}
+
+// The audit trail's retention (issue 27, defect 5): by age, with a hard cap whose drops of
+// younger records are visible. AuditRetention's decisions are I/O-free; MemoryStorage, the
+// key-value adapter and the Redis script all apply them.
+TEST_CASE("AuditRetention decides what an append removes, without a store", "[memory][audit]") {
+  using std::chrono::hours;
+  using std::chrono::system_clock;
+  dlq::AuditRetention r;
+  CHECK(r.max_age == hours(24 * 90));
+  CHECK(r.max_records == 1000000);
+  const system_clock::time_point now{std::chrono::seconds(1796000000)};
+  CHECK(r.expire_before(now) == now - hours(24 * 90));
+  CHECK(r.expire_before(system_clock::time_point{hours(24)}) == system_clock::time_point{});
+  r.max_age = std::chrono::seconds(0);
+  CHECK(r.expire_before(now) == system_clock::time_point{});  // no age limit
+  r.max_age = std::chrono::hours(24 * 365 * 1000);            // longer than the epoch is old
+  CHECK(r.expire_before(now) == system_clock::time_point{});
+
+  CHECK(r.cap_trigger() == 1010000);  // 1 % over the cap
+  CHECK(r.excess(1010000) == 0);
+  CHECK(r.excess(1010001) == 10001 - 1);  // down to the cap, at most 10 000 per append
+  CHECK(r.excess(5000000) == dlq::AuditRetention::max_dropped_per_append);
+  r.max_records = 10;
+  CHECK(r.cap_trigger() == 11);  // at least one over
+  CHECK(r.excess(11) == 0);
+  CHECK(r.excess(12) == 2);
+  r.max_records = 0;  // no cap
+  CHECK(r.cap_trigger() == 0);
+  CHECK(r.excess(std::size_t{1} << 40) == 0);
+}
+
+TEST_CASE("MemoryStorage keeps audit records by age; its cap's drops are counted and marked",
+          "[memory][audit]") {
+  using std::chrono::hours;
+  auto now =
+      std::make_shared<std::chrono::system_clock::time_point>(std::chrono::seconds(1796000000));
+  dlq::Options options;
+  options.clock = [now] { return *now; };
+  std::vector<std::string> errors;
+  options.log = [&](dlq::LogLevel level, std::string_view m) {
+    if (level == dlq::LogLevel::error) errors.emplace_back(m);
+  };
+
+  SECTION("records older than max_age go without being reported as dropped") {
+    dlq::AuditRetention keep;
+    keep.max_age = hours(24);
+    dlq::DeadLetterQueue<dlq::MemoryStorage> q(dlq::MemoryStorage(keep), options);
+    std::vector<std::string> ids;
+    for (int i = 0; i < 6; ++i)
+      ids.push_back(q.send_to_dlq("orders", std::to_string(i), "e"));
+    for (int i = 0; i < 5; ++i)
+      CHECK(q.remove("orders", ids[static_cast<std::size_t>(i)]));
+    *now += hours(25);
+    CHECK(q.remove("orders", ids[5]));
+    const auto trail = q.audit("orders");
+    REQUIRE(trail.size() == 1);
+    CHECK(trail[0].ids == std::vector<std::string>{ids[5]});
+    CHECK(q.counters().audit_dropped == 0);
+    CHECK(errors.empty());
+  }
+
+  SECTION("the cap removes younger records: counted, logged, and an audit_dropped record") {
+    dlq::AuditRetention keep;
+    keep.max_records = 10;
+    dlq::DeadLetterQueue<dlq::MemoryStorage> q(dlq::MemoryStorage(keep), options);
+    std::vector<std::string> ids;
+    for (int i = 0; i < 40; ++i)
+      ids.push_back(q.send_to_dlq("orders", std::to_string(i), "e"));
+    for (const auto& id : ids)
+      CHECK(q.remove("orders", id));
+    const auto trail = q.audit("orders");
+    CHECK(trail.size() <= 11);
+    REQUIRE(trail.size() >= 2);
+    CHECK(trail.back().operation == "audit_dropped");
+    CHECK(trail.back().counts["dropped"] == 2);
+    CHECK(trail[trail.size() - 2].ids == std::vector<std::string>{ids.back()});
+    const auto c = q.counters();
+    CHECK(c.audit_dropped > 0);
+    CHECK(c.audit_errors == 0);
+    std::uint64_t marked = 0;
+    for (const auto& rec : trail)
+      if (rec.operation == "audit_dropped") marked += rec.counts["dropped"].get<std::uint64_t>();
+    CHECK(marked > 0);
+    CHECK(marked <= c.audit_dropped);  // older marks were dropped in turn, and counted
+    REQUIRE_FALSE(errors.empty());
+    CHECK(errors.size() * 2 == c.audit_dropped);
+    CHECK(errors[0].find("[dlq.audit] queue 'orders': 2 audit records younger than the "
+                         "trail's max age were removed by its cap") == 0);
+    CHECK(dlq::metrics::prometheus_text({}, c).find(
+              "dlq_audit_dropped_total " + std::to_string(c.audit_dropped)) != std::string::npos);
+  }
 }

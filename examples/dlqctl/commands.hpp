@@ -94,6 +94,7 @@ inline const std::string& payload_bytes(const dlq::Entry& e) {
 struct Args {
   StoreSettings store;
   std::string timeout = "5s";
+  std::string audit_max_age = "90d";
   std::string queue;
   std::vector<std::string> ids;
   std::string id;
@@ -471,19 +472,12 @@ class Commands {
     return code;
   }
 
-  int remove() {
-    std::size_t removed = 0;
-    std::vector<std::string> missing;
-    for (const auto& id : a_.ids) {
-      if (store().remove(a_.queue, id))
-        ++removed;
-      else
-        missing.push_back(id);
-    }
-    io_.out << removed << '\n';
-    for (const auto& id : missing)
+  int remove() {  // one scan and one audit record for all the ids
+    const dlq::RemoveReport done = store().remove_ids(a_.queue, a_.ids);
+    io_.out << done.removed.size() << '\n';
+    for (const auto& id : done.not_found)
       not_found(id);
-    return missing.empty() ? exit_ok : exit_not_found;
+    return done.not_found.empty() ? exit_ok : exit_not_found;
   }
 
   int purge() {
@@ -784,6 +778,27 @@ inline CLI::Validator whole_number(bool positive) {
       positive ? "N>0" : "N>=0");
 }
 
+/// Registers --audit-max-age and --audit-max-records (global options of every command and of
+/// `serve`): the audit trail's retention this process applies when it writes a record.
+inline void add_audit_options(CLI::App& app, std::string& max_age, dlq::AuditRetention& retention) {
+  app.add_option("--audit-max-age", max_age,
+                 "the audit trail keeps records this long (0 = forever); every process that "
+                 "writes it trims it: give the services' value")
+      ->envname("DLQ_AUDIT_MAX_AGE")
+      ->capture_default_str();
+  app.add_option("--audit-max-records", retention.max_records,
+                 "most audit records per queue, a bound on memory (0 = none); records it "
+                 "removes before their max age are counted and marked")
+      ->envname("DLQ_AUDIT_MAX_RECORDS")
+      ->check(whole_number(false))
+      ->capture_default_str();
+}
+
+/// The value of --audit-max-age. @throws usage_error for what is not a duration.
+inline std::chrono::seconds audit_max_age(const std::string& text) {
+  return std::chrono::duration_cast<std::chrono::seconds>(parse_duration(text));
+}
+
 /// The description shown by `dlqctl --help` and `--version`.
 inline std::string description() {
   return "dlqctl: inspect and replay dead-letter queues (dlq " + std::to_string(DLQ_VERSION_MAJOR) +
@@ -794,7 +809,8 @@ inline std::string description() {
 /// patterns, --timeout) and who operates (--actor). Declared once, here, for run() and
 /// `dlqctl serve` (serve.hpp); is_serve() reads from it which of them take a value. Each
 /// goes before the command or after it.
-inline void add_global_options(CLI::App& app, StoreSettings& store, std::string& timeout) {
+inline void add_global_options(CLI::App& app, StoreSettings& store, std::string& timeout,
+                               std::string& audit_max_age) {
   app.add_option("--store", store.url, "where the dead letters are")
       ->envname("DLQ_STORE")
       ->capture_default_str();
@@ -815,6 +831,7 @@ inline void add_global_options(CLI::App& app, StoreSettings& store, std::string&
                  "connect/command timeout (Redis), lock wait (SQLite): 500ms, 5s, 1m")
       ->envname("DLQ_TIMEOUT")
       ->capture_default_str();
+  add_audit_options(app, audit_max_age, store.audit_retention);
 }
 
 /// True when `args` (the command line without the program name) runs `dlqctl serve`: its
@@ -822,8 +839,9 @@ inline void add_global_options(CLI::App& app, StoreSettings& store, std::string&
 inline bool is_serve(const std::vector<std::string>& args) {
   StoreSettings store;
   std::string timeout;
+  std::string audit_max_age;
   CLI::App globals;
-  add_global_options(globals, store, timeout);
+  add_global_options(globals, store, timeout, audit_max_age);
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.size() > 1 && a[0] == '-') {
@@ -850,7 +868,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
       "Exit codes: 0 ok, 1 bad usage or input, 2 store unreachable/failed, 3 not found, "
       "130 replay interrupted (nothing lost)\n"
       "Run 'dlqctl COMMAND --help' for a command's options.");
-  add_global_options(app, a.store, a.timeout);
+  add_global_options(app, a.store, a.timeout, a.audit_max_age);
 
   auto queue_arg = [&a](CLI::App* c) {
     c->add_option("queue", a.queue, "the source queue's name (e.g. orders)")->required();
@@ -1025,6 +1043,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   try {
     a.store.timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(a.timeout));
+    a.store.audit_retention.max_age = audit_max_age(a.audit_max_age);
     if (a.store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
     a.store.create_if_missing = command == "send";
     if (a.store.actor.empty()) a.store.actor = detail::os_user();

@@ -67,8 +67,10 @@ inline std::unique_ptr<Store> open_redis(const StoreSettings& s) {
   if (!s.corrupt_key.empty()) o.corrupt_key = s.corrupt_key;
   o.pool.size = s.pool_size;
   o.pool.wait_timeout = s.timeout;
+  o.audit_retention = s.audit_retention;
   dlq::Options options;
   options.actor = s.actor;  // the audit trail's "who"
+  options.log = s.log;
   auto store = std::make_unique<DlqStore<dlq::RedisListStorage>>(
       "redis " + c.endpoint(), dlq::RedisListStorage(c, std::move(o)), std::move(options));
   dlq::RedisListStorage* storage = &store->dlq().storage();  // owned by the store
@@ -137,8 +139,11 @@ inline std::unique_ptr<Store> open_sqlite(const StoreSettings& s) {
   using storage_t = dlq::KeyValueStorage<dlq::kv::SqliteStore, dlq::kv::JobQueue<>>;
   dlq::Options options;
   options.actor = s.actor;  // the audit trail's "who"
-  auto store = std::make_unique<DlqStore<storage_t>>("sqlite " + path, storage_t(sqlite, jobs),
-                                                     std::move(options));
+  options.log = s.log;
+  dlq::KeyValueOptions kv_options;
+  kv_options.audit_retention = s.audit_retention;
+  auto store = std::make_unique<DlqStore<storage_t>>(
+      "sqlite " + path, storage_t(sqlite, jobs, std::move(kv_options)), std::move(options));
   store->set_waiting([jobs](std::string_view queue) mutable -> std::optional<std::size_t> {
     return jobs.size(queue);
   });

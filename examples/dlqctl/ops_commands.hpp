@@ -479,10 +479,19 @@ int ops_audit(IoT& io, Store& store, const A& a) {
     since = std::chrono::system_clock::now() -
             std::chrono::duration_cast<std::chrono::system_clock::duration>(
                 parse_duration(a.ops.since));
-  const auto records = store.audit(a.queue, since, a.ops.limit == 0 ? 100 : a.ops.limit);
+  const std::size_t limit = a.ops.limit == 0 ? 100 : a.ops.limit;
+  const auto records = store.audit(a.queue, since, limit);
+  // The trail keeps months of records, oldest first: say when there may be more.
+  const auto more = [&] {
+    if (records.size() >= limit)
+      io.err << "dlqctl audit: the oldest " << limit << " records"
+             << (a.ops.since.empty() ? "" : " of the last " + a.ops.since)
+             << "; there may be more: narrow --since (e.g. 24h) or raise --limit\n";
+  };
   if (a.json) {
     for (const auto& r : records)
       io.out << ops_dump(r.to_json()) << '\n';
+    more();
     return 0;
   }
   Table t({{"TIME (UTC)", 19},
@@ -509,6 +518,7 @@ int ops_audit(IoT& io, Store& store, const A& a) {
   io.out << "(" << records.size() << (records.size() == 1 ? " record" : " records") << " of '"
          << printable(a.queue) << "'" << (a.ops.since.empty() ? "" : " since " + a.ops.since)
          << ")\n";
+  more();
   return 0;
 }
 

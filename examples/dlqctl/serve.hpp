@@ -66,6 +66,9 @@ class StoreBackend final : public dlq::http::ConsoleBackend {
     return s_.get(q, id);
   }
   bool remove(std::string_view q, std::string_view id) override { return s_.remove(q, id); }
+  dlq::RemoveReport remove_ids(std::string_view q, const std::vector<std::string>& ids) override {
+    return s_.remove_ids(q, ids);
+  }
   std::size_t purge(std::string_view q) override { return s_.purge(q); }
   std::size_t purge_corrupt(std::string_view q) override { return s_.purge_corrupt(q); }
   dlq::ReplayReport replay(std::string_view q, const dlq::ReplayOptions& o) override {
@@ -148,6 +151,7 @@ inline std::string stamp() {
 inline int serve(const std::vector<std::string>& args, Io& io, const Opener& open) {
   StoreSettings store;
   std::string timeout = "5s";
+  std::string audit_max_age_text = "90d";
   std::string listen = "127.0.0.1:8080";
   std::string token_file;
   std::string prefix;
@@ -156,7 +160,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   dlq::http::ServerLimits limits;
   CLI::App app("dlqctl serve: the operator console (web page and JSON API, see docs/console.md)",
                "dlqctl");
-  add_global_options(app, store, timeout);
+  add_global_options(app, store, timeout, audit_max_age_text);
   app.fallthrough();  // before add_subcommand: `serve` inherits it (global options after it)
   auto* sub = app.add_subcommand("serve", "serve the operator console");
   sub->add_option("--listen", listen,
@@ -207,6 +211,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     store.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(timeout));
     if (store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
     if (store.actor.empty()) store.actor = detail::os_user();  // as every other command
+    store.audit_retention.max_age = audit_max_age(audit_max_age_text);
     store.pool_size = 4 + 2 * max_operations;                  // page requests and replays at once
     const serve_detail::Listen where = serve_detail::parse_listen(listen);
     dlq::http::ConsoleOptions options;
@@ -222,6 +227,11 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     options.prefix = prefix;
     options.max_operations = max_operations;
     options.log = log;
+    // The library's own messages (e.g. [dlq.audit] when the trail's cap removed records)
+    // go to the same log, URL passwords masked.
+    store.log = [log](dlq::LogLevel level, std::string_view line) {
+      log(level, dlq::http::redact_secrets(std::string(line)));
+    };
 
     std::unique_ptr<Store> opened = open(store);
     StoreBackend backend(*opened);

@@ -37,6 +37,9 @@ class Store {
                                        std::size_t count) = 0;
   virtual std::optional<dlq::Entry> get(std::string_view queue, std::string_view id) = 0;
   virtual bool remove(std::string_view queue, std::string_view id) = 0;
+  /// Removes several entries by id with one audit record (dlq::DeadLetterQueue::remove_ids).
+  virtual dlq::RemoveReport remove_ids(std::string_view queue,
+                                       const std::vector<std::string>& ids) = 0;
   virtual std::size_t purge(std::string_view queue) = 0;
   virtual std::vector<std::string> queues() = 0;
   /// The queue names found, split into those dlq serves (queues()) and those it refuses and
@@ -135,6 +138,10 @@ class DlqStore final : public Store {
   bool remove(std::string_view queue, std::string_view id) override {
     return dlq_.remove(queue, id);
   }
+  dlq::RemoveReport remove_ids(std::string_view queue,
+                               const std::vector<std::string>& ids) override {
+    return dlq_.remove_ids(queue, ids);
+  }
   std::size_t purge(std::string_view queue) override { return dlq_.purge(queue); }
   std::vector<std::string> queues() override { return dlq_.queues(); }
   dlq::QueueNames list_queues() override { return dlq_.list_queues(); }
@@ -214,6 +221,13 @@ struct StoreSettings {
   /// Create the store when it does not exist (an embedded file); false = a missing store is
   /// an error. dlqctl sets it for `send` only.
   bool create_if_missing = false;
+  /// The audit trail's retention this process applies when it writes a record
+  /// (--audit-max-age, --audit-max-records). Every writer of a trail applies its own: give
+  /// dlqctl what the services use (see dlq/audit.hpp).
+  dlq::AuditRetention audit_retention;
+  /// Where the library's own messages go (Options::log); empty = nowhere. `serve` sets its
+  /// log.
+  std::function<void(dlq::LogLevel, std::string_view)> log;
 };
 
 /// Opens the store `settings` name. Throws dlq::invalid_argument for a bad URL, a

@@ -6,15 +6,36 @@
 /// Sends (worker failures) are not audited: they are the data, and their volume would
 /// drown the trail.
 ///
-/// One write per operation, or per batch for long ones, never per entry. Ids are listed up
-/// to Options::audit_max_ids (default 100) with a count of the rest.
+/// One write per operation (remove_ids: per call, however many ids), never per entry. Ids
+/// are listed up to Options::audit_max_ids (default 100) with a count of the rest.
+///
+/// The trail records changes: an operation that changed nothing writes no record — a remove
+/// of ids that are not there, a purge of an empty list, a replay or discard that matched
+/// nothing, a dry run, a recover that fixed nothing. A failed or cancelled operation is
+/// recorded when it changed something before it stopped (the record says what). So the
+/// trail grows with what was done to the entries, not with the number of requests: a flood
+/// of requests that change nothing cannot push earlier records out.
 ///
 /// Where records live (on the same backend as the entries):
-/// - dlq::MemoryStorage: in memory, the newest 10 000 per queue;
+/// - dlq::MemoryStorage: in memory, per queue;
 /// - dlq::RedisListStorage: a Redis Stream per queue, `<dead key>:audit` (same hash tag as
-///   the queue), capped with `XADD … MAXLEN ~` (RedisListOptions::audit_max_records);
+///   the queue; see dlq/redis/audit_stream.hpp);
 /// - dlq::KeyValueStorage: records of the collection `<prefix>{queue}:audit` in the store
-///   (a SQLite table row each on dlq::kv::SqliteStore), the oldest removed past a cap.
+///   (a SQLite table row each on dlq::kv::SqliteStore).
+///
+/// Retention is by age (dlq::AuditRetention in dlq/policies.hpp; RedisListOptions::audit_retention,
+/// KeyValueOptions::audit_retention, MemoryStorage's constructor): each append removes the
+/// queue's records made more than max_age (default 90 days) before it, by the writers'
+/// clock (Options::clock, as for entries' Retention::max_age). A count an operator can
+/// exhaust does not decide what stays: records are written for changes only (above), and
+/// the hard cap, max_records (default 1 000 000 per queue), is there to bound memory, far
+/// above what operations write in 90 days. When the cap does remove records younger than
+/// max_age it says so: the storage reports how many, the front end counts them
+/// (Counters::audit_dropped, `dlq_audit_dropped_total`), logs it at error level
+/// (`[dlq.audit] …`) and writes an "audit_dropped" record (counts: dropped) in the trail at
+/// that place. Every process that writes a queue's trail applies its own settings: give
+/// them all the same (dlqctl: --audit-max-age, --audit-max-records), or the shortest
+/// max_age and smallest cap among them is what holds.
 ///
 /// When an audit write fails the operation is NOT undone (its entries have moved already):
 /// the failure is counted in Counters::audit_errors, logged through Options::log at error
@@ -23,8 +44,12 @@
 /// Storage contract (optional members; a storage without them has no trail and audit()
 /// returns nothing):
 ///
-///     void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
-///                       std::string_view record);           // one JSON object
+///     std::size_t audit_append(std::string_view queue,
+///                              std::chrono::system_clock::time_point at,
+///                              std::string_view record);    // one JSON object; returns how
+///                                                           // many records younger than the
+///                                                           // retention age it dropped (a
+///                                                           // cap); may return void
 ///     std::vector<std::string> audit_read(std::string_view queue,
 ///                                         std::chrono::system_clock::time_point since,
 ///                                         std::size_t limit);  // records at >= since,
@@ -55,7 +80,8 @@ struct AuditRecord {
   std::string actor;
   /// What: "replay", "replay_edited" (a replay with ReplayOptions::transform, or
   /// replay_edited()), "discard", "remove", "purge", "purge_corrupt", "trim",
-  /// "recover".
+  /// "recover"; "audit_dropped" marks where the trail's cap removed records younger than
+  /// its max age (counts: "dropped"; see AuditRetention).
   std::string operation;
   /// The queue operated on.
   std::string queue;
@@ -69,7 +95,7 @@ struct AuditRecord {
   std::vector<std::string> ids;
   /// Ids affected and not listed in `ids`.
   std::size_t ids_omitted = 0;
-  /// "ok", "dry_run", "cancelled", or "failed: <message>".
+  /// "ok", "cancelled", or "failed: <message>" (what was applied before the failure).
   std::string outcome = "ok";
   /// Operation-specific details (replay: destination, batch number; edit: "old_sha256",
   /// "new_sha256" of the payloads); null (written as an empty object) when none.

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -125,8 +126,21 @@ class DeadLetterQueue {
   /// The entry with this id, or nullopt.
   std::optional<Entry> get(std::string_view queue, std::string_view id);
 
-  /// Removes the entry with this id without replaying it. Returns false when there is none.
+  /// Removes the entry with this id without replaying it. Returns false when there is none
+  /// (then nothing is written to the audit trail). remove_ids with one id.
   bool remove(std::string_view queue, std::string_view id);
+
+  /// Removes the entries with these ids without replaying them: one scan of the list for all
+  /// of them (one lookup each where the storage has `find`), then one atomic
+  /// compare-and-delete per entry found (an entry replayed or changed meanwhile is looked for
+  /// again, twice at most). One audit record ("remove", by `actor`, default Options::actor)
+  /// names the ids removed — the first Options::audit_max_ids, the rest counted — and counts
+  /// those not found; none when nothing was removed. An id named twice counts once.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
+  ///         backend fails (entries removed before stay removed and are in the audit record,
+  ///         outcome "failed: …").
+  RemoveReport remove_ids(std::string_view queue, const std::vector<std::string>& ids,
+                          std::string actor = {});
 
   /// Deletes every entry of the queue's dead-letter list; returns exactly how many were
   /// deleted (one atomic step).
@@ -265,6 +279,7 @@ class DeadLetterQueue {
       rec.detail["destination"] = options.to_queue.empty() ? std::string(queue) : options.to_queue;
       auto finish = [&](const detail::replay_engine::result& r, std::string outcome) {
         const ReplayReport& p = r.report;
+        if (p.dry_run || p.replayed + p.set_aside == 0) return;  // no change, no record
         rec.counts = detail::object_of("examined", p.examined, "replayed", p.replayed, "set_aside",
                                        p.set_aside, "skipped", p.skipped.size(), "edited", p.edited,
                                        "batches", p.batches);
@@ -276,7 +291,7 @@ class DeadLetterQueue {
       };
       try {
         auto r = engine.run(options, keep_replayed);
-        finish(r, r.report.cancelled ? "cancelled" : r.report.dry_run ? "dry_run" : "ok");
+        finish(r, r.report.cancelled ? "cancelled" : "ok");
         return r;
       } catch (const std::exception& e) {
         finish(engine.partial(), std::string("failed: ") + e.what());
@@ -499,13 +514,91 @@ class DeadLetterQueue {
     }
   }
 
+  // remove and remove_ids (see remove_ids).
+  RemoveReport remove_many(std::string_view queue, const std::vector<std::string>& ids,
+                           std::string actor) {
+    std::vector<std::string_view> wanted;  // each id once, in the order given
+    {
+      std::set<std::string_view> seen;
+      for (const auto& id : ids)
+        if (seen.insert(id).second) wanted.push_back(id);
+    }
+    std::set<std::string_view> removed;
+    RemoveReport report;
+    auto finish = [&](std::string outcome) {
+      for (const auto id : wanted)
+        (removed.count(id) != 0 ? report.removed : report.not_found).emplace_back(id);
+      if (report.removed.empty()) return;  // no change, no record
+      AuditRecord rec = audit_record("remove", queue, actor);
+      rec.counts =
+          detail::object_of("removed", report.removed.size(), "not_found", report.not_found.size());
+      detail::audit_ids bounded{core_->options.audit_max_ids, {}, 0};
+      for (const auto& id : report.removed)
+        bounded.add(id);
+      rec.ids = std::move(bounded.ids);
+      rec.ids_omitted = bounded.omitted;
+      rec.outcome = std::move(outcome);
+      detail::write_audit(*core_, storage_, rec);
+    };
+    try {
+      guarded([&] {
+        std::vector<std::string_view> pending = wanted;
+        // An entry found but changed before its compare-and-delete (replayed and sent again,
+        // edited) is looked for again: three attempts in all, as one remove always had.
+        for (int attempt = 0; attempt < 3 && !pending.empty(); ++attempt) {
+          const auto found = find_raws(queue, ListKind::dead, pending);
+          std::vector<std::string_view> again;
+          for (const auto id : pending) {
+            const auto it = found.find(id);
+            if (it == found.end()) continue;  // not there
+            if (storage_.remove(queue, ListKind::dead, id, it->second)) {
+              removed.insert(id);
+            } else {
+              again.push_back(id);
+            }
+          }
+          pending = std::move(again);
+        }
+      });
+    } catch (const std::exception& e) {
+      finish(std::string("failed: ") + e.what());
+      throw;
+    }
+    finish("ok");
+    return report;
+  }
+
   std::optional<std::string> find_raw(std::string_view queue, ListKind kind, std::string_view id) {
     if constexpr (detail::has_find<storage_type>::value) {
       return storage_.find(queue, kind, id);
     } else {
+      auto found = find_raws(queue, kind, {id});
+      if (found.empty()) return std::nullopt;
+      return std::move(found.begin()->second);
+    }
+  }
+
+  // The stored item of each of `ids` (the first one with that id) that is in the list, by id:
+  // one lookup per id where the storage has `find`, else one scan of the list that stops
+  // once every id was found.
+  std::map<std::string, std::string, std::less<>> find_raws(
+      std::string_view queue, ListKind kind, const std::vector<std::string_view>& ids) {
+    std::map<std::string, std::string, std::less<>> out;
+    if (ids.empty()) return out;
+    if constexpr (detail::has_find<storage_type>::value) {
+      for (const auto id : ids)
+        if (out.find(id) == out.end())
+          if (auto raw = storage_.find(queue, kind, id))
+            out.emplace(std::string(id), std::move(*raw));
+      return out;
+    } else {
       constexpr std::size_t page = 512;
-      // Ids of plain characters appear verbatim in the stored bytes: a cheap pre-check.
-      const bool plain = detail::id_stored_verbatim(id);
+      const std::set<std::string_view> wanted(ids.begin(), ids.end());
+      // Ids of plain characters appear verbatim in the stored bytes: a cheap pre-check when
+      // there are few of them.
+      bool plain = wanted.size() <= 8;
+      for (const auto id : wanted)
+        plain = plain && detail::id_stored_verbatim(id);
       // Pages are read by offset while other clients may remove entries (a replay, a trim):
       // each page after the first is read from the last item of the page before, and if that
       // item is not there the list moved left under the scan — the scan finds that item
@@ -528,21 +621,27 @@ class DeadLetterQueue {
             start = 0;
             last.reset();
           } else {
-            return std::nullopt;
+            return out;
           }
           continue;
         }
         const std::size_t first = anchored ? 1 : 0;
+        const bool full = raws.size() - first >= page;
+        if (full) last = raws.back();  // the next page's anchor (a copy: found items move out)
         for (std::size_t i = first; i < raws.size(); ++i) {
           std::string& raw = raws[i];
-          if (plain && raw.find(id) == std::string::npos) continue;  // cheap pre-check
+          if (plain && std::none_of(wanted.begin(), wanted.end(), [&](std::string_view id) {
+                return raw.find(id) != std::string::npos;
+              }))
+            continue;  // cheap pre-check
           detail::envelope_view view;
-          const std::string found = detail::view_envelope(raw, view) ? detail::entry_id(view, raw)
-                                                                     : detail::derived_id(raw);
-          if (found == id) return std::move(raw);
+          std::string found = detail::view_envelope(raw, view) ? detail::entry_id(view, raw)
+                                                               : detail::derived_id(raw);
+          if (wanted.count(found) == 0 || out.find(found) != out.end()) continue;
+          out.emplace(std::move(found), std::move(raw));
+          if (out.size() == wanted.size()) return out;
         }
-        if (raws.size() - first < page) return std::nullopt;
-        last = std::move(raws.back());
+        if (!full) return out;
         start += page;
       }
     }
@@ -619,24 +718,21 @@ template <class Storage>
 DLQ_MEMBER_INLINE bool DeadLetterQueue<Storage>::remove(std::string_view queue,
                                                         std::string_view id) {
   detail::queue_core::validate_queue(queue, "remove");
-  const bool removed = guarded([&] {
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      auto raw = find_raw(queue, ListKind::dead, id);
-      if (!raw) return false;
-      if (storage_.remove(queue, ListKind::dead, id, *raw)) return true;
-    }
-    return false;
-  });
-  audit_simple("remove", queue, detail::object_of("removed", removed ? 1 : 0), {std::string(id)},
-               removed ? "ok" : "not found");
-  return removed;
+  return !remove_many(queue, {std::string(id)}, {}).removed.empty();
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE RemoveReport DeadLetterQueue<Storage>::remove_ids(
+    std::string_view queue, const std::vector<std::string>& ids, std::string actor) {
+  detail::queue_core::validate_queue(queue, "remove_ids");
+  return remove_many(queue, ids, std::move(actor));
 }
 
 template <class Storage>
 DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge(std::string_view queue) {
   detail::queue_core::validate_queue(queue, "purge");
   const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::dead); });
-  audit_simple("purge", queue, detail::object_of("purged", n));
+  if (n != 0) audit_simple("purge", queue, detail::object_of("purged", n));
   return n;
 }
 
@@ -708,7 +804,7 @@ template <class Storage>
 DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge_corrupt(std::string_view queue) {
   detail::queue_core::validate_queue(queue, "purge_corrupt");
   const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
-  audit_simple("purge_corrupt", queue, detail::object_of("purged", n));
+  if (n != 0) audit_simple("purge_corrupt", queue, detail::object_of("purged", n));
   return n;
 }
 
@@ -749,7 +845,7 @@ DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::recover(std::string_view
   if constexpr (detail::has_recover<storage_type>::value) {
     const std::size_t n =
         guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
-    audit_simple("recover", queue, detail::object_of("fixed", n));
+    if (n != 0) audit_simple("recover", queue, detail::object_of("fixed", n));
     return n;
   } else {
     return 0;
@@ -777,6 +873,7 @@ DLQ_MEMBER_INLINE DiscardReport DeadLetterQueue<Storage>::discard(std::string_vi
   rec.filter = options.describe();
   if (options.limit != 0) rec.detail["limit"] = options.limit;
   auto finish = [&](std::string outcome) {
+    if (report.dry_run || report.discarded == 0) return;  // no change, no record
     rec.counts = detail::object_of("examined", report.examined, "discarded", report.discarded,
                                    "batches", report.batches);
     rec.outcome = std::move(outcome);
@@ -796,7 +893,7 @@ DLQ_MEMBER_INLINE DiscardReport DeadLetterQueue<Storage>::discard(std::string_vi
     finish(std::string("failed: ") + e.what());
     throw;
   }
-  finish(report.cancelled ? "cancelled" : report.dry_run ? "dry_run" : "ok");
+  finish(report.cancelled ? "cancelled" : "ok");
   return report;
 }
 
@@ -831,7 +928,7 @@ DLQ_MEMBER_INLINE TrimReport DeadLetterQueue<Storage>::trim(std::string_view que
     detail::storage_dead_list<storage_type> list(storage_, queue);
     return detail::trim(*core_, list, queue);
   });
-  if (done.evicted() != 0)  // a timer's empty runs would drown the trail
+  if (done.evicted() != 0)  // no change, no record (see dlq/audit.hpp)
     audit_simple("trim", queue,
                  detail::object_of("evicted_for_length", done.evicted_for_length, "evicted_for_age",
                                    done.evicted_for_age));

@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -65,20 +66,61 @@ struct DiscardReport {
   std::vector<std::string> discarded_ids;  ///< the id of every entry deleted, oldest first
 };
 
+/// What DeadLetterQueue::remove_ids did: every distinct id asked for is in exactly one of the
+/// two lists, in the order given.
+struct RemoveReport {
+  std::vector<std::string> removed;    ///< ids whose entry was removed
+  std::vector<std::string> not_found;  ///< ids with no entry (or removed by another client first)
+};
+
 namespace detail {
+
+/// Appends `record` (its time and actor filled in) to the trail of its queue; returns how
+/// many records younger than the retention age the storage's cap dropped to make room (0
+/// for a storage whose audit_append returns nothing).
+template <class S>
+std::size_t append_audit(queue_core& core, S& storage, AuditRecord& record) {
+  record.time = core.now();
+  if (record.actor.empty()) record.actor = core.options.actor;
+  const std::string json = audit_json(record);  // = to_json().dump(…, replace)
+  using returned = decltype(storage.audit_append(record.queue, record.time, json));
+  std::size_t dropped = 0;
+  if constexpr (std::is_convertible_v<returned, std::size_t>) {
+    dropped = static_cast<std::size_t>(storage.audit_append(record.queue, record.time, json));
+  } else {
+    storage.audit_append(record.queue, record.time, json);
+  }
+  core.counters.audited.fetch_add(1, std::memory_order_relaxed);
+  return dropped;
+}
 
 /// Appends `record` to the trail of its queue in `storage` (when the storage has one).
 /// Never throws: a failure is counted (Counters::audit_errors), logged, and leaves the
-/// operation standing.
+/// operation standing. When the storage's cap dropped records younger than the retention
+/// age to make room, that is counted (Counters::audit_dropped), logged at error level and
+/// marked in the trail by an "audit_dropped" record (see dlq/audit.hpp); what that record's
+/// own append drops is counted and logged only.
 template <class S>
 void write_audit(queue_core& core, S& storage, AuditRecord& record) noexcept {
   if constexpr (has_audit<S>::value) {
     try {
-      record.time = core.now();
-      if (record.actor.empty()) record.actor = core.options.actor;
-      const std::string json = audit_json(record);  // = to_json().dump(…, replace)
-      storage.audit_append(record.queue, record.time, json);
-      core.counters.audited.fetch_add(1, std::memory_order_relaxed);
+      std::size_t dropped = append_audit(core, storage, record);
+      for (int note = 0; dropped != 0; ++note) {
+        core.counters.audit_dropped.fetch_add(dropped, std::memory_order_relaxed);
+        core.log(LogLevel::error,
+                 "[dlq.audit] queue '" + record.queue + "': " + std::to_string(dropped) +
+                     " audit records younger than the trail's max age were removed by its cap "
+                     "on the number of records (AuditRetention::max_records): the trail of "
+                     "that time is incomplete (an \"audit_dropped\" record marks the place); "
+                     "if this was not a burst of real operations, look for who made it; raise "
+                     "the cap to keep more — Counters::audit_dropped counts these");
+        if (note != 0) break;
+        AuditRecord mark;
+        mark.operation = "audit_dropped";
+        mark.queue = record.queue;
+        mark.counts = object_of("dropped", dropped);
+        dropped = append_audit(core, storage, mark);
+      }
     } catch (const std::exception& e) {
       core.counters.audit_errors.fetch_add(1, std::memory_order_relaxed);
       core.log(LogLevel::error, "[dlq.audit] queue '" + record.queue + "': the audit record of " +

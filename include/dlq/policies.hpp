@@ -1,8 +1,9 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file policies.hpp
 /// Operational policies of a DeadLetterQueue, the same on every backend: retention with a
-/// visible signal, the poison-loop guard, events (hooks) and counters — and dlq::Options,
-/// the queue's settings that gather them.
+/// visible signal, the audit trail's retention (AuditRetention, held by the storages), the
+/// poison-loop guard, events (hooks) and counters — and dlq::Options, the queue's settings
+/// that gather them.
 #pragma once
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
@@ -37,6 +39,53 @@ struct Retention {
   std::chrono::seconds max_age{0};
   /// What happens to a new entry when the queue is full. Default: evict the oldest.
   Overflow overflow = Overflow::evict_oldest;
+};
+
+/// How long an audit trail keeps its records, and the hard cap on their number (see
+/// dlq/audit.hpp). Each shipped storage holds one and applies it on every append.
+struct AuditRetention {
+  /// Records are kept at least this long: each append removes the records made more than
+  /// max_age before it (by the writers' clock). Default 90 days; 0 = no age limit.
+  std::chrono::seconds max_age{std::chrono::hours(24 * 90)};
+  /// Most records per queue — a bound on memory, not a retention policy: when the trail
+  /// holds more than this plus 1 % (at least one), the oldest are removed down to it, at
+  /// most 10 000 per append, and those younger than max_age are reported (see
+  /// dlq/audit.hpp). Default 1 000 000; 0 = no cap.
+  std::size_t max_records = 1000000;
+
+  /// Most records the cap removes in one append (a trail far over a lowered cap comes down
+  /// over several appends, so no append blocks a server for long).
+  static constexpr std::size_t max_dropped_per_append = 10000;
+
+  /// The time before which records are removed when a record made at `now` is appended:
+  /// now - max_age; the epoch (nothing is removed) when max_age is 0 or longer than `now`
+  /// since the epoch.
+  std::chrono::system_clock::time_point expire_before(
+      std::chrono::system_clock::time_point now) const noexcept {
+    using clock = std::chrono::system_clock;
+    if (max_age.count() <= 0 ||
+        std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()) <= max_age)
+      return clock::time_point{};
+    return now - std::chrono::duration_cast<clock::duration>(max_age);
+  }
+
+  /// The trail length above which the cap removes records: max_records plus 1 % (at least
+  /// one), so that the cap acts in chunks rather than on every append; 0 when there is no cap.
+  std::size_t cap_trigger() const noexcept {
+    if (max_records == 0) return 0;
+    const std::size_t slack = max_records / 100 == 0 ? 1 : max_records / 100;
+    constexpr std::size_t most = std::numeric_limits<std::size_t>::max();
+    return max_records > most - slack ? most : max_records + slack;
+  }
+
+  /// How many of the oldest records the cap removes when the trail holds `count` (after the
+  /// records older than max_age were removed): 0 up to cap_trigger(), else down to
+  /// max_records, at most max_dropped_per_append.
+  std::size_t excess(std::size_t count) const noexcept {
+    if (max_records == 0 || count <= cap_trigger()) return 0;
+    const std::size_t over = count - max_records;
+    return over < max_dropped_per_append ? over : max_dropped_per_append;
+  }
 };
 
 /// The poison-loop guard: a job that keeps failing after replay is parked instead of cycling
@@ -98,6 +147,9 @@ struct Counters {
   std::uint64_t discarded = 0;             ///< entries deleted by discard()
   std::uint64_t audited = 0;               ///< audit records written (dlq/audit.hpp)
   std::uint64_t audit_errors = 0;  ///< audit writes that failed (the operation stood; logged)
+  /// Audit records younger than the trail's max age that its cap removed (dlq/audit.hpp,
+  /// AuditRetention): the trail of that time is incomplete; logged, and marked in the trail.
+  std::uint64_t audit_dropped = 0;
 };
 
 /// Which payloads send accepts (Options::payloads).
@@ -158,7 +210,7 @@ struct live_counters {
       conflicts{0}, hook_errors{0}, timeout_errors{0}, connection_errors{0}, reply_errors{0},
       other_storage_errors{0};
   std::atomic<std::uint64_t> evicted_for_length{0}, evicted_for_age{0};
-  std::atomic<std::uint64_t> discarded{0}, audited{0}, audit_errors{0};
+  std::atomic<std::uint64_t> discarded{0}, audited{0}, audit_errors{0}, audit_dropped{0};
 
   Counters snapshot() const noexcept {
     constexpr auto r = std::memory_order_relaxed;
@@ -180,6 +232,7 @@ struct live_counters {
     c.discarded = discarded.load(r);
     c.audited = audited.load(r);
     c.audit_errors = audit_errors.load(r);
+    c.audit_dropped = audit_dropped.load(r);
     return c;
   }
 };

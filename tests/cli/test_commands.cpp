@@ -382,16 +382,30 @@ TEST_CASE("delete removes by id; a missing id exits 3", "[cli]") {
   const auto a = q.send_to_dlq("orders", "{}", "e");
   const auto b = q.send_to_dlq("orders", "{}", "e");
   const auto c = q.send_to_dlq("orders", "{}", "e");
-  auto r = f.run({"delete", "orders", a, c});
+  auto r = f.run({"delete", "orders", a, c, "--actor", "gus"});
   CHECK(r.code == 0);
   CHECK(r.out == "2\n");
   CHECK(q.size("orders") == 1);
-  auto m = f.run({"delete", "orders", a, b});
+  auto m = f.run({"delete", "orders", a, b, "made-up"});
   CHECK(m.code == 3);
   CHECK(m.out == "1\n");
   CHECK(contains(m.err, a));
+  CHECK(contains(m.err, "made-up"));
   CHECK(q.size("orders") == 0);
   CHECK(f.run({"delete", "orders"}).code == 1);
+  CHECK(f.run({"delete", "orders", "made-up"}).code == 3);
+
+  // One audit record per command, naming the ids it removed; none for one that removed
+  // nothing (issue 27: a record per id let a flood of made-up ids flush the trail).
+  const auto trail = q.audit("orders");
+  REQUIRE(trail.size() == 2);
+  CHECK(trail[0].operation == "remove");
+  CHECK(trail[0].actor == "gus");
+  CHECK(trail[0].ids == std::vector<std::string>{a, c});
+  CHECK(trail[0].counts["removed"] == 2);
+  CHECK(trail[1].ids == std::vector<std::string>{b});
+  CHECK(trail[1].counts["removed"] == 1);
+  CHECK(trail[1].counts["not_found"] == 2);
 }
 
 TEST_CASE("purge needs --yes and prints the number removed", "[cli]") {
@@ -638,6 +652,24 @@ TEST_CASE("is_serve finds `serve` after global options and their values", "[cli]
   CHECK_FALSE(is_serve({"count", "serve"}));
   CHECK_FALSE(is_serve({"--actor", "alice"}));
   CHECK_FALSE(is_serve({}));
+}
+
+TEST_CASE("--audit-max-age and --audit-max-records set the trail's retention", "[cli]") {
+  CliFixture f;
+  f.run({"count", "orders"});
+  CHECK(f.last_settings.audit_retention.max_age == std::chrono::hours(24 * 90));
+  CHECK(f.last_settings.audit_retention.max_records == 1000000);
+  f.run({"--audit-max-age", "30d", "count", "orders", "--audit-max-records", "5000"});
+  CHECK(f.last_settings.audit_retention.max_age == std::chrono::hours(24 * 30));
+  CHECK(f.last_settings.audit_retention.max_records == 5000);
+  ::setenv("DLQ_AUDIT_MAX_AGE", "0", 1);
+  f.run({"count", "orders"});
+  ::unsetenv("DLQ_AUDIT_MAX_AGE");
+  CHECK(f.last_settings.audit_retention.max_age == std::chrono::seconds(0));  // forever
+  auto bad = f.run({"--audit-max-age", "soon", "count", "orders"});
+  CHECK(bad.code == 1);
+  CHECK(contains(bad.err, "'soon' is not a duration"));
+  CHECK(f.run({"--audit-max-records", "-1", "count", "orders"}).code == 1);
 }
 
 TEST_CASE("the progress bar is drawn on a terminal only", "[cli]") {

@@ -93,9 +93,9 @@ TEST_CASE("discard asks for --yes, lists with --dry-run, deletes and audits with
 
   r = f.run({"audit", "orders", "--json"});
   REQUIRE(r.code == 0);
-  // The refused run and the dry run were dry runs (audited as such), then the real one.
-  REQUIRE(r.lines().size() == 3);
-  const auto rec = json::parse(r.lines()[2]);
+  // The refused run and the dry run changed nothing: only the real one is in the trail.
+  REQUIRE(r.lines().size() == 1);
+  const auto rec = json::parse(r.lines()[0]);
   CHECK(rec["operation"] == "discard");
   CHECK(rec["actor"] == "erin");
   CHECK(rec["outcome"] == "ok");
@@ -131,6 +131,9 @@ TEST_CASE("replay --id --set-payload replays one entry with the file's bytes", "
   CHECK(contains(r.out, "fay"));
   CHECK(contains(r.out, ids[5]));
   CHECK(contains(r.out, "(2 records of 'orders')"));
+  CHECK(r.err.empty());
+  r = f.run({"audit", "orders", "--limit", "2"});  // as many as asked for: there may be more
+  CHECK(contains(r.err, "the oldest 2 records; there may be more: narrow --since"));
   r = f.run({"audit", "orders", "--json"});
   const auto rec = json::parse(r.lines()[0]);
   CHECK(rec["detail"]["edits"][0]["old_sha256"] == dlq::detail::sha256_hex("{\"i\":5}"));

@@ -21,6 +21,13 @@ using dlq::Record;
 
 namespace {
 
+/// KeyValueOptions with this prefix (the other options at their defaults).
+dlq::KeyValueOptions kv_prefix(std::string prefix) {
+  dlq::KeyValueOptions o;
+  o.prefix = std::move(prefix);
+  return o;
+}
+
 Record rec(std::string_view queue, std::string_view id, std::string_view envelope) {
   return Record{queue, id, id, envelope};
 }
@@ -97,9 +104,8 @@ TEMPLATE_LIST_TEST_CASE("a record without a queue is refused and nothing of its 
   CHECK_THROWS_AS(s.push_many({rec("orders", "a", "x"), Record{"", "b", "", "y"}}),
                   dlq::invalid_argument);
   CHECK(s.size("orders", ListKind::dead) == 0);
-  CHECK_THROWS_AS(
-      dlq::KeyValueStorage(fx.make(), dlq::kv::MemoryQueues{}, dlq::KeyValueOptions{""}),
-      dlq::invalid_argument);
+  CHECK_THROWS_AS(dlq::KeyValueStorage(fx.make(), dlq::kv::MemoryQueues{}, kv_prefix("")),
+                  dlq::invalid_argument);
 }
 
 TEMPLATE_LIST_TEST_CASE("a record without any id is keyed by an id derived from its bytes",
@@ -187,8 +193,8 @@ TEMPLATE_LIST_TEST_CASE("two prefixes share a store without seeing each other", 
                         kvtest::kv_fixtures) {
   TestType fx;
   auto store = fx.make();
-  dlq::KeyValueStorage a(store, dlq::kv::MemoryQueues{}, dlq::KeyValueOptions{"app-a:"});
-  dlq::KeyValueStorage b(store, dlq::kv::MemoryQueues{}, dlq::KeyValueOptions{"app-b:"});
+  dlq::KeyValueStorage a(store, dlq::kv::MemoryQueues{}, kv_prefix("app-a:"));
+  dlq::KeyValueStorage b(store, dlq::kv::MemoryQueues{}, kv_prefix("app-b:"));
   a.push(rec("q", "1", "from a"));
   CHECK(b.size("q", ListKind::dead) == 0);
   CHECK(b.queues().empty());
@@ -500,7 +506,7 @@ TEMPLATE_LIST_TEST_CASE("bump_count counts per queue and key in the store, share
     CHECK(a.bump_count("billing", "job:1", ttl) == 1);
     CHECK(b.bump_count("orders", "job:2", ttl) == 1);
     CHECK(a.bump_count("orders", "job:1", ttl) == 3);
-    dlq::KeyValueStorage other(store, dlq::kv::MemoryQueues{}, dlq::KeyValueOptions{"other:"});
+    dlq::KeyValueStorage other(store, dlq::kv::MemoryQueues{}, kv_prefix("other:"));
     CHECK(other.bump_count("orders", "job:1", ttl) == 1);  // another prefix, other counters
     CHECK(a.size("orders", ListKind::dead) == 0);
     CHECK_THROWS_AS(a.bump_count("", "job:1", ttl), dlq::invalid_argument);

@@ -1,5 +1,6 @@
 // dlq::DeadLetterQueue over dlq::KeyValueStorage: the Rust seed's one-record-per-job
 // semantics, corrupt records written straight into a store, batched reads, custom sinks.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -543,4 +544,58 @@ TEMPLATE_LIST_TEST_CASE("remove and purge from inside a replay filter neither de
   CHECK(purged == 3);
   CHECK(queues.size("orders") == 0);
   CHECK(q.size("orders") == 0);
+}
+
+// The audit trail's retention on the key-value adapter (issue 27, defect 5): records older
+// than max_age go with the next append, unreported; the cap (checked on the first and every
+// 64th append of an adapter) removes the oldest, and those younger than max_age are counted,
+// logged and marked in the trail.
+TEMPLATE_LIST_TEST_CASE("the key-value audit trail keeps records by age; its cap's drops show",
+                        "[kv][front-end][audit]", kvtest::kv_fixtures) {
+  TestType fx;
+  auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1796000000));
+  dlq::Options options;
+  options.clock = [&now] { return now; };
+  std::vector<std::string> errors;
+  options.log = [&](dlq::LogLevel level, std::string_view m) {
+    if (level == dlq::LogLevel::error) errors.emplace_back(m);
+  };
+  dlq::KeyValueOptions ko;
+  ko.audit_retention.max_age = std::chrono::hours(24);
+  ko.audit_retention.max_records = 10;
+  dlq::KeyValueStorage<typename TestType::store_type> storage(fx.make(), {}, ko);
+  CHECK(storage.audit_retention().max_records == 10);
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage, options);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 150; ++i)
+    ids.push_back(q.send_to_dlq("orders", std::to_string(i), job_failure("", 1, "e")));
+
+  for (int i = 0; i < 5; ++i)
+    CHECK(q.remove("orders", ids[static_cast<std::size_t>(i)]));
+  now += std::chrono::hours(25);
+  CHECK(q.remove("orders", ids[5]));
+  auto trail = q.audit("orders");
+  REQUIRE(trail.size() == 1);
+  CHECK(trail[0].ids == std::vector<std::string>{ids[5]});
+  CHECK(q.counters().audit_dropped == 0);
+  CHECK(errors.empty());
+
+  for (std::size_t i = 6; i < ids.size(); ++i)
+    CHECK(q.remove("orders", ids[i]));
+  trail = q.audit("orders", {}, 100000);
+  CHECK(trail.size() <= 10 + 64 + 1);
+  std::size_t marks = 0;
+  for (const auto& rec : trail)
+    if (rec.operation == "audit_dropped") ++marks;
+  CHECK(marks > 0);
+  const auto c = q.counters();
+  CHECK(c.audit_dropped > 0);
+  CHECK(c.audit_errors == 0);
+  REQUIRE_FALSE(errors.empty());
+  CHECK(errors[0].find("audit records younger than the trail's max age were removed by its "
+                       "cap") != std::string::npos);
+  auto last = std::find_if(trail.rbegin(), trail.rend(),
+                           [](const dlq::AuditRecord& r) { return r.operation == "remove"; });
+  REQUIRE(last != trail.rend());
+  CHECK(last->ids == std::vector<std::string>{ids.back()});  // the newest stays
 }

@@ -91,6 +91,8 @@ TEST_CASE("counters say they are per process, by reason and by kind", "[metrics]
   c.parked = 1;
   c.timeout_errors = 5;
   c.other_storage_errors = 6;
+  c.audit_errors = 7;
+  c.audit_dropped = 8;
   const std::string text = dlq::metrics::prometheus_text({}, c);
   CHECK(text.find("dlq_entries") == std::string::npos);  // no queues: no empty family
   CHECK(has_line(text, "# TYPE dlq_sent_total counter"));
@@ -101,6 +103,8 @@ TEST_CASE("counters say they are per process, by reason and by kind", "[metrics]
   CHECK(has_line(text, "dlq_parked_total 1"));
   CHECK(has_line(text, "dlq_storage_errors_total{kind=\"timeout\"} 5"));
   CHECK(has_line(text, "dlq_storage_errors_total{kind=\"other\"} 6"));
+  CHECK(has_line(text, "dlq_audit_errors_total 7"));
+  CHECK(has_line(text, "dlq_audit_dropped_total 8"));
   CHECK(count_of(text, "Per process") == count_of(text, "# TYPE "));
   CHECK(count_of(text, "sum without(instance)") == count_of(text, "# TYPE "));
 

@@ -84,6 +84,15 @@ class ConsoleBackend {
   virtual std::optional<Entry> get(std::string_view queue, std::string_view id) = 0;
   /// Removes the entry with this id; false when there is none.
   virtual bool remove(std::string_view queue, std::string_view id) = 0;
+  /// Removes the entries with these ids (POST /api/delete): which were removed and which were
+  /// not there (dlq::DeadLetterQueue::remove_ids). Default: remove() for each id, so one audit
+  /// record per entry removed; QueueBackend makes it one library call and one record.
+  virtual RemoveReport remove_ids(std::string_view queue, const std::vector<std::string>& ids) {
+    RemoveReport report;
+    for (const auto& id : ids)
+      (remove(queue, id) ? report.removed : report.not_found).push_back(id);
+    return report;
+  }
   /// Deletes the dead-letter list; returns how many entries it had.
   virtual std::size_t purge(std::string_view queue) = 0;
   /// Deletes the corrupt list; returns how many items it had.
@@ -342,6 +351,10 @@ class QueueBackend : public ConsoleBackend {
     return q_.get(queue, id);
   }
   bool remove(std::string_view queue, std::string_view id) override { return q_.remove(queue, id); }
+  /// One scan and one audit record for the whole request (DeadLetterQueue::remove_ids).
+  RemoveReport remove_ids(std::string_view queue, const std::vector<std::string>& ids) override {
+    return q_.remove_ids(queue, ids);
+  }
   std::size_t purge(std::string_view queue) override { return q_.purge(queue); }
   std::size_t purge_corrupt(std::string_view queue) override { return q_.purge_corrupt(queue); }
   ReplayReport replay(std::string_view queue, const ReplayOptions& options) override {

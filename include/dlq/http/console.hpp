@@ -1171,21 +1171,18 @@ class Console {
     }
   }
 
+  // One backend call for the whole request: one scan, one audit record naming the ids
+  // removed, none when nothing was (issue 27: a record per id let a flood of made-up ids
+  // flush the trail).
   void remove_ids(const nlohmann::json& body, httplib::Response& r) {
     const std::string queue = string_field(body, "queue", true);
     const auto ids = ids_field(body);
-    std::size_t deleted = 0;
-    nlohmann::json missing = nlohmann::json::array();
-    for (const auto& id : ids) {
-      if (backend_.remove(queue, id)) {
-        ++deleted;
-      } else {
-        missing.push_back(id);
-      }
-    }
-    log(LogLevel::info, "delete from '" + printable(queue) + "': " + std::to_string(deleted) +
-                            " of " + std::to_string(ids.size()) + " ids deleted");
-    send_json(r, 200, {{"queue", queue}, {"deleted", deleted}, {"missing", missing}});
+    const RemoveReport done = backend_.remove_ids(queue, ids);
+    log(LogLevel::info, "delete from '" + printable(queue) +
+                            "': " + std::to_string(done.removed.size()) + " of " +
+                            std::to_string(ids.size()) + " ids deleted");
+    send_json(r, 200,
+              {{"queue", queue}, {"deleted", done.removed.size()}, {"missing", done.not_found}});
   }
 
   void purge(const nlohmann::json& body, httplib::Response& r) {

@@ -157,6 +157,7 @@
 #include "dlq/detail/meta/detected.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/kv/sinks.hpp"
+#include "dlq/policies.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -330,6 +331,9 @@ struct KeyValueOptions {
   /// ever used in `<prefix>queues`. Default "dlq:". Two adapters with different prefixes
   /// share a store without seeing each other's entries.
   std::string prefix = "dlq:";
+  /// How long the audit trail keeps its records (collection `<prefix>{<queue>}:audit`; see
+  /// dlq/audit.hpp). Default: 90 days, at most 1 000 000 records per queue.
+  AuditRetention audit_retention;
 };
 
 namespace kv {
@@ -837,8 +841,8 @@ class KeyValueStorage {
 
   // --- the audit trail (see dlq/audit.hpp) ---------------------------------------------
 
-  /// Most audit records kept per queue: past this (plus a tenth) the oldest are removed.
-  static constexpr std::size_t audit_max_records = 10000;
+  /// The retention of the audit trail (KeyValueOptions::audit_retention).
+  const AuditRetention& audit_retention() const noexcept { return audit_retention_; }
 
   /// The collection holding `queue`'s audit records: "<prefix>{<queue>}:audit".
   std::string audit_collection(std::string_view queue) const {
@@ -846,25 +850,60 @@ class KeyValueStorage {
   }
 
   /// Appends one audit record made at `at`: one save (a record "<ms> <json>" under a fresh
-  /// time-ordered id); every 64th append of this adapter also counts the trail and removes
-  /// the oldest records past the cap.
-  void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
-                    std::string_view record) {
+  /// time-ordered id), then the trail's retention: the oldest records made before
+  /// `audit_retention().expire_before(at)` are removed (one list of one record when there
+  /// are none; at most 1000 per append), and on the first and every 64th append of this
+  /// adapter the trail is counted and the cap applied (AuditRetention::excess). Returns how
+  /// many records younger than the max age the cap removed.
+  std::size_t audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
+                           std::string_view record) {
     const std::string coll = audit_collection(queue);
     static detail::id_generator ids;
     const std::string id = ids.next(at);
     const std::string value = std::to_string(detail::audit_ms(at)) + " " + std::string(record);
     store_.save({kv::Write{coll, id, value}});
-    if (shared_->audit_appends.fetch_add(1, std::memory_order_relaxed) % 64 != 63) return;
-    const std::size_t n = count(coll);
-    if (n <= audit_max_records + audit_max_records / 10) return;
+    const std::int64_t before = detail::audit_ms(audit_retention_.expire_before(at));
+    if (before > 0) {  // age: oldest first, up to the first younger record
+      kv::Window window;
+      window.limit = 1;
+      for (std::size_t budget = 1000; budget > 0;) {
+        const std::vector<kv::Item> items = store_.list(coll, window);
+        std::vector<kv::Removal> old;
+        bool young = false;
+        for (const kv::Item& item : items) {
+          if (audit_record_ms(item.value) >= before) {
+            young = true;
+            break;
+          }
+          old.push_back(kv::Removal{coll, item.id, item.version, {}});
+        }
+        if (!old.empty()) store_.remove(old);
+        budget -= std::min(budget, old.size());
+        if (young || items.size() < window.limit) break;
+        window.after = items.back().version;
+        window.limit = std::min<std::size_t>(100, budget);
+      }
+    }
+    if (audit_retention_.max_records == 0 ||
+        shared_->audit_appends.fetch_add(1, std::memory_order_relaxed) % 64 != 0)
+      return 0;
+    std::size_t excess = audit_retention_.excess(count(coll));
+    std::size_t dropped = 0;
     kv::Window oldest;
-    oldest.limit = n - audit_max_records;
-    std::vector<kv::Removal> removals;
-    const std::vector<kv::Item> items = store_.list(coll, oldest);
-    for (const kv::Item& item : items)
-      removals.push_back(kv::Removal{coll, item.id, item.version, {}});
-    store_.remove(removals);
+    while (excess > 0) {  // the cap: the oldest, in pages
+      oldest.limit = std::min<std::size_t>(excess, page_size);
+      const std::vector<kv::Item> items = store_.list(coll, oldest);
+      if (items.empty()) break;
+      std::vector<kv::Removal> removals;
+      for (const kv::Item& item : items) {
+        removals.push_back(kv::Removal{coll, item.id, item.version, {}});
+        if (audit_record_ms(item.value) >= before) ++dropped;
+      }
+      store_.remove(removals);
+      excess -= std::min(excess, items.size());
+      oldest.after = items.back().version;
+    }
+    return dropped;
   }
 
   /// The queue's audit records made at or after `since`, oldest first, at most `limit`.
@@ -881,8 +920,7 @@ class KeyValueStorage {
       for (const kv::Item& item : page) {
         const auto space = item.value.find(' ');
         if (space == std::string::npos) continue;
-        const std::int64_t ms = std::strtoll(item.value.substr(0, space).c_str(), nullptr, 10);
-        if (ms < since_ms) continue;
+        if (audit_record_ms(item.value) < since_ms) continue;
         out.push_back(item.value.substr(space + 1));
         if (out.size() >= limit) break;
       }
@@ -894,6 +932,11 @@ class KeyValueStorage {
 
  private:
   static constexpr std::size_t page_size = 1000;
+
+  // The time of a stored audit record ("<ms> <json>"); 0 when it has none.
+  static std::int64_t audit_record_ms(const std::string& value) {
+    return std::strtoll(value.c_str(), nullptr, 10);
+  }
 
   struct shared {
     std::mutex mutex;  // guards registered
@@ -1130,6 +1173,7 @@ class KeyValueStorage {
   Sink sink_;
   std::shared_ptr<shared> shared_;
   std::string prefix_;
+  AuditRetention audit_retention_;
   bool joint_ = false;  // replay is one store transaction (see exactly_once)
 };
 
@@ -1143,6 +1187,7 @@ DLQ_MEMBER_INLINE KeyValueStorage<Kv, Sink>::KeyValueStorage(Kv store, Sink sink
     throw invalid_argument(detail::message("kv", "KeyValueOptions::prefix", "is empty",
                                            "use a non-empty prefix such as \"dlq:\""));
   prefix_ = std::move(options.prefix);
+  audit_retention_ = options.audit_retention;
   if constexpr (kv::detail::joint_capable_v<Kv, Sink>) {
     kv::detail::sink_target_t<Sink>& target = sink_;
     joint_ = store_.shares_data_with(target.store());

@@ -25,7 +25,9 @@
 ///     dlq_sent_total, dlq_rejected_total, dlq_replayed_total,
 ///     dlq_evicted_total{reason="max_length"|"max_age"}, dlq_parked_total, dlq_corrupt_total,
 ///     dlq_replay_conflicts_total, dlq_hook_errors_total,
-///     dlq_storage_errors_total{kind="timeout"|"connection"|"reply"|"other"}
+///     dlq_storage_errors_total{kind="timeout"|"connection"|"reply"|"other"},
+///     dlq_audit_errors_total, dlq_audit_dropped_total (the audit trail lost records:
+///     writes that failed; records its cap removed before their max age, dlq/audit.hpp)
 ///
 /// Age and timestamp series are written only for queues whose oldest (newest) dead letter
 /// has a readable time: a time is never guessed. Label values are escaped as the format
@@ -313,6 +315,12 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
           "Replay and trim batches redone because the list changed under them.", c.conflicts);
   counter("dlq_hook_errors_total", "Exceptions thrown by the on_event and log hooks (swallowed).",
           c.hook_errors);
+  counter("dlq_audit_errors_total",
+          "Audit records that could not be written (the operation stood; logged).", c.audit_errors);
+  counter("dlq_audit_dropped_total",
+          "Audit records removed by the trail's cap on their number before their max age: "
+          "the audit trail of that time is incomplete (logged, and marked in the trail).",
+          c.audit_dropped);
   w.header("dlq_storage_errors_total", "counter",
            std::string("Storage operations that failed, by kind (timeout, connection, reply = "
                        "the server refused the command, other).") +

@@ -2,9 +2,16 @@
 /// @file redis/audit_stream.hpp
 /// The audit trail of a Redis-backed queue (see dlq/audit.hpp): one Redis Stream per queue,
 /// key `<dead key>:audit` (e.g. `dlq:{orders}:audit`, the queue's hash tag, so in Redis
-/// Cluster it lives on the queue's master), capped with `XADD … MAXLEN ~ n`. Each stream
-/// entry has two fields: `at` (the record's time, milliseconds since the epoch, by the
-/// writer's clock) and `record` (the JSON record).
+/// Cluster it lives on the queue's master). Each stream entry has two fields: `at` (the
+/// record's time, milliseconds since the epoch, by the writer's clock) and `record` (the
+/// JSON record).
+///
+/// Appending: one script (scripts/audit_append.hpp) adds the record and applies the
+/// retention (dlq::AuditRetention) atomically: the oldest entries whose `at` is before the
+/// new record's time minus max_age are deleted (XDEL, stopping at the first younger one;
+/// by `at`, the same clock as reading by `since`, not by the stream id), then the cap
+/// (XTRIM MAXLEN, exact, when the stream is over AuditRetention::cap_trigger()). One round
+/// trip; in the steady state the script reads one entry beside its XADD.
 ///
 /// Reading: `XRANGE key <since - 10 min> + COUNT …`, in pages, keeping entries whose `at` is
 /// at or after `since`. The stream id is the server's clock; the 10 minute margin covers
@@ -21,26 +28,41 @@
 #include <string_view>
 #include <vector>
 
+#include "dlq/policies.hpp"
 #include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
+#include "dlq/redis/script.hpp"
 
 namespace dlq::redis::audit_stream {
 
-/// Appends one record: `XADD key MAXLEN ~ max_records * at <ms> record <json>`.
+/// Appends one record made at `at_ms` and applies `retention` (see the file comment);
+/// returns how many records the cap removed.
 /// @throws the dlq::storage_error subclasses (dlq::reply_error WRONGTYPE when `key` holds
-///         another type).
-inline void append(Router& router, const std::string& key, std::int64_t at_ms,
-                   std::string_view record, std::size_t max_records) {
+///         another type; nothing was written).
+inline std::size_t append(Router& router, Script& script, const std::string& key,
+                          std::int64_t at_ms, std::string_view record,
+                          const AuditRetention& retention) {
+  const std::int64_t before_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     retention
+                                         .expire_before(std::chrono::system_clock::time_point(
+                                             std::chrono::milliseconds(at_ms)))
+                                         .time_since_epoch())
+                                     .count();
+  const std::string label = "audit append script on " + key;
   std::optional<ConnectionPool::Lease> lease;
-  auto replies = router.run(lease, key, Effect::write, [&](const std::string&) {
-    Command c("XADD");
-    c.arg(std::string_view(key)).arg("MAXLEN").arg("~").arg(max_records).arg("*");
-    c.arg("at").arg(at_ms).arg("record").arg(record).label("XADD " + key);
-    std::vector<Command> v;
-    v.push_back(std::move(c));
-    return v;
-  });
-  check(replies[0], **lease, "XADD " + key);
+  auto replies = router.run(
+      lease, key, Effect::write,
+      [&](const std::string& sha) {
+        Command c("EVALSHA");
+        c.arg_copy(sha).arg(1).arg(std::string_view(key)).arg(at_ms).arg(record);
+        c.arg(before_ms).arg(retention.cap_trigger()).arg(retention.max_records);
+        c.arg(AuditRetention::max_dropped_per_append).label(label);
+        std::vector<Command> v;
+        v.push_back(std::move(c));
+        return v;
+      },
+      &script);
+  return static_cast<std::size_t>(integer(replies[0], **lease, label));
 }
 
 /// Records with `at` >= since_ms, oldest first, at most `limit`.

@@ -8,6 +8,7 @@
 #include "dlq/detail/id.hpp"
 #include "dlq/redis/audit_stream.hpp"
 #include "dlq/redis/list_storage.hpp"
+#include "dlq/redis/scripts/audit_append.hpp"
 #include "dlq/redis/scripts/list_purge.hpp"
 #include "dlq/redis/scripts/list_push_bounded.hpp"
 #include "dlq/redis/scripts/list_push_capped.hpp"
@@ -346,12 +347,11 @@ DLQ_REDIS_INLINE StepResult RedisListStorage::replay_step(std::string_view queue
   return result;
 }
 
-DLQ_REDIS_INLINE void RedisListStorage::audit_append(std::string_view queue,
-                                                     std::chrono::system_clock::time_point at,
-                                                     std::string_view record) {
+DLQ_REDIS_INLINE std::size_t RedisListStorage::audit_append(
+    std::string_view queue, std::chrono::system_clock::time_point at, std::string_view record) {
   check_queue(queue, "audit_append");
-  const std::size_t cap = options_.audit_max_records == 0 ? 10000 : options_.audit_max_records;
-  redis::audit_stream::append(routed(), audit_key(queue), detail::audit_ms(at), record, cap);
+  return redis::audit_stream::append(routed(), shared_->audit_script, audit_key(queue),
+                                     detail::audit_ms(at), record, options_.audit_retention);
 }
 
 DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::audit_read(
@@ -878,7 +878,9 @@ DLQ_REDIS_INLINE RedisListStorage::Shared::Shared(redis::ConnectionOptions conne
       snapshot_begin_script("snapshot script", std::string(redis::scripts::replay_snapshot_begin)),
       snapshot_read_script("snapshot read script",
                            std::string(redis::scripts::replay_snapshot_read)),
-      remove_script("remove script", std::string(redis::scripts::list_remove)) {}
+      remove_script("remove script", std::string(redis::scripts::list_remove)),
+
+      audit_script("audit append script", std::string(redis::scripts::audit_append)) {}
 
 DLQ_REDIS_INLINE RedisListStorage::RedisListStorage(std::string_view url, RedisListOptions options)
     : RedisListStorage(redis::parse_url(url), std::move(options)) {}

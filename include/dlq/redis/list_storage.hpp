@@ -88,6 +88,7 @@
 #include "dlq/detail/compiled.hpp"
 #include "dlq/detail/kept_prefix.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/policies.hpp"
 #include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/key_pattern.hpp"
@@ -131,9 +132,10 @@ struct RedisListOptions {
   std::chrono::milliseconds receipt_ttl{600000};
   /// Connection pool: how many connections all threads share, how long to wait for one.
   redis::PoolOptions pool;
-  /// Audit records kept per queue (the stream `<dead key>:audit` is capped with XADD MAXLEN
-  /// ~ this; see dlq/redis/audit_stream.hpp). Default 10 000; 0 = 10 000.
-  std::size_t audit_max_records = 10000;
+  /// How long the audit trail (the stream `<dead key>:audit`, see dlq/audit.hpp and
+  /// dlq/redis/audit_stream.hpp) keeps its records. Default: 90 days, at most 1 000 000
+  /// records per queue.
+  AuditRetention audit_retention;
 };
 
 namespace detail {
@@ -591,9 +593,11 @@ class RedisListStorage {
   /// The Redis key of a queue's audit stream: `<dead key>:audit` (see dlq/audit.hpp).
   std::string audit_key(std::string_view queue) const { return dead_.key(queue) + ":audit"; }
 
-  /// Appends one audit record (dlq/audit.hpp): one XADD … MAXLEN ~ (audit_stream.hpp).
-  void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
-                    std::string_view record);
+  /// Appends one audit record (dlq/audit.hpp) and applies the trail's retention
+  /// (RedisListOptions::audit_retention) in one script (audit_stream.hpp); returns how many
+  /// records younger than the max age the cap removed.
+  std::size_t audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
+                           std::string_view record);
 
   /// The queue's audit records made at or after `since`, oldest first, at most `limit`.
   std::vector<std::string> audit_read(std::string_view queue,
@@ -819,6 +823,7 @@ class RedisListStorage {
     redis::Script snapshot_begin_script;
     redis::Script snapshot_read_script;
     redis::Script remove_script;
+    redis::Script audit_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};
   };

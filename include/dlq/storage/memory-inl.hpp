@@ -10,6 +10,10 @@
 namespace dlq {
 
 DLQ_INLINE MemoryStorage::MemoryStorage() : state_(std::make_unique<state>()) {}
+DLQ_INLINE MemoryStorage::MemoryStorage(AuditRetention audit_retention)
+    : state_(std::make_unique<state>()) {
+  state_->audit_retention = audit_retention;
+}
 DLQ_INLINE MemoryStorage::~MemoryStorage() = default;
 DLQ_INLINE MemoryStorage::MemoryStorage(MemoryStorage&&) noexcept = default;
 DLQ_INLINE MemoryStorage& MemoryStorage::operator=(MemoryStorage&&) noexcept = default;
@@ -236,13 +240,26 @@ DLQ_INLINE StepResult MemoryStorage::replay_step(std::string_view queue, replay_
   return {window.size(), false};
 }
 
-DLQ_INLINE void MemoryStorage::audit_append(std::string_view queue,
-                                            std::chrono::system_clock::time_point at,
-                                            std::string_view record) {
+DLQ_INLINE std::size_t MemoryStorage::audit_append(std::string_view queue,
+                                                   std::chrono::system_clock::time_point at,
+                                                   std::string_view record) {
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto& trail = state_->audit[std::string(queue)];
   trail.emplace_back(at, std::string(record));
-  if (trail.size() > audit_max_records) trail.pop_front();
+  const AuditRetention& keep = state_->audit_retention;
+  const auto before = keep.expire_before(at);
+  while (!trail.empty() && trail.front().first < before)
+    trail.pop_front();
+  std::size_t dropped = 0;
+  for (std::size_t n = keep.excess(trail.size()); n > 0; --n) {
+    if (trail.front().first >= before) ++dropped;
+    trail.pop_front();
+  }
+  return dropped;
+}
+
+DLQ_INLINE const AuditRetention& MemoryStorage::audit_retention() const noexcept {
+  return state_->audit_retention;
 }
 
 DLQ_INLINE std::vector<std::string> MemoryStorage::audit_read(

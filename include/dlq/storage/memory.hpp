@@ -33,6 +33,7 @@
 #include "dlq/detail/compiled.hpp"
 #include "dlq/detail/counter_map.hpp"
 #include "dlq/detail/kept_prefix.hpp"
+#include "dlq/policies.hpp"
 #include "dlq/storage.hpp"
 
 namespace dlq {
@@ -52,6 +53,9 @@ class MemoryStorage {
   };
 
   MemoryStorage();
+  /// A storage whose audit trail keeps its records as `audit_retention` says (the default
+  /// constructor: 90 days, at most 1 000 000 per queue; see dlq/audit.hpp).
+  explicit MemoryStorage(AuditRetention audit_retention);
   ~MemoryStorage();
   MemoryStorage(MemoryStorage&&) noexcept;
   MemoryStorage& operator=(MemoryStorage&&) noexcept;
@@ -119,12 +123,15 @@ class MemoryStorage {
 
   // --- the audit trail (see dlq/audit.hpp) -----------------------------------------------
 
-  /// Most audit records kept per queue; older ones are dropped first.
-  static constexpr std::size_t audit_max_records = 10000;
+  /// Appends one audit record (JSON text) made at `at` to the queue's trail, then applies
+  /// the trail's retention under the same lock: the records made before
+  /// `audit_retention.expire_before(at)` go, then the cap (AuditRetention::excess). Returns
+  /// how many records younger than the max age the cap removed.
+  std::size_t audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
+                           std::string_view record);
 
-  /// Appends one audit record (JSON text) made at `at` to the queue's trail.
-  void audit_append(std::string_view queue, std::chrono::system_clock::time_point at,
-                    std::string_view record);
+  /// The retention of the audit trail (set at construction).
+  const AuditRetention& audit_retention() const noexcept;
 
   /// The queue's audit records made at or after `since`, oldest first, at most `limit`.
   std::vector<std::string> audit_read(std::string_view queue,
@@ -184,6 +191,7 @@ class MemoryStorage {
     std::map<std::string, std::deque<std::pair<std::chrono::system_clock::time_point, std::string>>,
              std::less<>>
         audit;
+    AuditRetention audit_retention;
   };
 
   static std::deque<std::string>& list_of(lists& l, ListKind kind) {
