@@ -65,9 +65,9 @@ namespace dlq::asio {
 namespace detail {
 // How dlq::redis::detail::parse_cluster_slots reads a RedisReply.
 struct async_reply_access {
-  static bool is_error(const RedisReply& r) { return r.type == REDIS_REPLY_ERROR; }
-  static bool is_array(const RedisReply& r) { return r.type == REDIS_REPLY_ARRAY; }
-  static bool is_integer(const RedisReply& r) { return r.type == REDIS_REPLY_INTEGER; }
+  static bool is_error(const RedisReply& r) { return r.type == reply_type::error; }
+  static bool is_array(const RedisReply& r) { return r.type == reply_type::array; }
+  static bool is_integer(const RedisReply& r) { return r.type == reply_type::integer; }
   static std::size_t size(const RedisReply& r) { return r.elements.size(); }
   static const RedisReply& at(const RedisReply& r, std::size_t i) { return r.elements[i]; }
   static long long integer(const RedisReply& r) { return r.integer; }
@@ -282,7 +282,7 @@ class RedisClusterRouter : public std::enable_shared_from_this<RedisClusterRoute
       read_map(redis::detail::Redirections::on_failure(map_, from).read);
       return finish(std::move(c), e, RedisReply{});
     }
-    if (r.type != REDIS_REPLY_ERROR) return finish(std::move(c), nullptr, std::move(r));
+    if (r.type != reply_type::error) return finish(std::move(c), nullptr, std::move(r));
     const std::string& endpoint = connection(from).endpoint();
     const redis::detail::Redirect rd =
         plain() ? redis::detail::Redirect{}
