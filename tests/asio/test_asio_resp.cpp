@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>  // only to compare reply_type with REDIS_REPLY_*
 #include <asio/io_context.hpp>
 
 #include <atomic>
@@ -27,6 +28,7 @@
 namespace {
 
 using dlq::asio::RedisReply;
+namespace reply_type = dlq::asio::reply_type;
 using dlq::asio::detail::parse_status;
 using dlq::asio::detail::reply_parser;
 
@@ -44,6 +46,17 @@ parse_status parse(const std::string& bytes, RedisReply& r, reply_parser& p) {
 
 }  // namespace
 
+TEST_CASE("reply types have the numbers of the blocking connection's REDIS_REPLY_*",
+          "[asio][resp]") {
+  static_assert(reply_type::string == REDIS_REPLY_STRING);
+  static_assert(reply_type::array == REDIS_REPLY_ARRAY);
+  static_assert(reply_type::integer == REDIS_REPLY_INTEGER);
+  static_assert(reply_type::nil == REDIS_REPLY_NIL);
+  static_assert(reply_type::status == REDIS_REPLY_STATUS);
+  static_assert(reply_type::error == REDIS_REPLY_ERROR);
+  CHECK(RedisReply{}.type == reply_type::nil);
+}
+
 TEST_CASE("commands are formatted as RESP arrays of bulk strings", "[asio][resp]") {
   CHECK(command({"PING"}) == "*1\r\n$4\r\nPING\r\n");
   CHECK(command({"RPUSH", "k", ""}) == "*3\r\n$5\r\nRPUSH\r\n$1\r\nk\r\n$0\r\n\r\n");
@@ -57,12 +70,12 @@ TEST_CASE("replies of every type are parsed, whole or split at any byte", "[asio
   reply_parser p;
   RedisReply r;
   REQUIRE(parse(":42\r\n", r, p) == parse_status::complete);
-  CHECK(r.type == REDIS_REPLY_INTEGER);
+  CHECK(r.type == reply_type::integer);
   CHECK(r.integer == 42);
   CHECK(p.used == 5);
   r = {};
   REQUIRE(parse("-WRONGTYPE Operation against a key\r\n", r, p) == parse_status::complete);
-  CHECK(r.type == REDIS_REPLY_ERROR);
+  CHECK(r.type == reply_type::error);
   CHECK(r.str == "WRONGTYPE Operation against a key");
   r = {};
   REQUIRE(parse("+status with \r inside\r\n", r, p) == parse_status::complete);
@@ -79,15 +92,15 @@ TEST_CASE("replies of every type are parsed, whole or split at any byte", "[asio
   r = {};
   REQUIRE(parse(composite, r, p) == parse_status::complete);
   CHECK(p.used == composite.size());
-  REQUIRE(r.type == REDIS_REPLY_ARRAY);
+  REQUIRE(r.type == reply_type::array);
   REQUIRE(r.elements.size() == 4);
   CHECK(r.elements[0].integer == -7);
-  CHECK(r.elements[1].type == REDIS_REPLY_STRING);
+  CHECK(r.elements[1].type == reply_type::string);
   CHECK(r.elements[1].str == std::string("a\0\r\nb", 5));
   REQUIRE(r.elements[2].elements.size() == 2);
-  CHECK(r.elements[2].elements[0].type == REDIS_REPLY_STATUS);
-  CHECK(r.elements[2].elements[1].type == REDIS_REPLY_NIL);
-  CHECK(r.elements[3].type == REDIS_REPLY_NIL);
+  CHECK(r.elements[2].elements[0].type == reply_type::status);
+  CHECK(r.elements[2].elements[1].type == reply_type::nil);
+  CHECK(r.elements[3].type == reply_type::nil);
 
   // Pipelined replies back to back: one at a time, each its own bytes.
   const std::string pipelined = ":1\r\n$3\r\nfoo\r\n" + composite + "+PONG\r\n";
@@ -99,8 +112,8 @@ TEST_CASE("replies of every type are parsed, whole or split at any byte", "[asio
     at += p.used;
     types.push_back(one.type);
   }
-  CHECK(types == std::vector<int>{REDIS_REPLY_INTEGER, REDIS_REPLY_STRING, REDIS_REPLY_ARRAY,
-                                  REDIS_REPLY_STATUS});
+  CHECK(types == std::vector<int>{reply_type::integer, reply_type::string, reply_type::array,
+                                  reply_type::status});
 }
 
 TEST_CASE("a big bulk reply: the parser asks for its whole length at once", "[asio][resp]") {
@@ -256,12 +269,12 @@ TEST_CASE("the connection: replies a byte at a time, error replies, the connecti
   REQUIRE_FALSE(r3.error);
   REQUIRE(r3.reply.elements.size() == 2);
   CHECK(r3.reply.elements[0].str == "foo");
-  CHECK(r3.reply.elements[1].type == REDIS_REPLY_NIL);
+  CHECK(r3.reply.elements[1].type == reply_type::nil);
   io.restart();
   conn.execute({"C4"}, false, "C4", into(r4));
   io.run();
   REQUIRE_FALSE(r4.error);
-  CHECK(r4.reply.type == REDIS_REPLY_STATUS);
+  CHECK(r4.reply.type == reply_type::status);
   CHECK(conn.pending() == 0);
 }
 

@@ -440,3 +440,35 @@ TEST_CASE("slots kept on a reset seed that answers CLUSTERDOWN are read again fr
   CHECK(error.empty());
   CHECK(raw.node(ports[1]).list(key).size() == 1);
 }
+
+TEST_CASE("masters() reads the map from another node when the seed's names no slot",
+          "[redis][cluster][faults]") {
+  // The seed forgets the cluster (CLUSTER RESET HARD: its CLUSTER SLOTS is an empty map) and
+  // the cluster is repaired without it (its id forgotten, its slots given to ports[1]).
+  // masters() reads the map again first: the seed's empty map is never applied, so the next
+  // source is asked — else the masters of the old map, the reset seed among them, are scanned
+  // (queues()) while the seed's slots are served by ports[1].
+  PrivateCluster cluster;
+  test::RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  const auto options = test::fault_options(cluster.url());  // the seed: ports[0]
+  RedisListStorage s(options, test::unique_layout());
+  for (const int port : ports)
+    s.push(Record{queue_on(raw, s, port, "q-"), "", "", "warm"});
+  REQUIRE(s.router().pools() == 3);
+  const std::string seed_id = raw.id(ports[0]);
+  raw.ok(ports[0], {"FLUSHALL"});
+  raw.ok(ports[0], {"CLUSTER", "RESET", "HARD"});
+  REQUIRE(test::wait_for([&] { return raw.lists_flag(ports[1], "noaddr"); }, 500));
+  raw.ok(ports[1], {"CLUSTER", "FORGET", seed_id});
+  raw.ok(ports[2], {"CLUSTER", "FORGET", seed_id});
+  raw.ok(ports[1], {"CLUSTER", "ADDSLOTSRANGE", "0", "5460"});
+  test::wait_for([&] { return raw.state_ok(ports[1]) && raw.state_ok(ports[2]); }, 1000);
+  REQUIRE(raw.state_ok(ports[1]));
+  REQUIRE(raw.state_ok(ports[2]));
+  std::set<std::string> endpoints;
+  for (redis::ConnectionPool* p : s.router().masters())
+    endpoints.insert(p->endpoint());
+  CHECK(endpoints == std::set<std::string>{"127.0.0.1:" + std::to_string(ports[1]),
+                                           "127.0.0.1:" + std::to_string(ports[2])});
+}

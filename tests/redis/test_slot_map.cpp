@@ -1,11 +1,13 @@
-// The slot map read from CLUSTER SLOTS, without a server: a master whose address the
-// answering node does not know. Redis lists such a master (flag noaddr: a node that was
-// CLUSTER RESET or restarted and is being met again) with host "" and port 0. That does not
-// make the whole map unreadable: its slots keep the owner known so far, the other ranges are
-// applied. Seen on a real cluster: after the seed's CLUSTER RESET HARD another master listed
-// the seed's slots so, and the map read after a connection failure was refused whole
+// CLUSTER SLOTS read from hiredis replies (the blocking router's access to the parser of
+// redis/detail/slot_map.hpp), without a server: a master whose address the answering node
+// does not know. Redis lists such a master (flag noaddr: a node that was CLUSTER RESET or
+// restarted and is being met again) with host "" and port 0. That does not make the whole
+// map unreadable: its slots keep the owner known so far, the other ranges are applied. Seen
+// on a real cluster: after the seed's CLUSTER RESET HARD another master listed the seed's
+// slots so, and the map read after a connection failure was refused whole
 // (test_asio_redis_cluster, "a map read after a connection failure from a node that knows
-// no slot is not applied", failed 3 runs of 12 under load).
+// no slot is not applied", failed 3 runs of 12 under load). The decisions built on the
+// map: test_cluster_fsm.cpp.
 #include <hiredis/hiredis.h>
 
 #include <deque>
@@ -25,6 +27,11 @@ class Replies {
     redisReply& r = make(REDIS_REPLY_INTEGER);
     r.integer = v;
     return &r;
+  }
+  redisReply* error(const std::string& s) {
+    redisReply* r = text(s);
+    r->type = REDIS_REPLY_ERROR;
+    return r;
   }
   redisReply* text(const std::string& s) {
     texts_.push_back(s);
@@ -65,8 +72,14 @@ TEST_CASE(
   Replies m;
   const redisReply* map = m.array({m.range(0, 5460, "", 0), m.range(5461, 10922, "10.0.0.2", 7001),
                                    m.range(10923, 16383, "", 7002)});
-  std::vector<dlq::redis::detail::SlotRange> ranges;
-  CHECK(dlq::redis::detail::parse_slot_ranges(*map, "10.0.0.9", ranges) == nullptr);
+  using dlq::redis::detail::ClusterSlots;
+  const auto parse = [](const redisReply& r) {
+    return dlq::redis::detail::parse_cluster_slots<dlq::redis::detail::hiredis_reply_access>(
+        r, "10.0.0.9");
+  };
+  const ClusterSlots read = parse(*map);
+  CHECK(read.kind == ClusterSlots::map);
+  const auto& ranges = read.ranges;
   REQUIRE(ranges.size() == 3);
   CHECK(ranges[0].port == 0);  // no address: not the asked node's either
   CHECK(ranges[0].host.empty());
@@ -75,11 +88,14 @@ TEST_CASE(
   CHECK(ranges[2].host == "10.0.0.9");  // an empty host with a port: the node asked
   CHECK(ranges[2].port == 7002);
   // A port out of range is still unreadable.
-  std::vector<dlq::redis::detail::SlotRange> bad;
   const redisReply* negative = m.array({m.range(0, 16383, "10.0.0.2", -1)});
-  CHECK(dlq::redis::detail::parse_slot_ranges(*negative, "10.0.0.9", bad) != nullptr);
+  CHECK(parse(*negative).kind == ClusterSlots::unreadable);
   const redisReply* huge = m.array({m.range(0, 16383, "10.0.0.2", 65536)});
-  CHECK(dlq::redis::detail::parse_slot_ranges(*huge, "10.0.0.9", bad) != nullptr);
+  CHECK(parse(*huge).kind == ClusterSlots::unreadable);
+  // An error reply (a plain server) is read as refused, with its text.
+  const redisReply* disabled = m.error("ERR This instance has cluster support disabled");
+  CHECK(parse(*disabled).kind == ClusterSlots::refused);
+  CHECK(parse(*disabled).error == "ERR This instance has cluster support disabled");
 }
 
 TEST_CASE("the slots of a master of no address keep their known owner; other ranges are applied",

@@ -1,8 +1,8 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file asio/redis.hpp
-/// The Redis part of dlq::asio: dlq::asio::RedisConnection (non-blocking, hiredis's async
-/// API on an Asio executor) and dlq::asio::RedisListStorage. CMake: link dlq::asio and
-/// dlq::redis. See docs/async.md.
+/// The Redis part of dlq::asio: dlq::asio::RedisConnection (non-blocking, its own RESP2
+/// reader and writer on an Asio executor) and dlq::asio::RedisListStorage. CMake: link
+/// dlq::asio and dlq::redis. See docs/async.md.
 #pragma once
 
 #include "dlq/asio.hpp"

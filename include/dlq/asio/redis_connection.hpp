@@ -16,7 +16,7 @@
 ///   A host name is resolved on each connect with Asio's asynchronous resolver (it runs
 ///   getaddrinfo on a thread of Asio's own, so the loop never waits for DNS), within
 ///   connect_timeout; its IPv4 addresses are tried, its IPv6 ones when it has none (as
-///   hiredis). An IP address is used as it is.
+///   the blocking connection). An IP address is used as it is.
 /// - Any number of commands in flight, pipelined; replies come back in order. Commands are
 ///   formatted into one output buffer; what is issued while a write is pending goes out
 ///   with it (one send() for a burst), and replies are parsed from one input buffer.
@@ -178,7 +178,7 @@ class RedisConnection {
                   std::move(done), false);
   }
 
-  /// execute_inline(), but an error reply is delivered as the reply (type REDIS_REPLY_ERROR,
+  /// execute_inline(), but an error reply is delivered as the reply (type reply_type::error,
   /// its text in `str`) instead of a dlq::reply_error — for a caller that acts on it (the
   /// cluster router follows MOVED and ASK). Errors of the connection itself are unchanged.
   template <class Format>
@@ -381,7 +381,7 @@ class RedisConnection {
         }
         return s;
       }
-      // An IP address (numeric: getaddrinfo does not block). As hiredis: IPv4 first.
+      // An IP address (numeric: getaddrinfo does not block). IPv4 first, as the blocking one.
       addrinfo* list = nullptr;
       addrinfo hints{};
       hints.ai_flags = AI_NUMERICHOST;
@@ -798,17 +798,13 @@ class RedisConnection {
     void complete(op& o, RedisReply&& r) {
       std::exception_ptr e;
       if (o.what == op::kind::cluster) return on_handshake(true, e, r);  // the reply as is
-      if (r.type == REDIS_REPLY_ERROR && !o.raw_errors) {
+      if (r.type == reply_type::error && !o.raw_errors) {
         // The blocking paths' mapping (code, hints), with the async path's own word on a
         // cluster redirection.
-        redisReply view{};
-        view.type = REDIS_REPLY_ERROR;
-        view.str = r.str.data();
-        view.len = r.str.size();
         const std::string code = redis::detail::reply_code(r.str);
         const bool redirected = code == "MOVED" || code == "ASK";
         e = std::make_exception_ptr(redis::detail::reply_error_of(
-            view, endpoint, o.label(), false,
+            r.str, endpoint, o.label(), false,
             redirected ? "the server is a Redis Cluster node: a RedisConnection talks to one "
                          "node; dlq::asio::RedisListStorage routes by slot"
                        : ""));

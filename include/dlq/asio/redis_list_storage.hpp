@@ -109,7 +109,7 @@ class RedisListStorage {
     link_->execute(k, {"LLEN", k}, false, label,
                    [done = std::move(done), label, endpoint = conn_->endpoint()](
                        std::exception_ptr e, RedisReply r) {
-                     if (!e && r.type != REDIS_REPLY_INTEGER)
+                     if (!e && r.type != reply_type::integer)
                        e = unexpected(endpoint, label, r.type, false);
                      done(e, e ? 0 : static_cast<std::size_t>(r.integer));
                    });
@@ -131,7 +131,7 @@ class RedisListStorage {
                    [done = std::move(done), label, endpoint = conn_->endpoint()](
                        std::exception_ptr e, RedisReply r) {
                      std::vector<std::string> out;
-                     if (!e && r.type != REDIS_REPLY_ARRAY) {
+                     if (!e && r.type != reply_type::array) {
                        e = unexpected(endpoint, label, r.type, false);
                      } else if (!e) {
                        out.reserve(r.elements.size());
@@ -184,7 +184,7 @@ class RedisListStorage {
         k, format, true, "INCR ", k,
         [done = std::forward<Done>(done), label = "INCR " + k, endpoint = conn_->endpoint()](
             std::exception_ptr e, RedisReply&& r) mutable {
-          if (!e && r.type != REDIS_REPLY_INTEGER) e = unexpected(endpoint, label, r.type, true);
+          if (!e && r.type != reply_type::integer) e = unexpected(endpoint, label, r.type, true);
           done(e, e ? 0 : static_cast<std::int64_t>(r.integer));
         });
   }
@@ -238,10 +238,10 @@ class RedisListStorage {
                               std::exception_ptr e, RedisReply&& r) mutable {
                             PushResult result;
                             if (!e) {
-                              if (how == kind::capped && r.type == REDIS_REPLY_ARRAY) {
+                              if (how == kind::capped && r.type == reply_type::array) {
                                 for (auto& item : r.elements)
                                   result.evicted.push_back(std::move(item.str));
-                              } else if (how != kind::capped && r.type == REDIS_REPLY_INTEGER) {
+                              } else if (how != kind::capped && r.type == reply_type::integer) {
                                 result.stored = r.integer > 0;
                               } else {
                                 e = unexpected(conn->endpoint(), prefix + k, r.type, true);

@@ -142,10 +142,10 @@ inline std::string reply_code(std::string_view text) {
 /// The dlq::reply_error for an error reply (code = Redis's first word; the hint for the
 /// common codes unless `hint` is given). The blocking paths throw it (throw_reply_error),
 /// the asynchronous one delivers it through its completion.
-inline dlq::reply_error reply_error_of(const redisReply& r, const std::string& endpoint,
+/// `text` is the error reply's text.
+inline dlq::reply_error reply_error_of(std::string_view text, const std::string& endpoint,
                                        const std::string& doing, bool outcome_unknown = false,
                                        const std::string& hint = {}) {
-  const std::string_view text(r.str != nullptr ? r.str : "", r.str != nullptr ? r.len : 0);
   std::string code = reply_code(text);
   std::string h = hint;
   if (h.empty()) {
@@ -167,6 +167,14 @@ inline dlq::reply_error reply_error_of(const redisReply& r, const std::string& e
   return dlq::reply_error(
       dlq::detail::message("redis", endpoint, doing + ": server replied: " + std::string(text), h),
       std::move(code), outcome_unknown);
+}
+
+/// reply_error_of for a hiredis error reply.
+inline dlq::reply_error reply_error_of(const redisReply& r, const std::string& endpoint,
+                                       const std::string& doing, bool outcome_unknown = false,
+                                       const std::string& hint = {}) {
+  const std::string_view text(r.str != nullptr ? r.str : "", r.str != nullptr ? r.len : 0);
+  return reply_error_of(text, endpoint, doing, outcome_unknown, hint);
 }
 
 /// Throws dlq::reply_error for an error reply (see reply_error_of).

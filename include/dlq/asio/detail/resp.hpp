@@ -3,10 +3,8 @@
 /// dlq::asio::RedisReply and the RESP2 wire format of dlq::asio::RedisConnection: commands
 /// are formatted straight into the connection's output buffer (detail::resp_command,
 /// detail::resp_arg) and replies parsed straight from its input buffer (detail::parse_reply)
-/// — no hiredis formatting, no redisReply trees. Internal except RedisReply.
+/// — no C client underneath. Internal except RedisReply and reply_type.
 #pragma once
-
-#include <hiredis/hiredis.h>  // the REDIS_REPLY_* type codes, redisReply (RedisReply::copy)
 
 #include <algorithm>
 #include <charconv>
@@ -18,24 +16,24 @@
 
 namespace dlq::asio {
 
+/// The kinds of RedisReply::type. The numbers are those of the blocking connection's
+/// reply_type::string, _ARRAY, _INTEGER, _NIL, _STATUS and _ERROR, so either name compares
+/// alike.
+namespace reply_type {
+inline constexpr int string = 1;   ///< a bulk string
+inline constexpr int array = 2;    ///< an array (`elements`)
+inline constexpr int integer = 3;  ///< an integer (`integer`)
+inline constexpr int nil = 4;      ///< a nil bulk string or array
+inline constexpr int status = 5;   ///< a status ("+OK")
+inline constexpr int error = 6;    ///< an error reply (its text in `str`)
+}  // namespace reply_type
+
 /// An owned Redis reply.
 struct RedisReply {
-  int type = REDIS_REPLY_NIL;        ///< REDIS_REPLY_STRING, _ARRAY, _INTEGER, _NIL, _STATUS
-  long long integer = 0;             ///< for REDIS_REPLY_INTEGER
+  int type = reply_type::nil;        ///< one of reply_type
+  long long integer = 0;             ///< for reply_type::integer
   std::string str;                   ///< for strings, status and error replies
   std::vector<RedisReply> elements;  ///< for arrays
-
-  /// Copies a hiredis reply.
-  static RedisReply copy(const redisReply& r) {
-    RedisReply out;
-    out.type = r.type;
-    out.integer = r.integer;
-    if (r.str != nullptr) out.str.assign(r.str, r.len);
-    out.elements.reserve(r.elements);
-    for (std::size_t i = 0; i < r.elements; ++i)
-      out.elements.push_back(copy(*r.element[i]));
-    return out;
-  }
 };
 
 namespace detail {
@@ -124,13 +122,13 @@ class reply_parser {
       case '-': {
         std::string_view text;
         if (line(text) != parse_status::complete) return parse_status::incomplete;
-        r.type = type == '+' ? REDIS_REPLY_STATUS : REDIS_REPLY_ERROR;
+        r.type = type == '+' ? reply_type::status : reply_type::error;
         r.str.assign(text.data(), text.size());
         return parse_status::complete;
       }
       case ':': {
         const parse_status s = number(r.integer);
-        if (s == parse_status::complete) r.type = REDIS_REPLY_INTEGER;
+        if (s == parse_status::complete) r.type = reply_type::integer;
         return s;
       }
       case '$': {
@@ -138,7 +136,7 @@ class reply_parser {
         const parse_status s = number(len);
         if (s != parse_status::complete) return s;
         if (len == -1) {
-          r.type = REDIS_REPLY_NIL;
+          r.type = reply_type::nil;
           return parse_status::complete;
         }
         if (len < 0 || len > max_bulk) return bad("bad bulk length " + std::to_string(len));
@@ -148,7 +146,7 @@ class reply_parser {
           return parse_status::incomplete;
         }
         if (cur_[n] != '\r' || cur_[n + 1] != '\n') return bad("bulk string without its CRLF");
-        r.type = REDIS_REPLY_STRING;
+        r.type = reply_type::string;
         r.str.assign(cur_, n);
         cur_ += n + 2;
         return parse_status::complete;
@@ -158,13 +156,13 @@ class reply_parser {
         const parse_status s = number(count);
         if (s != parse_status::complete) return s;
         if (count == -1) {
-          r.type = REDIS_REPLY_NIL;
+          r.type = reply_type::nil;
           return parse_status::complete;
         }
         if (count < 0 || count > max_elements)
           return bad("bad array length " + std::to_string(count));
         if (depth >= max_depth) return bad("arrays nested too deep");
-        r.type = REDIS_REPLY_ARRAY;
+        r.type = reply_type::array;
         // Each element takes 3 bytes at least: no reservation beyond what has arrived.
         const auto n = static_cast<std::size_t>(count);
         r.elements.reserve(std::min(n, static_cast<std::size_t>(end_ - cur_) / 3 + 1));
