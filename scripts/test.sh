@@ -46,6 +46,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # The packaged redis-server may start a system instance; the tests never use it.
+# The console's script (web/console.js) must pass ESLint: web/package.json and its lock pin
+# it, `npm ci` installs it into web/node_modules (not committed; skipped while that install
+# is newer than the lock), ~1 min the first time, a second after. Debian's nodejs and npm
+# when the machine has no npm (a Node.js from elsewhere brings its own).
+lint_failed=0
+if ! command -v npm >/dev/null 2>&1; then
+  echo "test.sh: installing nodejs npm"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+echo "=== eslint: web/console.js"
+if ! { [ web/node_modules/.package-lock.json -nt web/package-lock.json ] ||
+       (cd web && npm ci --no-audit --no-fund --loglevel=error); } ||
+   ! (cd web && npm run --silent lint); then
+  lint_failed=1
+fi
 
 configs=(gcc-17 clang-20 tsan)
 # Tests in which several threads share one queue or store: run again under ThreadSanitizer.
@@ -62,8 +80,9 @@ fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
 passed=0
-failed=0
+failed=$lint_failed
 failed_configs=()
+[ "$lint_failed" -eq 0 ] || failed_configs+=(eslint)
 timings=()
 for config in "${configs[@]}"; do
   start=$SECONDS

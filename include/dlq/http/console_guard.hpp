@@ -1,0 +1,144 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file http/console_guard.hpp
+/// Who may use the console and what its answers and logs may show: the listen check, the
+/// loopback Host rule, the token, the security headers of every answer and the masking of
+/// secrets in logged lines (the rules are listed in dlq/http/console.hpp's file comment).
+#pragma once
+
+#include <httplib.h>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <dlq/errors.hpp>
+#include <dlq/http/console_views.hpp>
+#include <dlq/policies.hpp>
+#include <dlq/redact.hpp>
+
+namespace dlq {
+namespace http {
+
+/// True when `host` (a name or address, without port) is a loopback name: 127.0.0.0/8,
+/// ::1 or localhost.
+inline bool is_loopback_host(std::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host == "localhost" || host == "::1") return true;
+  if (host.substr(0, 4) != "127.") return false;
+  int dots = 0;
+  for (const char c : host) {
+    if (c == '.') {
+      ++dots;
+    } else if (c < '0' || c > '9') {
+      return false;
+    }
+  }
+  return dots == 3;
+}
+
+/// True when the Content-Type `value` names the media type application/json exactly (in
+/// lower case as every client sends it, whitespace around it ignored), with or without
+/// parameters such as `; charset=utf-8`: "application/jsonfoo",
+/// "application/json-patch+json" and "Application/JSON" are not.
+inline bool is_json_content_type(std::string_view value) {
+  value = value.substr(0, value.find(';'));
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+    value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+    value.remove_suffix(1);
+  return value == "application/json";
+}
+
+/// Refuses to serve the console on a non-loopback address without a token.
+/// @throws dlq::invalid_argument when `host` is not a loopback address and `token` is empty.
+inline void check_listen(std::string_view host, std::string_view token) {
+  if (!is_loopback_host(host) && token.empty())
+    throw dlq::invalid_argument(dlq::detail::message(
+        "http", "listen " + std::string(host),
+        "the console would be reachable from other machines without a token",
+        "give it a token (dlqctl serve --token-file FILE) or listen on 127.0.0.1"));
+}
+
+/// Masks the credentials of every URL in `text` (dlq::redact_secrets, dlq/redact.hpp: the one
+/// rule the library and dlqctl use too).
+using dlq::redact_secrets;
+
+namespace detail {
+
+// One line to the console's log (ConsoleOptions::log), URL passwords masked.
+inline void log_line(const std::function<void(LogLevel, std::string_view)>& sink, LogLevel level,
+                     const std::string& line) {
+  if (!sink) return;
+  try {
+    sink(level, "[dlq.http] " + redact_secrets(line));
+  } catch (...) {  // a failing logger never breaks a request
+  }
+}
+
+// The headers of every answer: no sniffing, no framing, no caching, and a
+// Content-Security-Policy that allows the page's own files only (no inline script).
+inline void security_headers(httplib::Response& r) {
+  r.set_header("X-Content-Type-Options", "nosniff");
+  r.set_header("X-Frame-Options", "DENY");
+  r.set_header("Referrer-Policy", "no-referrer");
+  r.set_header("Cache-Control", "no-store");
+  r.set_header("Content-Security-Policy",
+               "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+               "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+}
+
+// The Host header is exactly a loopback host, optionally followed by ':' and a port.
+inline bool loopback_host_header(const httplib::Request& q) {
+  const std::string host = q.get_header_value("Host");
+  std::size_t name_end = host.find(':');
+  if (!host.empty() && host.front() == '[') {
+    const auto close = host.find(']');
+    if (close == std::string::npos) return false;
+    name_end = close + 1;
+  }
+  if (name_end == std::string::npos) name_end = host.size();
+  const std::string_view port = std::string_view(host).substr(name_end);
+  if (!port.empty()) {
+    if (port.size() < 2 || port.size() > 6 || port.front() != ':') return false;
+    for (const char c : port.substr(1))
+      if (c < '0' || c > '9') return false;
+  }
+  return !host.empty() && is_loopback_host(std::string_view(host).substr(0, name_end));
+}
+
+// `a` equals the secret `b` (not empty), compared in time independent of where they differ.
+inline bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return diff == 0 && !b.empty();
+}
+
+// The token and loopback rules for one request: the refusal, or nothing when it may go on.
+inline std::optional<http_error> gate(const httplib::Request& q, const std::string& token,
+                                      bool needs_token) {
+  if (token.empty()) {
+    if (!loopback_host_header(q))
+      return bad("forbidden_host", "Host " + printable(q.get_header_value("Host")),
+                 "this console has no token and answers loopback names only",
+                 "open it as http://127.0.0.1:PORT/, or serve it with a token", 403);
+    return std::nullopt;
+  }
+  if (!needs_token) return std::nullopt;
+  std::string given = q.get_header_value("X-DLQ-Token");
+  const std::string auth = q.get_header_value("Authorization");
+  if (given.empty() && auth.size() > 7 && auth.compare(0, 7, "Bearer ") == 0)
+    given = auth.substr(7);
+  if (!same_secret(given, token))
+    return bad("unauthorized", q.path,
+               given.empty() ? "no token given" : "the token does not match",
+               "send it as 'Authorization: Bearer TOKEN' (the page asks for it)", 401);
+  return std::nullopt;
+}
+
+}  // namespace detail
+}  // namespace http
+}  // namespace dlq

@@ -1,0 +1,284 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file http/console_views.hpp
+/// The JSON shapes of the console's answers (docs/console.md): errors, /api/info, a queue's
+/// statistics, the rows of /api/entries and /api/corrupt, /api/entry, a replay's report.
+/// I/O-free functions of the values they show; dlq::http::Console (dlq/http/console.hpp)
+/// sends them.
+#pragma once
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <dlq/detail/base64.hpp>
+#include <dlq/detail/json_scan.hpp>
+#include <dlq/detail/time.hpp>
+#include <dlq/dlq.hpp>
+#include <dlq/http/backend.hpp>
+#include <dlq/http/console_options.hpp>
+#include <dlq/redact.hpp>
+#include <nlohmann/json.hpp>
+
+namespace dlq {
+namespace http {
+namespace detail {
+
+// --- errors ------------------------------------------------------------------------------
+// A refusal or failure of one request: its HTTP status and the JSON error it answers with.
+struct http_error {
+  int status;
+  std::string code;
+  std::string message;
+};
+
+inline http_error bad(std::string code, const std::string& where, const std::string& what,
+                      const std::string& hint, int status = 400) {
+  return {status, std::move(code), dlq::detail::message("http", where, what, hint)};
+}
+
+inline std::string printable(std::string_view s) {
+  std::string out;
+  for (const char c : s.substr(0, 200))
+    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  return out;
+}
+
+inline std::string dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+inline void send_json(httplib::Response& r, int status, const nlohmann::json& j) {
+  r.status = status;
+  r.set_content(dump(j) + "\n", "application/json; charset=utf-8");
+}
+
+inline void send_error(httplib::Response& r, const http_error& e) {
+  send_json(r, e.status, {{"error", {{"code", e.code}, {"message", redact_secrets(e.message)}}}});
+  if (e.status == 401) r.set_header("WWW-Authenticate", "Bearer realm=\"dlq\"");
+}
+
+// --- answers --------------------------------------------------------------------------------
+inline nlohmann::json info_json(const ConsoleOptions& opts) {
+  return {{"read_only", opts.read_only},
+          {"auth", !opts.token.empty()},
+          {"version", std::to_string(DLQ_VERSION_MAJOR) + "." + std::to_string(DLQ_VERSION_MINOR) +
+                          "." + std::to_string(DLQ_VERSION_PATCH)},
+          {"limits",
+           {{"max_page", opts.max_page},
+            {"max_ids", opts.max_ids},
+            {"max_examined", opts.max_examined},
+            {"max_operations", opts.max_operations},
+            {"max_body_bytes", opts.max_body_bytes}}}};
+}
+
+inline double age_seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::system_clock::now() - t).count();
+}
+
+inline nlohmann::json stats_json(const QueueStats& s) {
+  nlohmann::json j = {{"name", s.name}, {"dead", s.dead}, {"corrupt", s.corrupt}};
+  j["waiting"] = s.waiting ? nlohmann::json(*s.waiting) : nlohmann::json(nullptr);
+  j["oldest_at"] = s.oldest_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.oldest_at);
+  j["oldest_age_seconds"] =
+      s.oldest_time ? nlohmann::json(age_seconds(*s.oldest_time)) : nlohmann::json(nullptr);
+  return j;
+}
+
+inline std::string preview(const Entry& e) {
+  const std::string& bytes = e.ok() ? e.payload : e.raw;
+  std::string out;
+  const std::size_t n = std::min<std::size_t>(bytes.size(), 160);
+  std::string_view head(bytes.data(), n);
+  // keep whole UTF-8 sequences: cut back to a valid prefix
+  while (!head.empty() && !dlq::detail::json::is_valid_utf8(head))
+    head.remove_suffix(1);
+  if (head.size() + 4 < n || head.empty()) {  // binary: printable ASCII, '.' elsewhere
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto c = static_cast<unsigned char>(bytes[i]);
+      out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '.';
+    }
+  } else {
+    for (const char c : head)
+      out += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  }
+  if (bytes.size() > n) out += "…";
+  return out;
+}
+
+// Text fields of a row of /api/entries or /api/corrupt are cut to this many bytes (the
+// entry's own answer shows up to max_payload_view of each).
+constexpr std::size_t list_field_bytes = 1024;
+
+// `text` cut to at most `limit` bytes at a UTF-8 sequence boundary, with "…" appended when
+// cut; `cut` is set then.
+inline std::string cut_text(std::string_view text, std::size_t limit, bool& cut) {
+  if (text.size() <= limit) return std::string(text);
+  cut = true;
+  std::size_t n = limit;
+  for (int back = 0; back < 3 && n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80;
+       ++back)
+    --n;
+  return std::string(text.substr(0, n)) + "…";
+}
+
+// The row of an entry; each text field cut to `limit` bytes ("…" appended), the names of
+// the cut fields added to `cut` (may be null).
+inline nlohmann::json summary_json(const Entry& e, std::size_t limit = list_field_bytes,
+                                   nlohmann::json* cut = nullptr) {
+  const auto text = [&](const char* name, const std::string& value) {
+    bool was_cut = false;
+    std::string shown = cut_text(value, limit, was_cut);
+    if (was_cut && cut) cut->push_back(name);
+    return shown;
+  };
+  nlohmann::json j = {{"id", text("id", e.id)}, {"ok", e.ok()}};
+  if (!e.ok()) {
+    j["problem"] = text("problem", e.problem);
+    j["size"] = e.raw.size();
+    j["preview"] = preview(e);
+    return j;
+  }
+  j["error"] = text("error", e.error);
+  j["error_type"] = text("error_type", e.error_type);
+  j["worker"] = text("worker", e.worker);
+  j["job_id"] = text("job_id", e.job_id);
+  j["attempt"] = e.attempt;
+  j["queue"] = text("queue", e.queue);
+  j["dead_lettered_at"] = text("dead_lettered_at", e.dead_lettered_at);
+  j["age_seconds"] = e.dead_lettered_time ? nlohmann::json(age_seconds(*e.dead_lettered_time))
+                                          : nlohmann::json(nullptr);
+  j["parked"] = e.parked;
+  j["size"] = e.payload.size();
+  j["preview"] = preview(e);
+  return j;
+}
+
+inline std::string hex_dump(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (std::size_t off = 0; off < bytes.size(); off += 16) {
+    char addr[32];
+    std::snprintf(addr, sizeof addr, "%08zx  ", off);
+    out += addr;
+    std::string text;
+    for (std::size_t i = 0; i < 16; ++i) {
+      if (off + i < bytes.size()) {
+        const auto c = static_cast<unsigned char>(bytes[off + i]);
+        out += digits[c >> 4];
+        out += digits[c & 15];
+        out += ' ';
+        text += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '.';
+      } else {
+        out += "   ";
+      }
+      if (i == 7) out += ' ';
+    }
+    out += " |" + text + "|\n";
+  }
+  return out;
+}
+
+// /api/entry: every field within max_payload_view (see ConsoleOptions::max_payload_view).
+// Nothing here copies a whole large entry: the envelope is parsed and pretty-printed only
+// when it is within the limit, the payload only when it is shown whole.
+inline nlohmann::json full_json(const Entry& e, std::size_t max_payload_view) {
+  const std::size_t view = std::max<std::size_t>(max_payload_view, 64);
+  nlohmann::json cut_fields = nlohmann::json::array();
+  nlohmann::json j = summary_json(e, view, &cut_fields);
+  const std::string& bytes = e.ok() ? e.payload : e.raw;
+  const bool cut = bytes.size() > view;
+  const std::string_view shown(bytes.data(), cut ? view : bytes.size());
+  if (cut) cut_fields.push_back("payload");
+  j["truncated"] = cut;
+  j["payload_base64"] = dlq::detail::base64::encode(shown);
+  const auto text_field = [&](const char* name, std::string_view value) {
+    bool was_cut = false;
+    std::string out = cut_text(value, view, was_cut);
+    if (was_cut && std::find(cut_fields.begin(), cut_fields.end(), name) == cut_fields.end())
+      cut_fields.push_back(name);
+    return out;
+  };
+  if (e.ok() && e.payload_encoding == PayloadEncoding::json && !cut) {
+    const auto parsed = e.payload_json();
+    j["payload_kind"] = "json";
+    j["payload_text"] = text_field(
+        "payload", parsed.is_discarded()
+                       ? e.payload
+                       : parsed.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+  } else if (dlq::detail::json::is_valid_utf8(shown)) {
+    j["payload_kind"] = "text";
+    j["payload_text"] = std::string(shown);
+  } else {
+    j["payload_kind"] = "binary";
+    // a hex dump line holds 16 bytes in 78 characters: a fifth of the limit fits in it
+    const std::string_view hex_part = shown.substr(
+        0, std::min<std::size_t>(shown.size(), std::min<std::size_t>(64 << 10, view / 5)));
+    j["payload_hex"] = hex_dump(hex_part);
+    std::string text;
+    for (const char c : shown) {
+      const auto u = static_cast<unsigned char>(c);
+      text += (u >= 0x20 && u < 0x7f) || c == '\n' ? c : '.';
+    }
+    j["payload_text"] = text;
+  }
+  if (e.ok()) {
+    const std::string context =
+        e.context.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (context.size() <= view) {
+      j["context"] = e.context;
+    } else {
+      j["context"] = text_field("context", context);  // the start of its JSON text
+    }
+    j["dead_letter_count"] = e.dead_letter_count;
+    j["payload_encoding"] = e.payload_encoding == PayloadEncoding::json ? "json" : "base64";
+  }
+  if (e.raw.size() <= view) {
+    j["stored_text"] = text_field(
+        "stored_text",
+        e.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+  } else {
+    bool was_cut = false;
+    std::string head = cut_text(e.raw, view, was_cut);
+    head += "\n(the stored envelope is " + std::to_string(e.raw.size()) + " bytes; the first " +
+            std::to_string(view) + " are shown)";
+    cut_fields.push_back("stored_text");
+    j["stored_text"] = std::move(head);
+  }
+  j["truncated_fields"] = std::move(cut_fields);
+  return j;
+}
+
+inline nlohmann::json report_json(const ReplayReport& rep) {
+  nlohmann::json skipped = nlohmann::json::array();
+  for (std::size_t i = 0; i < rep.skipped.size() && i < 100; ++i) {
+    const auto& s = rep.skipped[i];
+    const char* why = s.reason == SkipReason::corrupt  ? "corrupt"
+                      : s.reason == SkipReason::parked ? "parked"
+                                                       : "not_found";
+    skipped.push_back({{"id", s.id}, {"reason", why}, {"detail", s.detail}});
+  }
+  nlohmann::json moved = nlohmann::json::array();
+  for (const auto& id : rep.replayed_ids)
+    moved.push_back(id);
+  nlohmann::json out = {{"examined", rep.examined},           {"replayed", rep.replayed},
+                        {"set_aside", rep.set_aside},         {"batches", rep.batches},
+                        {"conflicts", rep.conflicts},         {"dry_run", rep.dry_run},
+                        {"cancelled", rep.cancelled},         {"skipped", skipped},
+                        {"skipped_total", rep.skipped.size()}};
+  out["replayed_ids"] = moved;
+  return out;
+}
+
+inline std::string iso(std::chrono::system_clock::time_point t) {
+  return dlq::detail::iso_time::format(t);
+}
+
+}  // namespace detail
+}  // namespace http
+}  // namespace dlq
