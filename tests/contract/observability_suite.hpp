@@ -322,12 +322,11 @@ TEMPLATE_TEST_CASE("stats never report a non-empty list without its ends while t
   contract::queue_of<TestType> q(fx.storage());
   for (int i = 0; i < 300; ++i)
     q.send_to_dlq("orders", "{}", contract::failure("seed"));
-  std::vector<std::thread> threads;
-  threads.emplace_back([&] {
+  std::thread sender([&] {
     for (int i = 0; i < 200; ++i)
       q.send_to_dlq("orders", "{}", contract::failure("new"));
   });
-  threads.emplace_back([&] {  // removes from the head, a few at a time, down to empty
+  std::thread replayer([&] {  // removes from the head, a few at a time, down to empty
     for (int i = 0; i < 200; ++i)
       q.replay("orders", dlq::ReplayOptions::first(4));
   });
@@ -349,8 +348,8 @@ TEMPLATE_TEST_CASE("stats never report a non-empty list without its ends while t
       if (d.oldest && d.newest) CHECK(*d.oldest <= *d.newest);
     }
   }
-  for (auto& t : threads)
-    t.join();
+  sender.join();
+  replayer.join();
   const auto quiet = q.errors("orders");
   CHECK(quiet.exact);
   CHECK(quiet.examined == q.size("orders"));
