@@ -560,8 +560,9 @@ class Commands {
     const std::size_t n = found.skipped.size();
     io_.err << "dlqctl " << command << ": " << n << (n == 1 ? " queue name" : " queue names")
             << " skipped (" << list
-            << "): dlq refuses such names (a NUL byte), so they are keys of another program; "
-               "look at them with redis-cli\n";
+            << "): dlq refuses such names (a NUL byte) or cannot read their lists (a key of "
+               "another type), so they are keys of another program; look at them with "
+               "redis-cli\n";
   }
 
   int recover() {
@@ -671,10 +672,17 @@ class Commands {
     return dlq::QueueNames{a_.queue_names, {}};
   }
 
+  // The stats of the queues found (dlq::listed_stats: a queue a key of another type makes
+  // unreadable is skipped) or of the queues named (their errors are the command's).
+  std::vector<dlq::QueueStats> listed_stats(dlq::QueueNames& found) {
+    if (!a_.queue_names.empty()) return store().stats(found.names);
+    return dlq::listed_stats(found, [this](const auto& names) { return store().stats(names); });
+  }
+
   // Depths and ages in one call per store (dlq::DeadLetterQueue::stats).
   int stats() {
-    const dlq::QueueNames found = chosen_queues();
-    const auto all = store().stats(found.names);
+    dlq::QueueNames found = chosen_queues();
+    const auto all = listed_stats(found);
     say_skipped("stats", found);
     auto time_of = [](const std::optional<std::chrono::system_clock::time_point>& t) {
       return t ? dlq::detail::iso_time::format(*t) : std::string();
@@ -728,8 +736,8 @@ class Commands {
   int metrics() {
     dlq::metrics::PrometheusOptions o;
     o.counters = false;
-    const dlq::QueueNames found = chosen_queues();
-    std::string text = dlq::metrics::prometheus_text(store().stats(found.names), o);
+    dlq::QueueNames found = chosen_queues();
+    std::string text = dlq::metrics::prometheus_text(listed_stats(found), o);
     if (a_.queue_names.empty()) dlq::metrics::write_skipped_queues(text, found.skipped.size(), o);
     io_.out << text;
     say_skipped("metrics", found);

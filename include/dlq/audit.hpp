@@ -206,6 +206,18 @@ struct audit_ids {
   }
 };
 
+/// A filter for an audit record (Filter::describe()): its "ids" cut to the first `max`, the
+/// rest counted in "ids_omitted" — as the record's own ids, so that a call naming many ids
+/// writes a record of bounded size (the trail's record cap bounds its memory only then).
+inline nlohmann::ordered_json audit_filter(nlohmann::ordered_json filter, std::size_t max) {
+  const auto it = filter.find("ids");
+  if (it == filter.end() || !it->is_array() || it->size() <= max) return filter;
+  const std::size_t omitted = it->size() - max;
+  it->erase(it->begin() + static_cast<std::ptrdiff_t>(max), it->end());
+  filter["ids_omitted"] = omitted;
+  return filter;
+}
+
 }  // namespace detail
 
 }  // namespace dlq

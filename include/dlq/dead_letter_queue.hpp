@@ -273,7 +273,7 @@ class DeadLetterQueue {
       return engine.run(options, keep_replayed);
     } else {
       AuditRecord rec = audit_record(operation, queue, options.actor);
-      rec.filter = options.describe();
+      rec.filter = detail::audit_filter(options.describe(), core_->options.audit_max_ids);
       if (options.filter) rec.filter["filter"] = true;
       if (options.limit != 0) rec.detail["limit"] = options.limit;
       rec.detail["destination"] = options.to_queue.empty() ? std::string(queue) : options.to_queue;
@@ -870,7 +870,7 @@ DLQ_MEMBER_INLINE DiscardReport DeadLetterQueue<Storage>::discard(std::string_vi
   detail::queue_core::validate_queue(queue, "discard");
   DiscardReport report;
   AuditRecord rec = audit_record("discard", queue, options.actor);
-  rec.filter = options.describe();
+  rec.filter = detail::audit_filter(options.describe(), core_->options.audit_max_ids);
   if (options.limit != 0) rec.detail["limit"] = options.limit;
   auto finish = [&](std::string outcome) {
     if (report.dry_run || report.discarded == 0) return;  // no change, no record

@@ -199,7 +199,8 @@ struct Options {
   /// Who operates this queue, written in the audit trail (dlq/audit.hpp) when an operation
   /// names no actor of its own. Default "" (dlqctl sets the OS user).
   std::string actor;
-  /// Most entry ids one audit record lists; the rest are counted. Default 100.
+  /// Most entry ids one audit record lists, in `ids` and again in its filter's "ids"; the
+  /// rest are counted ("ids_omitted"). Default 100.
   std::size_t audit_max_ids = 100;
 };
 

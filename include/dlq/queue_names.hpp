@@ -12,7 +12,10 @@
 /// would be refused anyway — serves the others, and counts what it skipped
 /// (QueueNames::skipped; the gauge dlq_skipped_queues; `skipped_queues` in the console's
 /// /api/queues). Bytes that are not UTF-8 are not a problem: such a queue is served, and each
-/// output escapes its name its own way (Prometheus `\xNN`, JSON U+FFFD).
+/// output escapes its name its own way (Prometheus `\xNN`, JSON U+FFFD). A queue whose lists
+/// the store refuses to read because a key of another type has a list's name (Redis
+/// WRONGTYPE: `SET dlq:{x} ...` beside the list `dlq:{x}:corrupt`) is skipped and counted the
+/// same way by the listings' stats (listed_stats).
 #pragma once
 
 #include <algorithm>
@@ -20,6 +23,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "dlq/errors.hpp"
 
 namespace dlq {
 
@@ -45,6 +50,38 @@ inline QueueNames split_queue_names(std::vector<std::string> found) {
   QueueNames out;
   for (auto& name : found)
     (queue_name_problem(name) == nullptr ? out.names : out.skipped).push_back(std::move(name));
+  return out;
+}
+
+/// The stats of the queues a listing found (`found.names`) through `read` (the names ->
+/// one stats value per name, in order: e.g. DeadLetterQueue::stats): one call for all; when
+/// the store refuses it because a key of another type holds the name of a queue's list
+/// (dlq::reply_error WRONGTYPE), one call per queue, and the queues it refuses are moved to
+/// found.skipped (sorted), so one foreign key does not blind the listing of every queue.
+/// @throws what `read` throws, but WRONGTYPE.
+template <class Read>
+auto listed_stats(QueueNames& found, Read&& read) -> decltype(read(found.names)) {
+  const auto wrong_type = [](const reply_error& e) { return e.code() == "WRONGTYPE"; };
+  try {
+    return read(found.names);
+  } catch (const reply_error& e) {
+    if (!wrong_type(e)) throw;
+  }
+  decltype(read(found.names)) out;
+  std::vector<std::string> kept;
+  for (auto& name : found.names) {
+    try {
+      auto one = read(std::vector<std::string>{name});
+      for (auto& s : one)
+        out.push_back(std::move(s));
+      kept.push_back(std::move(name));
+    } catch (const reply_error& e) {
+      if (!wrong_type(e)) throw;
+      found.skipped.push_back(std::move(name));
+    }
+  }
+  found.names = std::move(kept);
+  std::sort(found.skipped.begin(), found.skipped.end());
   return out;
 }
 

@@ -743,6 +743,36 @@ TEMPLATE_TEST_CASE("remove_ids removes many entries in one call with one audit r
   CHECK(q.counters().audited == 2);
 }
 
+TEMPLATE_TEST_CASE("a replay or discard by many ids writes a record bounded by audit_max_ids",
+                   "[contract][ops][audit]", DLQ_CONTRACT_FIXTURES) {
+  // The console takes 1000 ids of up to 200 bytes per request: one of them there, the rest
+  // made up, must not write a 200 KB record (the trail's record cap bounds its memory only
+  // when each record is bounded).
+  TestType fx;
+  dlq::Options options;
+  options.audit_max_ids = 10;
+  contract::queue_of<TestType> q(fx.storage(), options);
+  const std::string real = q.send_to_dlq("orders", "1", contract::failure("e"));
+  const std::string other = q.send_to_dlq("orders", "2", contract::failure("e"));
+  std::vector<std::string> asked{real};
+  for (int i = 0; i < 999; ++i)
+    asked.push_back(std::string(190, 'x') + std::to_string(i));
+  CHECK(q.replay_ids("orders", asked).replayed == 1);
+  asked[0] = other;
+  dlq::DiscardOptions d;
+  d.ids = asked;
+  CHECK(q.discard("orders", d).discarded == 1);
+  const auto trail = q.audit("orders");
+  REQUIRE(trail.size() == 2);
+  for (const auto& rec : trail) {
+    INFO(rec.operation);
+    CHECK(dlq::detail::audit_json(rec).size() < 4000);
+    CHECK(rec.filter["ids"].size() == 10);
+    CHECK(rec.filter.value("ids_omitted", std::size_t{0}) == 990);
+    CHECK(rec.filter["ids"][0] == (rec.operation == "replay" ? real : other));
+  }
+}
+
 TEMPLATE_TEST_CASE("remove_ids finds every id while a replay takes entries from the head",
                    "[contract][ops][remove][concurrency]", DLQ_CONTRACT_FIXTURES) {
   TestType fx;

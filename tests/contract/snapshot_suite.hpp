@@ -497,3 +497,81 @@ TEMPLATE_TEST_CASE("evictions by max_length and a purge during a run leave the n
     }
   }
 }
+
+TEMPLATE_TEST_CASE("a filtered replay reaches every match while others remove what it keeps",
+                   "[contract][snapshot][concurrency]", DLQ_CONTRACT_FIXTURES) {
+  // Another client removes (remove_ids, in requests of 25 like the console's delete) the
+  // entries the replay keeps in place, in random order, while new failures arrive. Every
+  // match present at the start must be replayed, once; no kept entry, no new one.
+  for (int round = 0; round < 4; ++round) {
+    INFO("round " << round);
+    TestType fx;
+    dlq::Options options;
+    options.replay_batch_items = round % 2 == 0 ? 7 : 64;
+    contract::queue_of<TestType> q(fx.storage(), options);
+    contract::queue_of<TestType> other(fx.storage());
+    std::vector<dlq::FailedJob> jobs;
+    for (int i = 0; i < 3000; ++i)
+      jobs.push_back({"orders", "old:" + std::to_string(i),
+                      contract::failure(i % 2 == 0 ? "boom" : "fine", 1, i % 2 == 0 ? "w" : "x")});
+    const std::vector<std::string> ids = q.send_batch(jobs);
+    std::vector<std::string> kept;
+    for (std::size_t i = 1; i < ids.size(); i += 2)
+      kept.push_back(ids[i]);
+    std::mt19937 rng(static_cast<unsigned>(27 + round));
+    std::shuffle(kept.begin(), kept.end(), rng);
+    std::atomic<bool> go{false}, stop{false};
+    std::thread remover([&] {
+      while (!go)
+        std::this_thread::yield();
+      // Requests of 25 ids, or all of them at once.
+      const std::size_t per = round < 2 ? 25 : kept.size();
+      for (std::size_t at = 0; at < kept.size() && !stop; at += per) {
+        const std::vector<std::string> some(
+            kept.begin() + static_cast<std::ptrdiff_t>(at),
+            kept.begin() + static_cast<std::ptrdiff_t>(std::min(at + per, kept.size())));
+        other.remove_ids("orders", some);
+      }
+    });
+    std::thread sender([&] {
+      while (!go)
+        std::this_thread::yield();
+      for (int k = 0; k < 500 && !stop; ++k)
+        other.send_to_dlq("orders", "new:" + std::to_string(k), contract::failure("boom", 1, "w"));
+    });
+    dlq::ReplayOptions o;
+    o.worker = "w";
+    o.record_ids = true;
+    o.on_progress = [&](const dlq::ReplayProgress&) { go = true; };
+    dlq::ReplayReport r;
+    try {
+      r = q.replay("orders", o);
+    } catch (...) {
+      go = stop = true;
+      remover.join();
+      sender.join();
+      throw;
+    }
+    go = stop = true;
+    remover.join();
+    sender.join();
+    std::multiset<std::string> replayed;
+    for (const auto& p : fx.source("orders"))
+      replayed.insert(p);
+    std::size_t missed = 0, doubled = 0, foreign = 0;
+    for (int i = 0; i < 3000; ++i) {
+      const std::size_t n = replayed.count("old:" + std::to_string(i));
+      if (i % 2 == 0 && n == 0) ++missed;
+      if (n > 1) ++doubled;
+      if (i % 2 == 1 && n != 0) ++foreign;
+    }
+    std::size_t new_replayed = 0;
+    for (const auto& p : replayed)
+      if (p.rfind("new:", 0) == 0) ++new_replayed;
+    CHECK(missed == 0);
+    CHECK(doubled == 0);
+    CHECK(foreign == 0);
+    CHECK(new_replayed == 0);
+    CHECK(r.replayed == 1500 - missed);
+  }
+}

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""A foreign Redis key whose queue name dlq cannot serve (a NUL byte: `dlq:{nul\\x00byte}`)
-beside a normal queue: monitoring must go on for the normal queue and say how many names it
-skipped — `/metrics` and `/api/queues` of `dlqctl serve` answer 200, `dlqctl metrics`,
-`stats` and `queues` exit 0.
+"""A foreign Redis key whose queue name dlq cannot serve (a NUL byte: `dlq:{nul\\x00byte}`),
+or a key of another type at the name of a queue's list, beside a normal queue: monitoring
+must go on for the normal queue and say how many names it skipped — `/metrics` and
+`/api/queues` of `dlqctl serve` answer 200, `dlqctl metrics`, `stats` and `queues` exit 0.
 
     test_console_foreign_keys.py --dlqctl PATH      (ctest: fixture `redis`)
 """
@@ -68,8 +68,43 @@ def main():
     p = dlqctl("queues")
     check(p.returncode == 0, "dlqctl queues exits 0", f"(rc {p.returncode}: {p.stderr!r:.300})")
     check(q.encode() in p.stdout, "dlqctl queues lists the normal queue", f"{p.stdout!r:.300}")
+    wrong_types(args, url, r, q)
     r.flushdb()
     finish("test_console_foreign_keys")
+
+
+def wrong_types(args, url, r, q):
+    """Foreign keys of another type at the names of a queue's lists: a string at the dead
+    list of a queue found through its corrupt list, a hash at the corrupt list of another.
+    Monitoring must go on for the normal queue and count the two it cannot read."""
+    r.flushdb()
+    r.rpush(dead_key(q), envelope(q, {"n": 1}, "boom"), envelope(q, {"n": 2}, "boom"))
+    r.set(dead_key("str-dead"), "not a list")
+    r.rpush(dead_key("str-dead") + ":corrupt", "junk")
+    r.rpush(dead_key("hash-corrupt"), envelope("hash-corrupt", {"n": 1}, "boom"))
+    r.hset(dead_key("hash-corrupt") + ":corrupt", "a", "b")
+
+    srv = Serve(args.dlqctl, url)
+    try:
+        status, body, _ = call(srv.url, "metrics")
+        text = body.decode(errors="replace") if isinstance(body, bytes) else str(body)
+        check(status == 200, "wrong types: /metrics answers 200", f"({status} {text[:300]!r})")
+        check(f'dlq_entries{{queue="{q}",list="dead"}} 2' in text,
+              "wrong types: /metrics has the normal queue", f"{text[:600]!r}")
+        check("dlq_skipped_queues 2" in text, "wrong types: /metrics counts the two",
+              f"{text[-600:]!r}")
+        status, body, _ = call(srv.url, "api/queues")
+        check(status == 200, "wrong types: /api/queues answers 200", f"({status} {body!r:.300})")
+        names = [x["name"] for x in body.get("queues", [])] if isinstance(body, dict) else []
+        check(q in names, "wrong types: /api/queues lists the normal queue", f"{names!r}")
+    finally:
+        srv.stop()
+    for argv in (["metrics"], ["stats"]):
+        p = subprocess.run([args.dlqctl, "--store", url, *argv], capture_output=True, timeout=60)
+        check(p.returncode == 0, f"wrong types: dlqctl {argv[0]} exits 0",
+              f"(rc {p.returncode}: {p.stderr!r:.300})")
+        check(q.encode() in p.stdout, f"wrong types: dlqctl {argv[0]} shows the normal queue",
+              f"{p.stdout!r:.300}")
 
 
 if __name__ == "__main__":

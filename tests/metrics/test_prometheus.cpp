@@ -178,3 +178,34 @@ TEST_CASE("split_queue_names: one rule for validation and listings", "[metrics]"
   CHECK_THROWS_AS(q.size(""), dlq::invalid_argument);
   CHECK_NOTHROW(q.size("bad\xff"));
 }
+
+TEST_CASE("listed_stats: a queue a key of another type makes unreadable is skipped", "[metrics]") {
+  // `read` as a store answers: one call for all fails when one queue's list has another
+  // type (WRONGTYPE); each queue alone reads, but that one.
+  std::vector<std::vector<std::string>> calls;
+  auto read = [&](const std::vector<std::string>& names) {
+    calls.push_back(names);
+    std::vector<std::string> out;
+    for (const auto& n : names) {
+      if (n == "hashed")
+        throw dlq::reply_error("LLEN dlq:{hashed}:corrupt: WRONGTYPE", "WRONGTYPE");
+      out.push_back("stats of " + n);
+    }
+    return out;
+  };
+  dlq::QueueNames found{{"a", "hashed", "z"}, {std::string("nul\0", 4)}};
+  CHECK(dlq::listed_stats(found, read) == std::vector<std::string>{"stats of a", "stats of z"});
+  CHECK(found.names == std::vector<std::string>{"a", "z"});
+  CHECK(found.skipped == std::vector<std::string>{"hashed", std::string("nul\0", 4)});
+  CHECK(calls.size() == 4);  // all at once, then one by one
+  // Nothing refused: one call. Another refusal (NOAUTH, OOM) is the caller's error.
+  calls.clear();
+  dlq::QueueNames fine{{"a", "z"}, {}};
+  CHECK(dlq::listed_stats(fine, read).size() == 2);
+  CHECK(calls.size() == 1);
+  dlq::QueueNames denied{{"a"}, {}};
+  auto refuse = [](const std::vector<std::string>&) -> std::vector<std::string> {
+    throw dlq::reply_error("NOAUTH Authentication required", "NOAUTH");
+  };
+  CHECK_THROWS_AS(dlq::listed_stats(denied, refuse), dlq::reply_error);
+}

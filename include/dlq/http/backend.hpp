@@ -263,8 +263,8 @@ inline std::string prometheus_label(std::string_view v) {
 }  // namespace detail
 
 inline std::string ConsoleBackend::metrics_text() {
-  const QueueNames found = list_queues();
-  const auto all = stats(found.names);
+  QueueNames found = list_queues();
+  const auto all = listed_stats(found, [this](const auto& names) { return stats(names); });
   const auto now = std::chrono::system_clock::now();
   std::string out;
   out +=

@@ -132,10 +132,11 @@ class Console {
       detail::send_json(r, 200, detail::info_json(opts_));
     });
     get(server, "/api/queues", [this](const httplib::Request&, httplib::Response& r) {
-      const QueueNames found = backend_.list_queues();  // names dlq refuses are skipped
+      QueueNames found = backend_.list_queues();  // names dlq refuses are skipped
       nlohmann::json out = detail::info_json(opts_);
       out["queues"] = nlohmann::json::array();
-      for (const auto& s : backend_.stats(found.names))
+      for (const auto& s :
+           listed_stats(found, [this](const auto& names) { return backend_.stats(names); }))
         out["queues"].push_back(detail::stats_json(s));
       out["skipped_queues"] = found.skipped.size();
       detail::send_json(r, 200, out);

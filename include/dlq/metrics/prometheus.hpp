@@ -354,8 +354,9 @@ inline std::string prometheus_text(const std::vector<QueueStats>& stats,
 /// @throws what DeadLetterQueue::stats throws.
 template <class Queue>
 std::string scrape(Queue& queue, const PrometheusOptions& options = {}) {
-  const QueueNames found = queue.list_queues();
-  std::string out = prometheus_text(queue.stats(found.names), queue.counters(), options);
+  QueueNames found = queue.list_queues();
+  const auto all = listed_stats(found, [&](const auto& names) { return queue.stats(names); });
+  std::string out = prometheus_text(all, queue.counters(), options);
   write_skipped_queues(out, found.skipped.size(), options);
   return out;
 }
