@@ -2,7 +2,7 @@
 // Compiled mode (CMake DLQ_COMPILED=ON): the Redis backends' shipped instantiations, built
 // once into dlq::redis. The headers declare them `extern template` (end of
 // dlq/redis/list_storage.hpp and dlq/redis/kv_store.hpp). RedisListStorage's member
-// definitions and RedisStore's constructors (dlq/redis/list_storage-inl.hpp, kv_store-inl.hpp;
+// definitions and RedisStore's constructors (dlq/redis/list_storage*-inl.hpp, kv_store-inl.hpp;
 // see DLQ_REDIS_INLINE in dlq/detail/compiled.hpp) are compiled here, once: the headers only
 // declare them.
 #include "dlq/redis.hpp"
@@ -10,6 +10,8 @@
 
 #include "dlq/redis/kv_store-inl.hpp"
 #include "dlq/redis/list_storage-inl.hpp"
+#include "dlq/redis/list_storage_fast-inl.hpp"
+#include "dlq/redis/list_storage_replay-inl.hpp"
 
 namespace dlq {
 template class DeadLetterQueue<RedisListStorage>;

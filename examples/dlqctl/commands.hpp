@@ -361,6 +361,32 @@ class Commands {
     if (!a_.ops.set_payload.empty() || !a_.ops.transform_cmd.empty() ||
         !a_.ops.transform_timeout.empty())
       return ops_replay_edited(io_, store(), a_);
+    dlq::ReplayOptions o = replay_options();
+    Store& s = store();
+    ProgressBar bar(io_.err, io_.err_is_tty, io_.progress_delay, "replay " + printable(a_.queue));
+    o.on_progress = [&bar](const dlq::ReplayProgress& p) {
+      bar.update(p.examined, p.examined + p.remaining, p.replayed);
+    };
+    struct trap {
+      Io& io;
+      explicit trap(Io& i) : io(i) {
+        if (io.trap_interrupts) io.trap_interrupts(true);
+      }
+      ~trap() {
+        if (io.trap_interrupts) io.trap_interrupts(false);
+      }
+    };
+    dlq::ReplayReport r;
+    {
+      trap armed(io_);
+      r = s.replay(a_.queue, o);
+    }
+    bar.finish();
+    return replay_outcome(r, s);
+  }
+
+  // The options of `dlqctl replay` (without an edit), checked.
+  dlq::ReplayOptions replay_options() const {
     const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (a_.ids.empty() ? 0 : 1);
     if (chosen != 1)
       throw usage_error(
@@ -383,28 +409,12 @@ class Commands {
     o.dry_run = a_.dry_run;
     o.set_aside_corrupt = !a_.keep_corrupt;
     o.cancel = io_.cancel;
+    return o;
+  }
 
-    Store& s = store();
-    ProgressBar bar(io_.err, io_.err_is_tty, io_.progress_delay, "replay " + printable(a_.queue));
-    o.on_progress = [&bar](const dlq::ReplayProgress& p) {
-      bar.update(p.examined, p.examined + p.remaining, p.replayed);
-    };
-    struct trap {
-      Io& io;
-      explicit trap(Io& i) : io(i) {
-        if (io.trap_interrupts) io.trap_interrupts(true);
-      }
-      ~trap() {
-        if (io.trap_interrupts) io.trap_interrupts(false);
-      }
-    };
-    dlq::ReplayReport r;
-    {
-      trap armed(io_);
-      r = s.replay(a_.queue, o);
-    }
-    bar.finish();
-
+  // What `dlqctl replay` did: the summary on stderr, the count (or --json) on stdout, and
+  // the exit code.
+  int replay_outcome(const dlq::ReplayReport& r, Store& s) {
     const std::string dest = printable(a_.to.empty() ? a_.queue : a_.to);
     std::size_t corrupt = 0, parked = 0;
     std::vector<std::string> missing;
@@ -450,25 +460,25 @@ class Commands {
                                printable(a_.queue));
       if (code == exit_ok) code = exit_not_found;
     }
-    if (a_.json) {
-      nlohmann::ordered_json j;
-      j["queue"] = a_.queue;
-      j["to"] = a_.to.empty() ? a_.queue : a_.to;
-      j["destination"] = destination;
-      j["dry_run"] = r.dry_run;
-      j["examined"] = r.examined;
-      j["replayed"] = r.replayed;
-      j["set_aside"] = r.set_aside;
-      j["left_in_place"] = r.examined - std::min(r.examined, r.replayed + r.set_aside);
-      j["batches"] = r.batches;
-      j["corrupt"] = corrupt;
-      j["parked"] = parked;
-      j["not_found"] = missing;
-      j["cancelled"] = r.cancelled;
-      io_.out << dump(j) << '\n';
-    } else {
+    if (!a_.json) {
       io_.out << r.replayed << '\n';
+      return code;
     }
+    nlohmann::ordered_json j;
+    j["queue"] = a_.queue;
+    j["to"] = a_.to.empty() ? a_.queue : a_.to;
+    j["destination"] = destination;
+    j["dry_run"] = r.dry_run;
+    j["examined"] = r.examined;
+    j["replayed"] = r.replayed;
+    j["set_aside"] = r.set_aside;
+    j["left_in_place"] = r.examined - std::min(r.examined, r.replayed + r.set_aside);
+    j["batches"] = r.batches;
+    j["corrupt"] = corrupt;
+    j["parked"] = parked;
+    j["not_found"] = missing;
+    j["cancelled"] = r.cancelled;
+    io_.out << dump(j) << '\n';
     return code;
   }
 
@@ -862,28 +872,17 @@ inline bool is_serve(const std::vector<std::string>& args) {
   return false;
 }
 
-/// Runs dlqctl with `args` (the command line without the program name) and returns its exit
-/// code. Never throws: every failure is one line on io.err and an exit code.
-inline int run(const std::vector<std::string>& args, Io& io, const Opener& open) {
-  detail::Args a;
-  CLI::App app(description(), "dlqctl");
-  app.fallthrough();  // global options are accepted after the command too
-  app.require_subcommand(1);
-  app.set_version_flag("--version", description());
-  app.footer(
-      "Store URLs: redis://[user:password@]host[:port][/db], unix:///path/redis.sock?db=N, "
-      "sqlite:///path/file.db\n"
-      "Exit codes: 0 ok, 1 bad usage or input, 2 store unreachable/failed, 3 not found, "
-      "130 replay interrupted (nothing lost)\n"
-      "Run 'dlqctl COMMAND --help' for a command's options.");
-  add_global_options(app, a.store, a.timeout, a.audit_max_age);
+namespace detail {
 
-  auto queue_arg = [&a](CLI::App* c) {
-    c->add_option("queue", a.queue, "the source queue's name (e.g. orders)")->required();
-  };
+// The positional QUEUE argument of a command.
+inline void add_queue_arg(Args& a, CLI::App* c) {
+  c->add_option("queue", a.queue, "the source queue's name (e.g. orders)")->required();
+}
 
+// The commands send, count, peek and show; returns send's --payload option.
+inline CLI::Option* add_entry_commands(CLI::App& app, Args& a) {
   auto* send = app.add_subcommand("send", "dead-letter one job by hand; prints the entry id");
-  queue_arg(send);
+  add_queue_arg(a, send);
   send->add_option("--error", a.error, "what went wrong")->required();
   send->add_option("--attempt", a.attempt, "attempts made")->capture_default_str();
   send->add_option("--worker", a.worker, "the worker that gave up");
@@ -896,12 +895,12 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   send->add_option("--context", a.context, "a JSON object of extra fields");
 
   auto* count = app.add_subcommand("count", "print the number of dead letters");
-  queue_arg(count);
+  add_queue_arg(a, count);
   count->add_flag("--corrupt", a.corrupt, "count the corrupt list instead");
   count->add_flag("--json", a.json, "JSON: {queue, dead} (or {queue, corrupt})");
 
   auto* peek = app.add_subcommand("peek", "list dead letters, oldest first, without removing");
-  queue_arg(peek);
+  add_queue_arg(a, peek);
   peek->add_option("--start", a.start, "position of the first entry (0 = oldest)")
       ->check(whole_number(false))
       ->capture_default_str();
@@ -911,13 +910,17 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   peek->add_flag("--json", a.json, "JSON Lines: one stored entry (with its id) per line");
 
   auto* show = app.add_subcommand("show", "show one dead letter in full");
-  queue_arg(show);
+  add_queue_arg(a, show);
   show->add_option("id", a.id, "the entry id (see peek)")->required();
   show->add_flag("--json", a.json, "the stored entry as JSON");
+  return payload_opt;
+}
 
+// The command replay (the edit options are added by add_ops_commands).
+inline CLI::App* add_replay_command(CLI::App& app, Args& a) {
   auto* replay = app.add_subcommand(
       "replay", "move dead letters back to their queue; prints the number replayed last");
-  queue_arg(replay);
+  add_queue_arg(a, replay);
   replay->add_flag("--all", a.all, "every entry present when the replay starts");
   replay->add_option("--count", a.replay_count, "at most N entries, oldest first")
       ->check(whole_number(true));
@@ -943,14 +946,18 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
                    "print the report as one JSON object (queue, to, destination, examined, "
                    "replayed, set_aside, left_in_place, batches, corrupt, parked, not_found, "
                    "cancelled) instead of the number");
+  return replay;
+}
 
+// The commands over a whole queue or the store: delete, purge, queues, recover, trim.
+inline void add_store_commands(CLI::App& app, Args& a) {
   auto* del = app.add_subcommand("delete", "delete dead letters by id; prints the number deleted");
-  queue_arg(del);
+  add_queue_arg(a, del);
   del->add_option("id", a.ids, "entry ids")->required();
 
   auto* purge =
       app.add_subcommand("purge", "delete every dead letter of a queue; prints the number");
-  queue_arg(purge);
+  add_queue_arg(a, purge);
   purge->add_flag("--yes", a.yes, "yes, delete them for good");
   purge->add_flag("--corrupt", a.corrupt, "purge the corrupt list instead");
 
@@ -960,19 +967,22 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
 
   auto* recover = app.add_subcommand(
       "recover", "finish replays that were interrupted; prints the number of items fixed");
-  queue_arg(recover);
+  add_queue_arg(a, recover);
 
   auto* trim = app.add_subcommand(
       "trim", "delete old dead letters now (retention); prints the number deleted");
-  queue_arg(trim);
+  add_queue_arg(a, trim);
   trim->add_option("--max-age", a.max_age, "delete entries dead-lettered longer ago (30d, 12h)");
   trim->add_option("--max-length", a.max_length, "keep at most the newest N entries")
       ->check(whole_number(true));
   trim->add_flag("--yes", a.yes, "yes, delete them for good");
+}
 
+// The reports: errors, stats, metrics, corrupt.
+inline void add_report_commands(CLI::App& app, Args& a) {
   auto* errors = app.add_subcommand(
       "errors", "dead letters grouped by error, most frequent first (reads every entry)");
-  queue_arg(errors);
+  add_queue_arg(a, errors);
   errors->add_option("--by", a.by, "group by error, error_type or worker")->capture_default_str();
   errors->add_flag("--json", a.json, "JSON Lines: one group per line");
   errors
@@ -994,7 +1004,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
                       "queue's series at 0 when it empties)");
 
   auto* corrupt = app.add_subcommand("corrupt", "list the items replay set aside as unreadable");
-  queue_arg(corrupt);
+  add_queue_arg(a, corrupt);
   corrupt->add_option("--start", a.start, "position of the first item")
       ->check(whole_number(false))
       ->capture_default_str();
@@ -1002,19 +1012,103 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
       ->check(whole_number(false))
       ->capture_default_str();
   corrupt->add_flag("--json", a.json, "JSON Lines: {id, problem, raw or raw_base64}");
+}
 
+// One error line on io.err, through dlq::redact_secrets (dlq/redact.hpp): no store URL shows
+// its credentials, not even one typed where no argument goes.
+inline void say(Io& io, const std::string& line) {
+  io.err << dlq::redact_secrets(one_line(line)) << '\n';
+}
+
+// The line a command-line error is reported with: what CLI11 says, or for a missing or
+// unknown command the list of commands (from the parser itself: it cannot go stale).
+inline std::string parse_error_line(CLI::App& app, const CLI::ParseError& e) {
+  const auto subs = app.get_subcommands();
+  const std::string name = subs.empty() ? "" : subs.front()->get_name();
+  std::string what = one_line(e.what());
+  const auto extra = app.remaining();
+  const bool no_command = what.find("subcommand") != std::string::npos;
+  if (subs.empty() && (no_command || !extra.empty())) {
+    what =
+        extra.empty() ? "no command given" : "'" + printable(extra.front()) + "' is not a command";
+    std::string names;  // every command, from the parser itself: the list cannot go stale
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    what += " (commands: " + names + ")";
+  }
+  return "dlqctl" + (name.empty() ? "" : " " + name) + ": " + what + "; see: dlqctl " +
+         (name.empty() ? "" : name + " ") + "--help";
+}
+
+// Runs the parsed `command`: the global settings checked, then the command; every failure
+// is one line on io.err and an exit code.
+inline int run_command(Io& io, const Opener& open, Args& a, const std::string& command) {
+  const std::string where = "dlqctl " + command + ": ";
+  try {
+    a.store.timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(a.timeout));
+    a.store.audit_retention.max_age = audit_max_age(a.audit_max_age);
+    if (a.store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
+    a.store.create_if_missing = command == "send";
+    if (a.store.actor.empty()) a.store.actor = os_user();
+    Commands commands(io, open, a, command);
+    return commands.run();
+  } catch (const usage_error& e) {
+    say(io, where + e.what());
+    return exit_usage;
+  } catch (const dlq::connection_error& e) {
+    say(io, where + e.what() + " (store " + dlq::redact_url(a.store.url) +
+                "; set it with --store or DLQ_STORE)");
+    return exit_store;
+  } catch (const dlq::timeout_error& e) {
+    // The library's advice names its C++ options; a CLI user sets --timeout.
+    std::string what = one_line(e.what());
+    const std::string cxx = "raise ConnectionOptions timeouts";
+    const std::string flag = "raise --timeout (now " + a.timeout + ")";
+    const auto at = what.find(cxx);
+    if (at != std::string::npos) what.replace(at, cxx.size(), flag);
+    say(io, where + what + " (store " + dlq::redact_url(a.store.url) +
+                (at != std::string::npos ? ")" : "; a longer --timeout may help)"));
+    return exit_store;
+  } catch (const dlq::storage_error& e) {
+    say(io, where + e.what());
+    return exit_store;
+  } catch (const dlq::error& e) {  // invalid_argument, format_error, queue_full_error
+    say(io, where + e.what());
+    return exit_usage;
+  } catch (const std::exception& e) {
+    say(io, where + "unexpected error: " + e.what());
+    return exit_usage;
+  }
+}
+
+}  // namespace detail
+
+/// Runs dlqctl with `args` (the command line without the program name) and returns its exit
+/// code. Never throws: every failure is one line on io.err and an exit code.
+inline int run(const std::vector<std::string>& args, Io& io, const Opener& open) {
+  detail::Args a;
+  CLI::App app(description(), "dlqctl");
+  app.fallthrough();  // global options are accepted after the command too
+  app.require_subcommand(1);
+  app.set_version_flag("--version", description());
+  app.footer(
+      "Store URLs: redis://[user:password@]host[:port][/db], unix:///path/redis.sock?db=N, "
+      "sqlite:///path/file.db\n"
+      "Exit codes: 0 ok, 1 bad usage or input, 2 store unreachable/failed, 3 not found, "
+      "130 replay interrupted (nothing lost)\n"
+      "Run 'dlqctl COMMAND --help' for a command's options.");
+  add_global_options(app, a.store, a.timeout, a.audit_max_age);
+  CLI::Option* payload_opt = detail::add_entry_commands(app, a);
+  CLI::App* replay = detail::add_replay_command(app, a);
+  detail::add_store_commands(app, a);
+  detail::add_report_commands(app, a);
   detail::add_ops_commands(app, a, replay);
 
   std::vector<const char*> argv;
   argv.push_back("dlqctl");
   for (const auto& s : args)
     argv.push_back(s.c_str());
-  // Every error goes out as one line through dlq::redact_secrets (dlq/redact.hpp): no store
-  // URL shows its credentials, not even one typed where no argument goes.
-  const auto say = [&io](const std::string& line) {
-    io.err << dlq::redact_secrets(detail::one_line(line)) << '\n';
-  };
-  std::string command;
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::CallForHelp&) {
@@ -1027,63 +1121,12 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
     io.out << e.what() << '\n';
     return exit_ok;
   } catch (const CLI::ParseError& e) {
-    const auto subs = app.get_subcommands();
-    const std::string name = subs.empty() ? "" : subs.front()->get_name();
-    std::string what = detail::one_line(e.what());
-    const auto extra = app.remaining();
-    const bool no_command = what.find("subcommand") != std::string::npos;
-    if (subs.empty() && (no_command || !extra.empty())) {
-      what = extra.empty() ? "no command given"
-                           : "'" + printable(extra.front()) + "' is not a command";
-      std::string names;  // every command, from the parser itself: the list cannot go stale
-      for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-        names += (names.empty() ? "" : ", ") + sub->get_name();
-      what += " (commands: " + names + ")";
-    }
-    say("dlqctl" + (name.empty() ? "" : " " + name) + ": " + what + "; see: dlqctl " +
-        (name.empty() ? "" : name + " ") + "--help");
+    detail::say(io, detail::parse_error_line(app, e));
     return exit_usage;
   }
-  command = app.get_subcommands().front()->get_name();
+  const std::string command = app.get_subcommands().front()->get_name();
   a.payload_given = payload_opt->count() > 0;
-
-  const std::string where = "dlqctl " + command + ": ";
-  try {
-    a.store.timeout =
-        std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(a.timeout));
-    a.store.audit_retention.max_age = audit_max_age(a.audit_max_age);
-    if (a.store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
-    a.store.create_if_missing = command == "send";
-    if (a.store.actor.empty()) a.store.actor = detail::os_user();
-    detail::Commands commands(io, open, a, command);
-    return commands.run();
-  } catch (const usage_error& e) {
-    say(where + e.what());
-    return exit_usage;
-  } catch (const dlq::connection_error& e) {
-    say(where + e.what() + " (store " + dlq::redact_url(a.store.url) +
-        "; set it with --store or DLQ_STORE)");
-    return exit_store;
-  } catch (const dlq::timeout_error& e) {
-    // The library's advice names its C++ options; a CLI user sets --timeout.
-    std::string what = detail::one_line(e.what());
-    const std::string cxx = "raise ConnectionOptions timeouts";
-    const std::string flag = "raise --timeout (now " + a.timeout + ")";
-    const auto at = what.find(cxx);
-    if (at != std::string::npos) what.replace(at, cxx.size(), flag);
-    say(where + what + " (store " + dlq::redact_url(a.store.url) +
-        (at != std::string::npos ? ")" : "; a longer --timeout may help)"));
-    return exit_store;
-  } catch (const dlq::storage_error& e) {
-    say(where + e.what());
-    return exit_store;
-  } catch (const dlq::error& e) {  // invalid_argument, format_error, queue_full_error
-    say(where + e.what());
-    return exit_usage;
-  } catch (const std::exception& e) {
-    say(where + "unexpected error: " + e.what());
-    return exit_usage;
-  }
+  return detail::run_command(io, open, a, command);
 }
 
 }  // namespace dlqctl

@@ -128,22 +128,21 @@ inline const char* transform_shell() {
   return ::access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
 }
 
-/// Runs `command` in transform_shell() with pipefail, `input` on its stdin through a pipe
-/// (never a file: the payload is on no disk), in a process group of its own, and returns
-/// what it printed on stdout (its stderr is dlqctl's). After `timeout`, when more than
-/// transform_output_limit bytes came out, or when `*cancel` becomes true, the whole group
-/// is killed (SIGKILL); when the command ends, whatever it left running in its group is
-/// killed too.
-/// @param shown_timeout the timeout as the user wrote it, for the message
-/// @throws usage_error when it cannot be started, fails (a non-zero exit status, also of
-///         any stage of a pipeline), is killed by a signal, times out or prints too much;
-///         transform_interrupted when `*cancel` was set.
-inline std::string run_transform(const std::string& command, const std::string& input,
-                                 std::chrono::milliseconds timeout,
-                                 const std::string& shown_timeout,
-                                 const std::atomic<bool>* cancel) {
-  const std::string shown = "--transform-cmd '" + printable(command) + "'";
-  const std::string untouched = "nothing was replayed, the dead letter is unchanged";
+/// Why run_transform stopped a command before it ended.
+enum class transform_stop { no, timed_out, interrupted, too_large };
+
+/// A started transform (start_transform): the shell's pid (its process group's id), the
+/// write end of the command's stdin and the read end of its stdout, both non-blocking.
+struct transform_process {
+  pid_t pid;
+  int in;
+  int out;
+};
+
+/// Starts `command` in transform_shell() with pipefail, its stdin and stdout pipes, in a
+/// process group of its own (see run_transform).
+/// @throws usage_error when it cannot be started (`untouched` ends the message).
+inline transform_process start_transform(const std::string& command, const std::string& untouched) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw usage_error("--transform-cmd: cannot create a pipe");
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -187,21 +186,22 @@ inline std::string run_transform(const std::string& command, const std::string& 
   }
   ::fcntl(in[1], F_SETFL, ::fcntl(in[1], F_GETFL) | O_NONBLOCK);
   ::fcntl(out[0], F_SETFL, ::fcntl(out[0], F_GETFL) | O_NONBLOCK);
-  // A command that does not read all its input closes the pipe: that is its choice, and
-  // the write must then fail with EPIPE instead of killing dlqctl.
-  struct sigaction ignore {
-  }, previous{};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  ::sigaction(SIGPIPE, &ignore, &previous);
+  return {pid, in[1], out[0]};
+}
 
-  enum class stop { no, timed_out, interrupted, too_large };
-  stop why = stop::no;
-  std::string result;
+/// Writes `input` to a started transform and reads what it prints into `result` until it
+/// closes its stdout or is to be stopped (after `timeout`, when `*cancel` is set, beyond
+/// transform_output_limit bytes), then waits for the shell itself within the deadline.
+/// Closes both pipes; the caller kills the group and reaps the shell.
+inline transform_stop exchange_with_transform(const transform_process& p, const std::string& input,
+                                              std::chrono::milliseconds timeout,
+                                              const std::atomic<bool>* cancel,
+                                              std::string& result) {
+  transform_stop why = transform_stop::no;
   std::size_t written = 0;
   bool in_open = true;
   if (input.empty()) {
-    ::close(in[1]);
+    ::close(p.in);
     in_open = false;
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -210,66 +210,67 @@ inline std::string run_transform(const std::string& command, const std::string& 
                                                                  std::chrono::steady_clock::now());
   };
   const auto stopped = [&] {
-    if (cancel != nullptr && cancel->load()) return stop::interrupted;
-    if (time_left().count() <= 0) return stop::timed_out;
-    return stop::no;
+    if (cancel != nullptr && cancel->load()) return transform_stop::interrupted;
+    if (time_left().count() <= 0) return transform_stop::timed_out;
+    return transform_stop::no;
   };
   char buffer[65536];
-  for (bool out_open = true; out_open && why == stop::no;) {
-    if ((why = stopped()) != stop::no) break;
-    pollfd fds[2] = {{out[0], POLLIN, 0}, {in[1], POLLOUT, 0}};
+  for (bool out_open = true; out_open && why == transform_stop::no;) {
+    if ((why = stopped()) != transform_stop::no) break;
+    pollfd fds[2] = {{p.out, POLLIN, 0}, {p.in, POLLOUT, 0}};
     // at most 100 ms: the Ctrl-C flag is looked at between waits
     const int wait_ms = static_cast<int>(std::min<long long>(time_left().count(), 100));
     if (::poll(fds, in_open ? 2 : 1, std::max(wait_ms, 0)) < 0 && errno != EINTR) break;
     if (in_open && fds[1].revents != 0) {
       const std::size_t chunk = std::min<std::size_t>(input.size() - written, 65536);
-      const ssize_t n = ::write(in[1], input.data() + written, chunk);
+      const ssize_t n = ::write(p.in, input.data() + written, chunk);
       if (n > 0) written += static_cast<std::size_t>(n);
       if ((n < 0 && errno != EAGAIN && errno != EINTR) || written == input.size()) {
-        ::close(in[1]);  // all written (EOF for the command), or it closed its stdin
+        ::close(p.in);  // all written (EOF for the command), or it closed its stdin
         in_open = false;
       }
     }
     if (fds[0].revents != 0) {
-      const ssize_t n = ::read(out[0], buffer, sizeof buffer);
+      const ssize_t n = ::read(p.out, buffer, sizeof buffer);
       if (n > 0) {
         result.append(buffer, static_cast<std::size_t>(n));
-        if (result.size() > transform_output_limit) why = stop::too_large;
+        if (result.size() > transform_output_limit) why = transform_stop::too_large;
       } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
         out_open = false;
       }
     }
   }
-  if (in_open) ::close(in[1]);
-  ::close(out[0]);
+  if (in_open) ::close(p.in);
+  ::close(p.out);
   // Stdout is closed: wait for the shell itself (it is the group's leader), still within
-  // the deadline. It stays unreaped (WNOWAIT) until its group was killed below: while it
+  // the deadline. It stays unreaped (WNOWAIT) until run_transform killed its group: while it
   // is a zombie its pid, the group's id, cannot be given to another process.
-  while (why == stop::no) {
+  while (why == transform_stop::no) {
     siginfo_t info{};
-    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        info.si_pid == pid)
+    if (::waitid(P_PID, static_cast<id_t>(p.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == p.pid)
       break;
-    if ((why = stopped()) == stop::no) ::usleep(10000);
+    if ((why = stopped()) == transform_stop::no) ::usleep(10000);
   }
-  ::kill(-pid, SIGKILL);  // the whole pipeline on a stop; what it left running otherwise
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  ::sigaction(SIGPIPE, &previous, nullptr);
+  return why;
+}
 
+/// Throws what a transform that was stopped (`why`) or that failed (its wait `status`) did
+/// (see run_transform); returns when it exited 0.
+inline void check_transform_end(transform_stop why, int status, const std::string& shown,
+                                const std::string& shown_timeout, const std::string& untouched) {
   switch (why) {
-    case stop::interrupted:
+    case transform_stop::interrupted:
       throw transform_interrupted(shown + " was interrupted and killed; " + untouched);
-    case stop::timed_out:
+    case transform_stop::timed_out:
       throw usage_error(shown + " did not finish within " + shown_timeout +
                         " (--transform-timeout); it was killed with its process group; " +
                         untouched);
-    case stop::too_large:
+    case transform_stop::too_large:
       throw usage_error(shown + " printed more than " +
                         std::to_string(transform_output_limit >> 20) + " MiB; it was stopped; " +
                         untouched);
-    case stop::no:
+    case transform_stop::no:
       break;
   }
   if (WIFSIGNALED(status))
@@ -279,24 +280,47 @@ inline std::string run_transform(const std::string& command, const std::string& 
     throw usage_error(shown + " failed (exit status " +
                       std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "); " +
                       untouched);
+}
+
+/// Runs `command` in transform_shell() with pipefail, `input` on its stdin through a pipe
+/// (never a file: the payload is on no disk), in a process group of its own, and returns
+/// what it printed on stdout (its stderr is dlqctl's). After `timeout`, when more than
+/// transform_output_limit bytes came out, or when `*cancel` becomes true, the whole group
+/// is killed (SIGKILL); when the command ends, whatever it left running in its group is
+/// killed too.
+/// @param shown_timeout the timeout as the user wrote it, for the message
+/// @throws usage_error when it cannot be started, fails (a non-zero exit status, also of
+///         any stage of a pipeline), is killed by a signal, times out or prints too much;
+///         transform_interrupted when `*cancel` was set.
+inline std::string run_transform(const std::string& command, const std::string& input,
+                                 std::chrono::milliseconds timeout,
+                                 const std::string& shown_timeout,
+                                 const std::atomic<bool>* cancel) {
+  const std::string shown = "--transform-cmd '" + printable(command) + "'";
+  const std::string untouched = "nothing was replayed, the dead letter is unchanged";
+  const transform_process p = start_transform(command, untouched);
+  // A command that does not read all its input closes the pipe: that is its choice, and
+  // the write must then fail with EPIPE instead of killing dlqctl.
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, &previous);
+  std::string result;
+  const transform_stop why = exchange_with_transform(p, input, timeout, cancel, result);
+  ::kill(-p.pid, SIGKILL);  // the whole pipeline on a stop; what it left running otherwise
+  int status = 0;
+  while (::waitpid(p.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::sigaction(SIGPIPE, &previous, nullptr);
+  check_transform_end(why, status, shown, shown_timeout, untouched);
   return result;
 }
 
-/// replay --id ID --set-payload FILE | --transform-cmd CMD: replays one entry with a new
-/// payload in one atomic step; the audit record keeps both payloads' SHA-256. An edit that
-/// yields an empty or whitespace-only payload is refused (dlq/detail/edit.hpp); so is a
-/// transform that fails, times out or is interrupted (exit 130): nothing moves then.
-template <class A, class IoT>
-int ops_replay_edited(IoT& io, Store& store, const A& a) {
-  if (!a.ops.set_payload.empty() && !a.ops.transform_cmd.empty())
-    throw usage_error("give either --set-payload or --transform-cmd, not both");
-  if (a.ids.size() != 1 || a.all || a.replay_count > 0 || !a.error_contains.empty() ||
-      !a.worker.empty() || !a.older_than.empty())
-    throw usage_error("an edited replay is for one entry: give exactly one --id and no filter");
+/// --transform-timeout, checked (default_transform_timeout when it is not given).
+template <class A>
+std::chrono::milliseconds transform_timeout(const A& a) {
   std::chrono::milliseconds timeout = default_transform_timeout;
-  const std::string shown_timeout = a.ops.transform_timeout.empty()
-                                        ? std::to_string(default_transform_timeout.count()) + "s"
-                                        : a.ops.transform_timeout;
   if (!a.ops.transform_timeout.empty()) {
     if (a.ops.transform_cmd.empty())
       throw usage_error("--transform-timeout goes with --transform-cmd");
@@ -304,18 +328,18 @@ int ops_replay_edited(IoT& io, Store& store, const A& a) {
         parse_duration(a.ops.transform_timeout));
     if (timeout.count() <= 0) throw usage_error("--transform-timeout must be more than 0");
   }
-  const std::string& id = a.ids.front();
-  const auto entry = store.get(a.queue, id);
-  if (!entry) {
-    io.err << "dlqctl replay: no entry with id '" << printable(id) << "' in the dead letters of '"
-           << printable(a.queue) << "'; list the ids with: dlqctl peek " << printable(a.queue)
-           << '\n';
-    return 3;
-  }
-  if (!entry->ok())
-    throw usage_error("entry '" + printable(id) + "' is unreadable (" + entry->problem +
-                      "); it has no payload to edit — see: dlqctl show " + printable(a.queue) +
-                      " " + printable(id));
+  return timeout;
+}
+
+/// The new payload of an edited replay: --set-payload's file (or stdin), or what
+/// --transform-cmd printed for `old_payload`; nullopt when the transform was interrupted
+/// (reported on io.err).
+/// @throws usage_error when it cannot be read, the transform fails, or the payload is empty
+///         or only whitespace.
+template <class A, class IoT>
+std::optional<std::string> edited_payload(IoT& io, const A& a, const std::string& old_payload,
+                                          std::chrono::milliseconds timeout,
+                                          const std::string& shown_timeout) {
   std::string payload;
   std::string source;  // where the payload came from, for the message of a blank one
   if (!a.ops.set_payload.empty()) {
@@ -341,11 +365,10 @@ int ops_replay_edited(IoT& io, Store& store, const A& a) {
     };
     try {
       trap armed(io);
-      payload =
-          run_transform(a.ops.transform_cmd, entry->payload, timeout, shown_timeout, io.cancel);
+      payload = run_transform(a.ops.transform_cmd, old_payload, timeout, shown_timeout, io.cancel);
     } catch (const transform_interrupted& e) {
       io.err << "dlqctl replay: " << e.what() << '\n';
-      return 130;
+      return std::nullopt;
     }
     source = "--transform-cmd '" + printable(a.ops.transform_cmd) + "' exited 0 and printed ";
   }
@@ -358,6 +381,40 @@ int ops_replay_edited(IoT& io, Store& store, const A& a) {
                                              (payload.size() == 1 ? " byte)" : " bytes)")) +
                       ", and an empty payload is never a valid job; nothing was replayed, the "
                       "dead letter is unchanged");
+  return payload;
+}
+
+/// replay --id ID --set-payload FILE | --transform-cmd CMD: replays one entry with a new
+/// payload in one atomic step; the audit record keeps both payloads' SHA-256. An edit that
+/// yields an empty or whitespace-only payload is refused (dlq/detail/edit.hpp); so is a
+/// transform that fails, times out or is interrupted (exit 130): nothing moves then.
+template <class A, class IoT>
+int ops_replay_edited(IoT& io, Store& store, const A& a) {
+  if (!a.ops.set_payload.empty() && !a.ops.transform_cmd.empty())
+    throw usage_error("give either --set-payload or --transform-cmd, not both");
+  if (a.ids.size() != 1 || a.all || a.replay_count > 0 || !a.error_contains.empty() ||
+      !a.worker.empty() || !a.older_than.empty())
+    throw usage_error("an edited replay is for one entry: give exactly one --id and no filter");
+  const std::string shown_timeout = a.ops.transform_timeout.empty()
+                                        ? std::to_string(default_transform_timeout.count()) + "s"
+                                        : a.ops.transform_timeout;
+  const std::chrono::milliseconds timeout = transform_timeout(a);
+  const std::string& id = a.ids.front();
+  const auto entry = store.get(a.queue, id);
+  if (!entry) {
+    io.err << "dlqctl replay: no entry with id '" << printable(id) << "' in the dead letters of '"
+           << printable(a.queue) << "'; list the ids with: dlqctl peek " << printable(a.queue)
+           << '\n';
+    return 3;
+  }
+  if (!entry->ok())
+    throw usage_error("entry '" + printable(id) + "' is unreadable (" + entry->problem +
+                      "); it has no payload to edit — see: dlqctl show " + printable(a.queue) +
+                      " " + printable(id));
+  const std::optional<std::string> edited =
+      edited_payload(io, a, entry->payload, timeout, shown_timeout);
+  if (!edited) return 130;  // the transform was interrupted
+  const std::string& payload = *edited;
   const std::string old_payload = entry->payload;
   dlq::ReplayOptions o = dlq::ReplayOptions::by_ids({id});
   o.to_queue = a.to;

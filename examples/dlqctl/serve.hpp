@@ -144,11 +144,8 @@ inline std::string stamp() {
   return buf;
 }
 
-}  // namespace serve_detail
-
-/// Runs `dlqctl serve` with `args` (the whole command line without the program name, which
-/// contains the word `serve`). Returns the exit code.
-inline int serve(const std::vector<std::string>& args, Io& io, const Opener& open) {
+/// What `dlqctl serve` is told on its command line.
+struct Settings {
   StoreSettings store;
   std::string timeout = "5s";
   std::string audit_max_age_text = "90d";
@@ -158,35 +155,177 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   bool read_only = false;
   std::size_t max_operations = 2;
   dlq::http::ServerLimits limits;
-  CLI::App app("dlqctl serve: the operator console (web page and JSON API, see docs/console.md)",
-               "dlqctl");
-  add_global_options(app, store, timeout, audit_max_age_text);
+};
+
+/// The console's log: to stderr, one line each, from any thread.
+using Log = std::function<void(dlq::LogLevel, std::string_view)>;
+
+/// Adds the global options and the `serve` subcommand with its options to `app`; returns
+/// the subcommand.
+inline CLI::App* add_options(CLI::App& app, Settings& s) {
+  add_global_options(app, s.store, s.timeout, s.audit_max_age_text);
   app.fallthrough();  // before add_subcommand: `serve` inherits it (global options after it)
   auto* sub = app.add_subcommand("serve", "serve the operator console");
-  sub->add_option("--listen", listen,
+  sub->add_option("--listen", s.listen,
                   "HOST:PORT to listen on (port 0 = any free port); a non-loopback host needs "
                   "--token-file")
       ->capture_default_str();
-  sub->add_option("--token-file", token_file,
+  sub->add_option("--token-file", s.token_file,
                   "file whose first line is the access token every API request must carry");
-  sub->add_flag("--read-only", read_only, "refuse every change (replay, delete, purge) with 403");
-  sub->add_option("--prefix", prefix, "serve under this path, e.g. /dlq (default: the root)");
-  sub->add_option("--max-operations", max_operations, "replays running at once")
+  sub->add_flag("--read-only", s.read_only, "refuse every change (replay, delete, purge) with 403");
+  sub->add_option("--prefix", s.prefix, "serve under this path, e.g. /dlq (default: the root)");
+  sub->add_option("--max-operations", s.max_operations, "replays running at once")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  sub->add_option("--max-connections-per-client", limits.max_connections_per_client,
+  sub->add_option("--max-connections-per-client", s.limits.max_connections_per_client,
                   "connections one client address may hold open (0 = no cap: behind a reverse "
                   "proxy, where every request comes from the proxy)")
       ->capture_default_str();
   app.require_subcommand(1);
+  return sub;
+}
+
+/// Where to listen and the console's options, from the settings (which it completes: the
+/// store's timeout, actor, audit retention, pool size and log).
+struct Setup {
+  Listen where;
+  dlq::http::ConsoleOptions options;
+};
+
+/// Checks the settings and makes the Setup.
+/// @throws usage_error, dlq::invalid_argument for a bad setting.
+inline Setup configure(Settings& s, const Log& log) {
+  Setup setup;
+  StoreSettings& store = s.store;
+  store.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(s.timeout));
+  if (store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
+  if (store.actor.empty()) store.actor = detail::os_user();  // as every other command
+  store.audit_retention.max_age = audit_max_age(s.audit_max_age_text);
+  store.pool_size = 4 + 2 * s.max_operations;  // page requests and replays at once
+  setup.where = parse_listen(s.listen);
+  dlq::http::ConsoleOptions& options = setup.options;
+  if (!s.token_file.empty()) {
+    options.token = read_token(s.token_file);
+    struct stat st {};
+    if (::stat(s.token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+      log(dlq::LogLevel::warning,
+          "[dlq.http] --token-file " + s.token_file + " can be read by other users; chmod 600 it");
+  }
+  dlq::http::check_listen(setup.where.host, options.token);
+  options.read_only = s.read_only;
+  options.prefix = s.prefix;
+  options.max_operations = s.max_operations;
+  options.log = log;
+  // The library's own messages (e.g. [dlq.audit] when the trail's cap removed records)
+  // go to the same log, URL passwords masked.
+  store.log = [log](dlq::LogLevel level, std::string_view line) {
+    log(level, dlq::http::redact_secrets(std::string(line)));
+  };
+  return setup;
+}
+
+/// Answers the requests the console has no route for (and other refusals without a body)
+/// with a JSON error.
+inline void set_json_errors(dlq::http::GuardedServer& server) {
+  server.set_error_handler([](const httplib::Request& q, httplib::Response& r) {
+    if (!r.body.empty()) return;
+    const std::string code = r.status == 404   ? "not_found"
+                             : r.status == 413 ? "body_too_large"
+                             : r.status == 405 ? "method_not_allowed"
+                                               : "bad_request";
+    nlohmann::json j = {
+        {"error",
+         {{"code", code},
+          {"message",
+           "[dlq.http] " + q.method + " " + q.path + ": " +
+               (r.status == 404 ? "no such route; see docs/console.md"
+                                : "request refused (HTTP " + std::to_string(r.status) + ")")}}}};
+    r.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                  "application/json; charset=utf-8");
+  });
+}
+
+/// Binds the server to `where` (port 0: any free port) and returns the port.
+/// @throws dlq::connection_error when it cannot bind.
+inline int bind(dlq::http::GuardedServer& server, const Listen& where, const std::string& listen) {
+  int port = where.port;
+  if (port == 0) {
+    port = server.bind_to_any_port(where.host);
+    if (port <= 0)
+      throw dlq::connection_error("[dlq.http] listen " + listen +
+                                  ": cannot bind; is the address local?");
+  } else if (!server.bind_to_port(where.host, port)) {
+    throw dlq::connection_error("[dlq.http] listen " + listen +
+                                ": cannot bind (port in use, or not a local address); pick "
+                                "another --listen");
+  }
+  return port;
+}
+
+/// Serves the console over `backend` until SIGINT or SIGTERM; returns the exit code.
+/// @throws dlq::connection_error when it cannot listen.
+inline int run_console(Io& io, const Settings& s, const Setup& setup, StoreBackend& backend,
+                       const Store& opened, const Log& log) {
+  // SIGINT/SIGTERM: blocked in every thread, taken by one waiting thread that stops the
+  // server (the replays are then cancelled by the console's destructor).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const dlq::http::ConsoleOptions& options = setup.options;
+  dlq::http::GuardedServer server(s.limits);
+  // Bodies beyond this are cut off by the server itself; up to it the console reads an
+  // oversize body to its end and answers 413 in JSON.
+  server.set_payload_max_length(64 * options.max_body_bytes);
+  server.set_keep_alive_max_count(100);
+  set_json_errors(server);
+  auto console = std::make_unique<dlq::http::Console>(backend, options);
+  console->mount(server);
+  const Listen& where = setup.where;
+  const int port = bind(server, where, s.listen);
+  std::thread stopper([&server, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    server.stop();
+  });
+  const std::string host_text =
+      where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host;
+  io.out << "dlqctl serve: listening on http://" << host_text << ':' << port
+         << console->options().prefix << "/ (store " << dlq::redact_url(s.store.url)
+         << (options.read_only ? ", read-only" : "")
+         << (options.token.empty() ? "" : ", token required") << ")" << std::endl;
+  log(dlq::LogLevel::info,
+      "[dlq.http] serving " + opened.where() + (options.read_only ? " read-only" : ""));
+  const bool ok = server.listen_after_bind();
+  console->shutdown();
+  // Wake the signal thread when the server stopped for another reason (a no-op otherwise:
+  // the signal stays blocked and pending).
+  pthread_kill(stopper.native_handle(), SIGTERM);
+  stopper.join();
+  if (!ok) throw dlq::connection_error("[dlq.http] listen " + s.listen + ": the server failed");
+  log(dlq::LogLevel::info, "[dlq.http] stopped");
+  return exit_ok;
+}
+
+}  // namespace serve_detail
+
+/// Runs `dlqctl serve` with `args` (the whole command line without the program name, which
+/// contains the word `serve`). Returns the exit code.
+inline int serve(const std::vector<std::string>& args, Io& io, const Opener& open) {
+  serve_detail::Settings s;
+  CLI::App app("dlqctl serve: the operator console (web page and JSON API, see docs/console.md)",
+               "dlqctl");
+  CLI::App* sub = serve_detail::add_options(app, s);
 
   // Every error goes out as one line through dlq::redact_secrets (dlq/redact.hpp).
   const auto say = [&io](const std::string& what) {
     io.err << "dlqctl serve: " << dlq::redact_secrets(detail::one_line(what)) << '\n';
   };
   std::vector<const char*> argv{"dlqctl"};
-  for (const auto& s : args)
-    argv.push_back(s.c_str());
+  for (const auto& a : args)
+    argv.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::CallForHelp&) {
@@ -200,7 +339,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   // The log goes to stderr, one line each, from any thread.
   auto log_mutex = std::make_shared<std::mutex>();
   std::ostream& err = io.err;
-  auto log = [log_mutex, &err](dlq::LogLevel level, std::string_view line) {
+  const serve_detail::Log log = [log_mutex, &err](dlq::LogLevel level, std::string_view line) {
     static const char* names[] = {"debug", "info", "warning", "error"};
     std::lock_guard<std::mutex> lock(*log_mutex);
     err << serve_detail::stamp() << ' ' << names[static_cast<int>(level)] << ' ' << line << '\n';
@@ -208,100 +347,11 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
   };
 
   try {
-    store.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(parse_duration(timeout));
-    if (store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
-    if (store.actor.empty()) store.actor = detail::os_user();  // as every other command
-    store.audit_retention.max_age = audit_max_age(audit_max_age_text);
-    store.pool_size = 4 + 2 * max_operations;                  // page requests and replays at once
-    const serve_detail::Listen where = serve_detail::parse_listen(listen);
-    dlq::http::ConsoleOptions options;
-    if (!token_file.empty()) {
-      options.token = serve_detail::read_token(token_file);
-      struct stat st {};
-      if (::stat(token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
-        log(dlq::LogLevel::warning,
-            "[dlq.http] --token-file " + token_file + " can be read by other users; chmod 600 it");
-    }
-    dlq::http::check_listen(where.host, options.token);
-    options.read_only = read_only;
-    options.prefix = prefix;
-    options.max_operations = max_operations;
-    options.log = log;
-    // The library's own messages (e.g. [dlq.audit] when the trail's cap removed records)
-    // go to the same log, URL passwords masked.
-    store.log = [log](dlq::LogLevel level, std::string_view line) {
-      log(level, dlq::http::redact_secrets(std::string(line)));
-    };
-
-    std::unique_ptr<Store> opened = open(store);
+    const serve_detail::Setup setup = serve_detail::configure(s, log);
+    std::unique_ptr<Store> opened = open(s.store);
     StoreBackend backend(*opened);
     (void)backend.queues();  // fail now, not on the first page load, when the store is down
-
-    // SIGINT/SIGTERM: blocked in every thread, taken by one waiting thread that stops the
-    // server (the replays are then cancelled by the console's destructor).
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-    dlq::http::GuardedServer server(limits);
-    // Bodies beyond this are cut off by the server itself; up to it the console reads an
-    // oversize body to its end and answers 413 in JSON.
-    server.set_payload_max_length(64 * options.max_body_bytes);
-    server.set_keep_alive_max_count(100);
-    server.set_error_handler([](const httplib::Request& q, httplib::Response& r) {
-      if (!r.body.empty()) return;
-      const std::string code = r.status == 404   ? "not_found"
-                               : r.status == 413 ? "body_too_large"
-                               : r.status == 405 ? "method_not_allowed"
-                                                 : "bad_request";
-      nlohmann::json j = {
-          {"error",
-           {{"code", code},
-            {"message",
-             "[dlq.http] " + q.method + " " + q.path + ": " +
-                 (r.status == 404 ? "no such route; see docs/console.md"
-                                  : "request refused (HTTP " + std::to_string(r.status) + ")")}}}};
-      r.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
-                    "application/json; charset=utf-8");
-    });
-    auto console = std::make_unique<dlq::http::Console>(backend, options);
-    console->mount(server);
-
-    int port = where.port;
-    if (port == 0) {
-      port = server.bind_to_any_port(where.host);
-      if (port <= 0)
-        throw dlq::connection_error("[dlq.http] listen " + listen +
-                                    ": cannot bind; is the address local?");
-    } else if (!server.bind_to_port(where.host, port)) {
-      throw dlq::connection_error("[dlq.http] listen " + listen +
-                                  ": cannot bind (port in use, or not a local address); pick "
-                                  "another --listen");
-    }
-    std::thread stopper([&server, signals] {
-      int sig = 0;
-      sigwait(&signals, &sig);
-      server.stop();
-    });
-    const std::string host_text =
-        where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host;
-    io.out << "dlqctl serve: listening on http://" << host_text << ':' << port
-           << console->options().prefix << "/ (store " << dlq::redact_url(store.url)
-           << (options.read_only ? ", read-only" : "")
-           << (options.token.empty() ? "" : ", token required") << ")" << std::endl;
-    log(dlq::LogLevel::info,
-        "[dlq.http] serving " + opened->where() + (options.read_only ? " read-only" : ""));
-    const bool ok = server.listen_after_bind();
-    console->shutdown();
-    // Wake the signal thread when the server stopped for another reason (a no-op otherwise:
-    // the signal stays blocked and pending).
-    pthread_kill(stopper.native_handle(), SIGTERM);
-    stopper.join();
-    if (!ok) throw dlq::connection_error("[dlq.http] listen " + listen + ": the server failed");
-    log(dlq::LogLevel::info, "[dlq.http] stopped");
-    return exit_ok;
+    return serve_detail::run_console(io, s, setup, backend, *opened, log);
   } catch (const usage_error& e) {
     say(e.what());
     return exit_usage;
@@ -309,7 +359,7 @@ inline int serve(const std::vector<std::string>& args, Io& io, const Opener& ope
     say(e.what());
     return exit_usage;
   } catch (const dlq::error& e) {
-    say(std::string(e.what()) + " (store " + dlq::redact_url(store.url) + ")");
+    say(std::string(e.what()) + " (store " + dlq::redact_url(s.store.url) + ")");
     return exit_store;
   } catch (const std::exception& e) {
     say(std::string("unexpected error: ") + e.what());

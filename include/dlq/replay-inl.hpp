@@ -58,50 +58,10 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
       break;
     }
     std::size_t slow_limit = budget;
-    if (fast_ && fast_skip_ > 0) {
-      --fast_skip_;  // backing off: the last fast step moved nothing (see below)
-    } else if (fast_) {
-      // Fast steps grow like the walk's batches (x4 from one entry), up to eight batches of
-      // Options::replay_batch_items (the storage pipelines them, each atomic and bounded
-      // in bytes), so that cancel and on_progress see the first entries move early. After
-      // a step that an unprovable entry ended, at most 63 (one script: the next such entry
-      // may be near).
-      const FastStep f = fast(options, std::min({budget, cap, fast_window_}));
-      fast_window_ = f.unprovable > 0
-                         ? std::min<std::size_t>(fast_window_ * 4, 63)
-                         : std::min(fast_window_ * 4, 8 * core_.options.replay_batch_items);
-      if (!f.declined) {
-        budget -= std::min(budget, f.moved);
-        fast_run_ += f.moved;
-        if (f.moved > 0 && options.rate > 0) pace(options.rate, started, options.cancel);
-        if (f.unprovable == 0) {
-          if (f.moved == 0) break;  // the list ends here
-          continue;
-        }
-        if (budget == 0 || limit_left_ == 0) break;
-        if (options.cancel && options.cancel->load()) {
-          result_.report.cancelled = true;
-          break;
-        }
-        // An unprovable entry ended the run of provable ones. A long run goes on with the
-        // fast path at once (compare-and-move decides just the unprovable ones). A short one
-        // — none at all in a queue of base64 entries, a few where a Python worker and a dlq
-        // one share a queue — costs two round trips per run, where compare-and-move alone
-        // takes up to Options::replay_batch_items entries per round trip: then
-        // compare-and-move goes on with its own batches (it decides provable entries the
-        // same way) for 1, 2, 4 … 16 batches before the next fast step.
-        const bool long_run = fast_run_ >= fast_min_run;
-        fast_run_ = 0;
-        if (long_run) {
-          fast_backoff_ = 1;
-          slow_limit = std::min(budget, f.unprovable);
-        } else {
-          fast_skip_ = fast_backoff_;
-          fast_backoff_ = std::min<std::size_t>(fast_backoff_ * 2, 16);
-        }
-      } else {
-        fast_ = false;
-      }
+    if (fast_) {
+      const fast_next next = fast_round(options, budget, cap, started, slow_limit);
+      if (next == fast_next::stop) break;
+      if (next == fast_next::next_round) continue;
     }
     const std::size_t examined = walk.next(slow_limit, Decider(decide), begin, give_up);
     result_.report.conflicts = walk.conflicts();
@@ -116,6 +76,55 @@ DLQ_INLINE replay_engine::result replay_engine::run(const ReplayOptions& options
   for (const auto& id : ids_left_)
     result_.report.skipped.push_back({id, SkipReason::not_found, "no entry with this id"});
   return std::move(result_);
+}
+
+DLQ_INLINE replay_engine::fast_next replay_engine::fast_round(
+    const ReplayOptions& options, std::size_t& budget, std::size_t cap,
+    std::chrono::system_clock::time_point started, std::size_t& slow_limit) {
+  if (fast_skip_ > 0) {
+    --fast_skip_;  // backing off: the last fast step moved nothing (see below)
+    return fast_next::slow_step;
+  }
+  // Fast steps grow like the walk's batches (x4 from one entry), up to eight batches of
+  // Options::replay_batch_items (the storage pipelines them, each atomic and bounded
+  // in bytes), so that cancel and on_progress see the first entries move early. After
+  // a step that an unprovable entry ended, at most 63 (one script: the next such entry
+  // may be near).
+  const FastStep f = fast(options, std::min({budget, cap, fast_window_}));
+  fast_window_ = f.unprovable > 0
+                     ? std::min<std::size_t>(fast_window_ * 4, 63)
+                     : std::min(fast_window_ * 4, 8 * core_.options.replay_batch_items);
+  if (f.declined) {
+    fast_ = false;
+    return fast_next::slow_step;
+  }
+  budget -= std::min(budget, f.moved);
+  fast_run_ += f.moved;
+  if (f.moved > 0 && options.rate > 0) pace(options.rate, started, options.cancel);
+  if (f.unprovable == 0)
+    return f.moved == 0 ? fast_next::stop : fast_next::next_round;  // 0: the list ends here
+  if (budget == 0 || limit_left_ == 0) return fast_next::stop;
+  if (options.cancel && options.cancel->load()) {
+    result_.report.cancelled = true;
+    return fast_next::stop;
+  }
+  // An unprovable entry ended the run of provable ones. A long run goes on with the
+  // fast path at once (compare-and-move decides just the unprovable ones). A short one
+  // — none at all in a queue of base64 entries, a few where a Python worker and a dlq
+  // one share a queue — costs two round trips per run, where compare-and-move alone
+  // takes up to Options::replay_batch_items entries per round trip: then
+  // compare-and-move goes on with its own batches (it decides provable entries the
+  // same way) for 1, 2, 4 … 16 batches before the next fast step.
+  const bool long_run = fast_run_ >= fast_min_run;
+  fast_run_ = 0;
+  if (long_run) {
+    fast_backoff_ = 1;
+    slow_limit = std::min(budget, f.unprovable);
+  } else {
+    fast_skip_ = fast_backoff_;
+    fast_backoff_ = std::min<std::size_t>(fast_backoff_ * 2, 16);
+  }
+  return fast_next::slow_step;
 }
 
 DLQ_INLINE void replay_engine::select(const ReplayOptions& o) {

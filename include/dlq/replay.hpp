@@ -300,6 +300,15 @@ class replay_engine {
     return f;
   }
 
+  // What a replay round does after its fast step (see fast_round).
+  enum class fast_next { slow_step, next_round, stop };
+
+  // A round's fast step while the fast path is on (see run()): moves the provable entries at
+  // the head, takes them off `budget`, and says what the round does next; `slow_limit` is
+  // how many entries the compare-and-move step may then examine.
+  fast_next fast_round(const ReplayOptions& options, std::size_t& budget, std::size_t cap,
+                       std::chrono::system_clock::time_point started, std::size_t& slow_limit);
+
   // ReplayProgress::remaining after `examined` entries.
   std::size_t remaining(std::size_t examined) const noexcept {
     return at_start_ - std::min(at_start_, examined);

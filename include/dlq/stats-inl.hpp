@@ -231,6 +231,15 @@ class window_read_ahead {
     return std::move(result_);
   }
 
+  /// Waits for the window in flight, if any, and drops it (and what its reader threw).
+  void drop() noexcept {
+    if (!valid()) return;
+    try {
+      (void)get();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): a window nobody reads
+    }
+  }
+
  private:
   void wait() noexcept {
     if (thread_.joinable()) thread_.join();
@@ -240,6 +249,28 @@ class window_read_ahead {
   std::vector<std::string> result_;
   std::exception_ptr error_;
 };
+
+// How many entries the next window of an errors scan reads after `examined` entries:
+// ErrorsOptions::window, within ErrorsOptions::max_examined (0 = no bound; examined is at
+// most max_examined).
+DLQ_INLINE std::size_t errors_window(const ErrorsOptions& options, std::size_t window,
+                                     std::size_t examined) noexcept {
+  if (options.max_examined == 0) return window;
+  return std::min(window, options.max_examined - examined);
+}
+
+// The position just after `last`, the last item an errors scan examined before position
+// `start`, found again in the window before it after entries before it were removed; nullopt
+// when it is gone too.
+template <class Reader>
+std::optional<std::size_t> position_after(Reader& read, std::size_t start, std::size_t window,
+                                          const std::string& last) {
+  const std::size_t back = start - 1 > window ? start - 1 - window : 0;
+  const auto before = read(back, start - back);
+  const auto it = std::find(before.rbegin(), before.rend(), last);
+  if (it == before.rend()) return std::nullopt;
+  return back + static_cast<std::size_t>(before.rend() - it);
+}
 
 template <class Reader>
 ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& options,
@@ -255,10 +286,7 @@ ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& optio
   auto fetch = [&](std::size_t from, std::size_t count) {
     if (ahead.valid()) {
       if (ahead_from == from && ahead_count == count) return ahead.get();
-      try {
-        (void)ahead.get();  // not the window needed (the scan realigned): dropped
-      } catch (...) {
-      }
+      ahead.drop();  // not the window needed (the scan realigned): dropped
     }
     return read(from, count);
   };
@@ -271,14 +299,11 @@ ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& optio
       report.cancelled = true;
       break;
     }
-    std::size_t want = window;
-    if (options.max_examined != 0) {
-      if (report.examined >= options.max_examined) {
-        limited = true;
-        break;
-      }
-      want = std::min(want, options.max_examined - report.examined);
+    if (options.max_examined != 0 && report.examined >= options.max_examined) {
+      limited = true;
+      break;
     }
+    const std::size_t want = errors_window(options, window, report.examined);
     const bool anchored = last.has_value() && start > 0;
     std::vector<std::string> raws = fetch(anchored ? start - 1 : start, anchored ? want + 1 : want);
     if (anchored && (raws.empty() || raws.front() != *last)) {
@@ -287,11 +312,8 @@ ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& optio
       // entries may then be missed or counted twice — the report is a sample either way.
       report.changed = true;
       if (++realigned <= 3) {
-        const std::size_t back = start - 1 > window ? start - 1 - window : 0;
-        const auto before = read(back, start - back);
-        const auto it = std::find(before.rbegin(), before.rend(), *last);
-        if (it != before.rend()) {
-          start = back + static_cast<std::size_t>(before.rend() - it);
+        if (const auto after = position_after(read, start, window, *last)) {
+          start = *after;
           continue;
         }
       }
@@ -303,9 +325,7 @@ ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& optio
     const std::size_t first = anchored ? 1 : 0;
     const std::size_t n = raws.size() - first;
     if (n == want && options.read_ahead) {  // more may follow: read it while grouping this
-      std::size_t next = window;
-      if (options.max_examined != 0)
-        next = std::min(next, options.max_examined - (report.examined + n));
+      const std::size_t next = errors_window(options, window, report.examined + n);
       if (next > 0) {
         ahead_from = start + n - 1;  // anchored at this window's last item
         ahead_count = next + 1;
@@ -323,12 +343,7 @@ ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& optio
     }
     last = std::move(raws.back());
   }
-  if (ahead.valid()) {  // stopped (cancel) with a window in flight: wait for it, drop it
-    try {
-      (void)ahead.get();
-    } catch (...) {
-    }
-  }
+  ahead.drop();  // stopped (cancel) with a window in flight: wait for it, drop it
   // A scan stopped by max_examined exactly at the end of the list did read all of it: the
   // last examined item is still in place and nothing follows it.
   if (limited && last) {

@@ -216,15 +216,12 @@ inline void write_skipped_queues(std::string& out, std::size_t skipped,
   w.sample("dlq_skipped_queues", {}, std::to_string(skipped));
 }
 
-/// Appends the exposition of `stats` (gauges) and, when `counters` is not null and
-/// options.counters is true, of the counters to `out`.
-/// @throws dlq::invalid_argument for a constant label with an invalid or reserved name.
-inline void write_prometheus(std::string& out, const std::vector<QueueStats>& stats,
-                             const Counters* counters, const PrometheusOptions& options = {}) {
-  const std::string constant = detail::constant_labels(options);
-  detail::family_writer w(out, constant);
+namespace detail {
 
-  // One entry per distinct escaped queue label (see the file comment).
+// The queues of `stats`, one per distinct escaped queue label (see the file comment): the
+// label `queue="…"` and the first stats with it.
+inline std::vector<std::pair<std::string, const QueueStats*>> queue_labels(
+    const std::vector<QueueStats>& stats) {
   std::vector<std::pair<std::string, const QueueStats*>> queues;
   std::set<std::string> seen;
   for (const QueueStats& s : stats) {
@@ -233,7 +230,12 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
     label += '"';
     if (seen.insert(label).second) queues.emplace_back(std::move(label), &s);
   }
+  return queues;
+}
 
+// The gauge families of write_prometheus: depths and the times of the oldest and newest entry.
+inline void write_queue_gauges(
+    family_writer& w, const std::vector<std::pair<std::string, const QueueStats*>>& queues) {
   if (!queues.empty()) {
     w.header("dlq_entries", "gauge",
              "Entries in a queue's dead-letter list (list=\"dead\") or corrupt list "
@@ -261,8 +263,7 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
               [](const QueueStats& s, std::string& v) {
                 const auto age = s.oldest_age();
                 if (!age) return false;
-                detail::append_seconds(v,
-                                       std::chrono::duration_cast<std::chrono::microseconds>(*age));
+                append_seconds(v, std::chrono::duration_cast<std::chrono::microseconds>(*age));
                 return true;
               });
   time_family("dlq_oldest_entry_timestamp_seconds", "gauge",
@@ -270,7 +271,7 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
               "absent when unknown.",
               [](const QueueStats& s, std::string& v) {
                 if (!s.dead.oldest) return false;
-                detail::append_seconds(v, detail::since_epoch(*s.dead.oldest));
+                append_seconds(v, since_epoch(*s.dead.oldest));
                 return true;
               });
   time_family("dlq_newest_entry_timestamp_seconds", "gauge",
@@ -278,7 +279,7 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
               "absent when unknown.",
               [](const QueueStats& s, std::string& v) {
                 if (!s.dead.newest) return false;
-                detail::append_seconds(v, detail::since_epoch(*s.dead.newest));
+                append_seconds(v, since_epoch(*s.dead.newest));
                 return true;
               });
   time_family("dlq_oldest_entry_untimed", "gauge",
@@ -290,9 +291,10 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
                 v = s.dead.oldest_untimed ? "1" : "0";
                 return true;
               });
+}
 
-  if (counters == nullptr || !options.counters) return;
-  const Counters& c = *counters;
+// The counter families of write_prometheus.
+inline void write_counters(family_writer& w, const Counters& c) {
   const char* per_process =
       " Per process, since its DeadLetterQueue was created (restarts at 0); aggregate with "
       "sum without(instance) (rate(...)).";
@@ -329,6 +331,20 @@ inline void write_prometheus(std::string& out, const std::vector<QueueStats>& st
   w.sample("dlq_storage_errors_total", "kind=\"connection\"", std::to_string(c.connection_errors));
   w.sample("dlq_storage_errors_total", "kind=\"reply\"", std::to_string(c.reply_errors));
   w.sample("dlq_storage_errors_total", "kind=\"other\"", std::to_string(c.other_storage_errors));
+}
+
+}  // namespace detail
+
+/// Appends the exposition of `stats` (gauges) and, when `counters` is not null and
+/// options.counters is true, of the counters to `out`.
+/// @throws dlq::invalid_argument for a constant label with an invalid or reserved name.
+inline void write_prometheus(std::string& out, const std::vector<QueueStats>& stats,
+                             const Counters* counters, const PrometheusOptions& options = {}) {
+  const std::string constant = detail::constant_labels(options);
+  detail::family_writer w(out, constant);
+  detail::write_queue_gauges(w, detail::queue_labels(stats));
+  if (counters == nullptr || !options.counters) return;
+  detail::write_counters(w, *counters);
 }
 
 /// The exposition of `stats` and `counters` as a string (see write_prometheus).

@@ -31,16 +31,14 @@
 /// replay_step 1 per batch (the next window is read in the same round trip as the script);
 /// replay_fast 1 per batch (a script; the entries' bytes stay on the server).
 ///
-/// Fast path (replay_fast, dlq/redis/scripts/replay_fast.hpp): for an unfiltered replay the
-/// front end first moves the entries at the head whose frame proves their payload span —
-/// what dlq writes for an unflagged entry, `{"payload_bytes":N,"original_payload":…,"id":…`,
-/// ending with `,"envelope_bytes":<the item's length>}` (dlq/entry.hpp) — with one script per
-/// batch, returning their ids only when something reads them (ReplayOptions::record_ids,
-/// Options::on_event, the audit record's first Options::audit_max_ids ids), else their count. The
-/// first item it cannot prove (a Python or older envelope, a corrupt, parked, base64 or
-/// whitespace-kept entry, a wrong length field, two entries joined into one item) ends the fast
-/// step, and replay_step decides it as below. The invariants below hold for both; the fast script
-/// writes nothing but the move itself (no receipt, no tombstone).
+/// Fast path (replay_fast; dlq/redis/list_storage_fast-inl.hpp says what it moves): for an
+/// unfiltered replay the front end first moves the entries at the head whose frame proves
+/// their payload span, with one script per batch; the first item it cannot prove ends the
+/// fast step, and replay_step decides it as below. The invariants below hold for both.
+///
+/// Where the definitions are: list_storage-inl.hpp (connection, pushes, reads, purge,
+/// listing, audit trail), list_storage_replay-inl.hpp (the compare-and-move replay step,
+/// snapshot, recover) and list_storage_fast-inl.hpp (the fast path).
 ///
 /// Snapshot (replay_snapshot; dlq/redis/scripts/snapshot.hpp has the reasoning): a replay or
 /// discard examines exactly the entries present when it started. Its bound — how many items
@@ -277,55 +275,20 @@ class RedisListStorage {
     }
 
     /// Forgets what was read ahead; the next step reads at `offset` (kept items stay known).
-    void restart_at(std::size_t offset) {
-      offset_ = offset;
-      window_.clear();
-      next_ = 0;
-      state_ = state::unread;
-    }
+    void restart_at(std::size_t offset);
     /// A read-ahead that starts with the anchor: usable when the anchor is still the last
     /// kept item, else the kept items were touched and the window is read afresh.
-    void check_anchor() {
-      if (state_ != state::anchored) return;
-      if (!window_.empty() && kept_.is_last(window_.front())) {
-        next_ = 1;
-        state_ = state::ready;
-      } else {
-        state_ = state::unread;
-      }
-    }
+    void check_anchor();
     /// A window freshly read from window_start(). False when it should start with the last
     /// kept item and does not: kept items were removed, and the place must be found again.
-    bool read(std::vector<std::string> window) {
-      window_ = std::move(window);
-      next_ = 0;
-      state_ = reads_from_anchor() ? state::anchored : state::ready;
-      check_anchor();
-      return state_ == state::ready;
-    }
+    bool read(std::vector<std::string> window);
     /// The step takes the window: until it advances, nothing read ahead is usable.
     void take() { state_ = state::unread; }
     /// The step only kept items: it wrote nothing, the rest of the window stays usable.
-    void passed(std::size_t examined, const detail::kept_prefix& kept) {
-      kept_.append(kept);
-      offset_ += kept.size();
-      next_ += examined;
-      state_ = state::ready;
-    }
+    void passed(std::size_t examined, const detail::kept_prefix& kept);
     /// The step applied: its kept items stay before the next window, which was read ahead
     /// (in the same round trip) or not.
-    void applied(const detail::kept_prefix& kept, std::optional<std::vector<std::string>> ahead) {
-      kept_.append(kept);
-      offset_ += kept.size();
-      next_ = 0;
-      if (ahead) {
-        window_ = std::move(*ahead);
-        state_ = reads_from_anchor() ? state::anchored : state::ready;
-      } else {
-        window_.clear();
-        state_ = state::unread;
-      }
-    }
+    void applied(const detail::kept_prefix& kept, std::optional<std::vector<std::string>> ahead);
 
     std::size_t offset_ = 0;
     std::vector<std::string> window_;
@@ -475,120 +438,7 @@ class RedisListStorage {
   ///         outcome_unknown() == true: the step moved its entries completely or not at all,
   ///         nothing was lost, run the replay again.
   FastStep replay_fast(std::string_view queue, replay_cursor& cursor, std::size_t max_items,
-                       std::string_view destination, bool want_ids) {
-    check_queue(queue, "replay_fast");
-    FastStep result;
-    if (cursor.offset() != 0) {
-      result.declined = true;
-      return result;
-    }
-    if (max_items == 0) return result;
-    const StepTarget target = step_target(queue);
-    ReplayPlan plan;  // only for its destination check: the same slot rule as replay_step
-    destination_index(target, plan, destination);
-    const std::string& dest = plan.destinations.front();
-    // From 64 items on, four scripts of a quarter each in one round trip, from 128 on eight
-    // of an eighth (each at most max_batch_items): the engine's steps of eight batches made
-    // replay_all 0.83x the LMOVE loop where four made it 0.76-0.78x (half the round trips;
-    // docs/benchmarks.md).
-    // Each is atomic and reads the head itself, so each takes up where the previous one
-    // stopped (one that follows a script ended by an unprovable item stops there too, moving
-    // nothing); between two of them other clients' commands run.
-    std::size_t scripts = max_items >= 128 ? 8 : max_items >= 64 ? 4 : 1;
-    const std::size_t per = std::min((max_items + scripts - 1) / scripts, options_.max_batch_items);
-    scripts = std::min<std::size_t>(scripts, (max_items + per - 1) / per);
-    const std::string label = "fast replay script on " + target.dead;
-    const std::string runs = runs_key(target.dead);
-    const std::string ttl = std::to_string(options_.receipt_ttl.count());
-    Lease lease;
-    std::vector<redis::Reply> replies;
-    try {
-      replies = target.router->run(
-          lease, target.dead, redis::Effect::write,
-          [&](const std::string& sha) {
-            std::vector<redis::Command> cmds;
-            for (std::size_t k = 0; k < scripts; ++k) {
-              const std::size_t n = std::min(per, max_items - k * per);
-              redis::Command c("EVALSHA");
-              c.arg_copy(sha).arg(3).arg(std::string_view(target.dead));
-              c.arg(std::string_view(dest)).arg(std::string_view(runs));
-              c.arg(n).arg(options_.max_batch_bytes);
-              c.arg(want_ids ? "1" : "0").arg(std::min<std::size_t>(n, 256));
-              c.arg(k > 0 ? "1" : "0").arg(std::string_view(cursor.run()));
-              c.arg(std::string_view(ttl)).label(label);
-              cmds.push_back(std::move(c));
-            }
-            return cmds;
-          },
-          &shared_->fast_script);
-    } catch (const dlq::storage_error& e) {
-      cursor.restart_at(0);
-      if (!e.outcome_unknown()) throw;
-      const std::string what = std::string(e.what()) + " — each " + label +
-                               " moved its entries completely or not at all; nothing was lost; "
-                               "run the replay again";
-      if (dynamic_cast<const dlq::timeout_error*>(&e) != nullptr)
-        throw dlq::timeout_error(what, true);
-      if (dynamic_cast<const dlq::connection_error*>(&e) != nullptr)
-        throw dlq::connection_error(what, true);
-      throw dlq::storage_error(what, true);
-    }
-    cursor.restart_at(0);
-    redis::Connection& conn = **lease;
-    const redisReply* last = nullptr;  // the last script that answered: the head it left
-    // A later script that met an unprovable item first answers {0, 1, {}, {}} without
-    // reading the run (ARGV[5]): the head is still the run the script before it returned
-    // (other clients may have changed it meanwhile: replay_step re-checks what it applies);
-    // when that script stopped at its item limit instead, the run is unread (unprovable 1,
-    // no window: replay_step reads it).
-    bool stopped_after = false;
-    // A script's error (a slot that moved meanwhile, out of memory, a script killed by
-    // SCRIPT KILL before its first write) moved nothing, and the scripts after it ran all
-    // the same: every script that answered is reported (its moves are in the destination),
-    // and the error is met again by the next step. Only when no script answered is the
-    // first error thrown (nothing moved).
-    const redisReply* failed = nullptr;
-    bool answered = false;
-    for (std::size_t k = 0; k < replies.size(); ++k) {
-      const redisReply& r = *replies[k];
-      if (r.type != REDIS_REPLY_ARRAY || r.elements != 4 ||
-          r.element[0]->type != REDIS_REPLY_INTEGER || r.element[1]->type != REDIS_REPLY_INTEGER ||
-          r.element[2]->type != REDIS_REPLY_ARRAY || r.element[3]->type != REDIS_REPLY_ARRAY) {
-        if (failed == nullptr) failed = &r;
-        continue;
-      }
-      answered = true;
-      const bool stopped = k > 0 && r.element[0]->integer == 0 && r.element[1]->integer == 1 &&
-                           r.element[3]->elements == 0;
-      stopped_after = stopped;
-      if (!stopped) last = &r;
-      result.moved += static_cast<std::size_t>(r.element[0]->integer);
-      result.batches.push_back(static_cast<std::size_t>(r.element[0]->integer));
-      const redisReply& ids = *r.element[2];
-      for (std::size_t i = 0; i < ids.elements; ++i)
-        result.ids.emplace_back(redis::view(*ids.element[i]));
-    }
-    // The unprovable items the last script met are the new head, read in the same atomic
-    // step: the next replay_step decides them without reading them again (and re-checks them
-    // when it applies).
-    if (!answered) {
-      if (failed->type == REDIS_REPLY_ERROR) throw_script_error(*failed, conn, label);
-      redis::detail::throw_unexpected_reply(*failed, conn.endpoint(), label, true);
-    }
-    if (last == nullptr) {  // the first script failed; the ones that answered stopped at once
-      result.unprovable = 1;
-      return result;
-    }
-    result.unprovable = static_cast<std::size_t>(last->element[1]->integer);
-    if (stopped_after && result.unprovable == 0) result.unprovable = 1;
-    const redisReply& rest = *last->element[3];
-    std::vector<std::string> window;
-    window.reserve(rest.elements);
-    for (std::size_t i = 0; i < rest.elements; ++i)
-      window.emplace_back(redis::view(*rest.element[i]));
-    if (!window.empty()) cursor.read(std::move(window));
-    return result;
-  }
+                       std::string_view destination, bool want_ids);
 
   /// The Redis key of a queue's audit stream: `<dead key>:audit` (see dlq/audit.hpp).
   std::string audit_key(std::string_view queue) const { return dead_.key(queue) + ":audit"; }
@@ -654,42 +504,7 @@ class RedisListStorage {
   // run) is sent again on its own through the router. endpoints[i] = the node that answered.
   template <class Make>
   std::vector<redis::Reply> run_spread(const std::vector<std::string>& keys, redis::Effect effect,
-                                       std::vector<std::string>& endpoints, Make make) {
-    redis::Router& router = routed();
-    std::vector<redis::Reply> out(keys.size());
-    endpoints.assign(keys.size(), std::string());
-    std::vector<std::pair<redis::ConnectionPool*, std::vector<std::size_t>>> groups;
-    const bool cluster = router.clustered();
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      redis::ConnectionPool* p = cluster ? &router.pool_for(keys[i]) : &router.seed();
-      auto g =
-          std::find_if(groups.begin(), groups.end(), [p](const auto& e) { return e.first == p; });
-      if (g == groups.end()) g = groups.insert(groups.end(), {p, {}});
-      g->second.push_back(i);
-    }
-    for (auto& [pool, indexes] : groups) {
-      std::vector<redis::Command> cmds;
-      cmds.reserve(indexes.size());
-      for (const std::size_t i : indexes)
-        cmds.push_back(make(i));
-      auto lease = pool->acquire();
-      auto replies = lease->run(cmds, effect);
-      for (std::size_t n = 0; n < indexes.size(); ++n) {
-        out[indexes[n]] = std::move(replies[n]);
-        endpoints[indexes[n]] = lease->endpoint();
-      }
-    }
-    if (!cluster) return out;
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      if (!redis::detail::is_redirect(*out[i])) continue;
-      Lease lease;
-      auto again =
-          router.run(lease, keys[i], effect, [&](const std::string&) { return one(make(i)); });
-      out[i] = std::move(again[0]);
-      endpoints[i] = (*lease)->endpoint();
-    }
-    return out;
-  }
+                                       std::vector<std::string>& endpoints, Make make);
 
   // ---- replay_step: window, plan, encode + apply (the cursor advances in replay_step) ----
 
@@ -745,6 +560,33 @@ class RedisListStorage {
   Applied apply(const StepTarget& target, Lease& lease, replay_cursor& cursor,
                 const ReplayPlan& plan, std::size_t max);
 
+  // The round trip of apply(): the replay script (`call`, its plan packed), then the read of
+  // the next window [first, last] (with the run's bound when the cursor has one), then the
+  // deletion of earlier steps' receipts.
+  static std::vector<redis::Command> step_commands(
+      const std::string& sha, const redis::scripts::ReplayCall& call, const std::string& packed,
+      const std::string& label, const replay_cursor& cursor, std::size_t first, std::size_t last);
+
+  // The next window apply()'s round trip read from list position `first` (clipped to the
+  // run's bound when `bounded`), or nullopt when it did not answer with items.
+  static std::optional<std::vector<std::string>> read_ahead_reply(
+      const std::vector<redis::Reply>& replies, redis::Connection& conn, const std::string& dead,
+      bool bounded, std::size_t first);
+
+  // The fast step's scripts (see replay_fast), sent in one round trip.
+  std::vector<redis::Reply> send_fast(const StepTarget& target, Lease& lease,
+                                      const replay_cursor& cursor, const std::string& dest,
+                                      std::size_t max_items, bool want_ids,
+                                      const std::string& label);
+
+  // A fast step whose answer was lost: the same error, saying that nothing was lost.
+  [[noreturn]] static void throw_fast_lost(const dlq::storage_error& e, const std::string& label);
+
+  // Adds what the fast step's scripts answered to `result` and gives the cursor the window
+  // the last of them read.
+  static void read_fast_answers(const std::vector<redis::Reply>& replies, redis::Connection& conn,
+                                replay_cursor& cursor, const std::string& label, FastStep& result);
+
   // An error reply to the replay script. Errors raised before the script writes anything
   // (its checks, or the server refusing to run it) say nothing moved; any other may have
   // come after the pushes (never after a removal).
@@ -777,29 +619,9 @@ class RedisListStorage {
                                       const replay_cursor& cursor, std::size_t from,
                                       std::size_t to);
 
+  // Calls on_key with every key matching `pattern` (SCAN MATCH … TYPE list on `conn`).
   template <class F>
-  void scan(redis::Connection& conn, const redis::KeyPattern& pattern, F&& on_key) {
-    const std::string glob = pattern.glob();
-    std::string cursor = "0";
-    // SCAN ends when the server returns cursor 0; the bound only guards against a broken
-    // server (10 million calls of COUNT 1000 cover far more keys than Redis can hold).
-    for (long calls = 0; calls < 10'000'000; ++calls) {
-      redis::Command c("SCAN");
-      c.arg(std::string_view(cursor)).arg("MATCH").arg(std::string_view(glob)).arg("COUNT");
-      c.arg(1000).arg("TYPE").arg("list").label("SCAN MATCH " + glob);
-      redis::Reply r = conn.run(c, redis::Effect::read);
-      redis::check(r, conn, c.label());
-      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-          r->element[1]->type != REDIS_REPLY_ARRAY) {
-        redis::detail::throw_unexpected_reply(*r, conn.endpoint(), c.label());
-      }
-      cursor.assign(redis::view(*r->element[0]));
-      const redisReply& keys = *r->element[1];
-      for (std::size_t i = 0; i < keys.elements; ++i)
-        on_key(redis::view(*keys.element[i]));
-      if (cursor == "0") return;
-    }
-  }
+  void scan(redis::Connection& conn, const redis::KeyPattern& pattern, F&& on_key);
 
   // After the answer to a replay script was lost: reconnect, make sure the old connection
   // can run nothing more, and read the receipt. true = applied, false = not applied.
@@ -851,4 +673,6 @@ extern template class DeadLetterQueue<RedisListStorage&>;
 
 #if defined(DLQ_REDIS_HEADER_ONLY)
 #include "dlq/redis/list_storage-inl.hpp"
+#include "dlq/redis/list_storage_fast-inl.hpp"
+#include "dlq/redis/list_storage_replay-inl.hpp"
 #endif

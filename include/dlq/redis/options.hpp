@@ -163,6 +163,62 @@ inline void apply_query(std::string_view url, std::string_view query, Connection
   }
 }
 
+// The user-info of a Redis URL (parse_url) at the start of `rest`, stored in `o` and taken
+// off `rest`: for TCP everything before the last '@' (the path is only a db number, so a
+// password may contain '/'); for a socket everything before an '@' that precedes the path.
+inline void parse_user_info(std::string_view url, std::string_view& rest, bool unix_form,
+                            ConnectionOptions& o) {
+  const auto first_slash = rest.find('/');
+  const auto at = unix_form ? rest.find('@') : rest.rfind('@');
+  if (at != std::string_view::npos &&
+      (!unix_form || first_slash == std::string_view::npos || at < first_slash)) {
+    const std::string_view info = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const auto colon = info.find(':');
+    if (colon == std::string_view::npos) {
+      // "redis://password@host" is ambiguous; treat a lone word as the password (redis-py
+      // and redis-cli treat it the same way).
+      o.password = percent_decode(url, info);
+    } else {
+      o.user = percent_decode(url, info.substr(0, colon));
+      o.password = percent_decode(url, info.substr(colon + 1));
+    }
+  }
+}
+
+// The TCP part of a Redis URL (parse_url) after the user-info: host (or [ipv6]), port and
+// db path, stored in `o`.
+inline void parse_tcp_address(std::string_view url, std::string_view rest, ConnectionOptions& o) {
+  std::string_view hostport = rest.substr(0, rest.find('/'));
+  std::string_view path = rest.find('/') == std::string_view::npos
+                              ? std::string_view{}
+                              : rest.substr(rest.find('/') + 1);
+  std::string_view port_text;
+  if (!hostport.empty() && hostport.front() == '[') {
+    const auto close = hostport.find(']');
+    if (close == std::string_view::npos) bad_url(url, "unclosed '[' in the host");
+    o.host = std::string(hostport.substr(1, close - 1));
+    const std::string_view after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') bad_url(url, "unexpected text after ']'");
+      port_text = after.substr(1);
+      if (port_text.empty()) bad_url(url, "empty port");
+    }
+  } else {
+    const auto colon = hostport.find(':');
+    o.host = std::string(hostport.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = hostport.substr(colon + 1);
+      if (port_text.empty()) bad_url(url, "empty port");
+    }
+  }
+  if (o.host.empty()) bad_url(url, "empty host");
+  if (!port_text.empty()) {
+    o.port = static_cast<int>(parse_number(url, port_text, "port", 1, 65535));
+  }
+  if (!path.empty()) o.db = static_cast<int>(parse_number(url, path, "db", 0, 1 << 20));
+}
+
 }  // namespace detail
 
 /// Parses a Redis URL into connection options (timeouts and retries keep their defaults).
@@ -199,24 +255,7 @@ inline ConnectionOptions parse_url(std::string_view url) {
     rest = rest.substr(0, q);
   }
 
-  // user-info: for TCP everything before the last '@' (the path is only a db number, so a
-  // password may contain '/'); for a socket everything before an '@' that precedes the path.
-  const auto first_slash = rest.find('/');
-  const auto at = unix_form ? rest.find('@') : rest.rfind('@');
-  if (at != std::string_view::npos &&
-      (!unix_form || first_slash == std::string_view::npos || at < first_slash)) {
-    const std::string_view info = rest.substr(0, at);
-    rest = rest.substr(at + 1);
-    const auto colon = info.find(':');
-    if (colon == std::string_view::npos) {
-      // "redis://password@host" is ambiguous; treat a lone word as the password (redis-py
-      // and redis-cli treat it the same way).
-      o.password = detail::percent_decode(url, info);
-    } else {
-      o.user = detail::percent_decode(url, info.substr(0, colon));
-      o.password = detail::percent_decode(url, info.substr(colon + 1));
-    }
-  }
+  detail::parse_user_info(url, rest, unix_form, o);
 
   if (unix_form) {
     if (rest.empty() || rest.front() != '/') bad_url(url, "the socket path must be absolute");
@@ -224,34 +263,7 @@ inline ConnectionOptions parse_url(std::string_view url) {
     o.host.clear();
     o.port = 0;
   } else {
-    std::string_view hostport = rest.substr(0, rest.find('/'));
-    std::string_view path = rest.find('/') == std::string_view::npos
-                                ? std::string_view{}
-                                : rest.substr(rest.find('/') + 1);
-    std::string_view port_text;
-    if (!hostport.empty() && hostport.front() == '[') {
-      const auto close = hostport.find(']');
-      if (close == std::string_view::npos) bad_url(url, "unclosed '[' in the host");
-      o.host = std::string(hostport.substr(1, close - 1));
-      const std::string_view after = hostport.substr(close + 1);
-      if (!after.empty()) {
-        if (after.front() != ':') bad_url(url, "unexpected text after ']'");
-        port_text = after.substr(1);
-        if (port_text.empty()) bad_url(url, "empty port");
-      }
-    } else {
-      const auto colon = hostport.find(':');
-      o.host = std::string(hostport.substr(0, colon));
-      if (colon != std::string_view::npos) {
-        port_text = hostport.substr(colon + 1);
-        if (port_text.empty()) bad_url(url, "empty port");
-      }
-    }
-    if (o.host.empty()) bad_url(url, "empty host");
-    if (!port_text.empty()) {
-      o.port = static_cast<int>(detail::parse_number(url, port_text, "port", 1, 65535));
-    }
-    if (!path.empty()) o.db = static_cast<int>(detail::parse_number(url, path, "db", 0, 1 << 20));
+    detail::parse_tcp_address(url, rest, o);
   }
   detail::apply_query(url, query, o);
   return o;

@@ -1,0 +1,185 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+/// @file detail/dead_letter_queue_lookup.hpp
+/// DeadLetterQueue's lookups and removals by entry id (get, remove, remove_ids): one lookup
+/// per id where the storage has `find`, else one scan of the dead list that keeps its place
+/// while other clients remove entries, then one compare-and-delete per entry found. Included
+/// by dlq/dead_letter_queue.hpp; include that header, not this one.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlq/dead_letter_queue.hpp"
+
+namespace dlq {
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::optional<Entry> DeadLetterQueue<Storage>::get(std::string_view queue,
+                                                                     std::string_view id) {
+  detail::queue_core::validate_queue(queue, "get");
+  return guarded([&]() -> std::optional<Entry> {
+    auto raw = find_raw(queue, ListKind::dead, id);
+    if (!raw) return std::nullopt;
+    return parse_entry(std::move(*raw));
+  });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE bool DeadLetterQueue<Storage>::remove(std::string_view queue,
+                                                        std::string_view id) {
+  detail::queue_core::validate_queue(queue, "remove");
+  return !remove_many(queue, {std::string(id)}, {}).removed.empty();
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE RemoveReport DeadLetterQueue<Storage>::remove_ids(
+    std::string_view queue, const std::vector<std::string>& ids, std::string actor) {
+  detail::queue_core::validate_queue(queue, "remove_ids");
+  return remove_many(queue, ids, std::move(actor));
+}
+
+// remove and remove_ids (see remove_ids).
+template <class Storage>
+DLQ_MEMBER_INLINE RemoveReport DeadLetterQueue<Storage>::remove_many(
+    std::string_view queue, const std::vector<std::string>& ids, std::string actor) {
+  std::vector<std::string_view> wanted;  // each id once, in the order given
+  {
+    std::set<std::string_view> seen;
+    for (const auto& id : ids)
+      if (seen.insert(id).second) wanted.push_back(id);
+  }
+  std::set<std::string_view> removed;
+  RemoveReport report;
+  auto finish = [&](std::string outcome) {
+    for (const auto id : wanted)
+      (removed.count(id) != 0 ? report.removed : report.not_found).emplace_back(id);
+    if (report.removed.empty()) return;  // no change, no record
+    AuditRecord rec = audit_record("remove", queue, actor);
+    rec.counts =
+        detail::object_of("removed", report.removed.size(), "not_found", report.not_found.size());
+    detail::audit_ids bounded{core_->options.audit_max_ids, {}, 0};
+    for (const auto& id : report.removed)
+      bounded.add(id);
+    rec.ids = std::move(bounded.ids);
+    rec.ids_omitted = bounded.omitted;
+    rec.outcome = std::move(outcome);
+    detail::write_audit(*core_, storage_, rec);
+  };
+  try {
+    guarded([&] {
+      std::vector<std::string_view> pending = wanted;
+      // An entry found but changed before its compare-and-delete (replayed and sent again,
+      // edited) is looked for again: three attempts in all, as one remove always had.
+      for (int attempt = 0; attempt < 3 && !pending.empty(); ++attempt) {
+        const auto found = find_raws(queue, ListKind::dead, pending);
+        std::vector<std::string_view> again;
+        for (const auto id : pending) {
+          const auto it = found.find(id);
+          if (it == found.end()) continue;  // not there
+          if (storage_.remove(queue, ListKind::dead, id, it->second)) {
+            removed.insert(id);
+          } else {
+            again.push_back(id);
+          }
+        }
+        pending = std::move(again);
+      }
+    });
+  } catch (const std::exception& e) {
+    finish(std::string("failed: ") + e.what());
+    throw;
+  }
+  finish("ok");
+  return report;
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::optional<std::string> DeadLetterQueue<Storage>::find_raw(
+    std::string_view queue, ListKind kind, std::string_view id) {
+  if constexpr (detail::has_find<storage_type>::value) {
+    return storage_.find(queue, kind, id);
+  } else {
+    auto found = find_raws(queue, kind, {id});
+    if (found.empty()) return std::nullopt;
+    return std::move(found.begin()->second);
+  }
+}
+
+// The stored item of each of `ids` (the first one with that id) that is in the list, by id:
+// one lookup per id where the storage has `find`, else one scan of the list that stops
+// once every id was found.
+template <class Storage>
+DLQ_MEMBER_INLINE std::map<std::string, std::string, std::less<>>
+DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
+                                    const std::vector<std::string_view>& ids) {
+  std::map<std::string, std::string, std::less<>> out;
+  if (ids.empty()) return out;
+  if constexpr (detail::has_find<storage_type>::value) {
+    for (const auto id : ids)
+      if (out.find(id) == out.end())
+        if (auto raw = storage_.find(queue, kind, id))
+          out.emplace(std::string(id), std::move(*raw));
+    return out;
+  } else {
+    constexpr std::size_t page = 512;
+    const std::set<std::string_view> wanted(ids.begin(), ids.end());
+    // Ids of plain characters appear verbatim in the stored bytes: a cheap pre-check when
+    // there are few of them.
+    bool plain = wanted.size() <= 8;
+    for (const auto id : wanted)
+      plain = plain && detail::id_stored_verbatim(id);
+    // Pages are read by offset while other clients may remove entries (a replay, a trim):
+    // each page after the first is read from the last item of the page before, and if that
+    // item is not there the list moved left under the scan — the scan finds that item
+    // again (a page back) and goes on after it, so no entry slides past unseen. If it was
+    // removed itself, the scan starts over (at most 3 times; then "not found").
+    std::size_t start = 0;
+    std::optional<std::string> last;  // the last item of the previous page
+    int restarts = 0;
+    for (;;) {
+      const bool anchored = last.has_value();
+      auto raws =
+          storage_.range(queue, kind, anchored ? start - 1 : start, anchored ? page + 1 : page);
+      if (anchored && (raws.empty() || raws.front() != *last)) {
+        const std::size_t back = start - 1 > page ? start - 1 - page : 0;
+        const auto before = storage_.range(queue, kind, back, start - back);
+        const auto it = std::find(before.rbegin(), before.rend(), *last);
+        if (it != before.rend()) {
+          start = back + static_cast<std::size_t>(before.rend() - it);  // just after it
+        } else if (++restarts <= 3) {
+          start = 0;
+          last.reset();
+        } else {
+          return out;
+        }
+        continue;
+      }
+      const std::size_t first = anchored ? 1 : 0;
+      const bool full = raws.size() - first >= page;
+      if (full) last = raws.back();  // the next page's anchor (a copy: found items move out)
+      for (std::size_t i = first; i < raws.size(); ++i) {
+        std::string& raw = raws[i];
+        if (plain && std::none_of(wanted.begin(), wanted.end(), [&](std::string_view id) {
+              return raw.find(id) != std::string::npos;
+            }))
+          continue;  // cheap pre-check
+        detail::envelope_view view;
+        std::string found = detail::view_envelope(raw, view) ? detail::entry_id(view, raw)
+                                                             : detail::derived_id(raw);
+        if (wanted.count(found) == 0 || out.find(found) != out.end()) continue;
+        out.emplace(std::move(found), std::move(raw));
+        if (out.size() == wanted.size()) return out;
+      }
+      if (!full) return out;
+      start += page;
+    }
+  }
+}
+
+}  // namespace dlq
