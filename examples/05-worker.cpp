@@ -28,13 +28,10 @@
 #include <dlq/dlq.hpp>
 #include <nlohmann/json.hpp>
 #if DLQ_EXAMPLE_WITH_SQLITE
-#include <dlq/kv/storage.hpp>
-#include <dlq/sqlite/job_queue.hpp>
-#include <dlq/sqlite/sqlite_store.hpp>
+#include <dlq/sqlite.hpp>
 #endif
 #if DLQ_EXAMPLE_WITH_REDIS
-#include <dlq/redis/list_storage.hpp>
-#include <dlq/redis/source_queue.hpp>
+#include <dlq/redis.hpp>
 #endif
 
 namespace {

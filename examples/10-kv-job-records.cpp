@@ -6,8 +6,7 @@
 #include <string>
 #include <vector>
 
-#include <dlq/dlq.hpp>
-#include <dlq/kv/memory_store.hpp>  // in production: <dlq/sqlite/sqlite_store.hpp>
+#include <dlq/kv.hpp>  // in production: <dlq/sqlite.hpp> (dlq::kv::SqliteStore)
 
 int main() {
   std::deque<std::string> job_queue;  // your real queue (Redis list, SQS, an in-process queue…)

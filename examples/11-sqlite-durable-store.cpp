@@ -6,9 +6,7 @@
 #include <string>
 #include <vector>
 
-#include <dlq/dlq.hpp>
-#include <dlq/kv/sinks.hpp>
-#include <dlq/sqlite/sqlite_store.hpp>
+#include <dlq/sqlite.hpp>
 
 int main() {
   const std::string path = (std::filesystem::temp_directory_path() / "dlq-example-11.db").string();

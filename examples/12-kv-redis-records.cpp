@@ -9,8 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "dlq/dlq.hpp"
-#include "dlq/redis/kv_store.hpp"
+#include "dlq/redis.hpp"
 
 namespace {
 std::string redis_url(int argc, char** argv) {

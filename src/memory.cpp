@@ -1,12 +1,11 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 // Compiled mode (CMake DLQ_COMPILED=ON): the core's shipped instantiations, built once into
-// dlq::dlq. The headers declare them `extern template` (end of dlq/storage/memory.hpp and
-// dlq/kv/memory_store.hpp), so users' translation units only call them. The definitions of
+// dlq::dlq. The umbrella headers declare them `extern template` (end of dlq/dlq.hpp and
+// dlq/kv.hpp), so users' translation units only call them. The definitions of
 // the core's non-template functions (the `-inl.hpp` files; see DLQ_INLINE in
 // dlq/detail/compiled.hpp) are compiled here, once: the headers only declare them.
 #include "dlq/dlq.hpp"
-#include "dlq/kv/memory_store.hpp"
-#include "dlq/kv/storage.hpp"
+#include "dlq/kv.hpp"
 
 #include "dlq/audit-inl.hpp"
 #include "dlq/detail/counter_map-inl.hpp"

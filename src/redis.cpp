@@ -1,12 +1,11 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 // Compiled mode (CMake DLQ_COMPILED=ON): the Redis backends' shipped instantiations, built
-// once into dlq::redis. The headers declare them `extern template` (end of
-// dlq/redis/list_storage.hpp and dlq/redis/kv_store.hpp). RedisListStorage's member
+// once into dlq::redis. The umbrella header declares them `extern template` (end of
+// dlq/redis.hpp). RedisListStorage's member
 // definitions and RedisStore's constructors (dlq/redis/list_storage*-inl.hpp, kv_store-inl.hpp;
 // see DLQ_REDIS_INLINE in dlq/detail/compiled.hpp) are compiled here, once: the headers only
 // declare them.
 #include "dlq/redis.hpp"
-#include "dlq/dlq.hpp"
 
 #include "dlq/redis/kv_store-inl.hpp"
 #include "dlq/redis/list_storage-inl.hpp"

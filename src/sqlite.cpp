@@ -1,13 +1,11 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 // Compiled mode (CMake DLQ_COMPILED=ON): the SQLite backend's shipped instantiations (the
 // key-value front end over SqliteStore, and dlqctl's over SqliteStore + JobQueue), built once
-// into dlq::sqlite. The headers declare them `extern template` (end of
-// dlq/sqlite/sqlite_store.hpp and dlq/sqlite/job_queue.hpp). SqliteStore's constructor
+// into dlq::sqlite. The umbrella header declares them `extern template` (end of
+// dlq/sqlite.hpp). SqliteStore's constructor
 // (dlq/sqlite/sqlite_store-inl.hpp; see DLQ_SQLITE_INLINE in dlq/detail/compiled.hpp) is
 // compiled here, once: the header only declares it.
 #include "dlq/sqlite.hpp"
-#include "dlq/dlq.hpp"
-#include "dlq/sqlite/job_queue.hpp"
 
 #include "dlq/sqlite/sqlite_store-inl.hpp"
 

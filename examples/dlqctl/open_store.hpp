@@ -22,16 +22,15 @@
 
 #include "store.hpp"
 
+// The umbrellas, not the backend headers alone: in compiled mode they declare the
+// instantiations the libraries hold (dlqctl's among them), so dlqctl compiles none of them.
 #if DLQCTL_WITH_REDIS
-#include <dlq/redis/list_storage.hpp>
-#include <dlq/redis/source_queue.hpp>
+#include <dlq/redis.hpp>
 #endif
 #if DLQCTL_WITH_SQLITE
 #include <sys/stat.h>
 
-#include <dlq/kv/storage.hpp>
-#include <dlq/sqlite/job_queue.hpp>
-#include <dlq/sqlite/sqlite_store.hpp>
+#include <dlq/sqlite.hpp>
 #endif
 
 namespace dlqctl {

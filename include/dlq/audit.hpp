@@ -66,6 +66,7 @@
 #include <vector>
 
 #include "dlq/detail/compiled.hpp"
+#include "dlq/detail/json_dom.hpp"
 #include "dlq/detail/sha256.hpp"
 #include "dlq/detail/time.hpp"
 #include "dlq/entry.hpp"

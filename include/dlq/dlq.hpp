@@ -20,3 +20,15 @@
 #include "dlq/storage.hpp"
 #include "dlq/storage/memory.hpp"
 #include "dlq/version.hpp"
+
+// Compiled mode (CMake DLQ_COMPILED=ON; dlq::dlq defines DLQ_COMPILED_LIB): these
+// instantiations are built once, in src/memory.cpp, so a unit that includes this header
+// compiles calls into the library instead of the front end (docs/install.md, "Compiled
+// mode"). They live here, not in dlq/storage/memory.hpp: a backend header never includes the
+// front end.
+#if defined(DLQ_COMPILED_LIB)
+namespace dlq {
+extern template class DeadLetterQueue<MemoryStorage>;
+extern template class DeadLetterQueue<MemoryStorage&>;
+}  // namespace dlq
+#endif

@@ -19,6 +19,22 @@ char* put_literal(char* p, const char (&text)[N]) noexcept {
   return p + N - 1;
 }
 
+/// Ends the envelope written so far at [base, p) with envelope_bytes, its last member: the
+/// byte length of the whole envelope, its own digits and the final '}' included — what lets
+/// the fast step prove in O(1) that an item is one whole envelope as written (not cut off,
+/// not joined to another, not edited by a tool that adds a member;
+/// dlq/redis/scripts/replay_fast.hpp). Returns the position after the '}'.
+inline char* put_envelope_bytes(const char* base, char* p) noexcept {
+  p = put_literal(p, ",\"envelope_bytes\":");
+  const std::size_t fixed = static_cast<std::size_t>(p - base) + 1;  // with the final '}'
+  std::size_t digits = 1;
+  for (std::size_t bound = 10; fixed + digits >= bound; bound *= 10)
+    ++digits;
+  p = std::to_chars(p, p + 20, fixed + digits).ptr;
+  *p++ = '}';
+  return p;
+}
+
 DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
   const Failure& f = *in.failure;
   const payload_shape shape = shape_of(in.payload);
@@ -89,17 +105,7 @@ DLQ_INLINE void write_envelope(std::string& out, const envelope_input& in) {
     p = put_literal(p, ",\"dead_letter_count\":");
     p = std::to_chars(p, p + 20, in.dead_letter_count).ptr;
   }
-  // envelope_bytes, last: the byte length of the whole envelope, its own digits and the
-  // final '}' included — what lets the fast step prove in O(1) that an item is one whole
-  // envelope as written (not cut off, not joined to another, not edited by a tool that
-  // adds a member; dlq/redis/scripts/replay_fast.hpp).
-  p = put_literal(p, ",\"envelope_bytes\":");
-  const std::size_t fixed = static_cast<std::size_t>(p - base) + 1;  // with the final '}'
-  std::size_t digits = 1;
-  for (std::size_t bound = 10; fixed + digits >= bound; bound *= 10)
-    ++digits;
-  p = std::to_chars(p, p + 20, fixed + digits).ptr;
-  *p++ = '}';
+  p = put_envelope_bytes(base, p);
   out.resize(start + static_cast<std::size_t>(p - base));
 }
 

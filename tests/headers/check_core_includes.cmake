@@ -1,7 +1,23 @@
-# Fails when a core header (anything outside the Redis, SQLite, HTTP and Asio parts) includes hiredis,
-# sqlite3, cpp-httplib or a backend header: users of the core must never need those installed.
+# Fails when a core header (anything outside the backends' folders — Redis, SQLite, HTTP, the
+# list BACKENDS — and the Asio part) includes a backend's library (hiredis, sqlite3,
+# cpp-httplib) or header: users of the core must never need those installed.
 # Also when a dlq/asio header includes hiredis, or the Redis Cluster decision headers
 # (dlq/redis/detail/slot_map.hpp, cluster_fsm.hpp) include anything but the standard library.
+# BACKENDS: `<name>=<regex of its library's includes>`, comma-separated (DLQ_BACKENDS of the
+# top-level CMakeLists.txt): the folders and umbrellas the core must not include, and theirs.
+string(REPLACE "," ";" backends "${BACKENDS}")
+if(NOT backends)
+  message(FATAL_ERROR "pass -DBACKENDS=name=regex,... (see tests/headers/headers.cmake)")
+endif()
+set(backend_headers "asio/redis")  # dlq::asio's Redis part may use dlq/redis
+set(backend_includes "")
+foreach(b IN LISTS backends)
+  string(REGEX REPLACE "=.*" "" name "${b}")
+  string(REGEX REPLACE "^[^=]*=" "" library "${b}")
+  string(APPEND backend_headers "|${name}/|${name}\\.hpp")
+  list(APPEND backend_includes "${library}" "dlq/${name}/" "dlq/${name}\\.hpp")
+endforeach()
+list(JOIN backend_includes "|" backend_includes)
 file(GLOB_RECURSE headers RELATIVE "${INCLUDE_DIR}" "${INCLUDE_DIR}/dlq/*.hpp")
 set(bad "")
 foreach(h IN LISTS headers)
@@ -35,11 +51,11 @@ foreach(h IN LISTS headers)
     endforeach()
   endif()
   # dlq::asio's core part needs no backend; its Redis part (dlq/asio/redis*) may use dlq/redis.
-  if(h MATCHES "^dlq/(redis/|redis\\.hpp|sqlite/|sqlite\\.hpp|http/|http\\.hpp|asio/redis)")
+  if(h MATCHES "^dlq/(${backend_headers})")
     continue()
   endif()
   foreach(line IN LISTS lines)
-    if(line MATCHES "hiredis|sqlite3|httplib|dlq/redis/|dlq/redis\\.hpp|dlq/sqlite/|dlq/sqlite\\.hpp|dlq/http/|dlq/http\\.hpp")
+    if(line MATCHES "${backend_includes}")
       list(APPEND bad "${h}: ${line}")
     endif()
   endforeach()

@@ -1,5 +1,7 @@
 // Fixtures for the key-value backend's tests: one per store, so that the same test cases run
-// over every store (TEMPLATE_LIST_TEST_CASE over kv_fixtures).
+// over every store (TEMPLATE_LIST_TEST_CASE over kv_fixtures; the key-value store suite,
+// tests/contract/kv_store_suite.hpp, takes them by name). The in-memory ones are in
+// tests/contract/kv_memory_fixtures.hpp.
 #pragma once
 
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "contract/kv_memory_fixtures.hpp"
 #include "dlq/kv/memory_store.hpp"
 #include "dlq/kv/storage.hpp"
 #if DLQ_TEST_HAVE_SQLITE
@@ -48,37 +51,6 @@ class TempDir {
 
  private:
   std::string path_;
-};
-
-/// A store with only the four required members (no count, no remove_all): proves the
-/// adapter's fallbacks give the same results.
-class MinimalStore {
- public:
-  void save(const std::vector<dlq::kv::Write>& writes) { inner_.save(writes); }
-  std::optional<dlq::kv::Item> load(std::string_view c, std::string_view id) {
-    return inner_.load(c, id);
-  }
-  std::vector<dlq::kv::Item> list(std::string_view c, const dlq::kv::Window& w) {
-    return inner_.list(c, w);
-  }
-  std::size_t remove(const std::vector<dlq::kv::Removal>& r) { return inner_.remove(r); }
-
- private:
-  dlq::kv::MemoryStore inner_;
-};
-static_assert(dlq::kv::is_store_v<MinimalStore>);
-static_assert(!dlq::kv::detail::has_count<MinimalStore>::value);
-
-struct MemoryKv {
-  using store_type = dlq::kv::MemoryStore;
-  static constexpr bool durable = false;
-  store_type make() { return store_type{}; }
-};
-
-struct MinimalKv {
-  using store_type = MinimalStore;
-  static constexpr bool durable = false;
-  store_type make() { return store_type{}; }
 };
 
 #if DLQ_TEST_HAVE_REDIS

@@ -11,6 +11,7 @@
 
 #include "dlq/dlq.hpp"
 #include "dlq/kv/memory_store.hpp"
+#include "dlq/kv/storage.hpp"
 #include "dlq/redis/kv_store.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"

@@ -199,6 +199,29 @@ inline const char* skip_number(const char* p, const char* end, mode m) noexcept 
   return p;
 }
 
+/// Skips one scalar — a string, a literal or a number — that starts exactly at `p != end`.
+/// Returns the position right after it, or nullptr when the bytes are not a valid scalar.
+inline const char* skip_scalar(const char* p, const char* end, mode m) {
+  switch (*p) {
+    case '"': {
+      bool esc = false;
+      return skip_string_body(p + 1, end, esc);
+    }
+    case 't':
+      return skip_literal(p, end, "true");
+    case 'f':
+      return skip_literal(p, end, "false");
+    case 'n':
+      return skip_literal(p, end, "null");
+    case 'N':
+      return m == mode::lenient ? skip_literal(p, end, "NaN") : nullptr;
+    case 'I':
+      return m == mode::lenient ? skip_literal(p, end, "Infinity") : nullptr;
+    default:
+      return skip_number(p, end, m);
+  }
+}
+
 /// Skips one JSON value that starts exactly at `p` (no leading whitespace; whitespace inside
 /// containers is allowed). Returns the position right after the value, or nullptr when the
 /// bytes are not a valid value.
@@ -210,51 +233,19 @@ inline const char* skip_value(const char* p, const char* end, mode m) {
     switch (s) {
       case state::value: {
         if (p == end) return nullptr;
-        switch (*p) {
-          case '{':
-            p = skip_ws(p + 1, end);
-            if (p != end && *p == '}') {
-              ++p;
-              s = state::after;
-            } else {
-              stack.push_back('{');
-              s = state::key;
-            }
-            continue;
-          case '[':
-            p = skip_ws(p + 1, end);
-            if (p != end && *p == ']') {
-              ++p;
-              s = state::after;
-            } else {
-              stack.push_back('[');
-              s = state::value;
-            }
-            continue;
-          case '"': {
-            bool esc = false;
-            p = skip_string_body(p + 1, end, esc);
-            break;
+        if (*p == '{' || *p == '[') {
+          const char open = *p;
+          p = skip_ws(p + 1, end);
+          if (p != end && *p == (open == '{' ? '}' : ']')) {
+            ++p;
+            s = state::after;
+          } else {
+            stack.push_back(open);
+            s = open == '{' ? state::key : state::value;
           }
-          case 't':
-            p = skip_literal(p, end, "true");
-            break;
-          case 'f':
-            p = skip_literal(p, end, "false");
-            break;
-          case 'n':
-            p = skip_literal(p, end, "null");
-            break;
-          case 'N':
-            p = m == mode::lenient ? skip_literal(p, end, "NaN") : nullptr;
-            break;
-          case 'I':
-            p = m == mode::lenient ? skip_literal(p, end, "Infinity") : nullptr;
-            break;
-          default:
-            p = skip_number(p, end, m);
-            break;
+          continue;
         }
+        p = skip_scalar(p, end, m);
         if (p == nullptr) return nullptr;
         s = state::after;
         continue;

@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "dlq/detail/counter_map.hpp"
-#include "dlq/kv/storage.hpp"
+#include "dlq/kv/store.hpp"
 
 namespace dlq {
 namespace kv {
 
-/// In-memory key-value store (see the contract in dlq/kv/storage.hpp). Nothing
+/// In-memory key-value store (see the contract in dlq/kv/store.hpp). Nothing
 /// survives the process. A handle: copies share the same data. Thread-safe: every call takes
 /// one lock, so each batch is atomic.
 class MemoryStore {
@@ -307,15 +307,3 @@ class MemoryStore {
 
 }  // namespace kv
 }  // namespace dlq
-
-// Compiled mode (CMake DLQ_COMPILED=ON; dlq::dlq defines DLQ_COMPILED_LIB): these
-// instantiations are built once, in src/memory.cpp; a translation unit that includes this header
-// instantiates none of them.
-#if defined(DLQ_COMPILED_LIB)
-#include "dlq/dead_letter_queue.hpp"
-namespace dlq {
-extern template class KeyValueStorage<kv::MemoryStore>;
-extern template class DeadLetterQueue<KeyValueStorage<kv::MemoryStore>>;
-extern template class DeadLetterQueue<KeyValueStorage<kv::MemoryStore>&>;
-}  // namespace dlq
-#endif

@@ -1,6 +1,6 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file redis/kv_store.hpp
-/// dlq::kv::RedisStore: a key-value store (the concept in dlq/kv/storage.hpp) on Redis, for
+/// dlq::kv::RedisStore: a key-value store (the contract in dlq/kv/store.hpp) on Redis, for
 /// dlq::KeyValueStorage. CMake: dlq::redis (hiredis). Its usual replay destination,
 /// dlq::kv::RedisListSink, is in dlq/redis/list_sink.hpp (included here).
 ///
@@ -48,7 +48,7 @@
 #include "dlq/detail/compiled.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/kv/sinks.hpp"
-#include "dlq/kv/storage.hpp"
+#include "dlq/kv/store.hpp"
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/list_sink.hpp"
 #include "dlq/redis/options.hpp"
@@ -440,21 +440,6 @@ class RedisStore {
 
 }  // namespace kv
 }  // namespace dlq
-
-// Compiled mode (CMake DLQ_COMPILED=ON; dlq::redis defines DLQ_COMPILED_REDIS): these
-// instantiations are built once, in src/redis.cpp; a translation unit that includes this header
-// instantiates none of them.
-#if defined(DLQ_COMPILED_REDIS)
-#include "dlq/dead_letter_queue.hpp"
-namespace dlq {
-extern template class KeyValueStorage<kv::RedisStore>;
-extern template class KeyValueStorage<kv::RedisStore, kv::RedisListSink>;
-extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore>>;
-extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore>&>;
-extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore, kv::RedisListSink>>;
-extern template class DeadLetterQueue<KeyValueStorage<kv::RedisStore, kv::RedisListSink>&>;
-}  // namespace dlq
-#endif
 
 #if defined(DLQ_REDIS_HEADER_ONLY)
 #include "dlq/redis/kv_store-inl.hpp"

@@ -660,17 +660,6 @@ class RedisListStorage {
 
 }  // namespace dlq
 
-// Compiled mode (CMake DLQ_COMPILED=ON; dlq::redis defines DLQ_COMPILED_REDIS): these
-// instantiations are built once, in src/redis.cpp; a translation unit that includes this header
-// instantiates none of them.
-#if defined(DLQ_COMPILED_REDIS)
-#include "dlq/dead_letter_queue.hpp"
-namespace dlq {
-extern template class DeadLetterQueue<RedisListStorage>;
-extern template class DeadLetterQueue<RedisListStorage&>;
-}  // namespace dlq
-#endif
-
 #if defined(DLQ_REDIS_HEADER_ONLY)
 #include "dlq/redis/list_storage-inl.hpp"
 #include "dlq/redis/list_storage_fast-inl.hpp"

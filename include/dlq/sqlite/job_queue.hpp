@@ -33,7 +33,7 @@
 ///   nack, recover, size, in_flight), so a worker written against it runs unchanged on
 ///   dlq::MemorySourceQueue in a unit test and dlq::RedisSourceQueue.
 ///
-/// Layout in the store (see dlq/kv/storage.hpp for collections and versions): the
+/// Layout in the store (see dlq/kv/store.hpp for collections and versions): the
 /// ready jobs of queue Q are the collection `<prefix>{Q}:ready`, those held by consumer C
 /// `<prefix>{Q}:held:C`; a job's id is a fresh time-ordered id, its value the payload bytes,
 /// oldest first by version. Every member is thread-safe when the store is (SqliteStore is,
@@ -52,7 +52,6 @@
 #include "dlq/detail/id.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/kv/sinks.hpp"
-#include "dlq/kv/storage.hpp"
 #include "dlq/source_queue.hpp"
 #include "dlq/sqlite/sqlite_store.hpp"
 
@@ -295,18 +294,3 @@ class JobQueue {
 
 }  // namespace kv
 }  // namespace dlq
-
-// Compiled mode (CMake DLQ_COMPILED=ON; dlq::sqlite defines DLQ_COMPILED_SQLITE): these
-// instantiations are built once, in src/sqlite.cpp; a translation unit that includes this header
-// instantiates none of them.
-#if defined(DLQ_COMPILED_SQLITE)
-#include "dlq/dead_letter_queue.hpp"
-namespace dlq {
-namespace kv {
-extern template class JobQueue<SqliteStore>;
-}  // namespace kv
-extern template class KeyValueStorage<kv::SqliteStore, kv::JobQueue<>>;
-extern template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore, kv::JobQueue<>>>;
-extern template class DeadLetterQueue<KeyValueStorage<kv::SqliteStore, kv::JobQueue<>>&>;
-}  // namespace dlq
-#endif

@@ -217,17 +217,6 @@ class MemoryStorage {
 
 }  // namespace dlq
 
-// Compiled mode (CMake DLQ_COMPILED=ON; dlq::dlq defines DLQ_COMPILED_LIB): these
-// instantiations are built once, in src/memory.cpp; a translation unit that includes this header
-// instantiates none of them.
-#if defined(DLQ_COMPILED_LIB)
-#include "dlq/dead_letter_queue.hpp"
-namespace dlq {
-extern template class DeadLetterQueue<MemoryStorage>;
-extern template class DeadLetterQueue<MemoryStorage&>;
-}  // namespace dlq
-#endif
-
 #if defined(DLQ_HEADER_ONLY)
 #include "dlq/storage/memory-inl.hpp"
 #endif

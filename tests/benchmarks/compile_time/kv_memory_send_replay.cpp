@@ -1,7 +1,6 @@
 // compile_time.sh: DeadLetterQueue<KeyValueStorage<kv::MemoryStore>>, one send_to_dlq and
 // one replay_all.
-#include <dlq/dlq.hpp>
-#include <dlq/kv/memory_store.hpp>
+#include <dlq/kv.hpp>
 
 int main() {
   dlq::DeadLetterQueue<dlq::KeyValueStorage<dlq::kv::MemoryStore>> q;

@@ -1,8 +1,7 @@
 // compile_time.sh: DeadLetterQueue<KeyValueStorage<kv::RedisStore>>, one send_to_dlq and one
 // replay_all (into the default in-memory sink).
 //   kv_redis_send_replay [URL]
-#include <dlq/dlq.hpp>
-#include <dlq/redis/kv_store.hpp>
+#include <dlq/redis.hpp>
 
 int main(int argc, char** argv) {
   dlq::DeadLetterQueue<dlq::KeyValueStorage<dlq::kv::RedisStore>> q(

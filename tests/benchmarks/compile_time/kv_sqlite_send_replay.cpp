@@ -3,8 +3,7 @@
 //   kv_sqlite_send_replay [FILE]      (default compile_time.db; removed first)
 #include <cstdio>
 
-#include <dlq/dlq.hpp>
-#include <dlq/sqlite/sqlite_store.hpp>
+#include <dlq/sqlite.hpp>
 
 int main(int argc, char** argv) {
   const char* path = argc > 1 ? argv[1] : "compile_time.db";

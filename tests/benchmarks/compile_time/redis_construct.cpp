@@ -1,7 +1,6 @@
 // compile_time.sh: DeadLetterQueue<RedisListStorage>, constructed only (it connects lazily).
 //   redis_construct [URL]
-#include <dlq/dlq.hpp>
-#include <dlq/redis/list_storage.hpp>
+#include <dlq/redis.hpp>
 
 int main(int argc, char** argv) {
   dlq::DeadLetterQueue<dlq::RedisListStorage> q(

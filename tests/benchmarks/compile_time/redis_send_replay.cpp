@@ -1,7 +1,6 @@
 // compile_time.sh: DeadLetterQueue<RedisListStorage>, one send_to_dlq and one replay_all.
 //   redis_send_replay [URL]
-#include <dlq/dlq.hpp>
-#include <dlq/redis/list_storage.hpp>
+#include <dlq/redis.hpp>
 
 int main(int argc, char** argv) {
   dlq::DeadLetterQueue<dlq::RedisListStorage> q(

@@ -2,6 +2,7 @@
 // KeyValueStorage with a message listing the accepted shapes. With -DDLQ_POSITIVE_CONTROL the
 // sink has push() and the file compiles.
 #include <dlq/kv/memory_store.hpp>
+#include <dlq/kv/storage.hpp>
 
 struct NotASink {
 #ifdef DLQ_POSITIVE_CONTROL

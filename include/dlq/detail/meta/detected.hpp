@@ -2,7 +2,7 @@
 // The detection idiom (Library Fundamentals TS v2, std::experimental::is_detected; the same
 // shape as nlohmann/json's detail/meta/detected.hpp): whether an expression, written once as
 // an alias template `Op<Args...>`, is well-formed, and what type it has. The storage contracts
-// (dlq/storage.hpp, dlq/kv/storage.hpp) state each member they check as one such alias.
+// (dlq/storage.hpp, dlq/kv/store.hpp) state each member they check as one such alias.
 #pragma once
 
 #include <type_traits>

@@ -1,22 +1,41 @@
-// The key-value store contract (dlq/kv/storage.hpp), run over every store: versions,
-// oldest-first windows, atomic batches, compare-and-delete, moves, counts.
+// The key-value store contract suite (dlq/kv/store.hpp): the behaviour every key-value
+// store must have for dlq::KeyValueStorage — versions, oldest-first windows, atomic batches,
+// compare-and-delete, moves, counts, and each optional member when the store has it. A
+// store's test file defines DLQ_KV_STORE_FIXTURES (a comma separated list of fixture types)
+// and includes this file; each fixture provides:
+//
+//   using store_type = …;              the store under test
+//   Fixture();                          owns what the store needs (a directory, a key prefix)
+//   store_type make();                  a fresh, empty store, isolated from other tests
+//
+// The memory stores run it in tests/contract/kv_store_memory.cpp, SQLite and Redis in
+// tests/kv/kv_store_sqlite.cpp and kv_store_redis.cpp; a new store adds one such file
+// (docs/backends.md).
+#pragma once
+
+#ifndef DLQ_KV_STORE_FIXTURES
+#error "define DLQ_KV_STORE_FIXTURES before including kv_store_suite.hpp"
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
-#include "kv_fixtures.hpp"
+#include "dlq/kv/store.hpp"
 #include "support/catch.hpp"
+
+namespace kv_contract {
 
 using dlq::kv::Item;
 using dlq::kv::Removal;
 using dlq::kv::Window;
 using dlq::kv::Write;
 
-namespace {
 template <class Store>
 std::vector<std::string> ids(Store& store, std::string_view coll, Window w = {}) {
   std::vector<std::string> out;
@@ -29,10 +48,18 @@ template <class Store>
 std::size_t count_of(Store& store, std::string_view coll) {
   return store.list(coll, Window{}).size();
 }
-}  // namespace
 
-TEMPLATE_LIST_TEST_CASE("a saved record loads back byte for byte with a version", "[kv][store]",
-                        kvtest::kv_fixtures) {
+}  // namespace kv_contract
+
+using kv_contract::count_of;
+using kv_contract::ids;
+using kv_contract::Item;
+using kv_contract::Removal;
+using kv_contract::Window;
+using kv_contract::Write;
+
+TEMPLATE_TEST_CASE("a saved record loads back byte for byte with a version", "[kv][store]",
+                        DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   static const char bytes[] = "bin\0ary \xff\xfe bytes";
@@ -47,8 +74,8 @@ TEMPLATE_LIST_TEST_CASE("a saved record loads back byte for byte with a version"
   CHECK_FALSE(store.load("other", "a"));
 }
 
-TEMPLATE_LIST_TEST_CASE("an empty value and ids with odd bytes are stored as given", "[kv][store]",
-                        kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("an empty value and ids with odd bytes are stored as given", "[kv][store]",
+                        DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   static const char odd[] = "id:with:colons/{and}\xc3\xa9";
@@ -60,8 +87,8 @@ TEMPLATE_LIST_TEST_CASE("an empty value and ids with odd bytes are stored as giv
   CHECK(ids(store, "c") == std::vector<std::string>{odd_id, "x"});
 }
 
-TEMPLATE_LIST_TEST_CASE("list is oldest first and a replaced record moves to the end",
-                        "[kv][store]", kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("list is oldest first and a replaced record moves to the end",
+                        "[kv][store]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   store.save({Write{"c", "a", "1"}, Write{"c", "b", "2"}, Write{"c", "c", "3"}});
@@ -74,8 +101,8 @@ TEMPLATE_LIST_TEST_CASE("list is oldest first and a replaced record moves to the
   CHECK(count_of(store, "c") == 3);
 }
 
-TEMPLATE_LIST_TEST_CASE("a batch saves in order; a repeated id in it keeps the last value",
-                        "[kv][store]", kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("a batch saves in order; a repeated id in it keeps the last value",
+                        "[kv][store]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   store.save({Write{"c", "a", "1"}, Write{"c", "b", "2"}, Write{"c", "a", "3"}});
@@ -83,7 +110,7 @@ TEMPLATE_LIST_TEST_CASE("a batch saves in order; a repeated id in it keeps the l
   CHECK(store.load("c", "a")->value == "3");
 }
 
-TEMPLATE_LIST_TEST_CASE("collections are separate", "[kv][store]", kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("collections are separate", "[kv][store]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   store.save({Write{"c1", "a", "1"}, Write{"c2", "a", "2"}, Write{"c1x", "a", "3"}});
@@ -93,8 +120,8 @@ TEMPLATE_LIST_TEST_CASE("collections are separate", "[kv][store]", kvtest::kv_fi
   CHECK(count_of(store, "c") == 0);  // a collection name is not a string prefix of another
 }
 
-TEMPLATE_LIST_TEST_CASE("windows page through a collection without re-reading", "[kv][store]",
-                        kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("windows page through a collection without re-reading", "[kv][store]",
+                        DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   std::vector<std::string> expected;
@@ -149,8 +176,8 @@ TEMPLATE_LIST_TEST_CASE("windows page through a collection without re-reading", 
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("remove is a compare-and-delete on the version", "[kv][store]",
-                        kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("remove is a compare-and-delete on the version", "[kv][store]",
+                        DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   store.save({Write{"c", "a", "1"}, Write{"c", "b", "2"}});
@@ -168,8 +195,8 @@ TEMPLATE_LIST_TEST_CASE("remove is a compare-and-delete on the version", "[kv][s
   CHECK(count_of(store, "c") == 0);
 }
 
-TEMPLATE_LIST_TEST_CASE("a move re-saves the value in the target collection at its end",
-                        "[kv][store]", kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("a move re-saves the value in the target collection at its end",
+                        "[kv][store]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   store.save({Write{"t", "old", "o"}, Write{"c", "a", "1"}, Write{"c", "b", "2"}});
@@ -187,8 +214,8 @@ TEMPLATE_LIST_TEST_CASE("a move re-saves the value in the target collection at i
   CHECK(ids(store, "t") == std::vector<std::string>{"old", "a"});
 }
 
-TEMPLATE_LIST_TEST_CASE("versions are never reused, even after the newest record is removed",
-                        "[kv][store]", kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("versions are never reused, even after the newest record is removed",
+                        "[kv][store]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   store.save({Write{"c", "a", "1"}});
@@ -201,8 +228,8 @@ TEMPLATE_LIST_TEST_CASE("versions are never reused, even after the newest record
   CHECK(store.load("c", "a")->value == "2");
 }
 
-TEMPLATE_LIST_TEST_CASE("count and remove_all give exact numbers", "[kv][store]",
-                        kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("count and remove_all give exact numbers", "[kv][store]",
+                        DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_count<typename TestType::store_type>::value) {
@@ -223,8 +250,8 @@ TEMPLATE_LIST_TEST_CASE("count and remove_all give exact numbers", "[kv][store]"
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("ends gives the count and both end records of one instant", "[kv][store]",
-                        kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("ends gives the count and both end records of one instant", "[kv][store]",
+                        DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_ends<typename TestType::store_type>::value) {
@@ -305,8 +332,8 @@ TEMPLATE_LIST_TEST_CASE("ends gives the count and both end records of one instan
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("concurrent savers and removers lose nothing", "[kv][store][threads]",
-                        kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("concurrent savers and removers lose nothing", "[kv][store][threads]",
+                        DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   constexpr int threads = 4;
@@ -335,8 +362,8 @@ TEMPLATE_LIST_TEST_CASE("concurrent savers and removers lose nothing", "[kv][sto
     CHECK(all[i - 1].version < all[i].version);
 }
 
-TEMPLATE_LIST_TEST_CASE("versions lists the same window as list, without values", "[kv][store]",
-                        kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("versions lists the same window as list, without values", "[kv][store]",
+                        DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_versions<typename TestType::store_type>::value) {
@@ -359,10 +386,10 @@ TEMPLATE_LIST_TEST_CASE("versions lists the same window as list, without values"
 // --- optional members for the front end's policies: save_and_count, save_if_below,
 // increment (each test runs on the stores that have the member)
 
-TEMPLATE_LIST_TEST_CASE(
+TEMPLATE_TEST_CASE(
     "save_and_count returns the last write's collection size; a replacement "
     "is not growth",
-    "[kv][store][policies]", kvtest::kv_fixtures) {
+    "[kv][store][policies]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_save_and_count<typename TestType::store_type>::value) {
@@ -381,10 +408,10 @@ TEMPLATE_LIST_TEST_CASE(
   }
 }
 
-TEMPLATE_LIST_TEST_CASE(
+TEMPLATE_TEST_CASE(
     "save_if_below admits while the collection is below the bound, always "
     "admits a replacement, and writes nothing when full",
-    "[kv][store][policies]", kvtest::kv_fixtures) {
+    "[kv][store][policies]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_save_if_below<typename TestType::store_type>::value) {
@@ -406,9 +433,9 @@ TEMPLATE_LIST_TEST_CASE(
   }
 }
 
-TEMPLATE_LIST_TEST_CASE(
+TEMPLATE_TEST_CASE(
     "save_if_fits saves a batch whole or not at all; replacements are not growth",
-    "[kv][store][policies]", kvtest::kv_fixtures) {
+    "[kv][store][policies]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_save_if_fits<typename TestType::store_type>::value) {
@@ -425,9 +452,9 @@ TEMPLATE_LIST_TEST_CASE(
   }
 }
 
-TEMPLATE_LIST_TEST_CASE(
+TEMPLATE_TEST_CASE(
     "save_capped saves and removes the oldest beyond the bound in one step, returning them",
-    "[kv][store][policies]", kvtest::kv_fixtures) {
+    "[kv][store][policies]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_save_capped<typename TestType::store_type>::value) {
@@ -448,8 +475,8 @@ TEMPLATE_LIST_TEST_CASE(
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("save_if_below is exact under 4 concurrent threads",
-                        "[kv][store][policies][threads]", kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("save_if_below is exact under 4 concurrent threads",
+                        "[kv][store][policies][threads]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_save_if_below<typename TestType::store_type>::value) {
@@ -480,8 +507,8 @@ TEMPLATE_LIST_TEST_CASE("save_if_below is exact under 4 concurrent threads",
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("increment counts per (collection, key), apart from records",
-                        "[kv][store][policies]", kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("increment counts per (collection, key), apart from records",
+                        "[kv][store][policies]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_increment<typename TestType::store_type>::value) {
@@ -505,8 +532,8 @@ TEMPLATE_LIST_TEST_CASE("increment counts per (collection, key), apart from reco
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("increment is atomic under 4 concurrent threads",
-                        "[kv][store][policies][threads]", kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("increment is atomic under 4 concurrent threads",
+                        "[kv][store][policies][threads]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_increment<typename TestType::store_type>::value) {
@@ -535,8 +562,8 @@ TEMPLATE_LIST_TEST_CASE("increment is atomic under 4 concurrent threads",
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("a counter expires ttl after its last increment",
-                        "[kv][store][policies][expiry]", kvtest::kv_fixtures) {
+TEMPLATE_TEST_CASE("a counter expires ttl after its last increment",
+                        "[kv][store][policies][expiry]", DLQ_KV_STORE_FIXTURES) {
   TestType fx;
   auto store = fx.make();
   if constexpr (dlq::kv::detail::has_increment<typename TestType::store_type>::value) {
