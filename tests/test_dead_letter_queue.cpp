@@ -264,6 +264,23 @@ TEST_CASE("an eviction that fails never makes the send fail", "[frontend][retent
   CHECK(q.peek("orders")[0].payload == "2");
 }
 
+TEST_CASE("an explicit trim throws the storage error it meets", "[frontend][retention]") {
+  dlq::Options o;
+  o.retention.max_length = 1;
+  o.retention.overflow = dlq::Overflow::evict_oldest;
+  FlakyStorage storage;
+  dlq::DeadLetterQueue<FlakyStorage&> unlimited(storage);
+  unlimited.send_to_dlq("orders", "1", "e");
+  unlimited.send_to_dlq("orders", "2", "e");
+  dlq::DeadLetterQueue<FlakyStorage&> q(storage, o);
+  storage.fail_at_step = 1;  // the eviction's first step times out
+  // A caller who asked for the trim hears why nothing was evicted (the send path, above,
+  // only logs it); the retention timer counts and logs what trim() throws.
+  CHECK_THROWS_AS(q.trim("orders"), dlq::timeout_error);
+  CHECK(q.size("orders") == 2);
+  CHECK(q.trim("orders").evicted_for_length == 1);
+}
+
 TEST_CASE("the poison guard counts in-process where the storage keeps no counts",
           "[frontend][poison]") {
   STATIC_REQUIRE_FALSE(dlq::detail::has_bump_count<FlakyStorage>::value);

@@ -1,6 +1,8 @@
 // dlqctl's command layer over dlq::MemoryStorage: every command, its output, --json parsed
 // back, exit codes, usage errors, store errors, Ctrl-C during a replay.
 #include <algorithm>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -583,6 +585,36 @@ TEST_CASE("store failures exit 2 with one line that says what to try", "[cli]") 
     f.on_open = [] { throw dlq::invalid_argument("[dlq.redis] --store: bad port"); };
     CHECK(f.run({"count", "orders"}).code == 1);
   }
+}
+
+namespace {
+// A memory storage whose dead lists cannot be read while `down` is set.
+struct DownMemory : dlq::MemoryStorage {
+  bool down = false;
+  std::size_t size(std::string_view queue, dlq::ListKind kind) {
+    if (down) throw dlq::timeout_error("[dlq.test] store down: no answer in 5 s");
+    return dlq::MemoryStorage::size(queue, kind);
+  }
+};
+}  // namespace
+
+TEST_CASE("a trim that meets a store error prints no result, only the error", "[cli]") {
+  DownMemory storage;
+  dlq::DeadLetterQueue<DownMemory&>(storage).send_to_dlq("orders", "1", "e");
+  dlq::DeadLetterQueue<DownMemory&>(storage).send_to_dlq("orders", "2", "e");
+  storage.down = true;
+  std::istringstream in;
+  std::ostringstream out, err;
+  dlqctl::Io io(in, out, err);
+  const dlqctl::Opener open = [&](const dlqctl::StoreSettings&) -> std::unique_ptr<dlqctl::Store> {
+    return std::make_unique<dlqctl::DlqStore<DownMemory&>>("memory", storage);
+  };
+  const int code = dlqctl::run({"trim", "orders", "--max-length", "1", "--yes"}, io, open);
+  CHECK(code == 2);
+  CHECK(out.str().empty());
+  CHECK_FALSE(contains(err.str(), "trimmed"));
+  CHECK(one_line(err.str()));
+  CHECK(contains(err.str(), "store down"));
 }
 
 TEST_CASE("global options: --store, env DLQ_STORE, key patterns, anywhere on the line", "[cli]") {
