@@ -255,6 +255,8 @@ class DeadLetterQueue {
   /// Applies the queue's retention now: evicts entries beyond Retention::max_length and
   /// entries older than Retention::max_age, oldest first, in bounded atomic batches. Every
   /// eviction is counted and reported as an event.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
+  ///         backend fails (the batches applied before it stay evicted; run it again).
   TrimReport trim(std::string_view queue);
 
   /// trim() on every queue that has entries; returns the totals.
