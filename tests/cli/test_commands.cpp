@@ -293,6 +293,7 @@ TEST_CASE("replay needs exactly one of --all, --count, --id and sane options", "
       {"replay", "orders", "--id", "x", "--error-contains", "e"},
       {"replay", "orders", "--all", "--older-than", "yesterday"},
       {"replay", "orders", "--all", "--older-than", "5 parsecs"},
+      {"replay", "orders", "--all", "--older-than", "200000d"},  // past 64-bit nanoseconds
       {"replay", "orders", "--all", "--rate", "-1"},
       {"replay", "orders", "--all", "--rate", "fast"},
       {"replay", "orders", "--count", "-3"},
@@ -470,6 +471,9 @@ TEST_CASE("trim deletes by age and length, with --yes only", "[cli]") {
   CHECK(f.run({"trim", "orders", "--max-age", "5h"}).code == 1);  // no --yes
   CHECK(f.run({"trim", "orders", "--yes"}).code == 1);            // nothing to keep by
   CHECK(f.run({"trim", "orders", "--max-age", "0s", "--yes"}).code == 1);
+  auto too_long = f.run({"trim", "orders", "--max-age", "200000d", "--yes"});
+  CHECK(too_long.code == 1);
+  CHECK(contains(too_long.err, "100 years"));
   CHECK(q.size("orders") == 10);
   auto age = f.run({"trim", "orders", "--max-age", "5h30m", "--yes"});
   CHECK(age.code == 0);
