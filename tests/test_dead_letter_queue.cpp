@@ -281,6 +281,29 @@ TEST_CASE("an explicit trim throws the storage error it meets", "[frontend][rete
   CHECK(q.trim("orders").evicted_for_length == 1);
 }
 
+TEST_CASE("queue names are at most 1024 bytes", "[frontend]") {
+  Queue q;
+  const std::string longest(1024, 'q');
+  const std::string too_long(1025, 'q');
+  CHECK(dlq::queue_name_problem(longest) == nullptr);
+  CHECK(dlq::queue_name_problem(too_long) != nullptr);
+  q.send_to_dlq(longest, "{}", "e");
+  CHECK(q.size(longest) == 1);
+  CHECK(q.queues() == std::vector<std::string>{longest});
+  try {
+    q.send_to_dlq(too_long, "{}", "e");
+    FAIL_CHECK("a 1025-byte queue name was accepted");
+  } catch (const dlq::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("longer than 1024 bytes") != std::string::npos);
+  }
+  CHECK_THROWS_AS(q.replay_all(too_long), dlq::invalid_argument);
+  dlq::ReplayOptions to;
+  to.to_queue = too_long;
+  CHECK_THROWS_AS(q.replay(longest, to), dlq::invalid_argument);
+  CHECK(q.size(longest) == 1);
+  CHECK(q.storage().queues() == std::vector<std::string>{longest});
+}
+
 TEST_CASE("the poison guard counts in-process where the storage keeps no counts",
           "[frontend][poison]") {
   STATIC_REQUIRE_FALSE(dlq::detail::has_bump_count<FlakyStorage>::value);

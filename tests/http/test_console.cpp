@@ -146,6 +146,28 @@ TEST_CASE("console API over memory: pages, entry, replay with progress, JSON err
   CHECK(error_code(c.Get("/api/queues", evil)) == "forbidden_host");
 }
 
+TEST_CASE("the console refuses queue names longer than 1024 bytes with a typed error") {
+  Served s;
+  const std::string longest(1024, 'q');
+  const std::string too_long(1025, 'q');
+  s.queue.send_to_dlq(longest, "{}", "e");
+  s.queue.send_to_dlq("orders", "{}", "e");
+  auto c = s.client();
+  CHECK(body_of(c.Get(("/api/entries?queue=" + longest).c_str()))["entries"].size() == 1);
+  const auto refused = [](const httplib::Result& r) {
+    REQUIRE(r);
+    INFO(r->body);
+    CHECK(r->status == 400);
+    CHECK(body_of(r)["error"]["message"].get<std::string>().find("longer than 1024 bytes") !=
+          std::string::npos);
+  };
+  refused(c.Get(("/api/entries?queue=" + too_long).c_str()));
+  refused(c.Get(("/api/corrupt?queue=" + too_long).c_str()));
+  refused(post(c, "/api/replay", {{"queue", too_long}, {"all", true}}));
+  refused(post(c, "/api/replay", {{"queue", "orders"}, {"all", true}, {"to", too_long}}));
+  CHECK(s.queue.size("orders") == 1);
+}
+
 TEST_CASE("a paced replay is cancelled between batches; the limit on running replays holds") {
   dlq::http::ConsoleOptions o;
   o.max_operations = 1;
