@@ -168,6 +168,33 @@ TEST_CASE("the console refuses queue names longer than 1024 bytes with a typed e
   CHECK(s.queue.size("orders") == 1);
 }
 
+TEST_CASE("a page of /api/corrupt is bounded by bytes like /api/entries") {
+  dlq::http::ConsoleOptions o;
+  o.max_page_bytes = 100000;
+  Served s(o);
+  for (int i = 0; i < 10; ++i)  // unreadable: set aside as corrupt by the replay
+    s.queue.storage().push({"orders", {}, {}, std::to_string(i) + std::string(40000, 'x')});
+  s.queue.replay_all("orders");
+  REQUIRE(s.queue.corrupt_size("orders") == 10);
+  auto c = s.client();
+  std::size_t start = 0;
+  std::vector<std::size_t> pages;
+  std::string seen;
+  while (pages.size() < 10) {
+    auto page = body_of(
+        c.Get(("/api/corrupt?queue=orders&limit=100&start=" + std::to_string(start)).c_str()));
+    CHECK(page["total"] == 10);
+    pages.push_back(page["items"].size());
+    for (const auto& it : page["items"])
+      seen += it["raw_text"].get<std::string>().substr(0, 1);
+    if (page["next"].is_null()) break;
+    start = page["next"].get<std::size_t>();
+  }
+  // a page ends after the item that reaches 100000 stored bytes: 3 items of 40001
+  CHECK(pages == std::vector<std::size_t>{3, 3, 3, 1});
+  CHECK(seen == "0123456789");
+}
+
 TEST_CASE("a paced replay is cancelled between batches; the limit on running replays holds") {
   dlq::http::ConsoleOptions o;
   o.max_operations = 1;
