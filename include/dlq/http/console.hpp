@@ -507,6 +507,10 @@ class Console {
     auto op = std::make_shared<detail::operation>();
     op->queue = string_field(body, "queue", true);
     op->to = string_field(body, "to", false);
+    if (!op->to.empty())  // refused now, not by the replay thread (dlq/queue_names.hpp)
+      if (const char* problem = queue_name_problem(op->to))
+        throw detail::bad("bad_field", "body", std::string("'to': ") + problem,
+                          "name the queue to replay into, or leave 'to' out");
     const bool has_ids = body.contains("ids");
     const bool has_filter = body.contains("filter");
     if (body.contains("all") && !body["all"].is_boolean())
