@@ -168,6 +168,21 @@ TEST_CASE("the console refuses queue names longer than 1024 bytes with a typed e
   CHECK(s.queue.size("orders") == 1);
 }
 
+TEST_CASE("page_full: a page ends at limit entries or at the entry that reaches max_bytes") {
+  dlq::http::ScanLimits l;
+  l.limit = 3;
+  l.max_bytes = 100;
+  CHECK_FALSE(dlq::http::page_full(0, 0, l));
+  CHECK_FALSE(dlq::http::page_full(2, 99, l));
+  CHECK(dlq::http::page_full(3, 0, l));
+  CHECK(dlq::http::page_full(1, 100, l));  // one entry may exceed the bound alone
+  l.max_bytes = 0;                         // no byte bound
+  CHECK_FALSE(dlq::http::page_full(2, std::size_t{1} << 40, l));
+  l.limit = 0;  // at least one entry
+  CHECK_FALSE(dlq::http::page_full(0, 0, l));
+  CHECK(dlq::http::page_full(1, 0, l));
+}
+
 TEST_CASE("a page of /api/corrupt is bounded by bytes like /api/entries") {
   dlq::http::ConsoleOptions o;
   o.max_page_bytes = 100000;
