@@ -264,6 +264,46 @@ TEST_CASE("an eviction that fails never makes the send fail", "[frontend][retent
   CHECK(q.peek("orders")[0].payload == "2");
 }
 
+TEST_CASE("an explicit trim throws the storage error it meets", "[frontend][retention]") {
+  dlq::Options o;
+  o.retention.max_length = 1;
+  o.retention.overflow = dlq::Overflow::evict_oldest;
+  FlakyStorage storage;
+  dlq::DeadLetterQueue<FlakyStorage&> unlimited(storage);
+  unlimited.send_to_dlq("orders", "1", "e");
+  unlimited.send_to_dlq("orders", "2", "e");
+  dlq::DeadLetterQueue<FlakyStorage&> q(storage, o);
+  storage.fail_at_step = 1;  // the eviction's first step times out
+  // A caller who asked for the trim hears why nothing was evicted (the send path, above,
+  // only logs it); the retention timer counts and logs what trim() throws.
+  CHECK_THROWS_AS(q.trim("orders"), dlq::timeout_error);
+  CHECK(q.size("orders") == 2);
+  CHECK(q.trim("orders").evicted_for_length == 1);
+}
+
+TEST_CASE("queue names are at most 1024 bytes", "[frontend]") {
+  Queue q;
+  const std::string longest(1024, 'q');
+  const std::string too_long(1025, 'q');
+  CHECK(dlq::queue_name_problem(longest) == nullptr);
+  CHECK(dlq::queue_name_problem(too_long) != nullptr);
+  q.send_to_dlq(longest, "{}", "e");
+  CHECK(q.size(longest) == 1);
+  CHECK(q.queues() == std::vector<std::string>{longest});
+  try {
+    q.send_to_dlq(too_long, "{}", "e");
+    FAIL_CHECK("a 1025-byte queue name was accepted");
+  } catch (const dlq::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("longer than 1024 bytes") != std::string::npos);
+  }
+  CHECK_THROWS_AS(q.replay_all(too_long), dlq::invalid_argument);
+  dlq::ReplayOptions to;
+  to.to_queue = too_long;
+  CHECK_THROWS_AS(q.replay(longest, to), dlq::invalid_argument);
+  CHECK(q.size(longest) == 1);
+  CHECK(q.storage().queues() == std::vector<std::string>{longest});
+}
+
 TEST_CASE("the poison guard counts in-process where the storage keeps no counts",
           "[frontend][poison]") {
   STATIC_REQUIRE_FALSE(dlq::detail::has_bump_count<FlakyStorage>::value);

@@ -181,9 +181,17 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+/// The longest duration parse_duration accepts: 100 years (36500 days), as the console's
+/// ages (dlq/http/console.hpp). 64-bit nanoseconds end at about 106751 days, and a time
+/// point `now - duration` must stay representable, so a longer value is refused, never
+/// wrapped or saturated: no retention, age filter or timeout needs more.
+inline constexpr std::int64_t max_duration_seconds = std::int64_t{36500} * 86400;
+
 /// Parses a duration: one or more `<number><unit>` parts, units ms, s, m, h, d, w
-/// ("90s", "1h30m", "1.5d", "500ms"); a bare number is seconds.
-/// @throws usage_error for anything else (names the text and the accepted forms).
+/// ("90s", "1h30m", "1.5d", "500ms"); a bare number is seconds. At most
+/// max_duration_seconds (100 years).
+/// @throws usage_error for anything else (names the text and the accepted forms) and for a
+///         duration longer than 100 years.
 inline std::chrono::nanoseconds parse_duration(std::string_view text) {
   auto fail = [&]() -> usage_error {
     return usage_error("'" + printable(text) +
@@ -231,7 +239,10 @@ inline std::chrono::nanoseconds parse_duration(std::string_view text) {
     }
     total_s += value * scale;
   }
-  if (!std::isfinite(total_s) || total_s > 1e9 * 86400) throw fail();
+  if (!std::isfinite(total_s)) throw fail();
+  if (total_s > static_cast<double>(max_duration_seconds))
+    throw usage_error("'" + printable(text) +
+                      "' is longer than 100 years; use a duration of at most 36500d");
   return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(total_s * 1e9)));
 }
 

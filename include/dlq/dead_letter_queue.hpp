@@ -171,8 +171,8 @@ class DeadLetterQueue {
   ErrorsReport errors(std::string_view queue, const ErrorsOptions& options = {});
 
   /// Names of the queues that have dead-letter or corrupt entries, sorted. Names found in the
-  /// store that dlq refuses (dlq::queue_name_problem: a foreign key with a NUL byte) are left
-  /// out; list_queues() counts them.
+  /// store that dlq refuses (dlq::queue_name_problem: a foreign key with a NUL byte, or over 1024
+  /// bytes) are left out; list_queues() counts them.
   std::vector<std::string> queues();
 
   /// The queue names found in the store, split into those dlq serves (what queues() returns)
@@ -255,6 +255,8 @@ class DeadLetterQueue {
   /// Applies the queue's retention now: evicts entries beyond Retention::max_length and
   /// entries older than Retention::max_age, oldest first, in bounded atomic batches. Every
   /// eviction is counted and reported as an event.
+  /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
+  ///         backend fails (the batches applied before it stay evicted; run it again).
   TrimReport trim(std::string_view queue);
 
   /// trim() on every queue that has entries; returns the totals.

@@ -16,9 +16,16 @@
 /// the store refuses to read because a key of another type has a list's name (Redis
 /// WRONGTYPE: `SET dlq:{x} ...` beside the list `dlq:{x}:corrupt`) is skipped and counted the
 /// same way by the listings' stats (listed_stats).
+///
+/// A queue name is at most dlq::max_queue_name_bytes (1024) bytes. Redis would take keys of
+/// up to 512 MB, but every name travels in every key, log line, metric label, audit record
+/// and console URL: 1024 bytes is far beyond any real queue name, and percent-encoded
+/// (at most 3 KiB) it still fits the console's request line (cpp-httplib takes 8 KiB) next
+/// to the other parameters. A longer name is refused like an empty one.
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,10 +35,16 @@
 
 namespace dlq {
 
+/// The longest queue name dlq accepts, in bytes (see the file comment).
+inline constexpr std::size_t max_queue_name_bytes = 1024;
+
 /// Why dlq refuses `name` as a queue name, or nullptr when it accepts it: "the queue name is
-/// empty" or "the queue name contains a NUL byte" (the rule of the file comment).
+/// empty", "the queue name is longer than 1024 bytes" or "the queue name contains a NUL
+/// byte" (the rule of the file comment).
 inline const char* queue_name_problem(std::string_view name) noexcept {
+  static_assert(max_queue_name_bytes == 1024, "the message below names the limit");
   if (name.empty()) return "the queue name is empty";
+  if (name.size() > max_queue_name_bytes) return "the queue name is longer than 1024 bytes";
   if (name.find('\0') != std::string_view::npos) return "the queue name contains a NUL byte";
   return nullptr;
 }

@@ -61,19 +61,23 @@ DLQ_INLINE std::size_t sweep(queue_core& core, dead_list& list, std::string_view
 
 DLQ_INLINE std::size_t enforce_length(queue_core& core, dead_list& list, std::string_view queue,
                                       const Retention& r, std::size_t known_length) {
+  const std::size_t length = known_length != 0 ? known_length : list.size();
+  if (length <= r.max_length) return 0;
+  const std::size_t excess = length - r.max_length;
+  return sweep(core, list, queue, "max_length",
+               [excess](std::string_view, std::size_t selected, bool& stop) {
+                 stop = selected >= excess;
+                 return !stop;
+               });
+}
+
+DLQ_INLINE void enforce_length_after_send(queue_core& core, dead_list& list, std::string_view queue,
+                                          const Retention& r, std::size_t known_length) {
   try {
-    const std::size_t length = known_length != 0 ? known_length : list.size();
-    if (length <= r.max_length) return 0;
-    const std::size_t excess = length - r.max_length;
-    return sweep(core, list, queue, "max_length",
-                 [excess](std::string_view, std::size_t selected, bool& stop) {
-                   stop = selected >= excess;
-                   return !stop;
-                 });
+    enforce_length(core, list, queue, r, known_length);
   } catch (const storage_error& e) {
     core.log(LogLevel::error, std::string("[dlq.retention] queue '") + std::string(queue) +
                                   "': eviction failed: " + e.what() + "; trim() will retry");
-    return 0;
   }
 }
 

@@ -63,10 +63,14 @@ std::size_t sweep(queue_core& core, dead_list& list, std::string_view queue,
                   std::string_view reason, evict_rule evict);
 
 /// Evicts the oldest entries beyond r.max_length. `known_length` is the list length right
-/// after a push (0 = unknown: read it). Runs after an entry is stored, so a storage failure
-/// here is logged, never thrown at the sender: the next send or trim() retries.
+/// after a push (0 = unknown: read it). @throws as sweep (trim() reports it to its caller).
 std::size_t enforce_length(queue_core& core, dead_list& list, std::string_view queue,
                            const Retention& r, std::size_t known_length);
+
+/// enforce_length() after a send: the entry is already stored, so a storage failure here is
+/// logged, never thrown at the sender; the next send or trim() retries.
+void enforce_length_after_send(queue_core& core, dead_list& list, std::string_view queue,
+                               const Retention& r, std::size_t known_length);
 
 /// Evicts entries older than r.max_age (by Options::clock) from the oldest end, up to the
 /// first newer one. @throws as sweep.

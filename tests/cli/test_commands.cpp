@@ -1,6 +1,8 @@
 // dlqctl's command layer over dlq::MemoryStorage: every command, its output, --json parsed
 // back, exit codes, usage errors, store errors, Ctrl-C during a replay.
 #include <algorithm>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -291,6 +293,7 @@ TEST_CASE("replay needs exactly one of --all, --count, --id and sane options", "
       {"replay", "orders", "--id", "x", "--error-contains", "e"},
       {"replay", "orders", "--all", "--older-than", "yesterday"},
       {"replay", "orders", "--all", "--older-than", "5 parsecs"},
+      {"replay", "orders", "--all", "--older-than", "200000d"},  // past 64-bit nanoseconds
       {"replay", "orders", "--all", "--rate", "-1"},
       {"replay", "orders", "--all", "--rate", "fast"},
       {"replay", "orders", "--count", "-3"},
@@ -468,6 +471,9 @@ TEST_CASE("trim deletes by age and length, with --yes only", "[cli]") {
   CHECK(f.run({"trim", "orders", "--max-age", "5h"}).code == 1);  // no --yes
   CHECK(f.run({"trim", "orders", "--yes"}).code == 1);            // nothing to keep by
   CHECK(f.run({"trim", "orders", "--max-age", "0s", "--yes"}).code == 1);
+  auto too_long = f.run({"trim", "orders", "--max-age", "200000d", "--yes"});
+  CHECK(too_long.code == 1);
+  CHECK(contains(too_long.err, "100 years"));
   CHECK(q.size("orders") == 10);
   auto age = f.run({"trim", "orders", "--max-age", "5h30m", "--yes"});
   CHECK(age.code == 0);
@@ -583,6 +589,36 @@ TEST_CASE("store failures exit 2 with one line that says what to try", "[cli]") 
     f.on_open = [] { throw dlq::invalid_argument("[dlq.redis] --store: bad port"); };
     CHECK(f.run({"count", "orders"}).code == 1);
   }
+}
+
+namespace {
+// A memory storage whose dead lists cannot be read while `down` is set.
+struct DownMemory : dlq::MemoryStorage {
+  bool down = false;
+  std::size_t size(std::string_view queue, dlq::ListKind kind) {
+    if (down) throw dlq::timeout_error("[dlq.test] store down: no answer in 5 s");
+    return dlq::MemoryStorage::size(queue, kind);
+  }
+};
+}  // namespace
+
+TEST_CASE("a trim that meets a store error prints no result, only the error", "[cli]") {
+  DownMemory storage;
+  dlq::DeadLetterQueue<DownMemory&>(storage).send_to_dlq("orders", "1", "e");
+  dlq::DeadLetterQueue<DownMemory&>(storage).send_to_dlq("orders", "2", "e");
+  storage.down = true;
+  std::istringstream in;
+  std::ostringstream out, err;
+  dlqctl::Io io(in, out, err);
+  const dlqctl::Opener open = [&](const dlqctl::StoreSettings&) -> std::unique_ptr<dlqctl::Store> {
+    return std::make_unique<dlqctl::DlqStore<DownMemory&>>("memory", storage);
+  };
+  const int code = dlqctl::run({"trim", "orders", "--max-length", "1", "--yes"}, io, open);
+  CHECK(code == 2);
+  CHECK(out.str().empty());
+  CHECK_FALSE(contains(err.str(), "trimmed"));
+  CHECK(one_line(err.str()));
+  CHECK(contains(err.str(), "store down"));
 }
 
 TEST_CASE("global options: --store, env DLQ_STORE, key patterns, anywhere on the line", "[cli]") {

@@ -29,6 +29,22 @@ TEST_CASE("durations: units, sums, bare seconds", "[cli][format]") {
   }
 }
 
+TEST_CASE("durations are at most 100 years: longer is a usage error, never a wrap",
+          "[cli][format]") {
+  CHECK(parse_duration("36500d") == std::chrono::hours(24 * 36500));
+  CHECK(parse_duration("5214w2d") == std::chrono::hours(24 * 36500));
+  // 106752 days and more do not fit in 64-bit nanoseconds; they used to come back negative
+  for (const char* long_ : {"36501d", "106752d", "200000d", "999999999d", "5215w", "3153600001"}) {
+    INFO(long_);
+    try {
+      const auto d = parse_duration(long_);
+      FAIL_CHECK("accepted as " << d.count() << " ns");
+    } catch (const dlqctl::usage_error& e) {
+      CHECK(std::string(e.what()).find("100 years") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("printable text escapes what would break a line or a terminal", "[cli][format]") {
   CHECK(dlqctl::printable("plain") == "plain");
   CHECK(dlqctl::printable("a\nb\tc\r") == "a\\nb\\tc\\r");

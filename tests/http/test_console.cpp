@@ -146,6 +146,70 @@ TEST_CASE("console API over memory: pages, entry, replay with progress, JSON err
   CHECK(error_code(c.Get("/api/queues", evil)) == "forbidden_host");
 }
 
+TEST_CASE("the console refuses queue names longer than 1024 bytes with a typed error") {
+  Served s;
+  const std::string longest(1024, 'q');
+  const std::string too_long(1025, 'q');
+  s.queue.send_to_dlq(longest, "{}", "e");
+  s.queue.send_to_dlq("orders", "{}", "e");
+  auto c = s.client();
+  CHECK(body_of(c.Get(("/api/entries?queue=" + longest).c_str()))["entries"].size() == 1);
+  const auto refused = [](const httplib::Result& r) {
+    REQUIRE(r);
+    INFO(r->body);
+    CHECK(r->status == 400);
+    CHECK(body_of(r)["error"]["message"].get<std::string>().find("longer than 1024 bytes") !=
+          std::string::npos);
+  };
+  refused(c.Get(("/api/entries?queue=" + too_long).c_str()));
+  refused(c.Get(("/api/corrupt?queue=" + too_long).c_str()));
+  refused(post(c, "/api/replay", {{"queue", too_long}, {"all", true}}));
+  refused(post(c, "/api/replay", {{"queue", "orders"}, {"all", true}, {"to", too_long}}));
+  CHECK(s.queue.size("orders") == 1);
+}
+
+TEST_CASE("page_full: a page ends at limit entries or at the entry that reaches max_bytes") {
+  dlq::http::ScanLimits l;
+  l.limit = 3;
+  l.max_bytes = 100;
+  CHECK_FALSE(dlq::http::page_full(0, 0, l));
+  CHECK_FALSE(dlq::http::page_full(2, 99, l));
+  CHECK(dlq::http::page_full(3, 0, l));
+  CHECK(dlq::http::page_full(1, 100, l));  // one entry may exceed the bound alone
+  l.max_bytes = 0;                         // no byte bound
+  CHECK_FALSE(dlq::http::page_full(2, std::size_t{1} << 40, l));
+  l.limit = 0;  // at least one entry
+  CHECK_FALSE(dlq::http::page_full(0, 0, l));
+  CHECK(dlq::http::page_full(1, 0, l));
+}
+
+TEST_CASE("a page of /api/corrupt is bounded by bytes like /api/entries") {
+  dlq::http::ConsoleOptions o;
+  o.max_page_bytes = 100000;
+  Served s(o);
+  for (int i = 0; i < 10; ++i)  // unreadable: set aside as corrupt by the replay
+    s.queue.storage().push({"orders", {}, {}, std::to_string(i) + std::string(40000, 'x')});
+  s.queue.replay_all("orders");
+  REQUIRE(s.queue.corrupt_size("orders") == 10);
+  auto c = s.client();
+  std::size_t start = 0;
+  std::vector<std::size_t> pages;
+  std::string seen;
+  while (pages.size() < 10) {
+    auto page = body_of(
+        c.Get(("/api/corrupt?queue=orders&limit=100&start=" + std::to_string(start)).c_str()));
+    CHECK(page["total"] == 10);
+    pages.push_back(page["items"].size());
+    for (const auto& it : page["items"])
+      seen += it["raw_text"].get<std::string>().substr(0, 1);
+    if (page["next"].is_null()) break;
+    start = page["next"].get<std::size_t>();
+  }
+  // a page ends after the item that reaches 100000 stored bytes: 3 items of 40001
+  CHECK(pages == std::vector<std::size_t>{3, 3, 3, 1});
+  CHECK(seen == "0123456789");
+}
+
 TEST_CASE("a paced replay is cancelled between batches; the limit on running replays holds") {
   dlq::http::ConsoleOptions o;
   o.max_operations = 1;

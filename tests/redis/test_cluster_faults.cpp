@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -471,4 +472,43 @@ TEST_CASE("masters() reads the map from another node when the seed's names no sl
     endpoints.insert(p->endpoint());
   CHECK(endpoints == std::set<std::string>{"127.0.0.1:" + std::to_string(ports[1]),
                                            "127.0.0.1:" + std::to_string(ports[2])});
+}
+
+TEST_CASE("pool_for waits for another thread's map read instead of failing",
+          "[redis][cluster][faults]") {
+  // The Router's map gives slot X no master (the seed had dropped it when the map was read);
+  // the slot is served again. Four threads ask for X at once: one reads the map again —
+  // slowly, the seed paused for 400 ms — and the others, finding that read under way, must
+  // wait for it and use its map, not throw "no master serves" while it runs.
+  PrivateCluster cluster;
+  test::RawCluster raw(cluster.ports());
+  const auto& ports = cluster.ports();
+  std::string key;
+  for (int i = 0; key.empty(); ++i)
+    if (raw.owner("k" + std::to_string(i)) == ports[0]) key = "k" + std::to_string(i);
+  const std::string slot = std::to_string(raw.keyslot(key));
+  raw.ok(ports[0], {"CLUSTER", "DELSLOTS", slot});
+  redis::Router router(test::fault_options(cluster.url()));  // the seed: ports[0]
+  REQUIRE(router.clustered());                               // its map: X has no master
+  raw.ok(ports[0], {"CLUSTER", "ADDSLOTS", slot});
+  raw.ok(ports[0], {"CLIENT", "PAUSE", "400", "ALL"});
+  std::atomic<int> served{0};
+  std::atomic<int> failed{0};
+  const auto ask = [&] {
+    try {
+      if (router.pool_for(key).endpoint() == "127.0.0.1:" + std::to_string(ports[0])) ++served;
+    } catch (const dlq::reply_error&) {
+      ++failed;
+    }
+  };
+  std::thread t1(ask);
+  std::thread t2(ask);
+  std::thread t3(ask);
+  std::thread t4(ask);
+  t1.join();
+  t2.join();
+  t3.join();
+  t4.join();
+  CHECK(failed.load() == 0);
+  CHECK(served.load() == 4);
 }

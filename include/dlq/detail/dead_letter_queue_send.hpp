@@ -194,7 +194,7 @@ DLQ_MEMBER_INLINE void DeadLetterQueue<Storage>::push_part(
     } else {
       const std::size_t length = push_records(records);
       detail::storage_dead_list<storage_type> list(storage_, part.queue);
-      detail::enforce_length(*core_, list, part.queue, r, length);
+      detail::enforce_length_after_send(*core_, list, part.queue, r, length);
     }
     return;
   }

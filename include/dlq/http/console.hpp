@@ -484,29 +484,52 @@ class Console {
   void corrupt(const httplib::Request& q, httplib::Response& r) {
     const std::string queue = required_param(q, "queue");
     const std::size_t start = size_param(q, "start", 0, std::size_t{1} << 40);
-    const std::size_t limit = size_param(q, "limit", 50, opts_.max_page);
+    ScanLimits limits;  // bounded by count and by bytes, as /api/entries (page_full)
+    limits.limit = std::max<std::size_t>(1, size_param(q, "limit", 50, opts_.max_page));
+    limits.max_bytes = opts_.max_page_bytes;
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& e : backend_.corrupt(queue, start, limit)) {
-      nlohmann::json j = detail::summary_json(e);
-      j["problem"] = e.ok() ? std::string() : e.problem;
-      // the raw bytes as in /api/entry: at most max_payload_view of them
-      const std::string_view raw(e.raw.data(), std::min(e.raw.size(), opts_.max_payload_view));
-      j["truncated"] = raw.size() < e.raw.size();
-      j["raw_text"] = dlq::detail::json::is_valid_utf8(raw) ? std::string(raw) : std::string();
-      j["raw_base64"] = dlq::detail::base64::encode(raw);
-      list.push_back(j);
+    std::size_t bytes = 0;
+    std::size_t next = start;
+    bool at_end = false;
+    while (!at_end && !page_full(list.size(), bytes, limits)) {
+      // windows of at most 16 items: a page of large items never reads many more than it keeps
+      const std::size_t want = std::min<std::size_t>(16, limits.limit - list.size());
+      const std::vector<Entry> window = backend_.corrupt(queue, next, want);
+      std::size_t used = 0;
+      for (const auto& e : window) {
+        nlohmann::json j = detail::summary_json(e);
+        j["problem"] = e.ok() ? std::string() : e.problem;
+        // the raw bytes as in /api/entry: at most max_payload_view of them
+        const std::string_view raw(e.raw.data(), std::min(e.raw.size(), opts_.max_payload_view));
+        j["truncated"] = raw.size() < e.raw.size();
+        j["raw_text"] = dlq::detail::json::is_valid_utf8(raw) ? std::string(raw) : std::string();
+        j["raw_base64"] = dlq::detail::base64::encode(raw);
+        list.push_back(j);
+        bytes += e.raw.size();
+        ++next;
+        ++used;
+        if (page_full(list.size(), bytes, limits)) break;
+      }
+      at_end = window.size() < want && used == window.size();  // the list ended in it
     }
-    detail::send_json(r, 200,
-                      {{"queue", queue},
-                       {"start", start},
-                       {"items", list},
-                       {"total", backend_.corrupt_size(queue)}});
+    const std::size_t total = backend_.corrupt_size(queue);
+    detail::send_json(
+        r, 200,
+        {{"queue", queue},
+         {"start", start},
+         {"items", list},
+         {"next", at_end || next >= total ? nlohmann::json(nullptr) : nlohmann::json(next)},
+         {"total", total}});
   }
 
   void start_replay(const nlohmann::json& body, httplib::Response& r) {
     auto op = std::make_shared<detail::operation>();
     op->queue = string_field(body, "queue", true);
     op->to = string_field(body, "to", false);
+    if (!op->to.empty())  // refused now, not by the replay thread (dlq/queue_names.hpp)
+      if (const char* problem = queue_name_problem(op->to))
+        throw detail::bad("bad_field", "body", std::string("'to': ") + problem,
+                          "name the queue to replay into, or leave 'to' out");
     const bool has_ids = body.contains("ids");
     const bool has_filter = body.contains("filter");
     if (body.contains("all") && !body["all"].is_boolean())

@@ -142,6 +142,15 @@ struct ScanLimits {
   std::size_t max_bytes = 0;
 };
 
+/// Whether a page of `entries` entries holding `bytes` stored bytes (Entry::raw) is full
+/// under `limits`: it holds limits.limit entries (at least 1), or its bytes reached
+/// limits.max_bytes (0 = no bound), so a page ends after the entry that reaches them. The
+/// rule of every console page: scan() (/api/entries) and /api/corrupt.
+inline bool page_full(std::size_t entries, std::size_t bytes, const ScanLimits& limits) noexcept {
+  return entries >= std::max<std::size_t>(1, limits.limit) ||
+         (limits.max_bytes != 0 && bytes >= limits.max_bytes);
+}
+
 /// One page of a scan.
 struct SearchPage {
   std::vector<Entry> entries;  ///< matching entries, oldest first
@@ -182,10 +191,7 @@ SearchPage scan(Peek&& peek, std::size_t length, std::string_view queue, const E
   bool at_end = false;
   bool started = false;
   std::size_t page_bytes = 0;  // of the matching entries kept (ScanLimits::max_bytes)
-  const auto full = [&] {
-    return page.entries.size() == want ||
-           (limits.max_bytes != 0 && page_bytes >= limits.max_bytes);
-  };
+  const auto full = [&] { return page_full(page.entries.size(), page_bytes, limits); };
   while (!full() && page.examined < limits.max_examined) {
     std::size_t n = std::min(window, limits.max_examined - page.examined);
     if (filter.empty()) n = std::min(n, want - page.entries.size());

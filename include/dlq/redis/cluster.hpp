@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -132,15 +133,20 @@ class Router {
   }
 
   /// The pool of the master that owns `key`'s slot (the seed's pool in plain mode). A slot
-  /// the map gives no master makes the Router read the map again first (cluster_fsm.hpp; not
-  /// while another thread's read is under way: the map is then looked at as it is).
+  /// the map gives no master makes the Router read the map again first (cluster_fsm.hpp);
+  /// when another thread's read is under way, it waits for that read and uses its map.
   /// @throws dlq::reply_error (code CLUSTERDOWN) when no master serves the slot even after
   ///         reading the map again; the errors of clustered().
   ConnectionPool& pool_for(std::string_view key) {
     if (!clustered()) return seed_;
     const std::uint16_t slot = key_slot(key);
     if (ConnectionPool* p = owner(slot)) return *p;
-    read_map(read_elsewhere(-1));
+    detail::MapRead read = read_elsewhere(-1);
+    if (read.node() >= 0) {
+      read_map(std::move(read));
+    } else {
+      wait_for_read();  // another thread's read is under way: its map serves this call too
+    }
     if (ConnectionPool* p = owner(slot)) return *p;
     throw dlq::reply_error(dlq::detail::message("redis", seed_.endpoint(),
                                                 detail::no_master_serves(slot) + " (key '" +
@@ -382,6 +388,15 @@ class Router {
     }
   }
 
+  // Waits until no map read is under way. The read gate is released under mutex_ and
+  // read_map notifies read_done_ after it; a read abandoned elsewhere (its MapRead destroyed
+  // without read_map) notifies nobody, so the gate is looked at again every 10 ms.
+  void wait_for_read() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (map_.reading())
+      read_done_.wait_for(lock, std::chrono::milliseconds(10));
+  }
+
   // Does a map read (cluster_fsm.hpp's MapRead decides which nodes, and when it is over):
   // each node is asked on a connection opened for this read alone — no lease: the caller may
   // hold one, and two at once could deadlock two pools — one try each. Never throws: a node
@@ -407,14 +422,20 @@ class Router {
       }
     } catch (const std::exception&) {  // std::bad_alloc: the map as it is (the gate freed)
     }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      read = detail::MapRead();  // the gate freed (already, unless the read failed)
+    }
+    read_done_.notify_all();  // wait_for_read()
   }
 
   PoolOptions pool_options_;
   ConnectionPool seed_;
   std::atomic<int> mode_{unknown};
   std::mutex detect_mutex_;
-  mutable std::mutex mutex_;  // map_, pools_
-  detail::SlotMap map_;       // the nodes, the slot map, the counters, the read gate
+  mutable std::mutex mutex_;           // map_, pools_
+  std::condition_variable read_done_;  // notified after each map read (wait_for_read)
+  detail::SlotMap map_;                // the nodes, the slot map, the counters, the read gate
   std::vector<std::unique_ptr<ConnectionPool>> pools_;  // node index -> its pool (or null)
 };
 
