@@ -85,7 +85,7 @@
 #include <utility>
 #include <vector>
 
-#include "dlq/asio/dead_letter_queue.hpp"
+#include "dlq/asio/detail/completion.hpp"
 #include "dlq/asio/detail/resp.hpp"
 #include "dlq/asio/detail/small.hpp"
 #include "dlq/errors.hpp"
