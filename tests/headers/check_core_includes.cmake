@@ -16,8 +16,9 @@ foreach(h IN LISTS headers)
     endforeach()
   endif()
   # dlq::asio never includes hiredis itself: its RESP codec (dlq/asio/detail/resp.hpp, checked
-  # as the core below) is its own; its Redis part (dlq/asio/redis*) uses dlq/redis headers.
-  if(h MATCHES "^dlq/asio/redis")
+  # as the core below) is its own; its Redis part (dlq/asio/redis*, the connection's machinery
+  # dlq/asio/detail/redis_*) uses dlq/redis headers.
+  if(h MATCHES "^dlq/(asio/|asio\\.hpp)")
     foreach(line IN LISTS lines)
       if(line MATCHES "hiredis")
         list(APPEND bad "${h}: ${line}")
@@ -34,8 +35,9 @@ foreach(h IN LISTS headers)
       endif()
     endforeach()
   endif()
-  # dlq::asio's core part needs no backend; its Redis part (dlq/asio/redis*) may use dlq/redis.
-  if(h MATCHES "^dlq/(redis/|redis\\.hpp|sqlite/|sqlite\\.hpp|http/|http\\.hpp|asio/redis)")
+  # dlq::asio's core part needs no backend; its Redis part (dlq/asio/redis*,
+  # dlq/asio/detail/redis_*) may use dlq/redis.
+  if(h MATCHES "^dlq/(redis/|redis\\.hpp|sqlite/|sqlite\\.hpp|http/|http\\.hpp|asio/redis|asio/detail/redis_)")
     continue()
   endif()
   foreach(line IN LISTS lines)
