@@ -33,6 +33,26 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+// ThreadSanitizer cannot see the reference count of a std::exception_ptr: it is counted in
+// libstdc++.so, which is not instrumented. An error delivered through asio::use_future is
+// read by the test thread (what()) and freed by the loop thread when its last reference
+// (the std::promise's result, or a completion's copy) goes away after the read: TSan
+// reports that free against the read although the atomic count orders them (3 of 6 runs of
+// "a count the server refuses (WRONGTYPE) …" under load). Only races whose stack holds
+// exception_ptr's release are suppressed.
+#if defined(__SANITIZE_THREAD__)
+#define DLQ_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DLQ_TEST_TSAN 1
+#endif
+#endif
+#ifdef DLQ_TEST_TSAN
+extern "C" const char* __tsan_default_suppressions() {
+  return "race:std::__exception_ptr::exception_ptr::_M_release\n";
+}
+#endif
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
