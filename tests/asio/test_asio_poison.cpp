@@ -33,6 +33,26 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+// ThreadSanitizer cannot see the reference count of a std::exception_ptr: it is counted in
+// libstdc++.so, which is not instrumented. An error delivered through asio::use_future is
+// read by the test thread (what()) and freed by the loop thread when its last reference
+// (the std::promise's result, or a completion's copy) goes away after the read: TSan
+// reports that free against the read although the atomic count orders them (3 of 6 runs of
+// "a count the server refuses (WRONGTYPE) …" under load). Only races whose stack holds
+// exception_ptr's release are suppressed.
+#if defined(__SANITIZE_THREAD__)
+#define DLQ_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DLQ_TEST_TSAN 1
+#endif
+#endif
+#ifdef DLQ_TEST_TSAN
+extern "C" const char* __tsan_default_suppressions() {
+  return "race:std::__exception_ptr::exception_ptr::_M_release\n";
+}
+#endif
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -386,16 +406,21 @@ TEST_CASE(
   // A 10 ms ticker on the same loop keeps firing while the count waits for its timeout.
   asio::steady_timer tick(io);
   int ticks = 0;
+  const auto start = clock_type::now();
+  auto last = start;
+  auto max_gap = clock_type::duration::zero();
   std::function<void()> arm = [&] {
     tick.expires_after(std::chrono::milliseconds(10));
     tick.async_wait([&](std::error_code ec) {
       if (ec) return;
       ++ticks;
+      const auto now = clock_type::now();
+      max_gap = std::max(max_gap, now - last);
+      last = now;
       if (!done) arm();
     });
   };
   arm();
-  const auto start = clock_type::now();
   io.restart();
   io.run();
   const auto waited = clock_type::now() - start;
@@ -403,7 +428,10 @@ TEST_CASE(
   REQUIRE(error);
   CHECK(id.empty());
   CHECK(waited >= std::chrono::milliseconds(250));
-  CHECK(ticks >= 10);
+  // No gap of 150 ms between ticks, so at least one tick per 150 ms waited (a fixed count,
+  // 10, failed under ASan at load 12 with 9: a starved process gets fewer 10 ms turns).
+  CHECK(max_gap < std::chrono::milliseconds(150));
+  CHECK(ticks >= waited / std::chrono::milliseconds(150));
   try {
     std::rethrow_exception(error);
   } catch (const dlq::timeout_error& t) {

@@ -9,7 +9,7 @@ string(REPLACE "," ";" backends "${BACKENDS}")
 if(NOT backends)
   message(FATAL_ERROR "pass -DBACKENDS=name=regex,... (see tests/headers/headers.cmake)")
 endif()
-set(backend_headers "asio/redis")  # dlq::asio's Redis part may use dlq/redis
+set(backend_headers "asio/redis|asio/detail/redis_")  # dlq::asio's Redis part may use dlq/redis
 set(backend_includes "")
 foreach(b IN LISTS backends)
   string(REGEX REPLACE "=.*" "" name "${b}")
@@ -32,8 +32,9 @@ foreach(h IN LISTS headers)
     endforeach()
   endif()
   # dlq::asio never includes hiredis itself: its RESP codec (dlq/asio/detail/resp.hpp, checked
-  # as the core below) is its own; its Redis part (dlq/asio/redis*) uses dlq/redis headers.
-  if(h MATCHES "^dlq/asio/redis")
+  # as the core below) is its own; its Redis part (dlq/asio/redis*, the connection's machinery
+  # dlq/asio/detail/redis_*) uses dlq/redis headers.
+  if(h MATCHES "^dlq/(asio/|asio\\.hpp)")
     foreach(line IN LISTS lines)
       if(line MATCHES "hiredis")
         list(APPEND bad "${h}: ${line}")
@@ -50,7 +51,8 @@ foreach(h IN LISTS headers)
       endif()
     endforeach()
   endif()
-  # dlq::asio's core part needs no backend; its Redis part (dlq/asio/redis*) may use dlq/redis.
+  # dlq::asio's core part needs no backend; its Redis part (dlq/asio/redis*,
+  # dlq/asio/detail/redis_*) may use dlq/redis.
   if(h MATCHES "^dlq/(${backend_headers})")
     continue()
   endif()

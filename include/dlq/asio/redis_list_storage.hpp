@@ -21,6 +21,9 @@
 /// connection per master, MOVED/ASK followed, a queue's sends stored in issue order.
 #pragma once
 
+#include <asio/any_io_executor.hpp>
+#include <asio/post.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -37,9 +40,9 @@
 #include <utility>
 #include <vector>
 
-#include "dlq/asio/dead_letter_queue.hpp"
 #include "dlq/asio/redis_cluster.hpp"
 #include "dlq/asio/redis_connection.hpp"
+#include "dlq/asio/storage.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/redis/error_mapping.hpp"
 #include "dlq/redis/key_pattern.hpp"

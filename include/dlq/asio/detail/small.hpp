@@ -1,7 +1,8 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file asio/detail/small.hpp
-/// Internal helpers of dlq::asio: a move-only callable with inline storage (no allocation
-/// for a callable of up to `Inline` bytes) and a FIFO ring buffer. Not part of the API.
+/// Internal to dlq::asio: allocation-free containers for the hot path — a move-only callable
+/// with inline storage (no allocation for a callable of up to `Inline` bytes) and a FIFO ring
+/// buffer. Not part of the API.
 #pragma once
 
 #include <cstddef>
