@@ -73,6 +73,28 @@ TEST_CASE("printable masks a URL's credentials before it cuts a long text") {
   CHECK(printable(std::string(200, 'x')) == std::string(200, 'x'));
 }
 
+namespace {
+// The exposition of ConsoleBackend (the default metrics_text, dlqctl serve's) over a queue.
+struct DefaultMetricsBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
+  using QueueBackend::QueueBackend;
+  std::string metrics_text() override { return ConsoleBackend::metrics_text(); }
+};
+}  // namespace
+
+TEST_CASE("the console's default /metrics labels names that differ in non-UTF-8 bytes apart") {
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  q.send_to_dlq("a\xff", "{}", "boom");
+  q.send_to_dlq("a\xfe", "{}", "boom");
+  q.send_to_dlq("a\xfe", "{\"n\":2}", "boom");
+  DefaultMetricsBackend backend(q);
+  const std::string text = backend.metrics_text();
+  INFO(text);
+  // The library's escaping (dlq/metrics/prometheus.hpp, as `dlqctl metrics`): \xNN, not U+FFFD.
+  CHECK(text.find("dlq_entries{queue=\"a\\\\xff\",list=\"dead\"} 1\n") != std::string::npos);
+  CHECK(text.find("dlq_entries{queue=\"a\\\\xfe\",list=\"dead\"} 2\n") != std::string::npos);
+  CHECK(text.find("\xEF\xBF\xBD") == std::string::npos);
+}
+
 TEST_CASE("a continuation token survives entries replayed from the head between pages") {
   dlq::DeadLetterQueue<dlq::MemoryStorage> q;
   for (int i = 0; i < 300; ++i)
