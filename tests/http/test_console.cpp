@@ -52,6 +52,49 @@ TEST_CASE("redact_secrets masks URL passwords") {
   CHECK(dlq::http::redact_secrets("no url here") == "no url here");
 }
 
+TEST_CASE("printable masks a URL's credentials before it cuts a long text") {
+  using dlq::http::detail::printable;
+  // The cut (200 bytes) falls inside the password: cutting first kept "hunter2" and dropped
+  // the '@' the masking needs.
+  const std::string long_text = std::string(180, 'q') + " redis://user:hunter2secret@h:6379/0";
+  const std::string shown = printable(long_text);
+  CHECK(shown.find("hunter") == std::string::npos);
+  CHECK(shown.find("user") == std::string::npos);
+  CHECK(dlq::http::redact_secrets(shown).find("hunter") == std::string::npos);
+  CHECK(shown.size() <= 200 + std::string("…").size());
+  CHECK(shown.rfind("…") == shown.size() - std::string("…").size());
+  // The cut never splits a mask: "***" starts at byte 199 once masked.
+  const std::string at_mask = std::string(194, 'q') + " r://u:p@h";
+  const std::string cut_mask = printable(at_mask);
+  CHECK(cut_mask.find("r://*") == std::string::npos);
+  CHECK(cut_mask.substr(0, 195) == at_mask.substr(0, 195));
+  // Short text is kept whole (masked), control characters shown as '?'.
+  CHECK(printable("queue 'a\nb' redis://u:pw@h/0") == "queue 'a?b' redis://***@h/0");
+  CHECK(printable(std::string(200, 'x')) == std::string(200, 'x'));
+}
+
+namespace {
+// The exposition of ConsoleBackend (the default metrics_text, dlqctl serve's) over a queue.
+struct DefaultMetricsBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
+  using QueueBackend::QueueBackend;
+  std::string metrics_text() override { return ConsoleBackend::metrics_text(); }
+};
+}  // namespace
+
+TEST_CASE("the console's default /metrics labels names that differ in non-UTF-8 bytes apart") {
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  q.send_to_dlq("a\xff", "{}", "boom");
+  q.send_to_dlq("a\xfe", "{}", "boom");
+  q.send_to_dlq("a\xfe", "{\"n\":2}", "boom");
+  DefaultMetricsBackend backend(q);
+  const std::string text = backend.metrics_text();
+  INFO(text);
+  // The library's escaping (dlq/metrics/prometheus.hpp, as `dlqctl metrics`): \xNN, not U+FFFD.
+  CHECK(text.find("dlq_entries{queue=\"a\\\\xff\",list=\"dead\"} 1\n") != std::string::npos);
+  CHECK(text.find("dlq_entries{queue=\"a\\\\xfe\",list=\"dead\"} 2\n") != std::string::npos);
+  CHECK(text.find("\xEF\xBF\xBD") == std::string::npos);
+}
+
 TEST_CASE("a continuation token survives entries replayed from the head between pages") {
   dlq::DeadLetterQueue<dlq::MemoryStorage> q;
   for (int i = 0; i < 300; ++i)

@@ -223,45 +223,6 @@ class ConsoleBackend {
   virtual std::string metrics_text();
 };
 
-namespace detail {
-
-/// Escapes a Prometheus label value (\\, \" and \n) and replaces each byte that is not part of
-/// a valid UTF-8 sequence with U+FFFD (the text format must be UTF-8: one bad byte would make
-/// Prometheus reject the whole scrape).
-inline std::string prometheus_label(std::string_view v) {
-  std::string out;
-  out.reserve(v.size());
-  for (std::size_t i = 0; i < v.size();) {
-    const char c = v[i];
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x80) {
-      const std::size_t len = u >= 0xf0 ? 4 : u >= 0xe0 ? 3 : u >= 0xc0 ? 2 : 1;
-      const std::string_view seq = v.substr(i, len);
-      if (len > 1 && seq.size() == len && dlq::detail::json::is_valid_utf8(seq)) {
-        out += seq;
-        i += len;
-      } else {
-        out += "\xEF\xBF\xBD";
-        ++i;
-      }
-      continue;
-    }
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-    ++i;
-  }
-  return out;
-}
-
-}  // namespace detail
-
 inline std::string ConsoleBackend::metrics_text() {
   QueueNames found = list_queues();
   const auto all = listed_stats(found, [this](const auto& names) { return stats(names); });
@@ -270,20 +231,21 @@ inline std::string ConsoleBackend::metrics_text() {
   out +=
       "# HELP dlq_entries Items in a queue's dead-letter (list=\"dead\") or corrupt "
       "(list=\"corrupt\") list.\n# TYPE dlq_entries gauge\n";
-  for (const auto& s : all) {
-    const std::string q = detail::prometheus_label(s.name);
-    out += "dlq_entries{queue=\"" + q + "\",list=\"dead\"} " + std::to_string(s.dead) + "\n";
-    out += "dlq_entries{queue=\"" + q + "\",list=\"corrupt\"} " + std::to_string(s.corrupt) + "\n";
+  // Labels as in the library's exposition and `dlqctl metrics` (dlq/metrics/prometheus.hpp).
+  const auto queues = metrics::detail::distinct_queue_labels(
+      all, [](const QueueStats& s) -> std::string_view { return s.name; });
+  for (const auto& [q, s] : queues) {
+    out += "dlq_entries{" + q + ",list=\"dead\"} " + std::to_string(s->dead) + "\n";
+    out += "dlq_entries{" + q + ",list=\"corrupt\"} " + std::to_string(s->corrupt) + "\n";
   }
   out +=
       "# HELP dlq_oldest_entry_age_seconds Age of the oldest dead letter of a queue (absent "
       "when the queue is empty or its oldest entry has no readable time).\n"
       "# TYPE dlq_oldest_entry_age_seconds gauge\n";
-  for (const auto& s : all) {
-    if (!s.oldest_time) continue;
-    const double age = std::max(0.0, std::chrono::duration<double>(now - *s.oldest_time).count());
-    out += "dlq_oldest_entry_age_seconds{queue=\"" + detail::prometheus_label(s.name) + "\"} " +
-           std::to_string(age) + "\n";
+  for (const auto& [q, s] : queues) {
+    if (!s->oldest_time) continue;
+    const double age = std::max(0.0, std::chrono::duration<double>(now - *s->oldest_time).count());
+    out += "dlq_oldest_entry_age_seconds{" + q + "} " + std::to_string(age) + "\n";
   }
   if (const auto c = counters()) {
     out +=

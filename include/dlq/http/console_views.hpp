@@ -42,11 +42,24 @@ inline http_error bad(std::string code, const std::string& where, const std::str
   return {status, std::move(code), dlq::detail::message("http", where, what, hint)};
 }
 
+// `s` for a message: the credentials of its URLs masked (dlq/redact.hpp) on the whole text
+// first, control characters shown as '?', then cut to 200 bytes with "…" appended. Masking
+// before the cut: a cut inside a URL would drop the '@' the masking needs and show part of
+// the password. The cut moves back to a UTF-8 sequence boundary and to before a run of '*'
+// it would split, so a mask is shown whole or not at all.
 inline std::string printable(std::string_view s) {
-  std::string out;
-  for (const char c : s.substr(0, 200))
-    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-  return out;
+  constexpr std::size_t limit = 200;
+  std::string out = redact_secrets(std::string(s));
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  if (out.size() <= limit) return out;
+  std::size_t n = limit;
+  while (n > 0 && (static_cast<unsigned char>(out[n]) & 0xC0) == 0x80)
+    --n;
+  while (n > 0 && out[n] == '*' && out[n - 1] == '*')
+    --n;
+  out.resize(n);
+  return out + "…";
 }
 
 inline std::string dump(const nlohmann::json& j) {

@@ -112,6 +112,25 @@ inline bool valid_label_name(std::string_view name) {
   return name != "queue" && name != "list" && name != "reason" && name != "kind";
 }
 
+// The `queue="…"` label (append_label_value) of each of `stats`, `name(s)` giving the queue,
+// in order, paired with its stats; a label equal to an earlier one's (the same queue listed
+// twice, or names equal once escaped, see the file comment) is left out: a duplicate series
+// makes Prometheus reject the whole scrape. The one rule of write_prometheus and of the
+// console's exposition (ConsoleBackend::metrics_text, dlq/http/backend.hpp).
+template <class Stats, class Name>
+std::vector<std::pair<std::string, const Stats*>> distinct_queue_labels(
+    const std::vector<Stats>& stats, Name name) {
+  std::vector<std::pair<std::string, const Stats*>> queues;
+  std::set<std::string> seen;
+  for (const Stats& s : stats) {
+    std::string label = "queue=\"";
+    append_label_value(label, name(s));
+    label += '"';
+    if (seen.insert(label).second) queues.emplace_back(std::move(label), &s);
+  }
+  return queues;
+}
+
 // Seconds with microsecond precision, exactly (no floating point).
 inline void append_seconds(std::string& out, std::chrono::microseconds us) {
   std::int64_t v = us.count();
@@ -222,15 +241,8 @@ namespace detail {
 // label `queue="…"` and the first stats with it.
 inline std::vector<std::pair<std::string, const QueueStats*>> queue_labels(
     const std::vector<QueueStats>& stats) {
-  std::vector<std::pair<std::string, const QueueStats*>> queues;
-  std::set<std::string> seen;
-  for (const QueueStats& s : stats) {
-    std::string label = "queue=\"";
-    append_label_value(label, s.queue);
-    label += '"';
-    if (seen.insert(label).second) queues.emplace_back(std::move(label), &s);
-  }
-  return queues;
+  return distinct_queue_labels(stats,
+                               [](const QueueStats& s) -> std::string_view { return s.queue; });
 }
 
 // The gauge families of write_prometheus: depths and the times of the oldest and newest entry.
