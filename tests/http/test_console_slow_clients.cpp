@@ -281,3 +281,50 @@ TEST_CASE("request_timeout bounds the peer's reading and writing, not the handle
   CHECK(r->status == 200);
   CHECK(r->body.size() == std::size_t{4} << 20);
 }
+
+TEST_CASE("slow bodies from threads / max_busy_per_client addresses do not starve another") {
+  // Default limits: 16 workers, 4 busy per address. Four addresses (one peer with four IPv6
+  // /64s) each send four complete heads without a token, then their bodies a byte a second:
+  // POST /api/delete (401, then the body is read to drop it), PUT to no route (httplib reads
+  // the body before its 404), a chunked POST, a POST without Content-Length. The fifth
+  // address must be answered promptly all along.
+  dlq::http::ServerLimits limits;
+  limits.request_timeout = std::chrono::seconds(20);
+  Served s(with_token(), limits);
+  s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  const char* heads[] = {
+      "POST /api/delete HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 100000\r\n\r\n",
+      "PUT /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n",
+      "POST /api/delete HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n",
+      "POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\r\n"};
+  const char* from[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+  Peers slow;
+  for (const char* address : from)
+    for (int k = 0; k < 4; ++k) {
+      const int fd = connect_from(address, s.port);
+      REQUIRE(fd >= 0);
+      slow.fds.push_back(fd);
+      send_all(fd, heads[k]);
+    }
+  std::atomic<bool> stop{false};
+  std::thread dribbler([&] {
+    for (std::size_t i = 0; !stop.load(); ++i) {
+      for (std::size_t k = 0; k < slow.fds.size(); ++k) {
+        const std::string bytes = k % 4 == 2 ? "1\r\nx\r\n" : "x";
+        (void)::send(slow.fds[k], bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      for (int t = 0; t < 20 && !stop.load(); ++t)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto busy = s.server.counts().busy;
+  const auto worst = slowest_round(s.port, std::chrono::seconds(3));
+  stop.store(true);
+  dribbler.join();
+  INFO("workers busy with slow bodies: " << busy);
+  INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
+  CHECK(worst < prompt);
+}
