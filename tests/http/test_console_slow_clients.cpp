@@ -328,3 +328,95 @@ TEST_CASE("slow bodies from threads / max_busy_per_client addresses do not starv
   INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
   CHECK(worst < prompt);
 }
+
+TEST_CASE("requests whose body could hold a worker are answered by the server at once") {
+  // With a token, so that the console would otherwise take each request to its handler. Each
+  // is answered within 1 s (well below the read timeout of 5 s) and its connection closed.
+  Served s(with_token());
+  const std::string auth = "Authorization: Bearer " + token + "\r\n";
+  const std::string json = "Content-Type: application/json\r\n";
+  struct Case {
+    std::string request;
+    const char* status;
+  };
+  const Case cases[] = {
+      // no Content-Length: httplib would read the body up to the connection's end
+      {"POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + json + "\r\n", "411"},
+      {"DELETE /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "411"},
+      // chunked: its end cannot be known without reading it all
+      {"POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + json +
+           "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":",
+       "411"},
+      // over max_body_bytes (1 MiB): refused before a byte of it is read
+      {"POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + json +
+           "Content-Length: 2000000\r\n\r\n{",
+       "413"},
+      {"PUT /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999999\r\n\r\n", "413"},
+      // a body on a method httplib never reads one for (it would be taken as the next request)
+      {"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\n", "400"},
+      {"POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1x\r\n\r\n", "400"},
+  };
+  for (const Case& c : cases) {
+    Peers peer;
+    const int fd = connect_from("127.0.0.2", s.port);
+    REQUIRE(fd >= 0);
+    peer.fds.push_back(fd);
+    send_all(fd, c.request);
+    const auto t0 = clock_type::now();
+    const std::string answer = answer_of(fd, std::chrono::seconds(1));
+    INFO(c.request);
+    INFO("answer after "
+         << std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count()
+         << " ms: " << answer);
+    CHECK(answer.rfind(std::string("HTTP/1.1 ") + c.status + " ", 0) == 0);
+    CHECK(answer.find("Connection: close") != std::string::npos);
+    CHECK(closed_by_server(fd, std::chrono::milliseconds(100)));
+  }
+  // a body within the limit is still served, on a connection kept alive
+  httplib::Client c("127.0.0.1", s.port);
+  c.set_keep_alive(true);
+  for (int i = 0; i < 3; ++i) {
+    s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+    auto r = c.Post("/api/purge", httplib::Headers{{"Authorization", "Bearer " + token}},
+                    "{\"queue\":\"orders\",\"confirm\":\"orders\"}", "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+}
+
+TEST_CASE("Expect: 100-continue is answered before the body, and the body then served") {
+  Served s(with_token());
+  s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  Peers peer;
+  const int fd = connect_from("127.0.0.2", s.port);
+  REQUIRE(fd >= 0);
+  peer.fds.push_back(fd);
+  const std::string body = "{\"queue\":\"orders\",\"confirm\":\"orders\"}";
+  send_all(fd, "POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token +
+                   "\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+                   "Connection: close\r\nContent-Length: " +
+                   std::to_string(body.size()) + "\r\n\r\n");
+  const std::string interim = answer_of(fd, std::chrono::seconds(1));
+  CHECK(interim.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0) == 0);
+  send_all(fd, body);
+  const std::string answer = answer_of(fd, std::chrono::seconds(5));
+  CHECK(answer.find("HTTP/1.1 200 ") != std::string::npos);
+}
+
+TEST_CASE("a body trickling in past request_timeout gets 408 and holds no worker") {
+  dlq::http::ServerLimits limits;
+  limits.request_timeout = std::chrono::milliseconds(800);
+  Served s(with_token(), limits);
+  Peers peer;
+  const int fd = connect_from("127.0.0.2", s.port);
+  REQUIRE(fd >= 0);
+  peer.fds.push_back(fd);
+  send_all(fd, "PUT /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nxx");
+  std::string answer;
+  for (int i = 0; i < 40 && answer.empty(); ++i) {  // a byte every 100 ms: never done in time
+    CHECK(s.server.counts().busy == 0);
+    (void)::send(fd, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    answer = answer_of(fd, std::chrono::milliseconds(100));
+  }
+  CHECK(answer.rfind("HTTP/1.1 408 ", 0) == 0);
+}
