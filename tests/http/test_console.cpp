@@ -7,7 +7,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -375,7 +378,8 @@ namespace {
 
 // A console over `backend` on 127.0.0.1:<free port>; stopped and joined on destruction.
 struct ServedBackend {
-  explicit ServedBackend(dlq::http::ConsoleBackend& backend) : console(backend, {}) {
+  explicit ServedBackend(dlq::http::ConsoleBackend& backend, dlq::http::ConsoleOptions o = {})
+      : console(backend, std::move(o)) {
     console.mount(server);
     port = server.bind_to_any_port("127.0.0.1");
     REQUIRE(port > 0);
@@ -496,4 +500,39 @@ TEST_CASE("the scan-based discard deletes every match of a dense filter") {
   REQUIRE(q.size("orders") == 600);
   for (const auto& e : q.peek("orders", 0, 600))
     CHECK(e.error == "kept");
+}
+
+namespace {
+
+// A store whose metrics fail with an exception from outside dlq, its message spread over lines.
+struct FailingMetricsBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
+  using QueueBackend::QueueBackend;
+  std::string metrics_text() override {
+    throw std::runtime_error("scrape failed\n[dlq.http] forged: purge 'orders' done");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an unexpected error is logged on one line, its path and message cleaned") {
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  FailingMetricsBackend backend(q);
+  std::mutex m;
+  std::vector<std::string> lines;
+  dlq::http::ConsoleOptions o;
+  o.log = [&](dlq::LogLevel, std::string_view line) {
+    std::lock_guard<std::mutex> lock(m);
+    lines.emplace_back(line);
+  };
+  ServedBackend s(backend, std::move(o));
+  auto c = s.client();
+  auto r = c.Get("/metrics");
+  REQUIRE(r);
+  CHECK(r->status == 500);
+  std::lock_guard<std::mutex> lock(m);
+  REQUIRE(lines.size() == 1);
+  INFO(lines[0]);
+  CHECK(lines[0].find('\n') == std::string::npos);
+  CHECK(lines[0].find('\r') == std::string::npos);
+  CHECK(lines[0].find("/metrics: unexpected error: scrape failed") != std::string::npos);
 }

@@ -220,9 +220,10 @@ class Console {
     } catch (const dlq::error& e) {
       detail::send_error(r, {500, "dlq_error", e.what()});
     } catch (const std::exception& e) {
-      log(LogLevel::error, std::string(q.path) + ": unexpected error: " + e.what());
-      detail::send_error(r, {500, "internal",
-                             "[dlq.http] " + q.path + ": unexpected error; see the console's log"});
+      const std::string path = detail::printable(q.path);
+      log(LogLevel::error, path + ": unexpected error: " + e.what());
+      detail::send_error(
+          r, {500, "internal", "[dlq.http] " + path + ": unexpected error; see the console's log"});
     }
   }
 

@@ -68,12 +68,17 @@ using dlq::redact_secrets;
 
 namespace detail {
 
-// One line to the console's log (ConsoleOptions::log), URL passwords masked.
+// One line to the console's log (ConsoleOptions::log), URL passwords masked and control
+// characters (a line break from a request path or an exception's message) shown as '?', so
+// that no caller can split or forge a line.
 inline void log_line(const std::function<void(LogLevel, std::string_view)>& sink, LogLevel level,
                      const std::string& line) {
   if (!sink) return;
   try {
-    sink(level, "[dlq.http] " + redact_secrets(line));
+    std::string text = "[dlq.http] " + redact_secrets(line);
+    for (char& c : text)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    sink(level, text);
   } catch (...) {  // a failing logger never breaks a request
   }
 }

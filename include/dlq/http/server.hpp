@@ -21,10 +21,22 @@
 ///   accepted or its previous response being sent (keep-alive), however the bytes trickle
 ///   in; else the connection is closed (with 408 when part of a request had arrived). A head
 ///   over ServerLimits::max_head_bytes is answered 431 and closed.
-/// - Once the head is there, reading the body must finish within
-///   ServerLimits::request_timeout, and so must writing the response from its first byte
-///   (the handler's own time counts against neither; each read and write also waits at most
-///   the server's read/write timeout); else the connection is closed.
+/// - A request holds a worker only once its body has arrived too: the same thread reads it,
+///   after the head, within ServerLimits::request_timeout (else 408 and closed), answering
+///   `Expect: 100-continue` itself. So neither a slow body nor one the handler never wants
+///   (a refused POST, a method or path without a route) can hold a worker. What follows
+///   from that, and is answered by the server itself (and the connection closed):
+///   - a Content-Length over ServerLimits::max_body_bytes: 413 (bodies are buffered whole);
+///   - a body sent with Transfer-Encoding (chunked): 411 — send a Content-Length;
+///   - POST, PUT, PATCH, DELETE without Content-Length: 411 (httplib would read such a body
+///     up to the connection's end); another method with a body: 400.
+///   Chose over answering only "hopeless" requests early: a handler's own refusal (401, 403,
+///   415) would still hold a worker while the body trickles in, and every route would have
+///   to be known to the poller. Since httplib itself also answers `100 Continue` once it has
+///   the request, a client that sends Expect gets two of them (HTTP clients skip 1xx).
+/// - Writing the response must finish within ServerLimits::request_timeout from its first
+///   byte (the handler's own time does not count; each read and write also waits at most the
+///   server's read/write timeout); else the connection is closed.
 /// - Each client address (IPv6: each /64) may hold at most
 ///   ServerLimits::max_connections_per_client connections; more are answered 503 and closed
 ///   at once. At most ServerLimits::max_busy_per_client of its requests are handled at once;
@@ -82,12 +94,16 @@ struct ServerLimits {
   /// Time a connection has to deliver a complete request head, from its accept or its
   /// previous response (an idle keep-alive connection is closed after it too). Default 10 s.
   std::chrono::milliseconds head_timeout{10000};
-  /// Time to read a request's body once its head is complete, and again to write its
-  /// response from the first byte (a slow handler is not cut off). Default 30 s.
+  /// Time to read a request's body once its head is complete (without a worker), and again
+  /// to write its response from the first byte (a slow handler is not cut off). Default 30 s.
   std::chrono::milliseconds request_timeout{30000};
   /// Largest request head (request line and headers) in bytes; larger gets 431. Default
   /// 64 KiB.
   std::size_t max_head_bytes = std::size_t{64} << 10;
+  /// Largest request body in bytes (Content-Length); larger gets 413. The whole body is
+  /// read before a worker takes the request, so at most this many bytes are buffered per
+  /// connection. Keep it at least ConsoleOptions::max_body_bytes. Default 1 MiB.
+  std::size_t max_body_bytes = std::size_t{1} << 20;
   /// Connections one client address (IPv6: one /64) may have open; more get 503 and are
   /// closed at once. 0 = no cap (behind a reverse proxy). Default 16.
   std::size_t max_connections_per_client = 16;
@@ -106,6 +122,9 @@ struct ServerCounts {
   std::uint64_t refused = 0;          ///< connections closed at accept (a cap was reached), in all
   std::uint64_t head_timeouts = 0;    ///< connections closed for a late request head, in all
   std::uint64_t heads_too_large = 0;  ///< connections closed for an oversize head, in all
+  std::uint64_t bodies_late = 0;      ///< connections closed for a late request body, in all
+  /// requests answered by the server itself (400, 411, 413: see the file comment), in all
+  std::uint64_t requests_refused = 0;
 };
 
 /// An httplib::Server with limits for slow and greedy clients (see the file comment).
@@ -257,6 +276,8 @@ class GuardedServer : public httplib::Server {
       out.refused += refused_;
       out.head_timeouts += head_timeouts_;
       out.heads_too_large += heads_too_large_;
+      out.bodies_late += bodies_late_;
+      out.requests_refused += requests_refused_;
     }
 
    private:
@@ -281,28 +302,45 @@ class GuardedServer : public httplib::Server {
         per_client_.erase(it);
     }
 
-    enum class head_state { waiting, ready, closed, too_large };
+    enum class head_state { waiting, ready, closed, too_large, refused };
 
-    // Where the connection's request head stands, from the bytes already read.
-    head_state classify(connection& c) const {
-      const std::size_t from = std::max(c.off, c.scanned >= 3 ? c.scanned - 3 : std::size_t{0});
-      const std::size_t end = c.buf.find("\r\n\r\n", from);
-      c.scanned = c.buf.size();
-      if (end != std::string::npos)
-        return end + 4 - c.off <= lim_.max_head_bytes ? head_state::ready : head_state::too_large;
-      return c.buf.size() - c.off > lim_.max_head_bytes ? head_state::too_large
-                                                        : head_state::waiting;
+    // Where the connection's request stands, from the bytes already read: its head, then
+    // (plan_body) its body, which must both be in before a worker takes the request.
+    head_state classify(connection& c, clock::time_point now) {
+      if (c.need == 0) {
+        const std::size_t from = std::max(c.off, c.scanned >= 3 ? c.scanned - 3 : std::size_t{0});
+        const std::size_t end = c.buf.find("\r\n\r\n", from);
+        c.scanned = c.buf.size();
+        if (end == std::string::npos)
+          return c.buf.size() - c.off > lim_.max_head_bytes ? head_state::too_large
+                                                            : head_state::waiting;
+        const std::size_t head = end + 4 - c.off;
+        if (head > lim_.max_head_bytes) return head_state::too_large;
+        c.plan =
+            detail::plan_body(std::string_view(c.buf).substr(c.off, head), lim_.max_body_bytes);
+        if (c.plan.status != 0) return head_state::refused;
+        c.need = head + c.plan.body;
+        if (c.buf.size() - c.off < c.need) {
+          c.deadline = now + lim_.request_timeout;  // the body's own time, from the head
+          if (c.plan.expect_continue) {
+            static const char go_on[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            (void)::send(c.fd, go_on, sizeof go_on - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+          }
+        }
+      }
+      return c.buf.size() - c.off >= c.need ? head_state::ready : head_state::waiting;
     }
 
-    // Reads what the socket has, until the head is complete or too large.
-    head_state fill(connection& c) {
+    // Reads what the socket has, until the request is complete or refused (a closing
+    // connection: drops what it reads, until the peer's end).
+    head_state fill(connection& c, clock::time_point now) {
       for (;;) {
-        const head_state now = classify(c);
-        if (now != head_state::waiting) return now;
+        const head_state st = c.closing ? head_state::waiting : classify(c, now);
+        if (st != head_state::waiting) return st;
         char chunk[16384];
         const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
         if (n > 0) {
-          c.buf.append(chunk, static_cast<std::size_t>(n));
+          if (!c.closing) c.buf.append(chunk, static_cast<std::size_t>(n));
           continue;
         }
         if (n == 0) return head_state::closed;
@@ -322,6 +360,30 @@ class GuardedServer : public httplib::Server {
       (void)::send(fd, text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     }
 
+    // Answers `c` with an error and half-closes it: it stays with the poller, which drops
+    // what the peer still sends (so that the peer reads the answer, not a reset) until the
+    // peer closes or head_timeout passes.
+    void refuse_locked(connection& c, const char* status, const std::string& code,
+                       const std::string& message, clock::time_point now) {
+      answer(c.fd, status, code, message);
+      ::shutdown(c.fd, SHUT_WR);
+      c.closing = true;
+      c.buf.clear();
+      c.off = 0;
+      c.deadline = now + lim_.head_timeout;
+    }
+
+    static const char* status_line(int status) {
+      switch (status) {
+        case 411:
+          return "411 Length Required";
+        case 413:
+          return "413 Payload Too Large";
+        default:
+          return "400 Bad Request";
+      }
+    }
+
     // Hands `c` to the workers, or answers and closes it, or keeps it waiting (returned).
     conn_ptr settle(conn_ptr c, head_state st, clock::time_point now) {
       if (st == head_state::ready) {
@@ -334,17 +396,37 @@ class GuardedServer : public httplib::Server {
       }
       if (st == head_state::waiting && now < c->deadline) return c;
       std::lock_guard<std::mutex> lock(m_);
+      if (c->closing) {  // its answer is sent; the peer closed or took too long
+        close_locked(*c);
+        return nullptr;
+      }
       if (st == head_state::too_large) {
         ++heads_too_large_;
-        answer(c->fd, "431 Request Header Fields Too Large", "head_too_large",
-               "the request line and headers are longer than " +
-                   std::to_string(lim_.max_head_bytes) + " bytes; send shorter headers");
-      } else if (st == head_state::waiting) {
-        ++head_timeouts_;
-        if (c->buf.size() > c->off)  // part of a request came: say why it ends
+        refuse_locked(*c, "431 Request Header Fields Too Large", "head_too_large",
+                      "the request line and headers are longer than " +
+                          std::to_string(lim_.max_head_bytes) + " bytes; send shorter headers",
+                      now);
+        return c;
+      }
+      if (st == head_state::refused) {
+        ++requests_refused_;
+        refuse_locked(*c, status_line(c->plan.status), c->plan.code, c->plan.message, now);
+        return c;
+      }
+      if (st == head_state::waiting) {
+        if (c->need != 0) {
+          ++bodies_late_;
           answer(c->fd, "408 Request Timeout", "request_timeout",
-                 "the request head did not arrive within " +
-                     std::to_string(lim_.head_timeout.count()) + " ms; send it at once");
+                 "the request body did not arrive within " +
+                     std::to_string(lim_.request_timeout.count()) +
+                     " ms of its head; send it at once");
+        } else {
+          ++head_timeouts_;
+          if (c->buf.size() > c->off)  // part of a request came: say why it ends
+            answer(c->fd, "408 Request Timeout", "request_timeout",
+                   "the request head did not arrive within " +
+                       std::to_string(lim_.head_timeout.count()) + " ms; send it at once");
+        }
       }
       close_locked(*c);
       return nullptr;
@@ -370,7 +452,8 @@ class GuardedServer : public httplib::Server {
           c->buf.erase(0, c->off);  // what the last request left: pipelined bytes
           c->off = 0;
           c->scanned = 0;
-          const head_state st = classify(*c);
+          c->need = 0;
+          const head_state st = classify(*c, before);
           if (auto kept = settle(std::move(c), st, before)) waiting.push_back(std::move(kept));
         }
         auto next = clock::time_point::max();
@@ -400,7 +483,8 @@ class GuardedServer : public httplib::Server {
         keep.reserve(waiting.size());
         for (std::size_t i = 0; i < waiting.size(); ++i) {  // fds[i + 1] is waiting[i]
           connection& c = *waiting[i];
-          const head_state st = r > 0 && fds[i + 1].revents != 0 ? fill(c) : head_state::waiting;
+          const head_state st =
+              r > 0 && fds[i + 1].revents != 0 ? fill(c, after) : head_state::waiting;
           if (auto kept = settle(std::move(waiting[i]), st, after)) keep.push_back(std::move(kept));
         }
         waiting.swap(keep);
@@ -487,6 +571,8 @@ class GuardedServer : public httplib::Server {
     std::uint64_t refused_ = 0;
     std::uint64_t head_timeouts_ = 0;
     std::uint64_t heads_too_large_ = 0;
+    std::uint64_t bodies_late_ = 0;
+    std::uint64_t requests_refused_ = 0;
     std::thread poller_;
     std::vector<std::thread> workers_;
   };
@@ -517,6 +603,8 @@ class GuardedServer : public httplib::Server {
       s_.totals_.refused += c.refused;
       s_.totals_.head_timeouts += c.head_timeouts;
       s_.totals_.heads_too_large += c.heads_too_large;
+      s_.totals_.bodies_late += c.bodies_late;
+      s_.totals_.requests_refused += c.requests_refused;
       s_.engine_.reset();
     }
 

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace dlq {
 namespace http {
@@ -58,6 +59,99 @@ inline std::string describe_peer(const sockaddr_storage& a, std::string& ip, int
   return "other";
 }
 
+// What the poller does with a request once its head (request line and headers, ending in
+// an empty line) has arrived: read `body` more bytes and then hand the request to a worker,
+// or answer `status` itself and close (a request that can never be served, or whose body
+// would hold a worker). I/O-free; the one place GuardedServer decides on request bodies.
+struct body_plan {
+  int status = 0;                // 0: read the body, then hand over; else answer this and close
+  std::string code;              // the error code of that answer
+  std::string message;           // and its message
+  std::size_t body = 0;          // bytes of body after the head (Content-Length)
+  bool expect_continue = false;  // Expect: 100-continue: the poller answers 100 itself
+};
+
+inline bool ascii_iequal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? char(ch - 'A' + 'a') : ch; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+// `head` is the request line and headers including the final CRLF CRLF; `max_body` is
+// ServerLimits::max_body_bytes. httplib reads a body for POST, PUT, PATCH, DELETE and PRI
+// (up to the connection's end when there is no Content-Length) and for no other method.
+inline body_plan plan_body(std::string_view head, std::size_t max_body) {
+  const auto refuse = [](int status, const char* code, std::string message) {
+    body_plan p;
+    p.status = status;
+    p.code = code;
+    p.message = std::move(message);
+    return p;
+  };
+  const std::size_t sp = head.find(' ');
+  const std::string_view method = head.substr(0, sp == std::string_view::npos ? 0 : sp);
+  const bool body_method = method == "POST" || method == "PUT" || method == "PATCH" ||
+                           method == "DELETE" || method == "PRI";
+  std::optional<std::string_view> length;
+  bool chunked = false;
+  bool expect = false;
+  std::size_t at = head.find('\n');
+  while (at != std::string_view::npos && at + 1 < head.size()) {
+    const std::size_t end = head.find('\n', at + 1);
+    std::string_view line =
+        head.substr(at + 1, (end == std::string_view::npos ? head.size() : end) - at - 1);
+    at = end;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string_view name = line.substr(0, colon);
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+      value.remove_suffix(1);
+    if (ascii_iequal(name, "Content-Length")) {
+      if (length && *length != value)
+        return refuse(400, "bad_content_length",
+                      "the request has two different Content-Length "
+                      "headers; send one");
+      length = value;
+    } else if (ascii_iequal(name, "Transfer-Encoding")) {
+      chunked = true;
+    } else if (ascii_iequal(name, "Expect")) {
+      expect = ascii_iequal(value, "100-continue");
+    }
+  }
+  if (chunked)
+    return refuse(411, "length_required",
+                  "a body sent with Transfer-Encoding is not accepted; send it with a "
+                  "Content-Length");
+  if (!length) {
+    if (body_method)
+      return refuse(411, "length_required",
+                    std::string(method) + " needs a Content-Length header (0 for no body)");
+    return {};
+  }
+  if (length->empty() || length->size() > 19 ||
+      length->find_first_not_of("0123456789") != std::string_view::npos)
+    return refuse(400, "bad_content_length",
+                  "the Content-Length header is not a number of bytes; send one");
+  const unsigned long long n = std::stoull(std::string(*length));
+  if (n > max_body)
+    return refuse(413, "body_too_large",
+                  "the body is larger than " + std::to_string(max_body) + " bytes; send less");
+  if (n > 0 && !body_method)
+    return refuse(400, "unexpected_body",
+                  "this method takes no body; send the request without one");
+  body_plan p;
+  p.body = static_cast<std::size_t>(n);
+  p.expect_continue = expect && n > 0;
+  return p;
+}
+
 // One client connection: its socket, who it is, and the bytes read but not yet consumed.
 struct guarded_connection {
   int fd = -1;
@@ -67,6 +161,9 @@ struct guarded_connection {
   std::string buf;          // bytes read and not consumed yet
   std::size_t off = 0;      // consumed prefix of buf
   std::size_t scanned = 0;  // buf[off, scanned) holds no end of head
+  std::size_t need = 0;     // 0, or bytes from off that make the whole request (head + body)
+  body_plan plan;           // for the request whose head is in buf (when need != 0 or refused)
+  bool closing = false;     // answered by the poller: reading to the end, then closed
   server_clock::time_point deadline;
   std::size_t requests = 0;  // served on this connection
 };
