@@ -668,7 +668,7 @@ def test_where_things_are(b, q):
     check("queues that have some:" in err, "an empty queue names the queues that have some", err)
     if b.kind == "redis":
         # A database of its own, holding only the Python service's layout (dlq:<queue>).
-        other_db = STORE.rsplit("/", 1)[0] + "/13"
+        other_db = STORE.rsplit("/", 1)[0] + "/7"  # no other test uses DB 7 (console_support.redis_url)
         import redis
         r13 = redis.Redis.from_url(other_db)
         seed_key = "dlq:%s-py" % q
