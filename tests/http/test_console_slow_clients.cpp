@@ -355,6 +355,12 @@ TEST_CASE("requests whose body could hold a worker are answered by the server at
       // a body on a method httplib never reads one for (it would be taken as the next request)
       {"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\n", "400"},
       {"POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1x\r\n\r\n", "400"},
+      // a header line ending in a bare LF: httplib skips it, so it would see a POST without
+      // Content-Length (and read its body up to the connection's end) where the server saw one
+      {"POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + json +
+           "Content-Length: 0\nX-After: 1\r\n\r\n",
+       "400"},
+      {"POST /api/purge HTTP/1.1\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", "400"},
   };
   for (const Case& c : cases) {
     Peers peer;
@@ -449,4 +455,8 @@ TEST_CASE("plan_body: what the server decides from a request head alone") {
   CHECK(of("POST", "Content-Length: 5\r\nExpect: 100-Continue\r\n").expect_continue);
   CHECK_FALSE(of("POST", "Content-Length: 0\r\nExpect: 100-continue\r\n").expect_continue);
   CHECK(plan_body(head("Content-Length: 3\r\n"), max).status == 400);  // X takes no body
+  // httplib skips a header line that does not end in CRLF: the server must not count it
+  CHECK(of("POST", "Content-Length: 0\nX: y\r\n").status == 400);
+  CHECK(of("GET", "Content-Length: 0\nX: y\r\n").status == 400);
+  CHECK(plan_body("POST / HTTP/1.1\nContent-Length: 0\r\n\r\n", max).status == 400);
 }
