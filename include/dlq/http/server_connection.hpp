@@ -98,6 +98,13 @@ inline body_plan plan_body(std::string_view head, std::size_t max_body) {
   std::optional<std::string_view> length;
   bool chunked = false;
   bool expect = false;
+  // httplib skips a header line that does not end in CRLF (and refuses such a request line):
+  // a line the server counted and httplib did not (a Content-Length) would let httplib read
+  // a body the server never waited for, in a worker. Such a head is refused whole.
+  for (std::size_t lf = head.find('\n'); lf != std::string_view::npos; lf = head.find('\n', lf + 1))
+    if (lf == 0 || head[lf - 1] != '\r')
+      return refuse(400, "bad_line_ending",
+                    "a line of the request head ends in a bare LF; end every line in CRLF");
   std::size_t at = head.find('\n');
   while (at != std::string_view::npos && at + 1 < head.size()) {
     const std::size_t end = head.find('\n', at + 1);
