@@ -7,7 +7,9 @@
 /// drown the trail.
 ///
 /// One write per operation (remove_ids: per call, however many ids), never per entry. Ids
-/// are listed up to Options::audit_max_ids (default 100) with a count of the rest.
+/// are listed up to Options::audit_max_ids (default 100) with a count of the rest; each text
+/// condition of the filter (error_contains, worker, ...) up to its first 1024 bytes, with its
+/// length in "<name>_bytes" when it was cut. So every record is of bounded size.
 ///
 /// The trail records changes: an operation that changed nothing writes no record — a remove
 /// of ids that are not there, a purge of an empty list, a replay or discard that matched
@@ -86,8 +88,9 @@ struct AuditRecord {
   std::string operation;
   /// The queue operated on.
   std::string queue;
-  /// The filter (Filter::describe()); null (written as an empty object) when the operation
-  /// had none.
+  /// The filter (Filter::describe(): its ids cut at Options::audit_max_ids, the rest counted
+  /// in "ids_omitted"; each text cut to its first 1024 bytes, its length in "<name>_bytes");
+  /// null (written as an empty object) when the operation had none.
   nlohmann::ordered_json filter;
   /// Counts of the report, by name (e.g. {"examined": 10, "replayed": 7}); null (written as
   /// an empty object) when none.
@@ -207,10 +210,28 @@ struct audit_ids {
   }
 };
 
+/// The longest text condition an audit record keeps of a filter, in bytes.
+inline constexpr std::size_t audit_max_filter_text_bytes = 1024;
+
 /// A filter for an audit record (Filter::describe()): its "ids" cut to the first `max`, the
-/// rest counted in "ids_omitted" — as the record's own ids, so that a call naming many ids
-/// writes a record of bounded size (the trail's record cap bounds its memory only then).
+/// rest counted in "ids_omitted" — as the record's own ids — and each text longer than
+/// audit_max_filter_text_bytes cut to its first bytes (never inside a UTF-8 sequence), its
+/// length in "<name>_bytes", so that a call naming many ids or long texts writes a record of
+/// bounded size (the trail's record cap bounds its memory only then).
 inline nlohmann::ordered_json audit_filter(nlohmann::ordered_json filter, std::size_t max) {
+  std::vector<std::pair<std::string, std::size_t>> cut;
+  for (auto& [name, value] : filter.items()) {
+    if (!value.is_string()) continue;
+    auto& text = value.template get_ref<std::string&>();
+    if (text.size() <= audit_max_filter_text_bytes) continue;
+    std::size_t keep = audit_max_filter_text_bytes;
+    while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80)
+      --keep;  // text[keep] continues a sequence: cut before the sequence's lead byte
+    cut.emplace_back(name, text.size());
+    text.resize(keep);
+  }
+  for (const auto& [name, bytes] : cut)
+    filter[name + "_bytes"] = bytes;
   const auto it = filter.find("ids");
   if (it == filter.end() || !it->is_array() || it->size() <= max) return filter;
   const std::size_t omitted = it->size() - max;

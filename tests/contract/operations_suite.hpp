@@ -773,6 +773,46 @@ TEMPLATE_TEST_CASE("a replay or discard by many ids writes a record bounded by a
   }
 }
 
+TEMPLATE_TEST_CASE("a replay or discard by long texts writes a bounded audit record",
+                   "[contract][ops][audit]", DLQ_CONTRACT_FIXTURES) {
+  // A filter's text conditions are as long as the caller makes them (dlqctl takes 128 KB per
+  // argument, the library any length): each is recorded cut to its first 1024 bytes (never
+  // inside a UTF-8 sequence), its length in "<name>_bytes", so that the trail's record cap
+  // bounds its memory.
+  TestType fx;
+  contract::queue_of<TestType> q(fx.storage());
+  const std::size_t cut_at = 1024;
+  const std::string text(100000, 'e');
+  // a euro sign (3 bytes) across byte 1024: the cut keeps the 1022 bytes before it
+  const std::string worker = std::string(1022, 'w') + "\xe2\x82\xac" + std::string(5000, 'w');
+  for (int i = 0; i < 2; ++i)
+    q.send_to_dlq("orders", std::to_string(i), contract::failure(text + "!", 1, worker));
+  dlq::ReplayOptions r;
+  r.error_contains = text;
+  r.worker = worker;
+  r.limit = 1;
+  CHECK(q.replay("orders", r).replayed == 1);
+  dlq::DiscardOptions d;
+  d.payload_contains = "1";
+  d.error_contains = text;
+  CHECK(q.discard("orders", d).discarded == 1);
+  const auto trail = q.audit("orders");
+  REQUIRE(trail.size() == 2);
+  for (const auto& rec : trail) {
+    INFO(rec.operation);
+    CHECK(dlq::detail::audit_json(rec).size() < 4000);
+    CHECK(rec.filter.value("error_contains", std::string()) == text.substr(0, cut_at));
+    CHECK(rec.filter.value("error_contains_bytes", std::size_t{0}) == text.size());
+    if (rec.operation == "discard") {
+      CHECK(rec.filter.value("payload_contains", std::string()) == "1");  // short: whole
+      CHECK_FALSE(rec.filter.contains("payload_contains_bytes"));
+    } else {
+      CHECK(rec.filter.value("worker", std::string()) == worker.substr(0, 1022));
+      CHECK(rec.filter.value("worker_bytes", std::size_t{0}) == worker.size());
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("remove_ids finds every id while a replay takes entries from the head",
                    "[contract][ops][remove][concurrency]", DLQ_CONTRACT_FIXTURES) {
   TestType fx;

@@ -355,6 +355,16 @@ TEST_CASE("requests whose body could hold a worker are answered by the server at
       // a body on a method httplib never reads one for (it would be taken as the next request)
       {"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\n", "400"},
       {"POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1x\r\n\r\n", "400"},
+      // a header line ending in a bare LF: httplib skips it, so it would see a POST without
+      // Content-Length (and read its body up to the connection's end) where the server saw one
+      {"POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + json +
+           "Content-Length: 0\nX-After: 1\r\n\r\n",
+       "400"},
+      {"POST /api/purge HTTP/1.1\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", "400"},
+      // a request line httplib refuses: it answers 400 without reading the headers, which
+      // would then be taken as the next request (here a GET /healthz smuggled in a head)
+      {"get / HTTP/1.1\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "400"},
+      {"GET / HTTP/2.0\r\nGET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "400"},
   };
   for (const Case& c : cases) {
     Peers peer;
@@ -449,4 +459,16 @@ TEST_CASE("plan_body: what the server decides from a request head alone") {
   CHECK(of("POST", "Content-Length: 5\r\nExpect: 100-Continue\r\n").expect_continue);
   CHECK_FALSE(of("POST", "Content-Length: 0\r\nExpect: 100-continue\r\n").expect_continue);
   CHECK(plan_body(head("Content-Length: 3\r\n"), max).status == 400);  // X takes no body
+  // httplib skips a header line that does not end in CRLF: the server must not count it
+  CHECK(of("POST", "Content-Length: 0\nX: y\r\n").status == 400);
+  CHECK(of("GET", "Content-Length: 0\nX: y\r\n").status == 400);
+  CHECK(plan_body("POST / HTTP/1.1\nContent-Length: 0\r\n\r\n", max).status == 400);
+  // a request line httplib refuses is refused here, with the head it would leave behind
+  CHECK(plan_body("get / HTTP/1.1\r\nHost: h\r\n\r\n", max).status == 400);
+  CHECK(plan_body("GET / HTTP/2.0\r\nHost: h\r\n\r\n", max).status == 400);
+  CHECK(plan_body("GET / HTTP/1.1 x\r\nHost: h\r\n\r\n", max).status == 400);
+  CHECK(plan_body("GET /\r\nHost: h\r\n\r\n", max).status == 400);
+  CHECK(plan_body("GET / HTTP/1.0\r\nHost: h\r\n\r\n", max).status == 0);
+  for (const char* m : {"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
+    CHECK(plan_body(std::string(m) + " /x?a=b HTTP/1.1\r\nHost: h\r\n\r\n", max).status == 0);
 }

@@ -29,7 +29,11 @@
 ///   - a Content-Length over ServerLimits::max_body_bytes: 413 (bodies are buffered whole);
 ///   - a body sent with Transfer-Encoding (chunked): 411 — send a Content-Length;
 ///   - POST, PUT, PATCH, DELETE without Content-Length: 411 (httplib would read such a body
-///     up to the connection's end); another method with a body: 400.
+///     up to the connection's end); another method with a body: 400;
+///   - a head with a line ending in a bare LF: 400 (httplib skips such a header line, so it
+///     could miss a Content-Length the server counted); a request line other than
+///     `METHOD target HTTP/1.1` (or 1.0) with a method httplib knows: 400 (httplib would
+///     answer it without reading the headers, then take them as the next request).
 ///   Chose over answering only "hopeless" requests early: a handler's own refusal (401, 403,
 ///   415) would still hold a worker while the body trickles in, and every route would have
 ///   to be known to the poller. Since httplib itself also answers `100 Continue` once it has

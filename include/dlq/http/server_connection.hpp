@@ -91,10 +91,29 @@ inline body_plan plan_body(std::string_view head, std::size_t max_body) {
     p.message = std::move(message);
     return p;
   };
-  const std::size_t sp = head.find(' ');
-  const std::string_view method = head.substr(0, sp == std::string_view::npos ? 0 : sp);
+  // httplib skips a header line that does not end in CRLF (and refuses such a request line):
+  // a line the server counted and httplib did not (a Content-Length) would let httplib read
+  // a body the server never waited for, in a worker. Such a head is refused whole.
+  for (std::size_t lf = head.find('\n'); lf != std::string_view::npos; lf = head.find('\n', lf + 1))
+    if (lf == 0 || head[lf - 1] != '\r')
+      return refuse(400, "bad_line_ending",
+                    "a line of the request head ends in a bare LF; end every line in CRLF");
+  // The request line: METHOD SP target SP HTTP/1.x, as httplib takes it. httplib answers
+  // 400 to another without reading the headers, and keeps the connection: the rest of the
+  // head would be taken as the next request (a request smuggled inside a head).
+  const std::string_view first = head.substr(0, head.find("\r\n"));
+  const std::size_t sp = first.find(' ');
+  const std::size_t sp2 = sp == std::string_view::npos ? sp : first.find(' ', sp + 1);
+  const std::string_view method = first.substr(0, sp == std::string_view::npos ? 0 : sp);
   const bool body_method = method == "POST" || method == "PUT" || method == "PATCH" ||
                            method == "DELETE" || method == "PRI";
+  const bool known = body_method || method == "GET" || method == "HEAD" || method == "OPTIONS" ||
+                     method == "TRACE" || method == "CONNECT";
+  if (!known || sp2 == std::string_view::npos || sp2 == sp + 1 ||
+      (first.substr(sp2 + 1) != "HTTP/1.1" && first.substr(sp2 + 1) != "HTTP/1.0"))
+    return refuse(400, "bad_request_line",
+                  "the request line is not METHOD /path HTTP/1.1 with a method this server "
+                  "knows; send one");
   std::optional<std::string_view> length;
   bool chunked = false;
   bool expect = false;
