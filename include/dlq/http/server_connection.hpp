@@ -80,6 +80,64 @@ inline bool ascii_iequal(std::string_view a, std::string_view b) {
   return true;
 }
 
+// The headers plan_body reads, as httplib would take them. I/O-free.
+struct head_fields {
+  std::optional<std::string_view> length;  // Content-Length's value
+  bool two_lengths = false;                // two different Content-Length headers
+  bool chunked = false;                    // any Transfer-Encoding
+  bool expect_continue = false;            // Expect: 100-continue
+};
+
+// Reads the header lines of `head` (after the request line); lines without a colon are
+// skipped, as httplib skips them.
+inline head_fields scan_head_fields(std::string_view head) {
+  head_fields f;
+  std::size_t at = head.find('\n');
+  while (at != std::string_view::npos && at + 1 < head.size()) {
+    const std::size_t end = head.find('\n', at + 1);
+    std::string_view line =
+        head.substr(at + 1, (end == std::string_view::npos ? head.size() : end) - at - 1);
+    at = end;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string_view name = line.substr(0, colon);
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+      value.remove_suffix(1);
+    if (ascii_iequal(name, "Content-Length")) {
+      if (f.length && *f.length != value) f.two_lengths = true;
+      f.length = value;
+    } else if (ascii_iequal(name, "Transfer-Encoding")) {
+      f.chunked = true;
+    } else if (ascii_iequal(name, "Expect")) {
+      f.expect_continue = ascii_iequal(value, "100-continue");
+    }
+  }
+  return f;
+}
+
+// The request line: METHOD SP target SP HTTP/1.x, as httplib takes it. Returns the method,
+// or nothing for a line httplib answers 400 to without reading the headers -- it keeps the
+// connection, and the rest of the head would be taken as the next request (a request
+// smuggled inside a head).
+inline std::optional<std::string_view> request_method(std::string_view head) {
+  const std::string_view first = head.substr(0, head.find("\r\n"));
+  const std::size_t sp = first.find(' ');
+  const std::size_t sp2 = sp == std::string_view::npos ? sp : first.find(' ', sp + 1);
+  const std::string_view method = first.substr(0, sp == std::string_view::npos ? 0 : sp);
+  const bool known = method == "POST" || method == "PUT" || method == "PATCH" ||
+                     method == "DELETE" || method == "PRI" || method == "GET" ||
+                     method == "HEAD" || method == "OPTIONS" || method == "TRACE" ||
+                     method == "CONNECT";
+  if (!known || sp2 == std::string_view::npos || sp2 == sp + 1 ||
+      (first.substr(sp2 + 1) != "HTTP/1.1" && first.substr(sp2 + 1) != "HTTP/1.0"))
+    return std::nullopt;
+  return method;
+}
+
 // `head` is the request line and headers including the final CRLF CRLF; `max_body` is
 // ServerLimits::max_body_bytes. httplib reads a body for POST, PUT, PATCH, DELETE and PRI
 // (up to the connection's end when there is no Content-Length) and for no other method.
@@ -98,67 +156,33 @@ inline body_plan plan_body(std::string_view head, std::size_t max_body) {
     if (lf == 0 || head[lf - 1] != '\r')
       return refuse(400, "bad_line_ending",
                     "a line of the request head ends in a bare LF; end every line in CRLF");
-  // The request line: METHOD SP target SP HTTP/1.x, as httplib takes it. httplib answers
-  // 400 to another without reading the headers, and keeps the connection: the rest of the
-  // head would be taken as the next request (a request smuggled inside a head).
-  const std::string_view first = head.substr(0, head.find("\r\n"));
-  const std::size_t sp = first.find(' ');
-  const std::size_t sp2 = sp == std::string_view::npos ? sp : first.find(' ', sp + 1);
-  const std::string_view method = first.substr(0, sp == std::string_view::npos ? 0 : sp);
-  const bool body_method = method == "POST" || method == "PUT" || method == "PATCH" ||
-                           method == "DELETE" || method == "PRI";
-  const bool known = body_method || method == "GET" || method == "HEAD" || method == "OPTIONS" ||
-                     method == "TRACE" || method == "CONNECT";
-  if (!known || sp2 == std::string_view::npos || sp2 == sp + 1 ||
-      (first.substr(sp2 + 1) != "HTTP/1.1" && first.substr(sp2 + 1) != "HTTP/1.0"))
+  const std::optional<std::string_view> method = request_method(head);
+  if (!method)
     return refuse(400, "bad_request_line",
                   "the request line is not METHOD /path HTTP/1.1 with a method this server "
                   "knows; send one");
-  std::optional<std::string_view> length;
-  bool chunked = false;
-  bool expect = false;
-  std::size_t at = head.find('\n');
-  while (at != std::string_view::npos && at + 1 < head.size()) {
-    const std::size_t end = head.find('\n', at + 1);
-    std::string_view line =
-        head.substr(at + 1, (end == std::string_view::npos ? head.size() : end) - at - 1);
-    at = end;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    const std::string_view name = line.substr(0, colon);
-    std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-      value.remove_prefix(1);
-    while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
-      value.remove_suffix(1);
-    if (ascii_iequal(name, "Content-Length")) {
-      if (length && *length != value)
-        return refuse(400, "bad_content_length",
-                      "the request has two different Content-Length "
-                      "headers; send one");
-      length = value;
-    } else if (ascii_iequal(name, "Transfer-Encoding")) {
-      chunked = true;
-    } else if (ascii_iequal(name, "Expect")) {
-      expect = ascii_iequal(value, "100-continue");
-    }
-  }
-  if (chunked)
+  const bool body_method = *method == "POST" || *method == "PUT" || *method == "PATCH" ||
+                           *method == "DELETE" || *method == "PRI";
+  const head_fields f = scan_head_fields(head);
+  if (f.two_lengths)
+    return refuse(400, "bad_content_length",
+                  "the request has two different Content-Length headers; send one");
+  if (f.chunked)
     return refuse(411, "length_required",
                   "a body sent with Transfer-Encoding is not accepted; send it with a "
                   "Content-Length");
-  if (!length) {
+  if (!f.length) {
     if (body_method)
       return refuse(411, "length_required",
-                    std::string(method) + " needs a Content-Length header (0 for no body)");
+                    std::string(*method) + " needs a Content-Length header (0 for no body)");
     return {};
   }
-  if (length->empty() || length->size() > 19 ||
-      length->find_first_not_of("0123456789") != std::string_view::npos)
+  const std::string_view length = *f.length;
+  if (length.empty() || length.size() > 19 ||
+      length.find_first_not_of("0123456789") != std::string_view::npos)
     return refuse(400, "bad_content_length",
                   "the Content-Length header is not a number of bytes; send one");
-  const unsigned long long n = std::stoull(std::string(*length));
+  const unsigned long long n = std::stoull(std::string(length));
   if (n > max_body)
     return refuse(413, "body_too_large",
                   "the body is larger than " + std::to_string(max_body) + " bytes; send less");
@@ -167,7 +191,7 @@ inline body_plan plan_body(std::string_view head, std::size_t max_body) {
                   "this method takes no body; send the request without one");
   body_plan p;
   p.body = static_cast<std::size_t>(n);
-  p.expect_continue = expect && n > 0;
+  p.expect_continue = f.expect_continue && n > 0;
   return p;
 }
 
