@@ -33,7 +33,7 @@ cd "$root"
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config nlohmann-json3-dev catch2
           libhiredis-dev redis-server redis-tools libsqlite3-dev libcli11-dev libbenchmark-dev
           python3 python3-redis libcpp-httplib-dev chromium chromium-driver python3-selenium
-          prometheus libasio-dev)
+          prometheus libasio-dev openssl libssl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

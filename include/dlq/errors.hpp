@@ -9,6 +9,7 @@
 ///     ├── dlq::queue_full_error       retention refused a new entry (overflow policy = reject)
 ///     └── dlq::storage_error          the backend failed
 ///         ├── dlq::connection_error   could not connect, or the connection dropped
+///         │   └── dlq::tls_error      the TLS handshake failed (cause(): which check, why)
 ///         ├── dlq::timeout_error      no answer within the configured timeout
 ///         ├── dlq::protocol_error     the peer sent something that is not its protocol
 ///         ├── dlq::reply_error        the server refused a command (code(): WRONGTYPE, …)
@@ -72,6 +73,37 @@ class storage_error : public error {
 class connection_error : public storage_error {
  public:
   using storage_error::storage_error;
+};
+
+/// A TLS connection could not be established: the certificate check failed, the two sides
+/// disagree about TLS, or this build has no TLS. cause() says which; the message says what
+/// to do. Never retried (the same check fails again) and never downgraded to plain TCP.
+class tls_error : public connection_error {
+ public:
+  /// Why the TLS connection failed.
+  enum class reason : unsigned char {
+    not_built,                    ///< this build has no TLS (configured without OpenSSL)
+    configuration,                ///< a CA, certificate or key file could not be loaded
+    untrusted_certificate,        ///< the server's chain does not lead to a trusted CA
+    hostname_mismatch,            ///< the certificate is not for the name connected to
+    certificate_expired,          ///< the server's certificate has expired
+    certificate_not_yet_valid,    ///< the server's certificate is not valid yet
+    server_not_tls,               ///< rediss:// but the server speaks plain TCP
+    server_requires_tls,          ///< redis:// but the server speaks TLS only
+    client_certificate_required,  ///< the server wants a client certificate, none was given
+    client_certificate_rejected,  ///< the server refused the client certificate given
+    handshake_timeout,            ///< no answer to the handshake within the connect timeout
+    handshake_failed              ///< any other handshake failure (the message has details)
+  };
+
+  tls_error(const std::string& message, reason cause)
+      : connection_error(message, false), cause_(cause) {}
+
+  /// Why the TLS connection failed.
+  reason cause() const noexcept { return cause_; }
+
+ private:
+  reason cause_;
 };
 
 /// The backend did not answer within the configured timeout.

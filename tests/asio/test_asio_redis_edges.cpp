@@ -472,3 +472,17 @@ TEST_CASE(
   REQUIRE(got.has_value());
   CHECK(got->id == wanted);
 }
+
+TEST_CASE("the asynchronous connection refuses rediss:// instead of connecting in plain TCP",
+          "[asio][redis][tls]") {
+  ::asio::io_context io;
+  try {
+    dlq::asio::RedisConnection c(io.get_executor(), "rediss://127.0.0.1:6380");
+    FAIL("accepted a TLS URL");
+  } catch (const dlq::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("not supported by the asynchronous connection") !=
+          std::string::npos);
+  }
+  CHECK_THROWS_AS(dlq::asio::RedisListStorage(io.get_executor(), "rediss://127.0.0.1:6380"),
+                  dlq::invalid_argument);
+}

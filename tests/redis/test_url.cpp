@@ -60,7 +60,7 @@ TEST_CASE("unix socket URLs in both spellings", "[redis][url]") {
 TEST_CASE("bad URLs are invalid_argument naming the problem, never the password", "[redis][url]") {
   const char* bad[] = {"",
                        "http://host",
-                       "rediss://host",
+                       "rediss://host?cert_file=/c.pem",
                        "redis://",
                        "redis://host:",
                        "redis://host:0",

@@ -83,6 +83,7 @@ class RedisConnection {
   using inline_callback = detail::redis_callback;
 
   /// Connects lazily to `options`' server; completions run on `executor`.
+  /// @throws dlq::invalid_argument for TLS options (not supported here yet).
   RedisConnection(executor_type executor, redis::ConnectionOptions options)
       : impl_(std::make_shared<detail::redis_link>(std::move(executor), std::move(options))) {}
   /// Parses `url` (dlq::redis::parse_url). @throws dlq::invalid_argument for a bad URL.

@@ -1,11 +1,14 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file redis/connection.hpp
-/// One blocking connection to Redis over hiredis (0.14 and 1.x): dlq::redis::Command,
-/// dlq::redis::Reply and dlq::redis::Connection.
+/// One blocking connection to Redis: dlq::redis::Command, dlq::redis::Reply and
+/// dlq::redis::Connection.
 ///
+/// dlq owns the socket (redis/detail/transport.hpp: plain TCP, a unix socket, or TLS over
+/// OpenSSL, redis/detail/tls_openssl.hpp, when built with it: tls_available()) and uses
+/// hiredis (0.14 and 1.x) for the protocol alone: its RESP reader parses the replies, so
+/// plain and TLS connections share one request path.
 /// A Connection connects lazily, applies the connect and command timeouts, TCP keepalive,
-/// AUTH and SELECT — and applies them again after every reconnect (hiredis 0.14's own
-/// redisReconnect drops the command timeout, so it is not used). A lost connection is
+/// AUTH and SELECT — and applies them again after every reconnect. A lost connection is
 /// re-established with exponential backoff. Requests are pipelined: all commands of a call
 /// are written with one send() and all replies read afterwards.
 ///
@@ -19,9 +22,6 @@
 #pragma once
 
 #include <hiredis/hiredis.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -39,20 +39,38 @@
 #include <vector>
 
 #include "dlq/errors.hpp"
+#include "dlq/redis/detail/tls_diagnosis.hpp"
+#include "dlq/redis/detail/transport.hpp"
 #include "dlq/redis/error_mapping.hpp"
 #include "dlq/redis/options.hpp"
 
+#if defined(DLQ_REDIS_TLS) && DLQ_REDIS_TLS
+#include "dlq/redis/detail/tls_openssl.hpp"
+#endif
+
 namespace dlq::redis {
 
+/// True when this build speaks TLS (`rediss://`): dlq::redis was configured with OpenSSL
+/// (DLQ_WITH_TLS). Without it a TLS connection fails with dlq::tls_error (cause not_built).
+constexpr bool tls_available() noexcept {
+#if defined(DLQ_REDIS_TLS) && DLQ_REDIS_TLS
+  return true;
+#else
+  return false;
+#endif
+}
+
 namespace detail {
+class TlsContext;  // redis/detail/tls_openssl.hpp
+
 struct ReplyDeleter {
   void operator()(redisReply* r) const noexcept {
     if (r != nullptr) freeReplyObject(r);
   }
 };
-struct ContextDeleter {
-  void operator()(redisContext* c) const noexcept {
-    if (c != nullptr) redisFree(c);
+struct ReaderDeleter {
+  void operator()(redisReader* r) const noexcept {
+    if (r != nullptr) redisReaderFree(r);
   }
 };
 }  // namespace detail
@@ -160,28 +178,40 @@ class Connection {
   /// "host:port" (or "unix:/path"), for messages. Never contains the password.
   const std::string& endpoint() const noexcept { return endpoint_; }
   /// True while a connection is established (it may still have been closed by the peer).
-  bool connected() const noexcept { return ctx_ != nullptr; }
+  bool connected() const noexcept { return stream_ != nullptr; }
   /// The server's CLIENT ID of the current connection; 0 when unknown or not connected.
-  long long client_id() const noexcept { return ctx_ != nullptr ? client_id_ : 0; }
+  long long client_id() const noexcept { return stream_ != nullptr ? client_id_ : 0; }
   /// How many times this object has (re)connected, the first connect included.
   std::size_t connect_count() const noexcept { return connects_; }
 
   /// Connects now (with reconnect_attempts retries and backoff on refused/lost connections).
   /// @throws dlq::connection_error (refused, closed), dlq::timeout_error (no answer within
   ///         connect_timeout/command_timeout), dlq::reply_error (AUTH or SELECT refused:
-  ///         code WRONGPASS, NOAUTH, ERR…). Nothing is retried after a timeout or a refusal
-  ///         of AUTH.
+  ///         code WRONGPASS, NOAUTH, ERR…), dlq::tls_error (a certificate check failed, the
+  ///         server and the URL disagree about TLS, or this build has no TLS; its cause()
+  ///         says which). Nothing is retried after a timeout, a TLS failure or a refusal of
+  ///         AUTH.
   void connect() {
-    ctx_.reset();
+    drop();
     auto backoff = options_.reconnect_backoff;
+    int silent = 0;  // attempts a plain server closed at its first command without a word
     for (int attempt = 0;; ++attempt) {
       try {
         connect_once();
         return;
       } catch (const dlq::timeout_error&) {
         throw;
+      } catch (const dlq::tls_error&) {
+        throw;
       } catch (const dlq::connection_error&) {
-        if (attempt >= options_.reconnect_attempts) throw;
+        if (closed_silently_) ++silent;
+        if (attempt >= options_.reconnect_attempts) {
+          // A TLS-only port (a Redis tls-port) resets a plain connection at its first bytes.
+          if (silent == attempt + 1 && !options_.tls.enabled && options_.unix_socket.empty()) {
+            throw detail::server_requires_tls_error(endpoint_, false);
+          }
+          throw;
+        }
       }
       if (backoff.count() > 0) std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::max(options_.reconnect_backoff_max, backoff));
@@ -189,7 +219,7 @@ class Connection {
   }
 
   /// Closes the connection (the next request reconnects).
-  void disconnect() noexcept { ctx_.reset(); }
+  void disconnect() noexcept { drop(); }
 
   /// Sends `count` commands in one write and reads their replies (pipelining).
   /// Error replies are returned as replies, not thrown (see check()).
@@ -233,44 +263,45 @@ class Connection {
   }
 
  private:
-  static timeval to_timeval(std::chrono::milliseconds ms) {
-    timeval tv{};
-    tv.tv_sec = static_cast<decltype(tv.tv_sec)>(ms.count() / 1000);
-    tv.tv_usec = static_cast<decltype(tv.tv_usec)>((ms.count() % 1000) * 1000);
-    return tv;
+  static constexpr std::size_t kInput = 16 * 1024;
+
+  void drop() noexcept {
+    stream_.reset();
+    reader_.reset();
   }
 
-  // Connects (no retry), applies timeouts and keepalive, runs AUTH/SELECT/CLIENT ID.
+  // Connects (no retry): socket, TLS handshake, AUTH/SELECT/CLIENT ID.
   void connect_once() {
-    ctx_.reset();
+    drop();
     client_id_ = 0;
-    const bool tcp = options_.unix_socket.empty();
-    const bool limited = options_.connect_timeout.count() > 0;
-    const timeval ctv = to_timeval(options_.connect_timeout);
-    redisContext* c = nullptr;
-    if (tcp) {
-      c = limited ? redisConnectWithTimeout(options_.host.c_str(), options_.port, ctv)
-                  : redisConnect(options_.host.c_str(), options_.port);
+    closed_silently_ = false;
+    const bool tls = options_.tls.enabled;
+    if (tls) {
+      if (!tls_available()) throw detail::tls_not_built_error(endpoint_);
+      if (const std::string p = detail::tls_problem(options_); !p.empty()) {
+        throw detail::tls_configuration_error(endpoint_, p, {});
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
+    detail::Fd fd;
+    detail::IoFailure failure;
+    if (!detail::connect_socket(options_, deadline, fd, failure)) {
+      detail::throw_io_failure(failure, endpoint_, "connecting", false, options_.connect_timeout);
+    }
+    std::unique_ptr<redisReader, detail::ReaderDeleter> reader(redisReaderCreate());
+    if (reader == nullptr) throw std::bad_alloc();
+    if (in_ == nullptr) in_ = std::make_unique<char[]>(kInput);
+    if (tls) {
+#if defined(DLQ_REDIS_TLS) && DLQ_REDIS_TLS
+      if (tls_ == nullptr) tls_ = detail::TlsContext::make(options_.tls, endpoint_);
+      stream_ = detail::TlsTransport::connect(tls_, std::move(fd), options_, endpoint_, deadline);
+#endif
     } else {
-      c = limited ? redisConnectUnixWithTimeout(options_.unix_socket.c_str(), ctv)
-                  : redisConnectUnix(options_.unix_socket.c_str());
+      stream_ = std::make_unique<detail::PlainTransport>(std::move(fd));
     }
-    const int saved = errno;
-    std::unique_ptr<redisContext, detail::ContextDeleter> holder(c);
-    if (c == nullptr || c->err != 0) {
-      detail::throw_io_failure(detail::capture_failure(c, saved, false), endpoint_, "connecting",
-                               false, options_.connect_timeout);
-    }
-    // Always set: {0,0} clears the connect timeout hiredis 0.14 leaves on the socket.
-    if (redisSetTimeout(c, to_timeval(options_.command_timeout)) != REDIS_OK) {
-      detail::throw_io_failure(detail::capture_failure(c, errno, false), endpoint_,
-                               "setting the command timeout", false, options_.command_timeout);
-    }
-    if (tcp && options_.keepalive && redisEnableKeepAlive(c) != REDIS_OK) {
-      detail::throw_io_failure(detail::capture_failure(c, errno, false), endpoint_,
-                               "enabling TCP keepalive", false, options_.command_timeout);
-    }
-    ctx_ = std::move(holder);
+    received_ = 0;
+    first_bytes_.clear();
+    reader_ = std::move(reader);
     ++connects_;
     handshake();
   }
@@ -294,7 +325,16 @@ class Connection {
     const Command* const first = cmds.data();
     if (!exchange([first](std::size_t i) -> const Command& { return first[i]; }, cmds.size(),
                   replies, failure)) {
-      ctx_.reset();
+      drop();
+      if (!options_.tls.enabled) {
+        if (detail::looks_like_tls(first_bytes_)) {
+          throw detail::server_requires_tls_error(endpoint_, true);
+        }
+        closed_silently_ = received_ == 0 &&
+                           (failure.err == REDIS_ERR_EOF ||
+                            (failure.err == REDIS_ERR_IO &&
+                             (failure.saved_errno == ECONNRESET || failure.saved_errno == EPIPE)));
+      }
       detail::throw_io_failure(failure, endpoint_, "connecting (" + cmds[0].label() + ")", false,
                                options_.command_timeout);
     }
@@ -306,7 +346,7 @@ class Connection {
         continue;
       }
       if (r.type == REDIS_REPLY_ERROR) {
-        ctx_.reset();
+        drop();
         detail::throw_reply_error(r, endpoint_, "connecting (" + cmds[i].label() + ")");
       }
     }
@@ -315,14 +355,9 @@ class Connection {
   // Connects if needed; reconnects when the peer has closed an idle connection (checked
   // with a zero-timeout poll, so a stale pooled connection never eats a write).
   void ensure_ready() {
-    if (ctx_ != nullptr) {
-      pollfd p{};
-      p.fd = ctx_->fd;
-      p.events = POLLIN;
-      // Nothing is expected from the server between requests: readable = EOF or garbage.
-      if (::poll(&p, 1, 0) != 0) ctx_.reset();
-    }
-    if (ctx_ == nullptr) connect();
+    // Nothing is expected from the server between requests: readable = EOF or garbage.
+    if (stream_ != nullptr && !stream_->idle()) drop();
+    if (stream_ == nullptr) connect();
   }
 
   // One request with the retry rule of run(): an I/O failure is retried once on a fresh
@@ -335,10 +370,10 @@ class Connection {
       try {
         if (exchange(at, count, replies, failure)) return true;
       } catch (...) {  // e.g. std::bad_alloc: answers may be on their way, never to be read
-        ctx_.reset();
+        drop();
         throw;
       }
-      ctx_.reset();
+      drop();
       const bool timeout = detail::is_timeout(failure);
       const bool retry_safe = effect == Effect::read || !failure.sent_any;
       if (pass == 0 && !timeout && retry_safe) continue;
@@ -357,39 +392,60 @@ class Connection {
     // request is written, its answers are read (or the connection dropped) before returning.
     replies.clear();
     replies.reserve(count);
-    std::size_t sent = 0;
-    while (sent < out_.size()) {
-      const ssize_t k = ::send(ctx_->fd, out_.data() + sent, out_.size() - sent, MSG_NOSIGNAL);
-      if (k < 0) {
-        const int e = errno;
-        if (e == EINTR) continue;
-        failure.err = REDIS_ERR_IO;
-        failure.saved_errno = e;
-        failure.errstr = std::strerror(e);
-        failure.sent_any = sent > 0;
-        return false;
-      }
-      sent += static_cast<std::size_t>(k);
-    }
+    if (!stream_->write_all(out_.data(), out_.size(), failure)) return false;
     if (out_.capacity() > (std::size_t{8} << 20)) std::string().swap(out_);
     for (std::size_t i = 0; i < count; ++i) {
-      void* raw = nullptr;
-      // hiredis' output buffer is empty (we wrote ourselves), so this only reads.
-      if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) {  // the replies read so far are kept
-        failure = detail::capture_failure(ctx_.get(), errno, true);
-        return false;
-      }
-      replies.emplace_back(static_cast<redisReply*>(raw));
+      Reply reply;
+      if (!read_reply(reply, failure)) return false;  // the replies read so far are kept
+      replies.push_back(std::move(reply));
     }
     return true;
   }
 
+  // Reads the next reply: from what the reader holds, else from the stream.
+  bool read_reply(Reply& out, detail::IoFailure& failure) {
+    for (;;) {
+      void* raw = nullptr;
+      if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK) {
+        failure = detail::IoFailure{};
+        failure.err = REDIS_ERR_PROTOCOL;
+        failure.errstr = reader_->errstr;
+        failure.sent_any = true;
+        return false;
+      }
+      if (raw != nullptr) {
+        out.reset(static_cast<redisReply*>(raw));
+        return true;
+      }
+      const std::size_t n = stream_->read_some(in_.get(), kInput, failure);
+      if (n == 0) {
+        failure.sent_any = true;
+        return false;
+      }
+      if (received_ == 0) first_bytes_.assign(in_.get(), std::min<std::size_t>(n, 2));
+      received_ += n;
+      if (redisReaderFeed(reader_.get(), in_.get(), n) != REDIS_OK) {
+        failure = detail::IoFailure{};
+        failure.err = REDIS_ERR_OOM;
+        failure.errstr = "cannot buffer a reply";
+        failure.sent_any = true;
+        return false;
+      }
+    }
+  }
+
   ConnectionOptions options_;
   std::string endpoint_;
-  std::unique_ptr<redisContext, detail::ContextDeleter> ctx_;
+  std::unique_ptr<detail::Transport> stream_;
+  std::unique_ptr<redisReader, detail::ReaderDeleter> reader_;
   long long client_id_ = 0;
   std::size_t connects_ = 0;
   std::string out_;
+  std::unique_ptr<char[]> in_;               // kInput bytes: what one read takes from the stream
+  std::shared_ptr<detail::TlsContext> tls_;  // loaded on the first TLS connect, then kept
+  std::size_t received_ = 0;                 // bytes read on this connection
+  std::string first_bytes_;                  // its first two (TLS or RESP?)
+  bool closed_silently_ = false;             // the last connect's server closed before answering
 };
 
 /// Bytes of a string or status reply.

@@ -31,7 +31,7 @@
 
 namespace dlq::redis::detail {
 
-/// A failed hiredis call (or socket write), captured at once: errno is only meaningful
+/// A failed socket call or reply parse, captured at once: errno is only meaningful
 /// right after the call, later calls may clear it.
 struct IoFailure {
   int err = 0;            ///< hiredis REDIS_ERR_* code (REDIS_ERR_IO for a failed send())
@@ -39,21 +39,6 @@ struct IoFailure {
   std::string errstr;     ///< hiredis' description
   bool sent_any = false;  ///< some bytes of the request left this process before the failure
 };
-
-/// Captures the state of a context whose call just failed. Pass errno read immediately after.
-inline IoFailure capture_failure(const redisContext* c, int saved_errno, bool sent_any) {
-  IoFailure f;
-  f.saved_errno = saved_errno;
-  f.sent_any = sent_any;
-  if (c != nullptr) {
-    f.err = c->err;
-    f.errstr = c->errstr;
-  } else {
-    f.err = REDIS_ERR_OOM;
-    f.errstr = "cannot allocate a hiredis context";
-  }
-  return f;
-}
 
 /// True when the failure is a timeout (no answer within the configured limit).
 inline bool is_timeout(const IoFailure& f) {

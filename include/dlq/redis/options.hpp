@@ -1,10 +1,12 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file redis/options.hpp
-/// Where and how to connect to Redis: dlq::redis::ConnectionOptions, dlq::redis::PoolOptions
-/// and dlq::redis::parse_url. This header does not include hiredis.
+/// Where and how to connect to Redis: dlq::redis::ConnectionOptions, dlq::redis::TlsOptions,
+/// dlq::redis::PoolOptions and dlq::redis::parse_url. This header includes neither hiredis
+/// nor OpenSSL.
 ///
 ///     auto opts = dlq::redis::parse_url("redis://worker:s3cret@10.0.0.5:6380/2");
 ///     opts.command_timeout = std::chrono::milliseconds(250);
+///     auto tls = dlq::redis::parse_url("rediss://cache.example.com:6380?ca_file=/etc/ca.pem");
 #pragma once
 
 #include <chrono>
@@ -16,6 +18,33 @@
 #include "dlq/redact.hpp"
 
 namespace dlq::redis {
+
+/// TLS for a connection (`rediss://`). Verification is on by default: the server's
+/// certificate must chain to a trusted CA and name the host connected to (or server_name).
+/// Needs a build with OpenSSL (dlq::redis::tls_available()); without it a TLS connection
+/// fails with dlq::tls_error (cause not_built), never falling back to plain TCP.
+struct TlsOptions {
+  /// Speak TLS. Default false; `rediss://` URLs set it.
+  bool enabled = false;
+  /// PEM file of the CA certificates to trust. Default empty: with ca_dir also empty, the
+  /// system's default trust store (Debian: /etc/ssl/certs) is used.
+  std::string ca_file;
+  /// Directory of CA certificates (hashed names, as `openssl rehash` makes). Default empty.
+  std::string ca_dir;
+  /// PEM file of this client's certificate, for servers that require one (mutual TLS,
+  /// `tls-auth-clients yes`). Default empty (= no client certificate). Needs key_file.
+  std::string cert_file;
+  /// PEM file of the private key of cert_file. Default empty. Needs cert_file.
+  std::string key_file;
+  /// The name sent as SNI and checked against the server's certificate. Default empty
+  /// (= the host connected to; an IP address is checked against the certificate's IP
+  /// entries and sent without SNI).
+  std::string server_name;
+  /// DANGER — test setups only: accept any server certificate (any CA, any name, expired).
+  /// The connection is encrypted but the server is not authenticated: anyone in the path
+  /// can read and change every dead letter. Default false.
+  bool insecure_skip_verify = false;
+};
 
 /// How to reach one Redis server and how patient to be with it. Every default is stated;
 /// a zero duration means "no limit" where said so.
@@ -51,6 +80,9 @@ struct ConnectionOptions {
   /// Upper bound of the doubled backoff. Default 1000 ms; 0 (or anything below
   /// reconnect_backoff) = the backoff does not grow.
   std::chrono::milliseconds reconnect_backoff_max{1000};
+  /// TLS (off by default; `rediss://` turns it on). connect_timeout bounds the TCP connect
+  /// and the TLS handshake together.
+  TlsOptions tls;
 
   /// "host:port" or "unix:/path" — for messages; never contains the password.
   std::string endpoint() const {
@@ -101,9 +133,23 @@ inline std::string redact_url(std::string_view url) {
 }
 
 [[noreturn]] inline void bad_url(std::string_view url, const std::string& what) {
-  throw dlq::invalid_argument(dlq::detail::message(
-      "redis", "URL '" + redact_url(url) + "'", what,
-      "expected redis://[user:password@]host[:port][/db] or unix:///path/redis.sock?db=N"));
+  throw dlq::invalid_argument(
+      dlq::detail::message("redis", "URL '" + redact_url(url) + "'", what,
+                           "expected redis://[user:password@]host[:port][/db], rediss://… (TLS) or "
+                           "unix:///path/redis.sock?db=N"));
+}
+
+/// What is wrong with `o`'s TLS settings taken together; empty when nothing. parse_url and
+/// Connection (for options built in code) both refuse such options.
+inline std::string tls_problem(const ConnectionOptions& o) {
+  const TlsOptions& t = o.tls;
+  if (!t.enabled) return {};
+  if (!o.unix_socket.empty()) return "TLS over a unix socket is not supported (Redis has none)";
+  if (t.cert_file.empty() != t.key_file.empty()) {
+    return t.cert_file.empty() ? "key_file without cert_file: give both for a client certificate"
+                               : "cert_file without key_file: give both for a client certificate";
+  }
+  return {};
 }
 
 inline std::string percent_decode(std::string_view url, std::string_view s) {
@@ -140,7 +186,39 @@ inline long parse_number(std::string_view url, std::string_view s, const char* w
   return v;
 }
 
-/// Applies `a=b&c=d` query parameters (db, password, user) to `o`.
+inline bool parse_bool(std::string_view url, std::string_view key, std::string_view v) {
+  if (v == "true" || v == "1" || v == "yes") return true;
+  if (v == "false" || v == "0" || v == "no") return false;
+  bad_url(url, std::string(key) + " must be true or false, not '" + std::string(v) + "'");
+}
+
+/// Applies one TLS query parameter (ca_file, ca_dir, cert_file, key_file, server_name,
+/// insecure_skip_verify) to `t`. False when `key` is not one.
+inline bool apply_tls_parameter(std::string_view url, std::string_view key, std::string_view value,
+                                TlsOptions& t) {
+  std::string* text = nullptr;
+  if (key == "ca_file") {
+    text = &t.ca_file;
+  } else if (key == "ca_dir") {
+    text = &t.ca_dir;
+  } else if (key == "cert_file") {
+    text = &t.cert_file;
+  } else if (key == "key_file") {
+    text = &t.key_file;
+  } else if (key == "server_name") {
+    text = &t.server_name;
+  } else if (key == "insecure_skip_verify") {
+    t.insecure_skip_verify = parse_bool(url, key, value);
+    return true;
+  } else {
+    return false;
+  }
+  *text = percent_decode(url, value);
+  if (text->empty()) bad_url(url, std::string(key) + " is empty");
+  return true;
+}
+
+/// Applies `a=b&c=d` query parameters (db, password, user, and the TLS ones) to `o`.
 inline void apply_query(std::string_view url, std::string_view query, ConnectionOptions& o) {
   while (!query.empty()) {
     const auto amp = query.find('&');
@@ -157,8 +235,15 @@ inline void apply_query(std::string_view url, std::string_view query, Connection
       o.password = percent_decode(url, value);
     } else if (key == "user" || key == "username") {
       o.user = percent_decode(url, value);
+    } else if (apply_tls_parameter(url, key, value, o.tls)) {
+      if (!o.tls.enabled) {
+        bad_url(url, "TLS parameter '" + std::string(key) +
+                         "' in a plain-TCP URL; use rediss:// to connect with TLS");
+      }
     } else {
-      bad_url(url, "unknown parameter '" + std::string(key) + "' (known: db, user, password)");
+      bad_url(url, "unknown parameter '" + std::string(key) +
+                       "' (known: db, user, password; with rediss://: ca_file, ca_dir, "
+                       "cert_file, key_file, server_name, insecure_skip_verify)");
     }
   }
 }
@@ -226,10 +311,16 @@ inline void parse_tcp_address(std::string_view url, std::string_view rest, Conne
 /// Accepted forms:
 ///  - `redis://[[user]:password@]host[:port][/db][?db=N]` — TCP; host may be `[ipv6]`;
 ///    default port 6379, default db 0; user and password are %-decoded.
+///  - `rediss://…` — the same over TLS (TlsOptions::enabled), with the optional parameters
+///    `ca_file=`, `ca_dir=`, `cert_file=`, `key_file=` (paths, %-encoded where needed),
+///    `server_name=` and `insecure_skip_verify=true` (test setups only). They are refused
+///    in a `redis://` URL (never a silent plain-TCP connection).
 ///  - `unix:///path/redis.sock[?db=N&user=U&password=P]`, also `redis+unix://` and
 ///    `unix://[[user]:password@]/path`.
-/// @throws dlq::invalid_argument for anything else (other schemes such as rediss://, a bad
-///         port or db, an empty host or path). The message never contains the password.
+/// @throws dlq::invalid_argument for anything else (other schemes, a bad port or db, an
+///         empty host or path, cert_file without key_file). The message never contains the
+///         password. A build without OpenSSL parses `rediss://` too; connecting then fails
+///         with dlq::tls_error (cause not_built).
 inline ConnectionOptions parse_url(std::string_view url) {
   using detail::bad_url;
   ConnectionOptions o;
@@ -244,7 +335,8 @@ inline ConnectionOptions parse_url(std::string_view url) {
     rest = url.substr(13);
     unix_form = true;
   } else if (url.rfind("rediss://", 0) == 0) {
-    bad_url(url, "TLS (rediss://) is not supported by this build");
+    rest = url.substr(9);
+    o.tls.enabled = true;
   } else {
     bad_url(url, "unknown scheme");
   }
@@ -266,6 +358,7 @@ inline ConnectionOptions parse_url(std::string_view url) {
     detail::parse_tcp_address(url, rest, o);
   }
   detail::apply_query(url, query, o);
+  if (const std::string problem = detail::tls_problem(o); !problem.empty()) bad_url(url, problem);
   return o;
 }
 

@@ -65,7 +65,13 @@ class redis_link : public std::enable_shared_from_this<redis_link> {
         command_timer(executor),
         connect_timer(executor),
         backoff_timer(executor),
-        resolver(executor) {}
+        resolver(executor) {
+    if (options.tls.enabled) {  // never a silent plain-TCP connection
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", endpoint, "TLS (rediss://) is not supported by the asynchronous connection yet",
+          "use the blocking dlq::RedisListStorage for a TLS server"));
+    }
+  }
   ~redis_link() { close(); }
   redis_link(const redis_link&) = delete;
   redis_link& operator=(const redis_link&) = delete;

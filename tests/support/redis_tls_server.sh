@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Starts or stops the TLS redis-servers that dlq's TLS tests talk to.
+#   redis_tls_server.sh start DIR   make certificates in DIR/certs, start the servers, write DIR/env
+#   redis_tls_server.sh stop DIR    stop them and remove DIR
+# ctest runs these as the setup and cleanup of the `redis_tls` fixture; tests read DIR/env
+# (KEY=VALUE lines) through the DLQ_TEST_REDIS_TLS_ENV_FILE environment variable.
+#
+# Certificates (made here with the openssl CLI, at test time, valid for a day):
+#   ca.crt             the test CA; server.crt (localhost, 127.0.0.1) and client.crt sign with it
+#   other-ca.crt       a second CA that signed nothing the servers use (the "wrong CA")
+#   expired.crt        a server certificate for localhost that expired yesterday
+#   wronghost.crt      a server certificate for wrong.example only
+#   client-other.crt   a client certificate signed by other-ca (refused by the mTLS server)
+# Servers (each on a free loopback port; port 0 = no plain port unless said):
+#   TLS_PORT + PLAIN_PORT   server.crt, client certificates not required, and a plain port
+#   MTLS_PORT               server.crt, client certificates required (tls-auth-clients yes)
+#   EXPIRED_PORT            expired.crt
+#   WRONGHOST_PORT          wronghost.crt
+# It fails loudly when a server cannot be started: the TLS tests never skip.
+set -euo pipefail
+cmd=${1:?usage: redis_tls_server.sh start|stop DIR}
+dir=${2:?usage: redis_tls_server.sh start|stop DIR}
+server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
+
+free_port() {
+  python3 - <<'PY' 2>/dev/null || shuf -i 20000-60000 -n 1
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
+PY
+}
+
+ssl() { openssl "$@" 2>>"$dir/certs/openssl.log" >/dev/null; }
+
+make_certs() {
+  local c=$dir/certs
+  mkdir -p "$c"
+  local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  ssl req -x509 "${key[@]}" -keyout "$c/ca.key" -out "$c/ca.crt" -days 2 -subj "/CN=dlq test CA"
+  ssl req -x509 "${key[@]}" -keyout "$c/other-ca.key" -out "$c/other-ca.crt" -days 2 \
+    -subj "/CN=dlq other CA"
+  # name CA CN SAN DAYS
+  leaf() {
+    ssl req "${key[@]}" -keyout "$c/$1.key" -out "$c/$1.csr" -subj "/CN=$3"
+    printf '%s\n' "$4" >"$c/$1.ext"
+    ssl x509 -req -in "$c/$1.csr" -CA "$c/$2.crt" -CAkey "$c/$2.key" -CAcreateserial \
+      -days "$5" -extfile "$c/$1.ext" -out "$c/$1.crt"
+  }
+  leaf server ca localhost "subjectAltName=DNS:localhost,IP:127.0.0.1" 1
+  leaf expired ca localhost "subjectAltName=DNS:localhost,IP:127.0.0.1" -1
+  leaf wronghost ca wrong.example "subjectAltName=DNS:wrong.example" 1
+  leaf client ca "dlq test client" "extendedKeyUsage=clientAuth" 1
+  leaf client-other other-ca "dlq other client" "extendedKeyUsage=clientAuth" 1
+  chmod 600 "$c"/*.key
+}
+
+# start NAME CERT AUTH_CLIENTS PLAIN(yes|no): prints the TLS port (and sets plain_port)
+start_one() {
+  local name=$1 cert=$2 auth=$3 plain=$4 c=$dir/certs
+  for _ in 1 2 3 4 5; do
+    local port pport=0
+    port=$(free_port)
+    [ "$plain" = yes ] && pport=$(free_port)
+    mkdir -p "$dir/$name"
+    "$server" --port "$pport" --tls-port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+      --dir "$dir/$name" --daemonize yes --pidfile "$dir/$name/pid" \
+      --logfile "$dir/$name/redis.log" --tls-cert-file "$c/$cert.crt" \
+      --tls-key-file "$c/$cert.key" --tls-ca-cert-file "$c/ca.crt" \
+      --tls-auth-clients "$auth" >/dev/null
+    for _ in $(seq 1 100); do
+      if redis-cli --tls --insecure --cert "$c/client.crt" --key "$c/client.key" -p "$port" \
+        ping 2>/dev/null | grep -q PONG; then
+        echo "${name}_PORT=$port" >>"$dir/env"
+        [ "$plain" = yes ] && echo "PLAIN_PORT=$pport" >>"$dir/env"
+        echo "redis-server $(cat "$dir/$name/pid") ($name) TLS on 127.0.0.1:$port"
+        return 0
+      fi
+      sleep 0.05
+    done
+    [ -f "$dir/$name/pid" ] && kill "$(cat "$dir/$name/pid")" 2>/dev/null || true
+    rm -f "$dir/$name/pid"
+  done
+  echo "redis_tls_server.sh: could not start redis-server ($name); log:" >&2
+  cat "$dir/$name/redis.log" >&2 || true
+  return 1
+}
+
+stop_all() {
+  for p in "$dir"/*/pid; do
+    [ -f "$p" ] || continue
+    pid=$(cat "$p")
+    kill -CONT "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+}
+
+case "$cmd" in
+start)
+  [ -n "$server" ] || { echo "redis_tls_server.sh: redis-server not found (apt-get install redis-server)" >&2; exit 1; }
+  command -v openssl >/dev/null || { echo "redis_tls_server.sh: openssl not found (apt-get install openssl)" >&2; exit 1; }
+  [ -d "$dir" ] && { stop_all; rm -rf "$dir"; }
+  mkdir -p "$dir"
+  make_certs || { echo "redis_tls_server.sh: openssl failed:" >&2; cat "$dir/certs/openssl.log" >&2; exit 1; }
+  echo "CERTS=$dir/certs" >"$dir/env"
+  start_one TLS server no yes
+  start_one MTLS server yes no
+  start_one EXPIRED expired no no
+  start_one WRONGHOST wronghost no no
+  ;;
+stop)
+  stop_all
+  rm -rf "$dir"
+  ;;
+*) echo "usage: redis_tls_server.sh start|stop DIR" >&2; exit 2 ;;
+esac
