@@ -233,19 +233,29 @@ inline const char* skip_value(const char* p, const char* end, mode m) {
     switch (s) {
       case state::value: {
         if (p == end) return nullptr;
-        if (*p == '{' || *p == '[') {
-          const char open = *p;
-          p = skip_ws(p + 1, end);
-          if (p != end && *p == (open == '{' ? '}' : ']')) {
-            ++p;
-            s = state::after;
-          } else {
-            stack.push_back(open);
-            s = open == '{' ? state::key : state::value;
+        switch (*p) {  // strings, the most frequent values, in this one dispatch
+          case '{':
+          case '[': {
+            const char open = *p;
+            p = skip_ws(p + 1, end);
+            if (p != end && *p == (open == '{' ? '}' : ']')) {
+              ++p;
+              s = state::after;
+            } else {
+              stack.push_back(open);
+              s = open == '{' ? state::key : state::value;
+            }
+            continue;
           }
-          continue;
+          case '"': {
+            bool esc = false;
+            p = skip_string_body(p + 1, end, esc);
+            break;
+          }
+          default:
+            p = skip_scalar(p, end, m);
+            break;
         }
-        p = skip_scalar(p, end, m);
         if (p == nullptr) return nullptr;
         s = state::after;
         continue;

@@ -22,7 +22,8 @@
 /// without a cluster; the map is read again before the error reaches the caller unchanged.
 /// The back-off of TRYAGAIN / CLUSTERDOWN sleeps in the calling thread. A map read asks each
 /// node on a connection of its own, opened for it (one try, no pooled connection: the
-/// caller may still hold its lease); a thread that finds a read under way goes on without.
+/// caller may still hold its lease); a thread that finds a read under way goes on without
+/// it, except pool_for for a slot of no master, which waits for its end (woken by it).
 ///
 /// Not supported: reads from replicas (every request goes to the slot's master), and
 /// commands whose keys are in different slots (the caller keeps one request on one slot).
@@ -32,7 +33,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -145,7 +145,7 @@ class Router {
     if (read.node() >= 0) {
       read_map(std::move(read));
     } else {
-      wait_for_read();  // another thread's read is under way: its map serves this call too
+      map_.wait_read();  // another thread's read is under way: its map serves this call too
     }
     if (ConnectionPool* p = owner(slot)) return *p;
     throw dlq::reply_error(dlq::detail::message("redis", seed_.endpoint(),
@@ -388,15 +388,6 @@ class Router {
     }
   }
 
-  // Waits until no map read is under way. The read gate is released under mutex_ and
-  // read_map notifies read_done_ after it; a read abandoned elsewhere (its MapRead destroyed
-  // without read_map) notifies nobody, so the gate is looked at again every 10 ms.
-  void wait_for_read() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (map_.reading())
-      read_done_.wait_for(lock, std::chrono::milliseconds(10));
-  }
-
   // Does a map read (cluster_fsm.hpp's MapRead decides which nodes, and when it is over):
   // each node is asked on a connection opened for this read alone — no lease: the caller may
   // hold one, and two at once could deadlock two pools — one try each. Never throws: a node
@@ -420,22 +411,16 @@ class Router {
         std::lock_guard<std::mutex> lock(mutex_);
         n = answer ? read.on_answer(*answer) : read.on_failure();
       }
-    } catch (const std::exception&) {  // std::bad_alloc: the map as it is (the gate freed)
+    } catch (const std::exception&) {  // std::bad_alloc: the map as it is
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      read = detail::MapRead();  // the gate freed (already, unless the read failed)
-    }
-    read_done_.notify_all();  // wait_for_read()
-  }
+  }  // `read` ends here unless over already: its gate freed, its waiters woken (wait_read)
 
   PoolOptions pool_options_;
   ConnectionPool seed_;
   std::atomic<int> mode_{unknown};
   std::mutex detect_mutex_;
-  mutable std::mutex mutex_;           // map_, pools_
-  std::condition_variable read_done_;  // notified after each map read (wait_for_read)
-  detail::SlotMap map_;                // the nodes, the slot map, the counters, the read gate
+  mutable std::mutex mutex_;  // map_ (but its read gate), pools_
+  detail::SlotMap map_;       // the nodes, the slot map, the counters, the read gate
   std::vector<std::unique_ptr<ConnectionPool>> pools_;  // node index -> its pool (or null)
 };
 

@@ -27,11 +27,11 @@
 ///   map is applied (SlotMap::apply: a map of no slot, an error reply or an unreadable answer
 ///   is passed by, as a node that does not answer).
 /// - One map read at a time (SlotMap's gate): a read that finds one under way is not started;
-///   the one under way serves everyone.
+///   the one under way serves everyone. Its end — a map applied, no node left, the MapRead
+///   destroyed unfinished — wakes every thread waiting for it (SlotMap::wait_read).
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -127,7 +127,7 @@ class MapRead {
     return -1;
   }
   void release() noexcept {
-    if (gate_) gate_->store(false, std::memory_order_release);
+    if (gate_) gate_->leave();  // wakes SlotMap::wait_read, whatever ended the read
     gate_.reset();
     map_ = nullptr;
   }

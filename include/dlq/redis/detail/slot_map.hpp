@@ -9,11 +9,12 @@
 /// two routers (redis/cluster.hpp, asio/redis_cluster.hpp) fill it from their own replies.
 #pragma once
 
-#include <atomic>
 #include <charconv>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -204,6 +205,49 @@ std::vector<int> slot_owners(const std::vector<SlotRange>& ranges, const std::ve
   return owners;
 }
 
+/// The read gate of a SlotMap: held while a map read is under way (cluster_fsm.hpp's MapRead,
+/// one at a time). Every release wakes every thread waiting for it, whatever ended the read —
+/// a map applied, no node left, the MapRead destroyed unfinished — so no waiter polls.
+/// Thread-safe.
+class ReadGate {
+ public:
+  /// Takes the gate when it is free. @returns whether it was taken.
+  bool enter() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (held_) return false;
+    held_ = true;
+    return true;
+  }
+  /// Frees the gate and wakes the waiters (wait()).
+  void leave() noexcept {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      held_ = false;
+      ++reads_ended_;
+    }
+    ended_.notify_all();
+  }
+  /// Whether a read is under way.
+  bool held() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return held_;
+  }
+  /// Blocks until the read under way ends; returns at once when none is. (A read that starts
+  /// meanwhile is not waited for: the caller looks at the map the first one left.)
+  void wait() const {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!held_) return;
+    const std::uint64_t seen = reads_ended_;
+    ended_.wait(lock, [&] { return reads_ended_ != seen; });
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable ended_;
+  bool held_ = false;
+  std::uint64_t reads_ended_ = 0;
+};
+
 /// One router's knowledge of the cluster: whether the seed is a cluster node at all (mode),
 /// the nodes known (index -> host:port; 0 is the seed, added by the constructor; a node is
 /// never removed, so an index stays valid), each slot's master, the counters, and whether a
@@ -211,7 +255,8 @@ std::vector<int> slot_owners(const std::vector<SlotRange>& ranges, const std::ve
 /// handle of a node (pool, connection) at the node's index.
 ///
 /// Not thread-safe: the blocking router calls it under its mutex, the asynchronous one on its
-/// executor. Only the read gate is atomic (a MapRead may end anywhere, even after the map).
+/// executor. Only the read gate (ReadGate) is thread-safe: a MapRead may end anywhere, even
+/// after the map, and wait_read() is called without the router's mutex.
 class SlotMap {
  public:
   /// unknown until the first answer to CLUSTER SLOTS; then plain (an error reply: cluster
@@ -304,17 +349,16 @@ class SlotMap {
     return n;
   }
 
-  /// The read gate (MapRead): true while a map read is under way. Shared, so that a read
-  /// may end (be destroyed) after the map.
-  using Gate = std::shared_ptr<std::atomic<bool>>;
+  /// The read gate (MapRead). Shared, so that a read may end (be destroyed) after the map.
+  using Gate = std::shared_ptr<ReadGate>;
   /// Takes the read gate when it is free. @returns it, or null when a read is under way.
-  Gate begin_read() {
-    bool free = false;
-    if (!reading_->compare_exchange_strong(free, true, std::memory_order_acq_rel)) return {};
-    return reading_;
-  }
+  Gate begin_read() { return reading_->enter() ? reading_ : Gate(); }
   /// Whether a map read is under way.
-  bool reading() const noexcept { return reading_->load(std::memory_order_acquire); }
+  bool reading() const { return reading_->held(); }
+  /// Blocks until the map read under way ends (at once when none is) — woken by its end,
+  /// whatever ended it. Call it without the lock that guards the rest of the map: the read
+  /// needs that lock to end.
+  void wait_read() const { reading_->wait(); }
 
  private:
   void find_masters() {
@@ -332,7 +376,7 @@ class SlotMap {
   std::vector<int> owners_;   // slot -> index in nodes_; -1 = none; empty before any map
   std::vector<int> masters_;  // the distinct owners, in slot order
   ClusterStats stats_;
-  Gate reading_ = std::make_shared<std::atomic<bool>>(false);
+  const Gate reading_ = std::make_shared<ReadGate>();
 };
 
 }  // namespace detail
