@@ -38,9 +38,13 @@
 ///   415) would still hold a worker while the body trickles in, and every route would have
 ///   to be known to the poller. Since httplib itself also answers `100 Continue` once it has
 ///   the request, a client that sends Expect gets two of them (HTTP clients skip 1xx).
+/// - httplib reads the request from those bytes and no further. When it answers without
+///   reading all of them (a bad Range: 416; a multipart type without boundary: 400; a target
+///   or header line over 8 KiB: 414, 400; a NUL in the request line: 400), the connection is
+///   closed after the answer: what it left unread is not taken as the next request.
 /// - Writing the response must finish within ServerLimits::request_timeout from its first
-///   byte (the handler's own time does not count; each read and write also waits at most the
-///   server's read/write timeout); else the connection is closed.
+///   byte (the handler's own time does not count; each write also waits at most the
+///   server's write timeout); else the connection is closed.
 /// - Each client address (IPv6: each /64) may hold at most
 ///   ServerLimits::max_connections_per_client connections; more are answered 503 and closed
 ///   at once. At most ServerLimits::max_busy_per_client of its requests are handled at once;
@@ -48,9 +52,10 @@
 ///   other addresses. ServerLimits::max_connections bounds all connections together.
 ///
 /// Everything else is httplib::Server's: routes, error handlers, set_payload_max_length,
-/// set_read_timeout / set_write_timeout (the wait of one read or write), and
-/// set_keep_alive_max_count. Not used: set_keep_alive_timeout (an idle keep-alive connection
-/// is closed after head_timeout) and new_task_queue (the server sets its own; do not replace
+/// set_write_timeout (the wait of one write), and set_keep_alive_max_count. Not used:
+/// set_read_timeout (the server reads whole requests itself, bounded by head_timeout and
+/// request_timeout), set_keep_alive_timeout (an idle keep-alive connection is closed after
+/// head_timeout) and new_task_queue (the server sets its own; do not replace
 /// it). Behind a reverse proxy every request comes from the proxy's address: set
 /// max_connections_per_client to 0 there and let the proxy limit clients (docs/console.md
 /// has an nginx recipe).
@@ -537,11 +542,9 @@ class GuardedServer : public httplib::Server {
 
     // Handles one request; true when the connection stays open for the next one.
     bool serve(connection& c) {
-      const auto read_wait =
-          std::chrono::milliseconds(s_.read_timeout_sec_ * 1000 + s_.read_timeout_usec_ / 1000);
       const auto write_wait =
           std::chrono::milliseconds(s_.write_timeout_sec_ * 1000 + s_.write_timeout_usec_ / 1000);
-      conn_stream strm(c, lim_.request_timeout, read_wait, write_wait);
+      conn_stream strm(c, c.need, lim_.request_timeout, write_wait);
       const std::size_t max_count = std::max<std::size_t>(1, s_.keep_alive_max_count_);
       bool close_connection = c.requests + 1 >= max_count;
       {
@@ -556,7 +559,9 @@ class GuardedServer : public httplib::Server {
         ok = false;
       }
       ++c.requests;
-      return ok && !close_connection && !connection_closed && !strm.failed();
+      // httplib left part of the request unread (or wanted more): what follows on the
+      // connection is not the start of a request.
+      return ok && !close_connection && !connection_closed && !strm.failed() && strm.read_whole();
     }
 
     GuardedServer& s_;

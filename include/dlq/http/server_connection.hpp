@@ -129,9 +129,8 @@ inline std::optional<std::string_view> request_method(std::string_view head) {
   const std::size_t sp2 = sp == std::string_view::npos ? sp : first.find(' ', sp + 1);
   const std::string_view method = first.substr(0, sp == std::string_view::npos ? 0 : sp);
   const bool known = method == "POST" || method == "PUT" || method == "PATCH" ||
-                     method == "DELETE" || method == "PRI" || method == "GET" ||
-                     method == "HEAD" || method == "OPTIONS" || method == "TRACE" ||
-                     method == "CONNECT";
+                     method == "DELETE" || method == "PRI" || method == "GET" || method == "HEAD" ||
+                     method == "OPTIONS" || method == "TRACE" || method == "CONNECT";
   if (!known || sp2 == std::string_view::npos || sp2 == sp + 1 ||
       (first.substr(sp2 + 1) != "HTTP/1.1" && first.substr(sp2 + 1) != "HTTP/1.0"))
     return std::nullopt;
@@ -211,49 +210,34 @@ struct guarded_connection {
   std::size_t requests = 0;  // served on this connection
 };
 
-// The stream a worker hands to httplib for one request: the buffered bytes first, then the
-// socket, every wait bounded by the per-call timeout and by the request's deadline.
+// The stream a worker hands to httplib for one request: the request's bytes, which the
+// poller has read whole (head and body), and no more; writes to the socket, every wait
+// bounded by the per-call timeout and by the response's deadline. httplib answers some
+// requests without reading all of their bytes (a bad Range, a multipart type without
+// boundary, an over-long target or header line, a NUL in the request line): read_whole()
+// is then false and the connection must be closed, or the bytes left would be taken as the
+// next request (a request smuggled inside a body or head).
 class guarded_stream final : public httplib::Stream {
  public:
-  // Reads must be done by `request_timeout` from now; writes within `request_timeout` of
-  // the first one (the handler's own time counts against neither).
-  guarded_stream(guarded_connection& c, std::chrono::milliseconds request_timeout,
-                 std::chrono::milliseconds read_wait, std::chrono::milliseconds write_wait)
-      : c_(c),
-        request_timeout_(request_timeout),
-        read_deadline_(server_clock::now() + request_timeout),
-        read_wait_(read_wait),
-        write_wait_(write_wait) {}
+  // `request`: the bytes of c.buf from c.off that make the request (c.need). Writes must be
+  // done within `request_timeout` of the first one (the handler's own time does not count).
+  guarded_stream(guarded_connection& c, std::size_t request,
+                 std::chrono::milliseconds request_timeout, std::chrono::milliseconds write_wait)
+      : c_(c), left_(request), request_timeout_(request_timeout), write_wait_(write_wait) {}
 
-  bool is_readable() const override {
-    return c_.off < c_.buf.size() || wait(POLLIN, read_wait_, read_deadline_);
-  }
+  bool is_readable() const override { return left_ > 0; }
   bool is_writable() const override { return wait(POLLOUT, write_wait_, write_deadline()); }
 
+  // The request's bytes; past them the end of the stream (httplib never waits for the peer).
   ssize_t read(char* ptr, size_t size) override {
-    if (c_.off == c_.buf.size()) {
-      c_.buf.clear();
-      c_.off = 0;
-      c_.scanned = 0;
-      for (;;) {
-        if (!wait(POLLIN, read_wait_, read_deadline_)) return -1;
-        c_.buf.resize(16384);
-        const ssize_t n = ::recv(c_.fd, &c_.buf[0], c_.buf.size(), MSG_DONTWAIT);
-        if (n > 0) {
-          c_.buf.resize(static_cast<std::size_t>(n));
-          break;
-        }
-        c_.buf.clear();
-        if (n == 0) return 0;
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          failed_ = true;
-          return -1;
-        }
-      }
+    const std::size_t n = std::min({size, left_, c_.buf.size() - c_.off});
+    if (n == 0) {
+      read_past_ = size > 0;
+      return 0;
     }
-    const std::size_t n = std::min(size, c_.buf.size() - c_.off);
     std::memcpy(ptr, c_.buf.data() + c_.off, n);
     c_.off += n;
+    left_ -= n;
     return static_cast<ssize_t>(n);
   }
 
@@ -285,8 +269,13 @@ class guarded_stream final : public httplib::Stream {
 
   socket_t socket() const override { return c_.fd; }
 
-  /// True when a read or write failed or timed out: the connection is out of step.
+  /// True when a write failed or timed out: the connection is out of step.
   bool failed() const noexcept { return failed_; }
+
+  /// True when httplib read the request's bytes exactly: all of them, and asked for none
+  /// past them. Else httplib and the poller disagree on where the request ends, and the
+  /// connection must not carry another request.
+  bool read_whole() const noexcept { return left_ == 0 && !read_past_; }
 
  private:
   server_clock::time_point write_deadline() const {
@@ -315,10 +304,10 @@ class guarded_stream final : public httplib::Stream {
   }
 
   guarded_connection& c_;
+  std::size_t left_;  // bytes of the request httplib has not read yet
+  bool read_past_ = false;
   std::chrono::milliseconds request_timeout_;
-  server_clock::time_point read_deadline_;
   mutable std::optional<server_clock::time_point> write_deadline_;
-  std::chrono::milliseconds read_wait_;
   std::chrono::milliseconds write_wait_;
   mutable bool failed_ = false;
 };
