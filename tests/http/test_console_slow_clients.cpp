@@ -329,6 +329,49 @@ TEST_CASE("slow bodies from threads / max_busy_per_client addresses do not starv
   CHECK(worst < prompt);
 }
 
+TEST_CASE("peers that never read their answers from 4 addresses do not starve another") {
+  // Default limits: 16 workers, 4 busy per address. Four addresses each open four
+  // connections with a small receive buffer, send 100 requests for a 64 KiB answer back to
+  // back (dlqctl serve keeps a connection for 100), and read nothing: once the kernel's
+  // buffers are full, writing an answer waits for the peer. The fifth address must be
+  // answered promptly all along.
+  Served s(with_token());
+  s.server.set_keep_alive_max_count(100);
+  s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  s.server.Get("/chunk", [](const httplib::Request&, httplib::Response& r) {
+    r.set_content(std::string(64 << 10, 'x'), "text/plain");
+  });
+  std::string requests;
+  for (int i = 0; i < 100; ++i)
+    requests += "GET /chunk HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const char* from[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+  Peers slow;
+  for (const char* address : from)
+    for (int k = 0; k < 4; ++k) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      REQUIRE(fd >= 0);
+      slow.fds.push_back(fd);
+      const int small = 4096;
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      ::inet_pton(AF_INET, address, &local.sin_addr);
+      sockaddr_in remote{};
+      remote.sin_family = AF_INET;
+      remote.sin_port = htons(static_cast<std::uint16_t>(s.port));
+      ::inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr);
+      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
+      REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0);
+      send_all(fd, requests);
+    }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto busy = s.server.counts().busy;
+  const auto worst = slowest_round(s.port, std::chrono::seconds(3));
+  INFO("workers busy writing to peers that do not read: " << busy);
+  INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
+  CHECK(worst < prompt);
+}
+
 TEST_CASE("requests whose body could hold a worker are answered by the server at once") {
   // With a token, so that the console would otherwise take each request to its handler. Each
   // is answered within 1 s (well below the read timeout of 5 s) and its connection closed.
