@@ -266,6 +266,32 @@ TEST_CASE("a connection over max_connections_per_client gets 503; other addresse
   CHECK_THROWS_AS(dlq::http::GuardedServer(dlq::http::ServerLimits{0}), dlq::invalid_argument);
 }
 
+TEST_CASE("addresses that fill max_connections leave room for an operator on 127.0.0.1") {
+  // Four addresses at their cap of 16 would fill max_connections = 64 (the default 512 is
+  // 32 addresses, or one IPv6 /48 at 16 per /64): an operator on the host itself must still
+  // be answered. Kept open by requests every few seconds, such connections stay open as long
+  // as their peers like; no token is needed.
+  dlq::http::ServerLimits limits;
+  limits.max_connections = 64;
+  Served s(with_token(), limits);
+  s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  Peers peers;
+  for (const char* address : {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"})
+    for (int k = 0; k < 16; ++k)
+      peers.fds.push_back(connect_from(address, s.port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // accepted by now
+  const auto open = s.server.counts().open;
+  const auto worst = slowest_round(s.port, std::chrono::seconds(1));
+  INFO("connections open from the four addresses: " << open);
+  INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
+  CHECK(worst < prompt);
+  // a fifth address finds no room
+  Peers fifth;
+  fifth.fds.push_back(connect_from("127.0.0.6", s.port));
+  REQUIRE(fifth.fds[0] >= 0);
+  CHECK(answer_of(fifth.fds[0], std::chrono::seconds(2)).rfind("HTTP/1.1 503 ", 0) == 0);
+}
+
 TEST_CASE("request_timeout bounds the peer's reading and writing, not the handler's work") {
   dlq::http::ServerLimits limits;
   limits.request_timeout = std::chrono::milliseconds(500);
