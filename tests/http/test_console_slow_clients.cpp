@@ -591,3 +591,27 @@ TEST_CASE("plan_body: what the server decides from a request head alone") {
   for (const char* m : {"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
     CHECK(plan_body(std::string(m) + " /x?a=b HTTP/1.1\r\nHost: h\r\n\r\n", max).status == 0);
 }
+
+TEST_CASE("admit_connection: caps per client, in all, and the room kept for the host") {
+  using dlq::http::detail::admit_connection;
+  // open, of_client, local, max_connections, per_client, local_reserve
+  CHECK(admit_connection(0, 0, false, 512, 16, 16));
+  CHECK_FALSE(admit_connection(10, 16, false, 512, 16, 16));  // its own cap
+  CHECK_FALSE(admit_connection(10, 16, true, 512, 16, 16));   // the host's too
+  CHECK(admit_connection(10, 16, false, 512, 0, 16));         // 0: no cap per client
+  CHECK(admit_connection(495, 0, false, 512, 16, 16));
+  CHECK_FALSE(admit_connection(496, 0, false, 512, 16, 16));  // the reserve: host only
+  CHECK(admit_connection(496, 0, true, 512, 16, 16));
+  CHECK(admit_connection(511, 0, true, 512, 16, 16));
+  CHECK_FALSE(admit_connection(512, 0, true, 512, 16, 16));  // nobody past max_connections
+  CHECK(admit_connection(511, 0, false, 512, 16, 0));        // 0: no reserve
+  CHECK(dlq::http::detail::local_address("127.0.0.1"));
+  CHECK(dlq::http::detail::local_address("::1"));
+  CHECK_FALSE(dlq::http::detail::local_address("127.0.0.2"));
+  CHECK_FALSE(dlq::http::detail::local_address("10.0.0.1"));
+  dlq::http::ServerLimits limits;
+  limits.max_connections = 16;
+  CHECK_THROWS_AS(dlq::http::GuardedServer(limits), dlq::invalid_argument);
+  limits.local_reserve = 15;
+  CHECK_NOTHROW(dlq::http::GuardedServer(limits));
+}

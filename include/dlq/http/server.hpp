@@ -52,7 +52,9 @@
 ///   ServerLimits::max_connections_per_client connections; more are answered 503 and closed
 ///   at once. At most ServerLimits::max_busy_per_client of its requests are handled at once;
 ///   its others wait for their turn without holding a worker, so the workers stay free for
-///   other addresses. ServerLimits::max_connections bounds all connections together.
+///   other addresses. ServerLimits::max_connections bounds all connections together, of
+///   which ServerLimits::local_reserve only 127.0.0.1 and ::1 may use: addresses at their
+///   cap, however many, cannot lock an operator on the host out.
 ///
 /// Everything else is httplib::Server's: routes, error handlers, set_payload_max_length,
 /// and set_keep_alive_max_count. Not used: set_read_timeout and set_write_timeout (the
@@ -124,6 +126,10 @@ struct ServerLimits {
   std::size_t max_busy_per_client = 4;
   /// Connections open in all; more get 503 and are closed at once. Default 512.
   std::size_t max_connections = 512;
+  /// Of max_connections, how many only 127.0.0.1 and ::1 (an operator on the host) may use:
+  /// other addresses, however many, get 503 once max_connections - local_reserve are open.
+  /// Must be less than max_connections. 0 = none. Default 16.
+  std::size_t local_reserve = 16;
 };
 
 /// What a GuardedServer is doing and has refused, for monitoring and tests.
@@ -145,7 +151,8 @@ struct ServerCounts {
 class GuardedServer : public httplib::Server {
  public:
   /// @throws dlq::invalid_argument when a limit is 0 where it must not be (threads,
-  ///         head_timeout, request_timeout, max_head_bytes, max_connections).
+  ///         head_timeout, request_timeout, max_head_bytes, max_connections), or
+  ///         local_reserve is not less than max_connections.
   explicit GuardedServer(ServerLimits limits = {}) : limits_(std::move(limits)) {
     const auto refuse = [](const char* what) {
       return dlq::invalid_argument(
@@ -157,6 +164,10 @@ class GuardedServer : public httplib::Server {
     if (limits_.request_timeout.count() <= 0) throw refuse("request_timeout");
     if (limits_.max_head_bytes == 0) throw refuse("max_head_bytes");
     if (limits_.max_connections == 0) throw refuse("max_connections");
+    if (limits_.local_reserve >= limits_.max_connections)
+      throw dlq::invalid_argument(dlq::detail::message(
+          "http", "ServerLimits::local_reserve", "must be less than max_connections",
+          "leave it at its default or give fewer than max_connections"));
     new_task_queue = [this] { return new task_queue(*this); };
   }
 
@@ -264,9 +275,10 @@ class GuardedServer : public httplib::Server {
       {
         std::lock_guard<std::mutex> lock(m_);
         const auto it = per_client_.find(c->client);
-        const bool full = stopping_ || open_ >= lim_.max_connections ||
-                          (lim_.max_connections_per_client != 0 && it != per_client_.end() &&
-                           it->second.open >= lim_.max_connections_per_client);
+        const bool full = stopping_ || !detail::admit_connection(
+                                           open_, it == per_client_.end() ? 0 : it->second.open,
+                                           detail::local_address(c->ip), lim_.max_connections,
+                                           lim_.max_connections_per_client, lim_.local_reserve);
         if (full) {
           ++refused_;
           answer(fd, "503 Service Unavailable", "too_many_connections",

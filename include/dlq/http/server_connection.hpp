@@ -59,6 +59,25 @@ inline std::string describe_peer(const sockaddr_storage& a, std::string& ip, int
   return "other";
 }
 
+// Whether a new connection is admitted, with `open` connections open in all and
+// `of_client` of them from its client's key; `local`: it comes from 127.0.0.1 or ::1 (an
+// operator on the host). Other addresses may use max_connections - local_reserve of the
+// connections, so that however many addresses they are they cannot lock the host out.
+// `per_client` 0: no cap per client. I/O-free.
+inline bool admit_connection(std::size_t open, std::size_t of_client, bool local,
+                             std::size_t max_connections, std::size_t per_client,
+                             std::size_t local_reserve) {
+  if (per_client != 0 && of_client >= per_client) return false;
+  if (open >= max_connections) return false;
+  return local || open + local_reserve < max_connections;
+}
+
+// True for the addresses of the host itself an operator connects from (127.0.0.1, ::1),
+// as describe_peer writes them.
+inline bool local_address(std::string_view ip) {
+  return ip == "127.0.0.1" || ip == "::1";
+}
+
 // What the poller does with a request once its head (request line and headers, ending in
 // an empty line) has arrived: read `body` more bytes and then hand the request to a worker,
 // or answer `status` itself and close (a request that can never be served, or whose body
