@@ -266,6 +266,32 @@ TEST_CASE("a connection over max_connections_per_client gets 503; other addresse
   CHECK_THROWS_AS(dlq::http::GuardedServer(dlq::http::ServerLimits{0}), dlq::invalid_argument);
 }
 
+TEST_CASE("addresses that fill max_connections leave room for an operator on 127.0.0.1") {
+  // Four addresses at their cap of 16 would fill max_connections = 64 (the default 512 is
+  // 32 addresses, or one IPv6 /48 at 16 per /64): an operator on the host itself must still
+  // be answered. Kept open by requests every few seconds, such connections stay open as long
+  // as their peers like; no token is needed.
+  dlq::http::ServerLimits limits;
+  limits.max_connections = 64;
+  Served s(with_token(), limits);
+  s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  Peers peers;
+  for (const char* address : {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"})
+    for (int k = 0; k < 16; ++k)
+      peers.fds.push_back(connect_from(address, s.port));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // accepted by now
+  const auto open = s.server.counts().open;
+  const auto worst = slowest_round(s.port, std::chrono::seconds(1));
+  INFO("connections open from the four addresses: " << open);
+  INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
+  CHECK(worst < prompt);
+  // a fifth address finds no room
+  Peers fifth;
+  fifth.fds.push_back(connect_from("127.0.0.6", s.port));
+  REQUIRE(fifth.fds[0] >= 0);
+  CHECK(answer_of(fifth.fds[0], std::chrono::seconds(2)).rfind("HTTP/1.1 503 ", 0) == 0);
+}
+
 TEST_CASE("request_timeout bounds the peer's reading and writing, not the handler's work") {
   dlq::http::ServerLimits limits;
   limits.request_timeout = std::chrono::milliseconds(500);
@@ -325,6 +351,49 @@ TEST_CASE("slow bodies from threads / max_busy_per_client addresses do not starv
   stop.store(true);
   dribbler.join();
   INFO("workers busy with slow bodies: " << busy);
+  INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
+  CHECK(worst < prompt);
+}
+
+TEST_CASE("peers that never read their answers from 4 addresses do not starve another") {
+  // Default limits: 16 workers, 4 busy per address. Four addresses each open four
+  // connections with a small receive buffer, send 100 requests for a 64 KiB answer back to
+  // back (dlqctl serve keeps a connection for 100), and read nothing: once the kernel's
+  // buffers are full, writing an answer waits for the peer. The fifth address must be
+  // answered promptly all along.
+  Served s(with_token());
+  s.server.set_keep_alive_max_count(100);
+  s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  s.server.Get("/chunk", [](const httplib::Request&, httplib::Response& r) {
+    r.set_content(std::string(64 << 10, 'x'), "text/plain");
+  });
+  std::string requests;
+  for (int i = 0; i < 100; ++i)
+    requests += "GET /chunk HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const char* from[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+  Peers slow;
+  for (const char* address : from)
+    for (int k = 0; k < 4; ++k) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      REQUIRE(fd >= 0);
+      slow.fds.push_back(fd);
+      const int small = 4096;
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      ::inet_pton(AF_INET, address, &local.sin_addr);
+      sockaddr_in remote{};
+      remote.sin_family = AF_INET;
+      remote.sin_port = htons(static_cast<std::uint16_t>(s.port));
+      ::inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr);
+      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
+      REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0);
+      send_all(fd, requests);
+    }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto busy = s.server.counts().busy;
+  const auto worst = slowest_round(s.port, std::chrono::seconds(3));
+  INFO("workers busy writing to peers that do not read: " << busy);
   INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
   CHECK(worst < prompt);
 }
@@ -392,6 +461,56 @@ TEST_CASE("requests whose body could hold a worker are answered by the server at
     REQUIRE(r);
     CHECK(r->status == 200);
   }
+}
+
+TEST_CASE("a request httplib answers without reading all of it smuggles no request after it") {
+  // The server reads the whole request (head and Content-Length body) before a worker takes
+  // it; httplib answers some requests without reading their body (a bad Range: 416; a
+  // multipart type without boundary: 400; a target over 8 KiB: 414) or the rest of their
+  // head (a NUL in the request line, a header line over 8 KiB: 400). What it left unread must
+  // not be taken as the next request on the connection: behind a reverse proxy that shares
+  // its upstream connections that is a request smuggled past the proxy, and its answer is
+  // given to the next client's request.
+  Served s(with_token());
+  const std::string inner = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::string post = "POST /api/purge HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
+                           token + "\r\nContent-Length: " + std::to_string(inner.size()) + "\r\n";
+  const std::string requests[] = {
+      post + "Content-Type: application/json\r\nRange: none\r\n\r\n" + inner,
+      post + "Content-Type: multipart/form-data\r\n\r\n" + inner,
+      "POST /api/purge?x=" + std::string(9000, 'a') + post.substr(post.find(" HTTP/1.1")) +
+          "Content-Type: application/json\r\n\r\n" + inner,
+      std::string("GET /healthz\0 HTTP/1.1\r\n", 24) + inner,
+      "GET /healthz HTTP/1.1\r\nX-Long: " + std::string(9000, 'a') + "\r\n" + inner,
+  };
+  for (const std::string& request : requests) {
+    Peers peer;
+    const int fd = connect_from("127.0.0.2", s.port);
+    REQUIRE(fd >= 0);
+    peer.fds.push_back(fd);
+    send_all(fd, request);
+    const std::string answer = answer_of(fd, std::chrono::seconds(1));
+    INFO(request.substr(0, 120));
+    INFO(answer);
+    std::size_t answers = 0;
+    for (std::size_t at = answer.find("HTTP/1.1 "); at != std::string::npos;
+         at = answer.find("HTTP/1.1 ", at + 1))
+      ++answers;
+    CHECK(answers == 1);
+  }
+  // requests sent back to back in one packet are still each answered, in order
+  Peers peer;
+  const int fd = connect_from("127.0.0.2", s.port);
+  REQUIRE(fd >= 0);
+  peer.fds.push_back(fd);
+  send_all(fd,
+           inner + inner + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  const std::string answer = answer_of(fd, std::chrono::seconds(2));
+  std::size_t ok = 0;
+  for (std::size_t at = answer.find("HTTP/1.1 200 "); at != std::string::npos;
+       at = answer.find("HTTP/1.1 200 ", at + 1))
+    ++ok;
+  CHECK(ok == 3);
 }
 
 TEST_CASE("Expect: 100-continue is answered before the body, and the body then served") {
@@ -471,4 +590,28 @@ TEST_CASE("plan_body: what the server decides from a request head alone") {
   CHECK(plan_body("GET / HTTP/1.0\r\nHost: h\r\n\r\n", max).status == 0);
   for (const char* m : {"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
     CHECK(plan_body(std::string(m) + " /x?a=b HTTP/1.1\r\nHost: h\r\n\r\n", max).status == 0);
+}
+
+TEST_CASE("admit_connection: caps per client, in all, and the room kept for the host") {
+  using dlq::http::detail::admit_connection;
+  // open, of_client, local, max_connections, per_client, local_reserve
+  CHECK(admit_connection(0, 0, false, 512, 16, 16));
+  CHECK_FALSE(admit_connection(10, 16, false, 512, 16, 16));  // its own cap
+  CHECK_FALSE(admit_connection(10, 16, true, 512, 16, 16));   // the host's too
+  CHECK(admit_connection(10, 16, false, 512, 0, 16));         // 0: no cap per client
+  CHECK(admit_connection(495, 0, false, 512, 16, 16));
+  CHECK_FALSE(admit_connection(496, 0, false, 512, 16, 16));  // the reserve: host only
+  CHECK(admit_connection(496, 0, true, 512, 16, 16));
+  CHECK(admit_connection(511, 0, true, 512, 16, 16));
+  CHECK_FALSE(admit_connection(512, 0, true, 512, 16, 16));  // nobody past max_connections
+  CHECK(admit_connection(511, 0, false, 512, 16, 0));        // 0: no reserve
+  CHECK(dlq::http::detail::local_address("127.0.0.1"));
+  CHECK(dlq::http::detail::local_address("::1"));
+  CHECK_FALSE(dlq::http::detail::local_address("127.0.0.2"));
+  CHECK_FALSE(dlq::http::detail::local_address("10.0.0.1"));
+  dlq::http::ServerLimits limits;
+  limits.max_connections = 16;
+  CHECK_THROWS_AS(dlq::http::GuardedServer(limits), dlq::invalid_argument);
+  limits.local_reserve = 15;
+  CHECK_NOTHROW(dlq::http::GuardedServer(limits));
 }

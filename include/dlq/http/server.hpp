@@ -38,19 +38,29 @@
 ///   415) would still hold a worker while the body trickles in, and every route would have
 ///   to be known to the poller. Since httplib itself also answers `100 Continue` once it has
 ///   the request, a client that sends Expect gets two of them (HTTP clients skip 1xx).
-/// - Writing the response must finish within ServerLimits::request_timeout from its first
-///   byte (the handler's own time does not count; each read and write also waits at most the
-///   server's read/write timeout); else the connection is closed.
+/// - httplib reads the request from those bytes and no further. When it answers without
+///   reading all of them (a bad Range: 416; a multipart type without boundary: 400; a target
+///   or header line over 8 KiB: 414, 400; a NUL in the request line: 400), the connection is
+///   closed after the answer: what it left unread is not taken as the next request.
+/// - A worker never waits for a peer to read its answer: it writes what the socket takes at
+///   once and leaves the rest (the answer is whole in memory already, as httplib's Response)
+///   to the same thread, which sends it within ServerLimits::request_timeout from the
+///   handler's end (else the connection is closed) and only then reads the connection's next
+///   request. So peers that never read what they asked for hold memory, one answer per
+///   connection, but no worker.
 /// - Each client address (IPv6: each /64) may hold at most
 ///   ServerLimits::max_connections_per_client connections; more are answered 503 and closed
 ///   at once. At most ServerLimits::max_busy_per_client of its requests are handled at once;
 ///   its others wait for their turn without holding a worker, so the workers stay free for
-///   other addresses. ServerLimits::max_connections bounds all connections together.
+///   other addresses. ServerLimits::max_connections bounds all connections together, of
+///   which ServerLimits::local_reserve only 127.0.0.1 and ::1 may use: addresses at their
+///   cap, however many, cannot lock an operator on the host out.
 ///
 /// Everything else is httplib::Server's: routes, error handlers, set_payload_max_length,
-/// set_read_timeout / set_write_timeout (the wait of one read or write), and
-/// set_keep_alive_max_count. Not used: set_keep_alive_timeout (an idle keep-alive connection
-/// is closed after head_timeout) and new_task_queue (the server sets its own; do not replace
+/// and set_keep_alive_max_count. Not used: set_read_timeout and set_write_timeout (the
+/// server reads whole requests and sends answers itself, bounded by head_timeout and
+/// request_timeout), set_keep_alive_timeout (an idle keep-alive connection is closed after
+/// head_timeout) and new_task_queue (the server sets its own; do not replace
 /// it). Behind a reverse proxy every request comes from the proxy's address: set
 /// max_connections_per_client to 0 there and let the proxy limit clients (docs/console.md
 /// has an nginx recipe).
@@ -98,8 +108,8 @@ struct ServerLimits {
   /// Time a connection has to deliver a complete request head, from its accept or its
   /// previous response (an idle keep-alive connection is closed after it too). Default 10 s.
   std::chrono::milliseconds head_timeout{10000};
-  /// Time to read a request's body once its head is complete (without a worker), and again
-  /// to write its response from the first byte (a slow handler is not cut off). Default 30 s.
+  /// Time to read a request's body once its head is complete, and again to send its answer
+  /// once the handler is done (both without a worker). Default 30 s.
   std::chrono::milliseconds request_timeout{30000};
   /// Largest request head (request line and headers) in bytes; larger gets 431. Default
   /// 64 KiB.
@@ -116,17 +126,23 @@ struct ServerLimits {
   std::size_t max_busy_per_client = 4;
   /// Connections open in all; more get 503 and are closed at once. Default 512.
   std::size_t max_connections = 512;
+  /// Of max_connections, how many only 127.0.0.1 and ::1 (an operator on the host) may use:
+  /// other addresses, however many, get 503 once max_connections - local_reserve are open.
+  /// Must be less than max_connections. 0 = none. Default 16.
+  std::size_t local_reserve = 16;
 };
 
 /// What a GuardedServer is doing and has refused, for monitoring and tests.
 struct ServerCounts {
   std::size_t open = 0;               ///< connections open now
-  std::size_t waiting = 0;            ///< of which waiting for a request head
+  std::size_t waiting = 0;            ///< of which waiting for a request head, or to send an answer
   std::size_t busy = 0;               ///< of which being handled by a worker
   std::uint64_t refused = 0;          ///< connections closed at accept (a cap was reached), in all
   std::uint64_t head_timeouts = 0;    ///< connections closed for a late request head, in all
   std::uint64_t heads_too_large = 0;  ///< connections closed for an oversize head, in all
   std::uint64_t bodies_late = 0;      ///< connections closed for a late request body, in all
+  /// connections closed because the peer did not read its answer within request_timeout
+  std::uint64_t responses_late = 0;
   /// requests answered by the server itself (400, 411, 413: see the file comment), in all
   std::uint64_t requests_refused = 0;
 };
@@ -135,7 +151,8 @@ struct ServerCounts {
 class GuardedServer : public httplib::Server {
  public:
   /// @throws dlq::invalid_argument when a limit is 0 where it must not be (threads,
-  ///         head_timeout, request_timeout, max_head_bytes, max_connections).
+  ///         head_timeout, request_timeout, max_head_bytes, max_connections), or
+  ///         local_reserve is not less than max_connections.
   explicit GuardedServer(ServerLimits limits = {}) : limits_(std::move(limits)) {
     const auto refuse = [](const char* what) {
       return dlq::invalid_argument(
@@ -147,6 +164,10 @@ class GuardedServer : public httplib::Server {
     if (limits_.request_timeout.count() <= 0) throw refuse("request_timeout");
     if (limits_.max_head_bytes == 0) throw refuse("max_head_bytes");
     if (limits_.max_connections == 0) throw refuse("max_connections");
+    if (limits_.local_reserve >= limits_.max_connections)
+      throw dlq::invalid_argument(dlq::detail::message(
+          "http", "ServerLimits::local_reserve", "must be less than max_connections",
+          "leave it at its default or give fewer than max_connections"));
     new_task_queue = [this] { return new task_queue(*this); };
   }
 
@@ -254,9 +275,10 @@ class GuardedServer : public httplib::Server {
       {
         std::lock_guard<std::mutex> lock(m_);
         const auto it = per_client_.find(c->client);
-        const bool full = stopping_ || open_ >= lim_.max_connections ||
-                          (lim_.max_connections_per_client != 0 && it != per_client_.end() &&
-                           it->second.open >= lim_.max_connections_per_client);
+        const bool full = stopping_ || !detail::admit_connection(
+                                           open_, it == per_client_.end() ? 0 : it->second.open,
+                                           detail::local_address(c->ip), lim_.max_connections,
+                                           lim_.max_connections_per_client, lim_.local_reserve);
         if (full) {
           ++refused_;
           answer(fd, "503 Service Unavailable", "too_many_connections",
@@ -281,6 +303,7 @@ class GuardedServer : public httplib::Server {
       out.head_timeouts += head_timeouts_;
       out.heads_too_large += heads_too_large_;
       out.bodies_late += bodies_late_;
+      out.responses_late += responses_late_;
       out.requests_refused += requests_refused_;
     }
 
@@ -436,6 +459,27 @@ class GuardedServer : public httplib::Server {
       return nullptr;
     }
 
+    // Sends what the socket takes of c's answer (when `ready`); keeps c while some is left
+    // and its deadline has not passed, then reads its next request or closes it.
+    conn_ptr send_answer(conn_ptr c, bool ready, clock::time_point now) {
+      const bool gone = ready && !c->flush();
+      if (!gone && c->writing()) {
+        if (now < c->deadline) return c;
+        std::lock_guard<std::mutex> lock(m_);
+        ++responses_late_;
+        close_locked(*c);
+        return nullptr;
+      }
+      if (gone || c->close_after) {
+        std::lock_guard<std::mutex> lock(m_);
+        close_locked(*c);
+        return nullptr;
+      }
+      c->deadline = now + lim_.head_timeout;
+      const head_state st = classify(*c, now);  // the next request may be read already
+      return settle(std::move(c), st, now);
+    }
+
     void poll_loop() {
       std::vector<conn_ptr> waiting;
       std::vector<pollfd> fds;
@@ -457,13 +501,17 @@ class GuardedServer : public httplib::Server {
           c->off = 0;
           c->scanned = 0;
           c->need = 0;
+          if (c->writing()) {  // its answer first; the next request once it is sent
+            waiting.push_back(std::move(c));
+            continue;
+          }
           const head_state st = classify(*c, before);
           if (auto kept = settle(std::move(c), st, before)) waiting.push_back(std::move(kept));
         }
         auto next = clock::time_point::max();
         fds.assign(1, pollfd{wake_r_, POLLIN, 0});
         for (const auto& c : waiting) {
-          fds.push_back(pollfd{c->fd, POLLIN, 0});
+          fds.push_back(pollfd{c->fd, static_cast<short>(c->writing() ? POLLOUT : POLLIN), 0});
           next = std::min(next, c->deadline);
         }
         {
@@ -487,6 +535,12 @@ class GuardedServer : public httplib::Server {
         keep.reserve(waiting.size());
         for (std::size_t i = 0; i < waiting.size(); ++i) {  // fds[i + 1] is waiting[i]
           connection& c = *waiting[i];
+          if (c.writing()) {
+            if (auto kept =
+                    send_answer(std::move(waiting[i]), r > 0 && fds[i + 1].revents != 0, after))
+              keep.push_back(std::move(kept));
+            continue;
+          }
           const head_state st =
               r > 0 && fds[i + 1].revents != 0 ? fill(c, after) : head_state::waiting;
           if (auto kept = settle(std::move(waiting[i]), st, after)) keep.push_back(std::move(kept));
@@ -523,8 +577,9 @@ class GuardedServer : public httplib::Server {
           --busy_;
           auto it = per_client_.find(c->client);
           if (it != per_client_.end()) --it->second.busy;
-          if (keep && !stopping_) {
-            c->deadline = clock::now() + lim_.head_timeout;
+          if (!stopping_ && (keep || c->writing())) {  // the poller sends the rest, if any
+            c->close_after = !keep;
+            c->deadline = clock::now() + (c->writing() ? lim_.request_timeout : lim_.head_timeout);
             incoming_.push_back(std::move(c));
           } else {
             close_locked(*c);
@@ -537,11 +592,7 @@ class GuardedServer : public httplib::Server {
 
     // Handles one request; true when the connection stays open for the next one.
     bool serve(connection& c) {
-      const auto read_wait =
-          std::chrono::milliseconds(s_.read_timeout_sec_ * 1000 + s_.read_timeout_usec_ / 1000);
-      const auto write_wait =
-          std::chrono::milliseconds(s_.write_timeout_sec_ * 1000 + s_.write_timeout_usec_ / 1000);
-      conn_stream strm(c, lim_.request_timeout, read_wait, write_wait);
+      conn_stream strm(c, c.need);
       const std::size_t max_count = std::max<std::size_t>(1, s_.keep_alive_max_count_);
       bool close_connection = c.requests + 1 >= max_count;
       {
@@ -556,7 +607,9 @@ class GuardedServer : public httplib::Server {
         ok = false;
       }
       ++c.requests;
-      return ok && !close_connection && !connection_closed && !strm.failed();
+      // httplib left part of the request unread (or wanted more): what follows on the
+      // connection is not the start of a request.
+      return ok && !close_connection && !connection_closed && !strm.failed() && strm.read_whole();
     }
 
     GuardedServer& s_;
@@ -576,6 +629,7 @@ class GuardedServer : public httplib::Server {
     std::uint64_t head_timeouts_ = 0;
     std::uint64_t heads_too_large_ = 0;
     std::uint64_t bodies_late_ = 0;
+    std::uint64_t responses_late_ = 0;
     std::uint64_t requests_refused_ = 0;
     std::thread poller_;
     std::vector<std::thread> workers_;
@@ -608,6 +662,7 @@ class GuardedServer : public httplib::Server {
       s_.totals_.head_timeouts += c.head_timeouts;
       s_.totals_.heads_too_large += c.heads_too_large;
       s_.totals_.bodies_late += c.bodies_late;
+      s_.totals_.responses_late += c.responses_late;
       s_.totals_.requests_refused += c.requests_refused;
       s_.engine_.reset();
     }

@@ -2,8 +2,8 @@
 /// @file http/server_connection.hpp
 /// One connection of a dlq::http::GuardedServer (dlq/http/server.hpp): its socket and
 /// buffered bytes, the httplib::Stream a worker reads its request from and writes its answer
-/// to (every wait bounded by a per-call timeout and the request's deadline), and the client
-/// key its caps count under. POSIX sockets and poll().
+/// to (never waiting for the peer: the poller reads whole requests and sends what is left
+/// of answers), and the client key its caps count under. POSIX sockets.
 #pragma once
 
 #include <httplib.h>
@@ -57,6 +57,25 @@ inline std::string describe_peer(const sockaddr_storage& a, std::string& ip, int
   ip.clear();
   port = 0;
   return "other";
+}
+
+// Whether a new connection is admitted, with `open` connections open in all and
+// `of_client` of them from its client's key; `local`: it comes from 127.0.0.1 or ::1 (an
+// operator on the host). Other addresses may use max_connections - local_reserve of the
+// connections, so that however many addresses they are they cannot lock the host out.
+// `per_client` 0: no cap per client. I/O-free.
+inline bool admit_connection(std::size_t open, std::size_t of_client, bool local,
+                             std::size_t max_connections, std::size_t per_client,
+                             std::size_t local_reserve) {
+  if (per_client != 0 && of_client >= per_client) return false;
+  if (open >= max_connections) return false;
+  return local || open + local_reserve < max_connections;
+}
+
+// True for the addresses of the host itself an operator connects from (127.0.0.1, ::1),
+// as describe_peer writes them.
+inline bool local_address(std::string_view ip) {
+  return ip == "127.0.0.1" || ip == "::1";
 }
 
 // What the poller does with a request once its head (request line and headers, ending in
@@ -129,9 +148,8 @@ inline std::optional<std::string_view> request_method(std::string_view head) {
   const std::size_t sp2 = sp == std::string_view::npos ? sp : first.find(' ', sp + 1);
   const std::string_view method = first.substr(0, sp == std::string_view::npos ? 0 : sp);
   const bool known = method == "POST" || method == "PUT" || method == "PATCH" ||
-                     method == "DELETE" || method == "PRI" || method == "GET" ||
-                     method == "HEAD" || method == "OPTIONS" || method == "TRACE" ||
-                     method == "CONNECT";
+                     method == "DELETE" || method == "PRI" || method == "GET" || method == "HEAD" ||
+                     method == "OPTIONS" || method == "TRACE" || method == "CONNECT";
   if (!known || sp2 == std::string_view::npos || sp2 == sp + 1 ||
       (first.substr(sp2 + 1) != "HTTP/1.1" && first.substr(sp2 + 1) != "HTTP/1.0"))
     return std::nullopt;
@@ -195,78 +213,87 @@ inline body_plan plan_body(std::string_view head, std::size_t max_body) {
   return p;
 }
 
-// One client connection: its socket, who it is, and the bytes read but not yet consumed.
+// One client connection: its socket, who it is, the bytes read but not yet consumed, and
+// the bytes of an answer not yet sent.
 struct guarded_connection {
   int fd = -1;
   std::string ip;
   int port = 0;
-  std::string client;       // the key its caps are counted under
-  std::string buf;          // bytes read and not consumed yet
-  std::size_t off = 0;      // consumed prefix of buf
-  std::size_t scanned = 0;  // buf[off, scanned) holds no end of head
-  std::size_t need = 0;     // 0, or bytes from off that make the whole request (head + body)
-  body_plan plan;           // for the request whose head is in buf (when need != 0 or refused)
-  bool closing = false;     // answered by the poller: reading to the end, then closed
+  std::string client;        // the key its caps are counted under
+  std::string buf;           // bytes read and not consumed yet
+  std::size_t off = 0;       // consumed prefix of buf
+  std::size_t scanned = 0;   // buf[off, scanned) holds no end of head
+  std::size_t need = 0;      // 0, or bytes from off that make the whole request (head + body)
+  body_plan plan;            // for the request whose head is in buf (when need != 0 or refused)
+  bool closing = false;      // answered by the poller: reading to the end, then closed
+  std::string out;           // an answer the socket did not take yet: the poller sends it
+  std::size_t out_off = 0;   // sent prefix of out
+  bool close_after = false;  // close once out is sent (else read the next request)
   server_clock::time_point deadline;
   std::size_t requests = 0;  // served on this connection
+
+  // True while part of an answer is still to be sent.
+  bool writing() const noexcept { return out_off < out.size(); }
+
+  // Sends what the socket takes of `out` without waiting; false when the peer is gone (out
+  // is then dropped).
+  bool flush() {
+    while (writing()) {
+      const ssize_t n =
+          ::send(fd, out.data() + out_off, out.size() - out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) {
+        out_off += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      out.clear();
+      out_off = 0;
+      return false;
+    }
+    out.clear();
+    out_off = 0;
+    return true;
+  }
 };
 
-// The stream a worker hands to httplib for one request: the buffered bytes first, then the
-// socket, every wait bounded by the per-call timeout and by the request's deadline.
+// The stream a worker hands to httplib for one request. Reads: the request's bytes, which
+// the poller has read whole (head and body), and no more. Writes: what the socket takes at
+// once; the rest is kept in the connection's `out` for the poller to send, so a worker never
+// waits for a peer that does not read (the answer is in memory already, as httplib's
+// Response). httplib answers some requests without reading all of their bytes (a bad Range,
+// a multipart type without boundary, an over-long target or header line, a NUL in the
+// request line): read_whole() is then false and the connection must be closed, or the
+// bytes left would be taken as the next request (a request smuggled inside a body or head).
 class guarded_stream final : public httplib::Stream {
  public:
-  // Reads must be done by `request_timeout` from now; writes within `request_timeout` of
-  // the first one (the handler's own time counts against neither).
-  guarded_stream(guarded_connection& c, std::chrono::milliseconds request_timeout,
-                 std::chrono::milliseconds read_wait, std::chrono::milliseconds write_wait)
-      : c_(c),
-        request_timeout_(request_timeout),
-        read_deadline_(server_clock::now() + request_timeout),
-        read_wait_(read_wait),
-        write_wait_(write_wait) {}
+  // `request`: the bytes of c.buf from c.off that make the request (c.need).
+  guarded_stream(guarded_connection& c, std::size_t request) : c_(c), left_(request) {}
 
-  bool is_readable() const override {
-    return c_.off < c_.buf.size() || wait(POLLIN, read_wait_, read_deadline_);
-  }
-  bool is_writable() const override { return wait(POLLOUT, write_wait_, write_deadline()); }
+  bool is_readable() const override { return left_ > 0; }
+  bool is_writable() const override { return !failed_; }
 
+  // The request's bytes; past them the end of the stream (httplib never waits for the peer).
   ssize_t read(char* ptr, size_t size) override {
-    if (c_.off == c_.buf.size()) {
-      c_.buf.clear();
-      c_.off = 0;
-      c_.scanned = 0;
-      for (;;) {
-        if (!wait(POLLIN, read_wait_, read_deadline_)) return -1;
-        c_.buf.resize(16384);
-        const ssize_t n = ::recv(c_.fd, &c_.buf[0], c_.buf.size(), MSG_DONTWAIT);
-        if (n > 0) {
-          c_.buf.resize(static_cast<std::size_t>(n));
-          break;
-        }
-        c_.buf.clear();
-        if (n == 0) return 0;
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          failed_ = true;
-          return -1;
-        }
-      }
+    const std::size_t n = std::min({size, left_, c_.buf.size() - c_.off});
+    if (n == 0) {
+      read_past_ = size > 0;
+      return 0;
     }
-    const std::size_t n = std::min(size, c_.buf.size() - c_.off);
     std::memcpy(ptr, c_.buf.data() + c_.off, n);
     c_.off += n;
+    left_ -= n;
     return static_cast<ssize_t>(n);
   }
 
   ssize_t write(const char* ptr, size_t size) override {
-    for (;;) {
-      if (!wait(POLLOUT, write_wait_, write_deadline())) return -1;
-      const ssize_t n = ::send(c_.fd, ptr, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n >= 0) return n;
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        failed_ = true;
-        return -1;
-      }
+    if (failed_) return -1;
+    c_.out.append(ptr, size);
+    if (!c_.flush()) {
+      failed_ = true;
+      return -1;
     }
+    return static_cast<ssize_t>(size);
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
@@ -285,42 +312,19 @@ class guarded_stream final : public httplib::Stream {
 
   socket_t socket() const override { return c_.fd; }
 
-  /// True when a read or write failed or timed out: the connection is out of step.
+  /// True when a write failed (the peer is gone): the connection is out of step.
   bool failed() const noexcept { return failed_; }
 
+  /// True when httplib read the request's bytes exactly: all of them, and asked for none
+  /// past them. Else httplib and the poller disagree on where the request ends, and the
+  /// connection must not carry another request.
+  bool read_whole() const noexcept { return left_ == 0 && !read_past_; }
+
  private:
-  server_clock::time_point write_deadline() const {
-    if (!write_deadline_) write_deadline_ = server_clock::now() + request_timeout_;
-    return *write_deadline_;
-  }
-
-  // Waits until the socket is ready for `events`, at most `per_call` and never past
-  // `deadline`. False on timeout or error.
-  bool wait(short events, std::chrono::milliseconds per_call,
-            server_clock::time_point deadline) const {
-    const auto until = std::min(deadline, server_clock::now() + per_call);
-    for (;;) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(until - server_clock::now());
-      if (left.count() < 0) return false;
-      pollfd p{c_.fd, events, 0};
-      const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1 << 30)));
-      if (r > 0) return true;  // ready, or an error/hangup the next call reports
-      if (r == 0) {
-        if (server_clock::now() >= until) return (failed_ = true, false);
-        continue;
-      }
-      if (errno != EINTR) return (failed_ = true, false);
-    }
-  }
-
   guarded_connection& c_;
-  std::chrono::milliseconds request_timeout_;
-  server_clock::time_point read_deadline_;
-  mutable std::optional<server_clock::time_point> write_deadline_;
-  std::chrono::milliseconds read_wait_;
-  std::chrono::milliseconds write_wait_;
-  mutable bool failed_ = false;
+  std::size_t left_;  // bytes of the request httplib has not read yet
+  bool read_past_ = false;
+  bool failed_ = false;
 };
 
 }  // namespace detail
