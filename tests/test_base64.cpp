@@ -5,6 +5,8 @@
 
 #include "support/catch.hpp"
 
+namespace test_base64 {
+
 namespace b64 = dlq::detail::base64;
 
 TEST_CASE("base64 matches RFC 4648 test vectors", "[base64]") {
@@ -35,3 +37,5 @@ TEST_CASE("malformed base64 is rejected", "[base64]") {
     CHECK_FALSE(b64::decode(bad, out));
   }
 }
+
+}  // namespace test_base64

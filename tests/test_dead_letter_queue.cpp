@@ -13,6 +13,8 @@
 #include "dlq/storage/memory.hpp"
 #include "support/catch.hpp"
 
+namespace test_dead_letter_queue {
+
 using Queue = dlq::DeadLetterQueue<dlq::MemoryStorage>;
 
 namespace {
@@ -479,3 +481,5 @@ TEST_CASE("errors' read-ahead runs the reader on another thread and hands over w
   CHECK(off_thread);
   CHECK_THROWS_WITH(scan(true), "read-ahead failed");
 }
+
+}  // namespace test_dead_letter_queue

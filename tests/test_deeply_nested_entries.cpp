@@ -9,6 +9,8 @@
 #include "dlq/storage/memory.hpp"
 #include "support/catch.hpp"
 
+namespace test_deeply_nested_entries {
+
 namespace {
 
 std::string nested(std::size_t depth) {
@@ -57,3 +59,5 @@ TEST_CASE("entries nested to an ordinary depth still print as JSON objects", "[m
   CHECK(e.context.is_object());
   CHECK(e.payload_json().is_array());
 }
+
+}  // namespace test_deeply_nested_entries

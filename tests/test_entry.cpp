@@ -9,6 +9,8 @@
 
 #include "support/catch.hpp"
 
+namespace test_entry {
+
 using namespace std::chrono;
 
 namespace {
@@ -479,3 +481,5 @@ TEST_CASE("write_envelope writes the field-by-field reference bytes, short and l
     REQUIRE(out == "prefix" + reference_envelope(in));
   }
 }
+
+}  // namespace test_entry

@@ -5,6 +5,8 @@
 
 #include "support/catch.hpp"
 
+namespace test_errors {
+
 TEST_CASE("every dlq exception derives from dlq::error and std::runtime_error", "[errors]") {
   STATIC_REQUIRE(std::is_base_of_v<std::runtime_error, dlq::error>);
   STATIC_REQUIRE(std::is_base_of_v<dlq::error, dlq::invalid_argument>);
@@ -37,3 +39,5 @@ TEST_CASE("messages read [dlq.component] where: what; what to do", "[errors]") {
         "[dlq.redis] 127.0.0.1:6379: connection refused; is redis-server running?");
   CHECK(dlq::detail::message("queue", "", "empty") == "[dlq.queue] empty");
 }
+
+}  // namespace test_errors

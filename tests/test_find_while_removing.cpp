@@ -15,6 +15,8 @@
 #include "dlq/storage/memory.hpp"
 #include "support/catch.hpp"
 
+namespace test_find_while_removing {
+
 namespace {
 
 struct Interleaved {
@@ -71,3 +73,5 @@ TEST_CASE("get and remove find an entry while entries before it are removed", "[
     }
   }
 }
+
+}  // namespace test_find_while_removing

@@ -13,6 +13,8 @@
 
 #include "support/catch.hpp"
 
+namespace test_id {
+
 using namespace std::chrono;
 
 TEST_CASE("new ids are UUIDv7 carrying the millisecond they were made", "[id]") {
@@ -89,3 +91,5 @@ TEST_CASE("the operating system's random source gives different 64-bit values", 
     seen.insert(dlq::detail::os_random64());
   CHECK(seen.size() == 64);
 }
+
+}  // namespace test_id

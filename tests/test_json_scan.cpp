@@ -13,6 +13,8 @@
 
 #include "support/catch.hpp"
 
+namespace test_json_scan {
+
 namespace json = dlq::detail::json;
 
 TEST_CASE("valid JSON values are recognised exactly", "[json]") {
@@ -628,3 +630,5 @@ TEST_CASE("read_json_dom and append_dumped_value agree with nlohmann on generate
     REQUIRE(out == j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
 }
+
+}  // namespace test_json_scan

@@ -8,6 +8,8 @@
 #include "dlq/redis/options.hpp"
 #include "support/catch.hpp"
 
+namespace test_redact {
+
 namespace {
 bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -88,3 +90,5 @@ TEST_CASE("every secret part of every URL form the Redis parser accepts is maske
     CHECK(dlq::redis::detail::redact_url(url) == dlq::redact_url(url));
   }
 }
+
+}  // namespace test_redact

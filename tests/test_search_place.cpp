@@ -21,6 +21,8 @@
 #include "dlq/storage/memory.hpp"
 #include "support/catch.hpp"
 
+namespace test_search_place {
+
 namespace {
 
 using dlq::detail::search_place;
@@ -335,3 +337,5 @@ TEST_CASE("search and the console's scan skip nothing when entries go before eve
     }
   }
 }
+
+}  // namespace test_search_place

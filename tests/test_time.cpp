@@ -5,6 +5,8 @@
 
 #include "support/catch.hpp"
 
+namespace test_time {
+
 namespace t = dlq::detail::iso_time;
 using namespace std::chrono;
 
@@ -45,3 +47,5 @@ TEST_CASE("format and parse round-trip across the clock's range", "[time]") {
     CHECK(t::parse(t::format(tp)) == tp);
   }
 }
+
+}  // namespace test_time

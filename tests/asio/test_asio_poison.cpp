@@ -53,6 +53,8 @@ extern "C" const char* __tsan_default_suppressions() {
 }
 #endif
 
+namespace test_asio_poison {
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -691,3 +693,5 @@ TEST_CASE("Overflow::reject: a send then a batch of two, issued together, stored
     CHECK(payloads == std::vector<std::string>{"first", "second", "third"});
   });
 }
+
+}  // namespace test_asio_poison

@@ -30,6 +30,8 @@
 #define DLQ_TEST_COROUTINES 1
 #endif
 
+namespace test_asio_redis {
+
 namespace {
 
 dlq::Failure failure(std::string error, std::int64_t attempt = 1) {
@@ -436,3 +438,5 @@ TEST_CASE("use_awaitable on Redis: a coroutine sends and reads back", "[asio][re
   CHECK(got->payload == "job");
 }
 #endif
+
+}  // namespace test_asio_redis

@@ -36,6 +36,8 @@
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 
+namespace test_asio_redis_cluster {
+
 using dlq::test::RawCluster;
 using std::chrono::milliseconds;
 using AsyncQueue = dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage>;
@@ -743,3 +745,5 @@ TEST_CASE("slots kept on a reset seed that answers CLUSTERDOWN are read again fr
   CHECK(error.empty());
   CHECK(raw.node(ports[1]).list(key).size() == 1);
 }
+
+}  // namespace test_asio_redis_cluster

@@ -30,6 +30,8 @@
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 
+namespace test_asio_redis_edges {
+
 namespace {
 
 using Queue = dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage>;
@@ -486,3 +488,5 @@ TEST_CASE("the asynchronous connection refuses rediss:// instead of connecting i
   CHECK_THROWS_AS(dlq::asio::RedisListStorage(io.get_executor(), "rediss://127.0.0.1:6380"),
                   dlq::invalid_argument);
 }
+
+}  // namespace test_asio_redis_edges

@@ -27,6 +27,8 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+namespace test_asio_redis_faults {
+
 namespace {
 
 using Queue = dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage>;
@@ -1089,3 +1091,5 @@ TEST_CASE(
     }
   }
 }
+
+}  // namespace test_asio_redis_faults

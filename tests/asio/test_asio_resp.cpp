@@ -25,6 +25,8 @@
 #include "dlq/asio/redis.hpp"
 #include "support/catch.hpp"
 
+namespace test_asio_resp {
+
 namespace {
 
 using dlq::asio::RedisReply;
@@ -385,3 +387,5 @@ TEST_CASE(
   }
   CHECK(w.reply.str == item);
 }
+
+}  // namespace test_asio_resp

@@ -25,6 +25,8 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+namespace test_asio_stream {
+
 namespace {
 
 using dlq::asio::detail::redis_stream;
@@ -183,3 +185,5 @@ TEST_CASE(
   CHECK(run({"RPUSH", "k", "b"}, true).integer == 1);
   conn.close();
 }
+
+}  // namespace test_asio_stream

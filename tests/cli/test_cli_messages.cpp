@@ -8,6 +8,8 @@
 #include "cli_fixture.hpp"
 #include "support/catch.hpp"
 
+namespace test_cli_messages {
+
 using nlohmann::json;
 
 namespace {
@@ -241,3 +243,5 @@ TEST_CASE("a store URL put where no argument goes is not echoed with its passwor
     }
   }
 }
+
+}  // namespace test_cli_messages

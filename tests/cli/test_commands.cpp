@@ -9,6 +9,8 @@
 #include "cli_fixture.hpp"
 #include "support/catch.hpp"
 
+namespace test_commands {
+
 using nlohmann::json;
 
 namespace {
@@ -746,3 +748,5 @@ TEST_CASE("peek and show --json show readable NaN and lone-surrogate entries as 
   REQUIRE(shown.code == 0);
   CHECK(shown.json_lines()[0] == lines[0]);
 }
+
+}  // namespace test_commands

@@ -7,6 +7,8 @@
 #include "store.hpp"
 #include "support/catch.hpp"
 
+namespace test_format {
+
 using namespace std::chrono_literals;
 using dlqctl::parse_duration;
 
@@ -92,3 +94,5 @@ TEST_CASE("the progress bar shows done/total, moved, rate and ETA", "[cli][forma
   bar.finish();
   CHECK(out.str().rfind("\r\x1b[K") == out.str().size() - 4);  // erased at the end
 }
+
+}  // namespace test_format

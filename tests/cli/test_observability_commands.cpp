@@ -7,6 +7,8 @@
 #include "cli_fixture.hpp"
 #include "support/catch.hpp"
 
+namespace test_observability_commands {
+
 namespace {
 
 bool contains(const std::string& s, const std::string& part) {
@@ -89,3 +91,5 @@ TEST_CASE("errors --max reads a sample and says so; Ctrl-C stops it", "[cli]") {
   CHECK(contains(stopped.err, "interrupted"));
   CHECK(f.traps == std::vector<bool>{true, false, true, false, true, false});
 }
+
+}  // namespace test_observability_commands

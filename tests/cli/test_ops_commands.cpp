@@ -16,6 +16,8 @@
 #include "cli_fixture.hpp"
 #include "support/catch.hpp"
 
+namespace test_ops_commands {
+
 using nlohmann::json;
 
 namespace {
@@ -306,3 +308,5 @@ TEST_CASE("a transform that prints without end is stopped at the output limit", 
   CHECK(contains(r.err, "more than 64 MiB"));
   check_untouched(f, ids);
 }
+
+}  // namespace test_ops_commands

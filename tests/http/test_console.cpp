@@ -21,6 +21,8 @@
 
 #include "http/console_fixture.hpp"
 
+namespace test_console {
+
 namespace {
 
 using namespace console_test;
@@ -536,3 +538,5 @@ TEST_CASE("an unexpected error is logged on one line, its path and message clean
   CHECK(lines[0].find('\r') == std::string::npos);
   CHECK(lines[0].find("/metrics: unexpected error: scrape failed") != std::string::npos);
 }
+
+}  // namespace test_console

@@ -14,6 +14,8 @@
 
 #include "http/console_fixture.hpp"
 
+namespace test_console_audit {
+
 using namespace console_test;
 
 TEST_CASE("one POST /api/delete is one audit record naming the ids it removed") {
@@ -64,3 +66,5 @@ TEST_CASE("a flood of POST /api/delete of made-up ids writes no audit record") {
   CHECK(trail[0].counts["purged"] == 3);
   CHECK(s.queue.counters().audited == 1);
 }
+
+}  // namespace test_console_audit

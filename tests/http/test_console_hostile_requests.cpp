@@ -15,6 +15,8 @@
 
 #include "http/console_fixture.hpp"
 
+namespace test_console_hostile_requests {
+
 namespace {
 
 using namespace console_test;
@@ -622,3 +624,5 @@ TEST_CASE("is_json_content_type: the media type exactly, parameters allowed") {
   CHECK_FALSE(dlq::http::is_json_content_type("application/"));
   CHECK_FALSE(dlq::http::is_json_content_type(""));
 }
+
+}  // namespace test_console_hostile_requests

@@ -23,6 +23,8 @@
 
 #include "http/console_fixture.hpp"
 
+namespace test_console_slow_clients {
+
 namespace {
 
 using namespace console_test;
@@ -615,3 +617,5 @@ TEST_CASE("admit_connection: caps per client, in all, and the room kept for the 
   limits.local_reserve = 15;
   CHECK_NOTHROW(dlq::http::GuardedServer(limits));
 }
+
+}  // namespace test_console_slow_clients

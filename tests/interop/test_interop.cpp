@@ -12,6 +12,8 @@
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 
+namespace test_interop {
+
 namespace {
 
 // Runs a command, returns its stdout; the test fails on a non-zero exit.
@@ -168,3 +170,5 @@ TEST_CASE("a queue of C++ and Python entries replays in order: the fast path, th
   dlq::test::RawClient raw(url);
   CHECK(raw.list(prefix + "queue:orders") == expected);
 }
+
+}  // namespace test_interop

@@ -19,6 +19,8 @@
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 
+namespace test_cluster {
+
 using namespace dlq;
 using dlq::test::RawCluster;
 
@@ -433,3 +435,5 @@ TEST_CASE("shared sends from many threads while their slot migrates: each stored
   CHECK(out_of_order == 0);
   CHECK(storage.router().stats().moved > 0);
 }
+
+}  // namespace test_cluster

@@ -29,6 +29,8 @@
 #include "redis/cluster_test_util.hpp"
 #include "support/catch.hpp"
 
+namespace test_cluster_faults {
+
 using namespace dlq;
 using dlq::test::PrivateCluster;
 using std::chrono::milliseconds;
@@ -512,3 +514,5 @@ TEST_CASE("pool_for waits for another thread's map read instead of failing",
   CHECK(failed.load() == 0);
   CHECK(served.load() == 4);
 }
+
+}  // namespace test_cluster_faults

@@ -11,6 +11,8 @@
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 
+namespace test_cluster_stats {
+
 using namespace dlq;
 using dlq::test::RawCluster;
 
@@ -85,3 +87,5 @@ TEST_CASE("stats follow a moved and a migrating slot and read the other masters 
   raw.end_migration(slot, ports[1]);
   check("after the migration");
 }
+
+}  // namespace test_cluster_stats

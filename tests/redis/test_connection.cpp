@@ -12,6 +12,8 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+namespace test_connection {
+
 using namespace dlq;
 using dlq::test::RawClient;
 
@@ -143,3 +145,5 @@ TEST_CASE("a pool whose connections are all busy times out with a typed error",
   CHECK_THROWS_AS(pool.acquire(), timeout_error);
   CHECK(test::elapsed_ms(t0) < 1000);
 }
+
+}  // namespace test_connection

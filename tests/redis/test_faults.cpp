@@ -11,6 +11,8 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+namespace test_faults {
+
 using namespace dlq;
 using dlq::test::RawClient;
 using dlq::test::RedisProcess;
@@ -331,3 +333,5 @@ TEST_CASE("nothing listening: connection_error without outcome_unknown", "[redis
   CHECK_THROWS_AS(RedisListStorage("unix:///nonexistent/redis.sock").size("q", ListKind::dead),
                   connection_error);
 }
+
+}  // namespace test_faults

@@ -13,6 +13,8 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+namespace test_lost_answer_filtered_replay {
+
 using namespace dlq;
 using dlq::test::RawClient;
 using dlq::test::RedisProcess;
@@ -94,3 +96,5 @@ TEST_CASE("a lost answer in a filtered replay; receipt alive or expired", "[redi
     if (!threw) CHECK(raw.strings({"KEYS", "*:receipt:*"}).empty());
   }
 }
+
+}  // namespace test_lost_answer_filtered_replay

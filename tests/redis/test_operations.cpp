@@ -21,6 +21,8 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+namespace test_operations {
+
 using dlq::test::RawClient;
 
 namespace {
@@ -267,3 +269,5 @@ TEST_CASE("the audit stream keeps records by age; its cap's drops are visible",
   CHECK(errors[0].find("[dlq.audit] queue 'orders': 2 audit records younger than the trail's "
                        "max age were removed by its cap") == 0);
 }
+
+}  // namespace test_operations

@@ -13,6 +13,8 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+namespace test_redis_list {
+
 using namespace dlq;
 using dlq::test::RawClient;
 
@@ -616,3 +618,5 @@ TEST_CASE("snapshot bounds: set at the start, lowered by removals, dropped when 
                     Catch::Matchers::Contains("DLQSNAPSHOT"));
   CHECK(f.raw.list(f.dead("orders")).size() == 8);
 }
+
+}  // namespace test_redis_list

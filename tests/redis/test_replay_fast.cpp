@@ -23,6 +23,8 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+namespace test_replay_fast {
+
 using namespace dlq;
 using dlq::test::new_id;
 using dlq::test::RawClient;
@@ -1321,3 +1323,5 @@ TEST_CASE("hostile items after items sharing their head or length: the fast step
   CHECK(taken > 1500);
   CHECK(refused > 1500);
 }
+
+}  // namespace test_replay_fast

@@ -18,6 +18,8 @@
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 
+namespace test_replay_identity {
+
 using namespace dlq;
 using dlq::test::new_id;
 using dlq::test::RawClient;
@@ -492,3 +494,5 @@ TEST_CASE("a storage keyed by job id gets no identity for entries whose id is th
   CHECK(q.replay_all("orders").replayed == 2);
   CHECK(s.identities == std::vector<std::string>{"<none>", "\"" + generated + "\""});
 }
+
+}  // namespace test_replay_identity

@@ -14,6 +14,8 @@
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 
+namespace test_replay_receipts {
+
 using namespace dlq;
 using dlq::test::RawClient;
 
@@ -154,3 +156,5 @@ TEST_CASE("two replayers and a recover() loop on one queue move every entry exac
   CHECK(f.dlq.corrupt_size("orders") == 0);
   CHECK(f.receipts().empty());
 }
+
+}  // namespace test_replay_receipts

@@ -18,6 +18,8 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+namespace test_shared_sends {
+
 using namespace dlq;
 using dlq::test::RawClient;
 using dlq::test::RedisProcess;
@@ -746,3 +748,5 @@ TEST_CASE("shared sends: OOM error replies for some commands of a batch reach th
   CHECK(stored.size() == stored_set.size());
   check_outcomes(stored_set, acknowledged, {}, refused);
 }
+
+}  // namespace test_shared_sends

@@ -19,6 +19,8 @@
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
+namespace test_sigkill {
+
 using namespace dlq;
 using dlq::test::RawClient;
 
@@ -198,3 +200,5 @@ TEST_CASE("kill_mid_replay fails a round whose replayer exited by itself",
   dlq::test::kill_mid_replay({"/bin/sh", "-c", "exit 3"}, raw, "nothing-moves-here", 50000, rng);
   WARN("kill_mid_replay returned after " << dlq::test::elapsed_ms(t0) << " ms");
 }
+
+}  // namespace test_sigkill

@@ -6,6 +6,8 @@
 #include "support/redis_process.hpp"
 #include "support/source_worker_sigkill.hpp"
 
+namespace test_source_queue_sigkill {
+
 TEST_CASE("a worker on a Redis source queue killed with SIGKILL mid-job loses no job",
           "[redis][source][sigkill]") {
   dlq::test::RedisProcess server;
@@ -20,3 +22,5 @@ TEST_CASE("a worker on a Redis source queue killed with SIGKILL mid-job loses no
     return std::vector<std::string>{DLQ_SOURCE_WORKER_CHILD, server.url(), prefix, consumer};
   });
 }
+
+}  // namespace test_source_queue_sigkill
