@@ -619,4 +619,51 @@ TEST_CASE("snapshot bounds: set at the start, lowered by removals, dropped when 
   CHECK(f.raw.list(f.dead("orders")).size() == 8);
 }
 
+TEST_CASE("snapshot bounds: one fast step lowers, refreshes and drops in one commit",
+          "[snapshot]") {
+  Fixture f;
+  // Envelopes whose frame the fast script proves (dlq/redis/scripts/replay_fast.hpp).
+  auto envelope = [](int i) {
+    const std::string id = "00000000-0000-4000-8000-00000000000" + std::to_string(i);
+    std::string head = R"({"payload_bytes":2,"original_payload":{},"id":")" + id +
+                       R"(","queue":"orders","envelope_bytes":)";
+    std::size_t n = head.size() + 4;  // the length field's own digits: fixed point
+    while (head.size() + std::to_string(n).size() + 1 != n)
+      n = head.size() + std::to_string(n).size() + 1;
+    return head + std::to_string(n) + "}";
+  };
+  std::vector<std::string> items;
+  for (int i = 0; i < 5; ++i)
+    items.push_back(envelope(i));
+  f.raw.rpush(f.dead("orders"), items);
+  const std::string runs = f.dead("orders") + ":runs";
+  auto field = [&](const std::string& run) {
+    auto r = f.raw.cmd({"HGET", runs, run});
+    return r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : std::string("none");
+  };
+  RedisListStorage::replay_cursor c;
+  REQUIRE(f.storage.replay_snapshot("orders", c) == 5);
+  const std::string before = field(c.run());
+  f.raw.cmd(
+      {"HSET", runs, "other", "4 99999999999999", "killed", "5 1", "past", "1 99999999999999"});
+  f.raw.cmd({"PEXPIRE", runs, "50"});  // the step keeps the hash alive receipt_ttl
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const FastStep step = f.storage.replay_fast("orders", c, 2, "", false);
+  CHECK(step.moved == 2);
+  CHECK(f.raw.list(f.source("orders")) == std::vector<std::string>{"{}", "{}"});  // payloads
+  const std::string own = field(c.run());
+  CHECK(own.substr(0, own.find(' ')) == "3");        // lowered by the move
+  CHECK(std::stoll(own.substr(own.find(' ') + 1)) >  // and its deadline refreshed
+        std::stoll(before.substr(before.find(' ') + 1)));
+  CHECK(field("other") == "2 99999999999999");
+  CHECK(field("past") == "0 99999999999999");
+  CHECK(field("killed") == "none");  // past its deadline: dropped
+  CHECK(f.raw.cmd({"PTTL", runs})->integer > 1000);
+  // A run whose field is gone is refused by the fast step, having moved nothing.
+  f.raw.cmd({"HDEL", runs, c.run()});
+  CHECK_THROWS_WITH(f.storage.replay_fast("orders", c, 2, "", false),
+                    Catch::Matchers::Contains("DLQSNAPSHOT"));
+  CHECK(f.raw.list(f.dead("orders")).size() == 3);
+}
+
 }  // namespace test_redis_list

@@ -122,9 +122,11 @@ namespace dlq::redis::scripts {
 /// destination with the items still in the dead list: a duplicate, never a loss.
 inline constexpr auto replay_fast_text = detail::join(snapshot_functions, R"lua(
 local dead, dest = KEYS[1], KEYS[2]
-local lim = math.huge
+local lim, runs, ttl = math.huge, nil, tonumber(ARGV[7])
 if ARGV[6] ~= '' then
-  lim = dlq_bound(KEYS[3], ARGV[6], tonumber(ARGV[7]))
+  -- Read once: the bound now, its deadline and the move's lowering written back at the end.
+  runs = dlq_runs(KEYS[3])
+  lim = dlq_find(runs, ARGV[6])
   if lim == nil then return dlq_gone(KEYS[3]) end
 end
 local max, budget = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -183,6 +185,7 @@ while more and at < lim do
         break
       end
     elseif follows and m == 0 and unprovable == 0 then
+      if runs then dlq_commit(KEYS[3], runs, ARGV[6], ttl, nil, 0) end
       return {0, 1, ids, rest}
     else
       unprovable = unprovable + 1
@@ -207,8 +210,10 @@ end
 for i = 1, m, 1000 do
   redis.call('RPUSH', dest, unpack(out, i, math.min(i + 999, m)))
 end
-if m > 0 then
-  redis.call('LTRIM', dead, m, -1)
+if m > 0 then redis.call('LTRIM', dead, m, -1) end
+if runs then
+  dlq_commit(KEYS[3], runs, ARGV[6], ttl, nil, m)
+elseif m > 0 then
   dlq_removed(KEYS[3], nil, m)
 end
 return {m, unprovable, ids, rest}

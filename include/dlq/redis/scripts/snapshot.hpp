@@ -68,25 +68,45 @@ inline std::string runs_key(std::string_view dead) {
 }
 
 /// The Lua functions the scripts share (prepended to each one):
-///   dlq_removed(runs, at, head): items left the dead list — at the 0-based positions in
-///     `at` (ascending, as they were before the removal; nil = none) and the first `head`;
-///     lowers every run's bound by the removed items below it, drops runs past their deadline.
-///   dlq_bound(runs, run, ttl): the run's bound (nil when it has none), its deadline moved to
-///     ttl ms from now and the hash kept alive that long.
+///   dlq_runs(runs): the runs hash as HGETALL returns it (read once per script).
+///   dlq_find(all, run): the run's bound in what dlq_runs read (nil when it has none).
+///   dlq_commit(runs, all, run, ttl, at, head): writes back what dlq_runs read (`all`, with
+///     nothing written to the hash since) — items left the dead list at the 0-based positions
+///     in `at` (ascending, as they were before the removal; nil = none) and the first `head`:
+///     every run's bound is lowered by the removed items below it, runs past their deadline
+///     are dropped, and when `run` is given its deadline moves to ttl ms from now and the hash
+///     is kept alive that long. One TIME, one HSET (and an HDEL when runs expired), PTTL.
+///   dlq_removed(runs, at, head): dlq_commit of a fresh read, for no run.
+///   dlq_bound(runs, run, ttl): the run's bound (nil when it has none), its deadline moved.
 ///   dlq_gone(runs): the DLQSNAPSHOT error reply.
+/// A script that both reads its bound and removes items reads the hash once and commits once
+/// (the fast step: HGETALL, TIME, HSET, PTTL, PEXPIRE per batch, not nine commands).
 inline constexpr char snapshot_functions[] = R"lua(
 local function dlq_now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function dlq_removed(runs, at, head)
-  if redis.call('EXISTS', runs) == 0 then return end
-  local all, now = redis.call('HGETALL', runs), dlq_now()
+local function dlq_runs(runs)
+  return redis.call('HGETALL', runs)
+end
+local function dlq_find(all, run)
   for i = 1, #all, 2 do
+    if all[i] == run then return tonumber(string.match(all[i + 1], '^(%d+) ')) end
+  end
+  return nil
+end
+local function dlq_commit(runs, all, run, ttl, at, head)
+  if #all == 0 then return end
+  local now, set, drop = dlq_now(), {}, {}
+  for i = 1, #all, 2 do
+    local f = all[i]
     local b, t = string.match(all[i + 1], '^(%d+) (%d+)$')
+    if f == run then
+      b, t = string.match(all[i + 1], '^(%d+) '), now + ttl
+    end
     b = tonumber(b)
     if b == nil or tonumber(t) < now then
-      redis.call('HDEL', runs, all[i])
+      drop[#drop + 1] = f
     else
       local n = head
       if at then
@@ -94,18 +114,23 @@ local function dlq_removed(runs, at, head)
           if at[j] < b then n = n + 1 else break end
         end
       end
-      if n > 0 and b > 0 then
-        redis.call('HSET', runs, all[i], math.max(0, b - n) .. ' ' .. t)
+      if (n > 0 and b > 0) or f == run then
+        set[#set + 1] = f
+        set[#set + 1] = math.max(0, b - n) .. ' ' .. t
       end
     end
   end
+  if #drop > 0 then redis.call('HDEL', runs, unpack(drop)) end
+  if #set > 0 then redis.call('HSET', runs, unpack(set)) end
+  if run and redis.call('PTTL', runs) < ttl then redis.call('PEXPIRE', runs, ttl) end
+end
+local function dlq_removed(runs, at, head)
+  dlq_commit(runs, dlq_runs(runs), nil, 0, at, head)
 end
 local function dlq_bound(runs, run, ttl)
-  local v = redis.call('HGET', runs, run)
-  local b = v and tonumber(string.match(v, '^(%d+) '))
-  if not b then return nil end
-  redis.call('HSET', runs, run, b .. ' ' .. (dlq_now() + ttl))
-  if redis.call('PTTL', runs) < ttl then redis.call('PEXPIRE', runs, ttl) end
+  local all = dlq_runs(runs)
+  local b = dlq_find(all, run)
+  if b then dlq_commit(runs, all, run, ttl, nil, 0) end
   return b
 end
 local function dlq_gone(runs)
