@@ -442,7 +442,9 @@ TEST_CASE("answers their peers do not read are held up to a bound in all") {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   c = s.server.counts();
-  INFO("connections open holding an 8 MiB answer their peer does not read: " << c.open);
+  INFO("connections open holding an 8 MiB answer their peer does not read: "
+       << c.open << " (busy " << c.busy << ", waiting " << c.waiting << ", answers dropped "
+       << c.responses_dropped << ", bytes held " << c.unsent_bytes << ")");
   CHECK(c.open <= 64 / 8 + 1);  // at least one answer is kept, whatever its size
 }
 
@@ -662,6 +664,18 @@ TEST_CASE("admit_connection: caps per client, in all, and the room kept for the 
   CHECK_THROWS_AS(dlq::http::GuardedServer(limits), dlq::invalid_argument);
   limits.local_reserve = 15;
   CHECK_NOTHROW(dlq::http::GuardedServer(limits));
+}
+
+TEST_CASE("keep_unsent: a bound on answers held in all, one always, the host's regardless") {
+  using dlq::http::detail::keep_unsent;
+  // held, size, local, max_unsent
+  CHECK(keep_unsent(0, 100, false, 64));  // the first answer, whatever its size
+  CHECK(keep_unsent(32, 32, false, 64));
+  CHECK_FALSE(keep_unsent(33, 32, false, 64));
+  CHECK_FALSE(keep_unsent(100, 1, false, 64));  // over already (the first was larger)
+  CHECK(keep_unsent(100, 1, true, 64));         // 127.0.0.1, ::1
+  CHECK(keep_unsent(100, 1, false, 0));         // 0: no bound
+  CHECK_FALSE(keep_unsent(1, std::size_t(-1), false, 64));
 }
 
 }  // namespace test_console_slow_clients
