@@ -400,6 +400,54 @@ TEST_CASE("peers that never read their answers from 4 addresses do not starve an
   CHECK(worst < prompt);
 }
 
+TEST_CASE("answers their peers do not read are held up to a bound in all") {
+  // Default limits. Two addresses open 16 connections each (their cap) with a small receive
+  // buffer, ask for an 8 MiB answer and read nothing: 256 MiB if every answer were kept for
+  // its peer, as 496 such peers would keep 496 API pages (about 580 MiB of RSS for 2.2 MB
+  // /api/entry answers in dlqctl serve). The server keeps ServerLimits::max_unsent_bytes
+  // (64 MiB) of answers not yet sent and closes the connections of the answers over it.
+  Served s(with_token());
+  std::atomic<int> handled{0};
+  s.server.Get("/big", [&handled](const httplib::Request&, httplib::Response& r) {
+    r.set_content(std::string(std::size_t{8} << 20, 'x'), "text/plain");
+    ++handled;
+  });
+  const std::string request = "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const char* from[] = {"127.0.0.2", "127.0.0.3"};
+  Peers slow;
+  for (const char* address : from)
+    for (int k = 0; k < 16; ++k) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      REQUIRE(fd >= 0);
+      slow.fds.push_back(fd);
+      const int small = 4096;
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      ::inet_pton(AF_INET, address, &local.sin_addr);
+      sockaddr_in remote{};
+      remote.sin_family = AF_INET;
+      remote.sin_port = htons(static_cast<std::uint16_t>(s.port));
+      ::inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr);
+      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
+      REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0);
+      send_all(fd, request);
+    }
+  // Every request handled: its connection with the poller, or closed.
+  const auto until = clock_type::now() + std::chrono::seconds(10);
+  dlq::http::ServerCounts c = s.server.counts();
+  while (clock_type::now() < until && (handled < 32 || c.busy != 0 || c.waiting != c.open)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    c = s.server.counts();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  c = s.server.counts();
+  INFO("connections open holding an 8 MiB answer their peer does not read: "
+       << c.open << " (busy " << c.busy << ", waiting " << c.waiting << ", answers dropped "
+       << c.responses_dropped << ", bytes held " << c.unsent_bytes << ")");
+  CHECK(c.open <= 64 / 8 + 1);  // at least one answer is kept, whatever its size
+}
+
 TEST_CASE("requests whose body could hold a worker are answered by the server at once") {
   // With a token, so that the console would otherwise take each request to its handler. Each
   // is answered within 1 s (well below the read timeout of 5 s) and its connection closed.
@@ -616,6 +664,18 @@ TEST_CASE("admit_connection: caps per client, in all, and the room kept for the 
   CHECK_THROWS_AS(dlq::http::GuardedServer(limits), dlq::invalid_argument);
   limits.local_reserve = 15;
   CHECK_NOTHROW(dlq::http::GuardedServer(limits));
+}
+
+TEST_CASE("keep_unsent: a bound on answers held in all, one always, the host's regardless") {
+  using dlq::http::detail::keep_unsent;
+  // held, size, local, max_unsent
+  CHECK(keep_unsent(0, 100, false, 64));  // the first answer, whatever its size
+  CHECK(keep_unsent(32, 32, false, 64));
+  CHECK_FALSE(keep_unsent(33, 32, false, 64));
+  CHECK_FALSE(keep_unsent(100, 1, false, 64));  // over already (the first was larger)
+  CHECK(keep_unsent(100, 1, true, 64));         // 127.0.0.1, ::1
+  CHECK(keep_unsent(100, 1, false, 0));         // 0: no bound
+  CHECK_FALSE(keep_unsent(1, std::size_t(-1), false, 64));
 }
 
 }  // namespace test_console_slow_clients

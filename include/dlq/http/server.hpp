@@ -46,8 +46,9 @@
 ///   once and leaves the rest (the answer is whole in memory already, as httplib's Response)
 ///   to the same thread, which sends it within ServerLimits::request_timeout from the
 ///   handler's end (else the connection is closed) and only then reads the connection's next
-///   request. So peers that never read what they asked for hold memory, one answer per
-///   connection, but no worker.
+///   request. So peers that never read what they asked for hold memory but no worker: at
+///   most ServerLimits::max_unsent_bytes of answers in all (plus those of 127.0.0.1 and ::1);
+///   a connection whose answer would go over it is closed, its answer dropped.
 /// - Each client address (IPv6: each /64) may hold at most
 ///   ServerLimits::max_connections_per_client connections; more are answered 503 and closed
 ///   at once. At most ServerLimits::max_busy_per_client of its requests are handled at once;
@@ -258,6 +259,8 @@ class GuardedServer : public httplib::Server {
       out.heads_too_large += heads_too_large_;
       out.bodies_late += bodies_late_;
       out.responses_late += responses_late_;
+      out.responses_dropped += responses_dropped_;
+      out.unsent_bytes += unsent_;
       out.requests_refused += requests_refused_;
     }
 
@@ -278,9 +281,16 @@ class GuardedServer : public httplib::Server {
       ::close(c.fd);
       c.fd = -1;
       --open_;
+      release_locked(c);
       auto it = per_client_.find(c.client);
       if (it != per_client_.end() && --it->second.open == 0 && it->second.busy == 0)
         per_client_.erase(it);
+    }
+
+    // The answer of `c` is sent (or dropped): its bytes no longer count as held.
+    void release_locked(connection& c) {
+      unsent_ -= c.held;
+      c.held = 0;
     }
 
     enum class head_state { waiting, ready, closed, too_large, refused };
@@ -424,10 +434,13 @@ class GuardedServer : public httplib::Server {
         close_locked(*c);
         return nullptr;
       }
-      if (gone || c->close_after) {
+      {
         std::lock_guard<std::mutex> lock(m_);
-        close_locked(*c);
-        return nullptr;
+        if (gone || c->close_after) {
+          close_locked(*c);
+          return nullptr;
+        }
+        release_locked(*c);
       }
       c->deadline = now + lim_.head_timeout;
       const head_state st = classify(*c, now);  // the next request may be read already
@@ -531,7 +544,13 @@ class GuardedServer : public httplib::Server {
           --busy_;
           auto it = per_client_.find(c->client);
           if (it != per_client_.end()) --it->second.busy;
-          if (!stopping_ && (keep || c->writing())) {  // the poller sends the rest, if any
+          const bool kept = !c->writing() || detail::keep_unsent(unsent_, c->out.size(),
+                                                                 detail::local_address(c->ip),
+                                                                 lim_.max_unsent_bytes);
+          if (!kept) ++responses_dropped_;
+          if (!stopping_ && kept && (keep || c->writing())) {  // the poller sends the rest
+            c->held = c->writing() ? c->out.size() : 0;
+            unsent_ += c->held;
             c->close_after = !keep;
             c->deadline = clock::now() + (c->writing() ? lim_.request_timeout : lim_.head_timeout);
             incoming_.push_back(std::move(c));
@@ -584,6 +603,8 @@ class GuardedServer : public httplib::Server {
     std::uint64_t heads_too_large_ = 0;
     std::uint64_t bodies_late_ = 0;
     std::uint64_t responses_late_ = 0;
+    std::uint64_t responses_dropped_ = 0;
+    std::size_t unsent_ = 0;  // bytes of answers held for peers (ServerLimits::max_unsent_bytes)
     std::uint64_t requests_refused_ = 0;
     std::thread poller_;
     std::vector<std::thread> workers_;
@@ -617,6 +638,7 @@ class GuardedServer : public httplib::Server {
       s_.totals_.heads_too_large += c.heads_too_large;
       s_.totals_.bodies_late += c.bodies_late;
       s_.totals_.responses_late += c.responses_late;
+      s_.totals_.responses_dropped += c.responses_dropped;
       s_.totals_.requests_refused += c.requests_refused;
       s_.engine_.reset();
     }

@@ -78,6 +78,15 @@ inline bool local_address(std::string_view ip) {
   return ip == "127.0.0.1" || ip == "::1";
 }
 
+// Whether an answer of `size` bytes the socket did not take at once is kept for the poller
+// to send, with `held` bytes of such answers kept already; `local`: its peer is 127.0.0.1 or
+// ::1. Else its connection is closed and the answer dropped. At least one answer is always
+// kept, whatever its size, and the host's own are not counted against the bound: addresses
+// that do not read cannot make an operator's page fail. `max_unsent` 0: no bound. I/O-free.
+inline bool keep_unsent(std::size_t held, std::size_t size, bool local, std::size_t max_unsent) {
+  return max_unsent == 0 || local || held == 0 || (held <= max_unsent && size <= max_unsent - held);
+}
+
 // What the poller does with a request once its head (request line and headers, ending in
 // an empty line) has arrived: read `body` more bytes and then hand the request to a worker,
 // or answer `status` itself and close (a request that can never be served, or whose body
@@ -231,6 +240,7 @@ struct guarded_connection {
   bool close_after = false;  // close once out is sent (else read the next request)
   server_clock::time_point deadline;
   std::size_t requests = 0;  // served on this connection
+  std::size_t held = 0;      // bytes of `out` counted against ServerLimits::max_unsent_bytes
 
   // True while part of an answer is still to be sent.
   bool writing() const noexcept { return out_off < out.size(); }

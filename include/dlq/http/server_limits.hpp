@@ -41,6 +41,12 @@ struct ServerLimits {
   /// other addresses, however many, get 503 once max_connections - local_reserve are open.
   /// Must be less than max_connections. 0 = none. Default 16.
   std::size_t local_reserve = 16;
+  /// Bytes of answers their peers have not taken yet, held in all (a peer that does not read
+  /// would otherwise keep one whole answer per connection, up to max_connections of them). An
+  /// answer that would go over it is dropped: its connection is closed. At least one answer
+  /// is always held, and those of 127.0.0.1 and ::1 are held regardless (at most
+  /// max_connections_per_client of them). 0 = no bound. Default 64 MiB.
+  std::size_t max_unsent_bytes = std::size_t{64} << 20;
 };
 
 /// What a GuardedServer is doing and has refused, for monitoring and tests.
@@ -54,6 +60,10 @@ struct ServerCounts {
   std::uint64_t bodies_late = 0;      ///< connections closed for a late request body, in all
   /// connections closed because the peer did not read its answer within request_timeout
   std::uint64_t responses_late = 0;
+  /// connections closed because their answer would have held more than max_unsent_bytes
+  std::uint64_t responses_dropped = 0;
+  /// bytes of answers held now for peers that have not taken them yet
+  std::size_t unsent_bytes = 0;
   /// requests answered by the server itself (400, 411, 413: see the file comment), in all
   std::uint64_t requests_refused = 0;
 };
