@@ -33,10 +33,13 @@ using clock_type = std::chrono::steady_clock;
 const std::string token = "slow-clients-test-token-0123456789";
 
 // A TCP connection to 127.0.0.1:port from `from` (any 127.x.y.z: Linux routes the whole of
-// 127.0.0.0/8 to loopback); -1 when it cannot connect.
-int connect_from(const char* from, int port) {
+// 127.0.0.0/8 to loopback); -1 when it cannot connect. A `receive_buffer` other than 0 is
+// set before connecting (a peer that reads nothing then takes little of an answer).
+int connect_from(const char* from, int port, int receive_buffer = 0) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
+  if (receive_buffer != 0)
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
   sockaddr_in local{};
   local.sin_family = AF_INET;
   ::inet_pton(AF_INET, from, &local.sin_addr);
@@ -376,20 +379,9 @@ TEST_CASE("peers that never read their answers from 4 addresses do not starve an
   Peers slow;
   for (const char* address : from)
     for (int k = 0; k < 4; ++k) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      const int fd = connect_from(address, s.port, 4096);
       REQUIRE(fd >= 0);
       slow.fds.push_back(fd);
-      const int small = 4096;
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-      sockaddr_in local{};
-      local.sin_family = AF_INET;
-      ::inet_pton(AF_INET, address, &local.sin_addr);
-      sockaddr_in remote{};
-      remote.sin_family = AF_INET;
-      remote.sin_port = htons(static_cast<std::uint16_t>(s.port));
-      ::inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr);
-      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
-      REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0);
       send_all(fd, requests);
     }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -417,20 +409,9 @@ TEST_CASE("answers their peers do not read are held up to a bound in all") {
   Peers slow;
   for (const char* address : from)
     for (int k = 0; k < 16; ++k) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      const int fd = connect_from(address, s.port, 4096);
       REQUIRE(fd >= 0);
       slow.fds.push_back(fd);
-      const int small = 4096;
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-      sockaddr_in local{};
-      local.sin_family = AF_INET;
-      ::inet_pton(AF_INET, address, &local.sin_addr);
-      sockaddr_in remote{};
-      remote.sin_family = AF_INET;
-      remote.sin_port = htons(static_cast<std::uint16_t>(s.port));
-      ::inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr);
-      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
-      REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0);
       send_all(fd, request);
     }
   // Every request handled: its connection with the poller, or closed.
