@@ -297,6 +297,41 @@ TEST_CASE("addresses that fill max_connections leave room for an operator on 127
   CHECK(answer_of(fifth.fds[0], std::chrono::seconds(2)).rfind("HTTP/1.1 503 ", 0) == 0);
 }
 
+TEST_CASE("a flood of queued requests from 31 addresses does not delay 127.0.0.1's") {
+  // Default limits: 31 addresses (127.0.0.2 to .32) at their cap of 16 connections fill the
+  // 496 connections other addresses may use, each connection with requests sent back to back
+  // for a handler that takes 100 ms: every worker is busy and about 480 requests wait. An
+  // operator's request from 127.0.0.1 must not wait behind them all (496 * 100 ms / 16
+  // workers: 3 s); answers are small, so the peers' receive buffers take them unread.
+  Served s(with_token());
+  s.server.set_keep_alive_max_count(100);
+  s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  s.server.Get("/work", [](const httplib::Request&, httplib::Response& r) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    r.set_content("done", "text/plain");
+  });
+  std::string requests;
+  for (int i = 0; i < 40; ++i)
+    requests += "GET /work HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  Peers flood;
+  for (int a = 2; a <= 32; ++a) {
+    const std::string address = "127.0.0." + std::to_string(a);
+    for (int k = 0; k < 16; ++k) {
+      const int fd = connect_from(address.c_str(), s.port);
+      REQUIRE(fd >= 0);
+      flood.fds.push_back(fd);
+      send_all(fd, requests);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto counts = s.server.counts();
+  const auto worst = slowest_round(s.port, std::chrono::seconds(2));
+  INFO("flood connections open: " << counts.open << ", busy " << counts.busy);
+  INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
+  CHECK(counts.refused == 0);
+  CHECK(worst < prompt);
+}
+
 TEST_CASE("request_timeout bounds the peer's reading and writing, not the handler's work") {
   dlq::http::ServerLimits limits;
   limits.request_timeout = std::chrono::milliseconds(500);
