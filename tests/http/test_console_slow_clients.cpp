@@ -682,6 +682,48 @@ TEST_CASE("admit_connection: caps per client, in all, and the room kept for the 
   CHECK_NOTHROW(dlq::http::GuardedServer(limits));
 }
 
+TEST_CASE("pick_ready: the host's requests first, at most local_overtakes in a row") {
+  // A queue of ready requests, oldest first: 'L' from the host, 'o' from another address,
+  // lower case when its client may have one more handled, upper case when it may not.
+  struct Queue {
+    std::string q;
+    std::size_t overtakes = 0;
+    std::size_t max = 2;
+    char take() {  // what a free worker takes ('-': nothing), removed from the queue
+      const auto local = [this](std::size_t i) { return q[i] == 'l' || q[i] == 'L'; };
+      const auto allowed = [this](std::size_t i) { return q[i] == 'l' || q[i] == 'o'; };
+      const std::size_t i = dlq::http::detail::pick_ready(q.size(), local, allowed, overtakes, max);
+      if (i == q.size()) return '-';
+      const char c = q[i];
+      q.erase(i, 1);
+      return c;
+    }
+    std::string take_all() {
+      std::string out;
+      for (char c = take(); c != '-'; c = take())
+        out += c;
+      return out;
+    }
+  };
+  CHECK(Queue{"oool"}.take_all() == "looo");      // the host's ahead of older requests
+  CHECK(Queue{"ooolll"}.take_all() == "lloloo");  // at most 2 in a row, then the oldest
+  CHECK(Queue{"llloo"}.take_all() == "llloo");    // the host's own turn overtakes nobody
+  CHECK(Queue{"OoL"}.take_all() == "o");          // clients at their busy cap wait
+  CHECK(Queue{"OOO"}.take() == '-');
+  CHECK(Queue{"", 0, 2}.take() == '-');
+  Queue fifo{"oolol", 0, 0};  // 0: first come, first served
+  CHECK(fifo.take_all() == "oolol");
+  // The count goes on across takes: after 2 overtakes the oldest goes first, whenever.
+  Queue q{"ol", 0, 2};
+  CHECK(q.take() == 'l');
+  q.q += "l";
+  CHECK(q.take() == 'l');
+  q.q += "l";
+  CHECK(q.take() == 'o');
+  CHECK(q.overtakes == 0);
+  CHECK(dlq::http::ServerLimits{}.local_overtakes == 8);
+}
+
 TEST_CASE("keep_unsent: a bound on answers held in all, one always, the host's regardless") {
   using dlq::http::detail::keep_unsent;
   // held, size, local, max_unsent
