@@ -297,6 +297,41 @@ TEST_CASE("addresses that fill max_connections leave room for an operator on 127
   CHECK(answer_of(fifth.fds[0], std::chrono::seconds(2)).rfind("HTTP/1.1 503 ", 0) == 0);
 }
 
+TEST_CASE("a flood of queued requests from 31 addresses does not delay 127.0.0.1's") {
+  // Default limits: 31 addresses (127.0.0.2 to .32) at their cap of 16 connections fill the
+  // 496 connections other addresses may use, each connection with requests sent back to back
+  // for a handler that takes 100 ms: every worker is busy and about 480 requests wait. An
+  // operator's request from 127.0.0.1 must not wait behind them all (496 * 100 ms / 16
+  // workers: 3 s); answers are small, so the peers' receive buffers take them unread.
+  Served s(with_token());
+  s.server.set_keep_alive_max_count(100);
+  s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  s.server.Get("/work", [](const httplib::Request&, httplib::Response& r) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    r.set_content("done", "text/plain");
+  });
+  std::string requests;
+  for (int i = 0; i < 40; ++i)
+    requests += "GET /work HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  Peers flood;
+  for (int a = 2; a <= 32; ++a) {
+    const std::string address = "127.0.0." + std::to_string(a);
+    for (int k = 0; k < 16; ++k) {
+      const int fd = connect_from(address.c_str(), s.port);
+      REQUIRE(fd >= 0);
+      flood.fds.push_back(fd);
+      send_all(fd, requests);
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto counts = s.server.counts();
+  const auto worst = slowest_round(s.port, std::chrono::seconds(2));
+  INFO("flood connections open: " << counts.open << ", busy " << counts.busy);
+  INFO("slowest /healthz or /api/queues from 127.0.0.1: " << worst.count() << " ms");
+  CHECK(counts.refused == 0);
+  CHECK(worst < prompt);
+}
+
 TEST_CASE("request_timeout bounds the peer's reading and writing, not the handler's work") {
   dlq::http::ServerLimits limits;
   limits.request_timeout = std::chrono::milliseconds(500);
@@ -645,6 +680,48 @@ TEST_CASE("admit_connection: caps per client, in all, and the room kept for the 
   CHECK_THROWS_AS(dlq::http::GuardedServer(limits), dlq::invalid_argument);
   limits.local_reserve = 15;
   CHECK_NOTHROW(dlq::http::GuardedServer(limits));
+}
+
+TEST_CASE("pick_ready: the host's requests first, at most local_overtakes in a row") {
+  // A queue of ready requests, oldest first: 'L' from the host, 'o' from another address,
+  // lower case when its client may have one more handled, upper case when it may not.
+  struct Queue {
+    std::string q;
+    std::size_t overtakes = 0;
+    std::size_t max = 2;
+    char take() {  // what a free worker takes ('-': nothing), removed from the queue
+      const auto local = [this](std::size_t i) { return q[i] == 'l' || q[i] == 'L'; };
+      const auto allowed = [this](std::size_t i) { return q[i] == 'l' || q[i] == 'o'; };
+      const std::size_t i = dlq::http::detail::pick_ready(q.size(), local, allowed, overtakes, max);
+      if (i == q.size()) return '-';
+      const char c = q[i];
+      q.erase(i, 1);
+      return c;
+    }
+    std::string take_all() {
+      std::string out;
+      for (char c = take(); c != '-'; c = take())
+        out += c;
+      return out;
+    }
+  };
+  CHECK(Queue{"oool"}.take_all() == "looo");      // the host's ahead of older requests
+  CHECK(Queue{"ooolll"}.take_all() == "lloloo");  // at most 2 in a row, then the oldest
+  CHECK(Queue{"llloo"}.take_all() == "llloo");    // the host's own turn overtakes nobody
+  CHECK(Queue{"OoL"}.take_all() == "o");          // clients at their busy cap wait
+  CHECK(Queue{"OOO"}.take() == '-');
+  CHECK(Queue{"", 0, 2}.take() == '-');
+  Queue fifo{"oolol", 0, 0};  // 0: first come, first served
+  CHECK(fifo.take_all() == "oolol");
+  // The count goes on across takes: after 2 overtakes the oldest goes first, whenever.
+  Queue q{"ol", 0, 2};
+  CHECK(q.take() == 'l');
+  q.q += "l";
+  CHECK(q.take() == 'l');
+  q.q += "l";
+  CHECK(q.take() == 'o');
+  CHECK(q.overtakes == 0);
+  CHECK(dlq::http::ServerLimits{}.local_overtakes == 8);
 }
 
 TEST_CASE("keep_unsent: a bound on answers held in all, one always, the host's regardless") {

@@ -55,7 +55,9 @@
 ///   its others wait for their turn without holding a worker, so the workers stay free for
 ///   other addresses. ServerLimits::max_connections bounds all connections together, of
 ///   which ServerLimits::local_reserve only 127.0.0.1 and ::1 may use: addresses at their
-///   cap, however many, cannot lock an operator on the host out.
+///   cap, however many, cannot lock an operator on the host out. Nor can their queued
+///   requests keep it waiting: a free worker takes the host's ahead of older ones, at most
+///   ServerLimits::local_overtakes in a row (detail::pick_ready).
 ///
 /// Everything else is httplib::Server's: routes, error handlers, set_payload_max_length,
 /// and set_keep_alive_max_count. Not used: set_read_timeout and set_write_timeout (the
@@ -516,18 +518,23 @@ class GuardedServer : public httplib::Server {
       }
     }
 
-    // The first ready connection whose client may have one more request handled.
+    // The ready connection a free worker takes (detail::pick_ready): the oldest whose client
+    // may have one more request handled, or one of the host's ahead of it.
     bool take_locked(conn_ptr& out) {
-      for (auto it = ready_.begin(); it != ready_.end(); ++it) {
-        per_client& pc = per_client_[(*it)->client];
-        if (lim_.max_busy_per_client != 0 && pc.busy >= lim_.max_busy_per_client) continue;
-        ++pc.busy;
-        ++busy_;
-        out = std::move(*it);
-        ready_.erase(it);
-        return true;
-      }
-      return false;
+      const auto allowed = [this](std::size_t i) {
+        const auto it = per_client_.find(ready_[i]->client);
+        return lim_.max_busy_per_client == 0 || it == per_client_.end() ||
+               it->second.busy < lim_.max_busy_per_client;
+      };
+      const auto local = [this](std::size_t i) { return detail::local_address(ready_[i]->ip); };
+      const std::size_t i =
+          detail::pick_ready(ready_.size(), local, allowed, overtakes_, lim_.local_overtakes);
+      if (i == ready_.size()) return false;
+      ++per_client_[ready_[i]->client].busy;
+      ++busy_;
+      out = std::move(ready_[i]);
+      ready_.erase(ready_.begin() + static_cast<std::ptrdiff_t>(i));
+      return true;
     }
 
     void work_loop() {
@@ -598,6 +605,7 @@ class GuardedServer : public httplib::Server {
     std::size_t open_ = 0;
     std::size_t waiting_ = 0;
     std::size_t busy_ = 0;
+    std::size_t overtakes_ = 0;  // host's requests taken in a row ahead of others' (pick_ready)
     std::uint64_t refused_ = 0;
     std::uint64_t head_timeouts_ = 0;
     std::uint64_t heads_too_large_ = 0;

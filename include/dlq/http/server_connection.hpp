@@ -78,6 +78,30 @@ inline bool local_address(std::string_view ip) {
   return ip == "127.0.0.1" || ip == "::1";
 }
 
+// Which of `n` ready requests (oldest first) a free worker takes; `n` when none may be.
+// `allowed(i)`: request i's client is below max_busy_per_client; `local(i)`: it comes from
+// 127.0.0.1 or ::1 (an operator on the host). The oldest allowed request of the host is taken
+// ahead of older ones of other addresses, so that a flood of queued requests cannot keep an
+// operator waiting; but at most `max_overtakes` times in a row (ServerLimits::local_overtakes,
+// counted in `overtakes`): then the oldest allowed request is taken, whoever sent it, so the
+// host cannot starve others either. 0: first come, first served. I/O-free.
+template <class Local, class Allowed>
+std::size_t pick_ready(std::size_t n, Local local, Allowed allowed, std::size_t& overtakes,
+                       std::size_t max_overtakes) {
+  std::size_t oldest = 0;
+  while (oldest < n && !allowed(oldest))
+    ++oldest;
+  if (oldest == n) return n;
+  if (!local(oldest) && overtakes < max_overtakes)
+    for (std::size_t i = oldest + 1; i < n; ++i)
+      if (local(i) && allowed(i)) {
+        ++overtakes;
+        return i;
+      }
+  overtakes = 0;  // nobody overtaken
+  return oldest;
+}
+
 // Whether an answer of `size` bytes the socket did not take at once is kept for the poller
 // to send, with `held` bytes of such answers kept already; `local`: its peer is 127.0.0.1 or
 // ::1. Else its connection is closed and the answer dropped. At least one answer is always

@@ -41,6 +41,12 @@ struct ServerLimits {
   /// other addresses, however many, get 503 once max_connections - local_reserve are open.
   /// Must be less than max_connections. 0 = none. Default 16.
   std::size_t local_reserve = 16;
+  /// Requests of 127.0.0.1 and ::1 (an operator on the host) a free worker may take in a row
+  /// ahead of older requests of other addresses; then it takes the oldest one, whoever sent
+  /// it. So a flood of requests queued by other addresses delays an operator's request by at
+  /// most one handler's time, and the host cannot starve the others (they get at least one
+  /// worker in local_overtakes + 1 while both wait). 0 = first come, first served. Default 8.
+  std::size_t local_overtakes = 8;
   /// Bytes of answers their peers have not taken yet, held in all (a peer that does not read
   /// would otherwise keep one whole answer per connection, up to max_connections of them). An
   /// answer that would go over it is dropped: its connection is closed. At least one answer
