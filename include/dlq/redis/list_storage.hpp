@@ -134,6 +134,23 @@ struct RedisListOptions {
   /// dlq/redis/audit_stream.hpp) keeps its records. Default: 90 days, at most 1 000 000
   /// records per queue.
   AuditRetention audit_retention;
+  /// Replica-acknowledged writes (docs/redis.md, "Replica-acknowledged writes"): how many
+  /// replicas must confirm every write that stores, moves or removes entries — push and its
+  /// variants, push_many, each replay or discard step (fast path included), remove, purge —
+  /// before it is reported done. The write is followed by `WAIT replicas_to_ack
+  /// replica_ack_timeout` in the same pipeline (no extra round trip). When fewer replicas
+  /// confirm in time the call throws dlq::replication_error: the write is on the master (not
+  /// undone), with the ids it concerns. Default 0 = off (no WAIT is sent). Not supported yet
+  /// on Redis Cluster (the first operation throws dlq::invalid_argument) nor by
+  /// dlq::asio::RedisListStorage (its constructor throws). Negative values are refused by the
+  /// constructor (dlq::invalid_argument).
+  int replicas_to_ack = 0;
+  /// How long the master waits for the replicas to confirm a write (WAIT's timeout), used
+  /// when replicas_to_ack > 0. A write then takes up to this long more when replicas lag or
+  /// are down. Default 500 ms. Must be more than 0 (WAIT 0 would wait forever) and less than
+  /// the connection's command_timeout (else the socket would time out first and the write's
+  /// outcome become unknown); the constructor throws dlq::invalid_argument otherwise.
+  std::chrono::milliseconds replica_ack_timeout{500};
 };
 
 namespace detail {
