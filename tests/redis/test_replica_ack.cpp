@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -242,15 +243,33 @@ TEST_CASE("replica_ack: replay, discard and remove stop with the ids they moved"
     return ids;
   };
 
+  // The run stops at its first unconfirmed step (the front end's first step takes one
+  // entry and grows from there): the error names exactly the entries that step moved, the
+  // oldest; they are in the source list on the master, the others still in the dead list.
+  auto check_moved = [&](const replication_error& e, const std::vector<std::string>& ids,
+                         bool to_source = true) {
+    INFO("error: " << e.what());
+    for (const auto& id : e.ids())
+      INFO("error's id " << id);
+    INFO("sent " << ids.front() << " ... " << ids.back());
+    REQUIRE_FALSE(e.ids().empty());
+    CHECK(e.entries() == e.ids().size());
+    REQUIRE(e.ids().size() <= ids.size());
+    CHECK(std::equal(e.ids().begin(), e.ids().end(), ids.begin()));
+    const auto left = items(master, dead);
+    CHECK(left.size() == ids.size() - e.ids().size());
+    for (const auto& id : e.ids())
+      CHECK_FALSE(holds(left, id));
+    CHECK(items(master, source).size() == (to_source ? e.ids().size() : 0));
+  };
+
   SECTION("the fast path of replay_all") {
     const auto ids = send_five();
     Frozen frozen(p);
     auto [e, took] = expect_replication_error([&] { dlq.replay_all("orders"); });
     CHECK(took < milliseconds(1500));
-    CHECK(e.ids() == ids);
-    CHECK(e.entries() == 5);
-    CHECK(items(master, dead).empty());
-    CHECK(items(master, source).size() == 5);
+    CHECK(std::string(e.what()).find("fast replay script") != std::string::npos);
+    check_moved(e, ids);
   }
   SECTION("the compare-and-move step (a filtered replay)") {
     const auto ids = send_five();
@@ -258,16 +277,14 @@ TEST_CASE("replica_ack: replay, discard and remove stop with the ids they moved"
     ReplayOptions o;
     o.filter = [](const Entry&) { return true; };
     auto [e, took] = expect_replication_error([&] { dlq.replay("orders", o); });
-    CHECK(e.ids() == ids);
-    CHECK(items(master, dead).empty());
-    CHECK(items(master, source).size() == 5);
+    CHECK(std::string(e.what()).find(": replay script") != std::string::npos);
+    check_moved(e, ids);
   }
   SECTION("discard") {
     const auto ids = send_five();
     Frozen frozen(p);
     auto [e, took] = expect_replication_error([&] { dlq.discard("orders"); });
-    CHECK(e.ids() == ids);
-    CHECK(items(master, dead).empty());
+    check_moved(e, ids, false);
   }
   SECTION("remove") {
     const auto ids = send_five();

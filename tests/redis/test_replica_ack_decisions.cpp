@@ -85,9 +85,9 @@ TEST_CASE("replica_ack decisions: the error says what happened and what to do",
   const std::string what = e.what();
   CHECK(what.rfind("[dlq.redis] 127.0.0.1:6379: RPUSH dlq:{orders}: 2 entries written", 0) == 0);
   CHECK(what.find("confirmed by 0 of 1 replica within 300 ms") != std::string::npos);
-  CHECK(what.find("IS stored on the master") != std::string::npos);
+  CHECK(what.find("IS applied on the master") != std::string::npos);
   CHECK(what.find("(id id-1 and 1 more)") != std::string::npos);
-  CHECK(what.find("do not send it again") != std::string::npos);
+  CHECK(what.find("do not repeat it") != std::string::npos);
   const dlq::storage_error& base = e;  // caught as a storage error too
   CHECK(std::string(base.what()) == what);
 }

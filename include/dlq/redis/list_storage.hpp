@@ -89,6 +89,7 @@
 #include "dlq/policies.hpp"
 #include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
+#include "dlq/redis/detail/replica_ack.hpp"
 #include "dlq/redis/key_pattern.hpp"
 #include "dlq/redis/options.hpp"
 #include "dlq/redis/pool.hpp"
@@ -499,10 +500,42 @@ class RedisListStorage {
   static long long integer_reply(const redis::Reply& r, const std::string& endpoint,
                                  const std::string& doing);
 
+  // ---- replica-acknowledged writes (RedisListOptions::replicas_to_ack; the decisions are
+  // in dlq/redis/detail/replica_ack.hpp) ----
+
+  // What run_shared asks of the replicas: nothing when replicas_to_ack is 0.
+  redis::ConnectionPool::ReplicaAck replica_ack() const noexcept {
+    return {options_.replicas_to_ack, options_.replica_ack_timeout};
+  }
+  // Appends `WAIT replicas_to_ack replica_ack_timeout` to a write's pipeline when
+  // replicas_to_ack > 0 (the same round trip).
+  void add_wait(std::vector<redis::Command>& cmds) const;
+  // `cmds` with add_wait applied.
+  std::vector<redis::Command> waited(std::vector<redis::Command> cmds) const;
+  // The ids of `n` records (those that have one), for a replication_error.
+  static std::vector<std::string> ids_of(const Record* records, std::size_t n);
+  // Takes WAIT's reply (the last) off `replies` when replicas_to_ack > 0; null otherwise.
+  redis::Reply take_wait(std::vector<redis::Reply>& replies) const;
+  // When replicas_to_ack > 0: throws dlq::replication_error unless `wait` (WAIT's reply;
+  // null = not read) says enough replicas have the write `what` of `entries` entries (ids:
+  // those known), applied on the master at `endpoint`.
+  void confirm(const redisReply* wait, const std::string& endpoint, const std::string& what,
+               std::vector<std::string> ids, std::size_t entries) const;
+
   // The router, once the key layout is known to suit the server: in Redis Cluster mode
-  // every pattern must put the queue in a hash tag (one queue = one slot = one node).
+  // every pattern must put the queue in a hash tag (one queue = one slot = one node), and
+  // replica-acknowledged writes are not supported yet.
   redis::Router& routed() {
     redis::Router& r = shared_->router;
+    if (options_.replicas_to_ack > 0 && r.clustered()) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", "RedisListOptions::replicas_to_ack",
+          "the server at " + r.seed().endpoint() +
+              " is a Redis Cluster node; replica-acknowledged writes are not supported on "
+              "Redis Cluster yet (WAIT would have to follow each write to its slot's master, "
+              "through redirections)",
+          "set replicas_to_ack = 0 for a cluster, and min-replicas-to-write on its masters"));
+    }
     if (!untagged_.empty() && r.clustered()) {
       throw dlq::invalid_argument(dlq::detail::message(
           "redis", "RedisListOptions",
@@ -519,9 +552,13 @@ class RedisListStorage {
   // One command per key (make(i) builds command i), pipelined: one pipeline in plain mode;
   // in cluster mode one per master, and a command answered with a redirection (it did not
   // run) is sent again on its own through the router. endpoints[i] = the node that answered.
+  // `waits`, when given, receives the reply of a WAIT that ends each pipeline (add_wait),
+  // with endpoints of their own in `wait_endpoints`.
   template <class Make>
   std::vector<redis::Reply> run_spread(const std::vector<std::string>& keys, redis::Effect effect,
-                                       std::vector<std::string>& endpoints, Make make);
+                                       std::vector<std::string>& endpoints, Make make,
+                                       std::vector<redis::Reply>* waits = nullptr,
+                                       std::vector<std::string>* wait_endpoints = nullptr);
 
   // ---- replay_step: window, plan, encode + apply (the cursor advances in replay_step) ----
 
@@ -551,9 +588,16 @@ class RedisListStorage {
     bool done = false;
     std::optional<std::vector<std::string>> read_ahead;
     std::string receipt;
+    redis::Reply wait;     // WAIT's reply (replicas_to_ack > 0); null when not read
+    std::string endpoint;  // the node that ran the step
   };
 
   StepTarget step_target(std::string_view queue);
+
+  // The ids (as the front end reports them: the stored id, else one derived from the bytes)
+  // of the items `plan` moves, window item `first_item` being the plan's index 0.
+  static std::vector<std::string> moved_ids(const replay_cursor& cursor, std::size_t first_item,
+                                            const ReplayPlan& plan);
 
   // Makes the cursor's window usable: the read-ahead when it is still valid, else a fresh
   // read. False when the head kept changing (the step reports a conflict).

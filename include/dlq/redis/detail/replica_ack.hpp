@@ -102,17 +102,17 @@ inline dlq::replication_error replication_failure(const AckDecision& decision,
   std::string text = std::to_string(entries) + (entries == 1 ? " entry" : " entries") +
                      " written on the master but " + decision.why + " within " +
                      std::to_string(timeout.count()) +
-                     " ms (replicas_to_ack): it IS stored on the master, and is lost only if "
-                     "the master fails before a replica receives it";
+                     " ms (replicas_to_ack): the write IS applied on the master, and is lost "
+                     "only if the master fails before a replica receives it";
   if (!ids.empty()) {
     text += " (id " + ids.front();
     if (ids.size() > 1) text += " and " + std::to_string(ids.size() - 1) + " more";
     text += ")";
   }
   std::string hint =
-      "do not send it again (it would be stored twice); check the replicas (INFO "
-      "replication: link status, lag), keep the job or its ids until they have caught up, or "
-      "raise RedisListOptions::replica_ack_timeout";
+      "do not repeat it (it is applied: a send again would store the entry twice); check the "
+      "replicas (INFO replication: link status, lag), keep the job or the ids until they have "
+      "caught up, or raise RedisListOptions::replica_ack_timeout";
   return dlq::replication_error(
       dlq::detail::message("redis", endpoint, what + ": " + text, hint), std::move(ids),
       entries, wanted, decision.acknowledged, timeout);
