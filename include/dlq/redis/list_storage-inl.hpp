@@ -137,6 +137,30 @@ DLQ_REDIS_INLINE RedisListStorage::RedisListStorage(redis::ConnectionOptions con
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
+DLQ_REDIS_INLINE redis::Router& RedisListStorage::routed() {
+  redis::Router& r = shared_->router;
+  if (options_.replicas_to_ack > 0 && r.clustered()) {
+    throw dlq::invalid_argument(dlq::detail::message(
+        "redis", "RedisListOptions::replicas_to_ack",
+        "the server at " + r.seed().endpoint() +
+            " is a Redis Cluster node; replica-acknowledged writes are not supported on "
+            "Redis Cluster yet (WAIT would have to follow each write to its slot's master, "
+            "through redirections)",
+        "set replicas_to_ack = 0 for a cluster, and min-replicas-to-write on its masters"));
+  }
+  if (!untagged_.empty() && r.clustered()) {
+    throw dlq::invalid_argument(dlq::detail::message(
+        "redis", "RedisListOptions",
+        "the server at " + r.seed().endpoint() + " is a Redis Cluster node, and " + untagged_ +
+            ": a queue's lists would be in different hash slots",
+        "in Redis Cluster every key pattern must put the queue in a hash tag, e.g. dlq:{*}, "
+        "queue:{*} and dlq:{*}:corrupt (the default layout), or all share one fixed tag "
+        "({dlq}:*: every queue on one node); the Python seed's layout dlq:* / queue:* works "
+        "with a single Redis server only"));
+  }
+  return r;
+}
+
 DLQ_REDIS_INLINE std::string RedisListStorage::key(std::string_view queue, ListKind kind) const {
   return kind == ListKind::dead ? dead_.key(queue) : corrupt_.key(queue);
 }
