@@ -13,16 +13,20 @@
 ///         ├── dlq::timeout_error      no answer within the configured timeout
 ///         ├── dlq::protocol_error     the peer sent something that is not its protocol
 ///         ├── dlq::reply_error        the server refused a command (code(): WRONGTYPE, …)
-///         └── dlq::conflict_error     concurrent changes kept an operation from finishing
+///         ├── dlq::conflict_error     concurrent changes kept an operation from finishing
+///         └── dlq::replication_error  written on the master, not confirmed by enough replicas
 ///
 /// Every message has the form `[dlq.<component>] <where>: <what failed>; <what to do>`.
 /// A storage_error raised after a write was sent says so with outcome_unknown(): the write may
 /// or may not have been applied, and the library never retries such a write blindly.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace dlq {
 
@@ -137,6 +141,53 @@ class reply_error : public storage_error {
 class conflict_error : public storage_error {
  public:
   using storage_error::storage_error;
+};
+
+/// A write that dlq::RedisListOptions::replicas_to_ack asked replicas to confirm was applied
+/// on the master, but fewer replicas than wanted confirmed it within the timeout (Redis
+/// `WAIT`). The write is NOT undone and is not unknown: it is on the master, and it is lost
+/// only if the master fails and a replica that never received it is promoted. What to do:
+/// keep the job (or its ids) until the replicas catch up and check again, or accept the
+/// risk; never re-send blindly — the entry is stored already, a re-send stores it twice.
+/// outcome_unknown() is false. A replay or discard stops at the first such step: ids() are
+/// the entries that step moved (they are in their destination on the master).
+class replication_error : public storage_error {
+ public:
+  /// @param ids          ids of the entries written and not confirmed, where known
+  /// @param entries      how many entries the unconfirmed write stored, moved or removed
+  /// @param wanted       replicas asked for (RedisListOptions::replicas_to_ack)
+  /// @param acknowledged replicas that confirmed; -1 when their answer was not received
+  /// @param timeout      how long the master waited for them
+  replication_error(const std::string& message, std::vector<std::string> ids,
+                    std::size_t entries, int wanted, int acknowledged,
+                    std::chrono::milliseconds timeout)
+      : storage_error(message, false),
+        ids_(std::move(ids)),
+        entries_(entries),
+        wanted_(wanted),
+        acknowledged_(acknowledged),
+        timeout_(timeout) {}
+
+  /// Ids of the entries written on the master and not confirmed (in write order), where the
+  /// write knows them: every entry of a send; the entries a replay or discard step moved that
+  /// carry a dlq id (entries written by other programs have none and are only counted).
+  const std::vector<std::string>& ids() const noexcept { return ids_; }
+  /// How many entries the unconfirmed write stored, moved or removed.
+  std::size_t entries() const noexcept { return entries_; }
+  /// How many replicas were asked to confirm the write.
+  int wanted() const noexcept { return wanted_; }
+  /// How many confirmed it in time; -1 when the confirmation itself was not received (the
+  /// connection failed after the write's own answer was read).
+  int acknowledged() const noexcept { return acknowledged_; }
+  /// How long the master waited for the replicas.
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+ private:
+  std::vector<std::string> ids_;
+  std::size_t entries_;
+  int wanted_;
+  int acknowledged_;
+  std::chrono::milliseconds timeout_;
 };
 
 namespace detail {

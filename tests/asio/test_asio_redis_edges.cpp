@@ -489,4 +489,20 @@ TEST_CASE("the asynchronous connection refuses rediss:// instead of connecting i
                   dlq::invalid_argument);
 }
 
+TEST_CASE("replicas_to_ack is refused by the asynchronous storage (not supported yet)",
+          "[asio][redis][replica_ack]") {
+  asio::io_context io;
+  dlq::RedisListOptions o = dlq::test::unique_layout();
+  o.replicas_to_ack = 1;
+  try {
+    dlq::asio::RedisListStorage s(io.get_executor(), dlq::test::shared_redis_url(), o);
+    FAIL("replicas_to_ack = 1 was accepted");
+  } catch (const dlq::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("not supported by dlq::asio::RedisListStorage") !=
+          std::string::npos);
+  }
+  o.replicas_to_ack = 0;
+  CHECK_NOTHROW(dlq::asio::RedisListStorage(io.get_executor(), dlq::test::shared_redis_url(), o));
+}
+
 }  // namespace test_asio_redis_edges

@@ -62,6 +62,25 @@ TEST_CASE("key_slot agrees with CLUSTER KEYSLOT, hash tags included", "[redis][c
   CHECK(redis::crc16("123456789") == 0x31C3);  // the XMODEM check value
 }
 
+TEST_CASE("replicas_to_ack is refused on Redis Cluster before anything is written",
+          "[redis][cluster][replica_ack]") {
+  RawCluster raw;
+  RedisListOptions o = test::unique_layout();
+  o.replicas_to_ack = 1;
+  RedisListStorage storage(test::cluster_url(), o);
+  const std::string envelope = R"({"original_payload":{},"queue":"q","error":"e"})";
+  try {
+    storage.push(Record{"q", {}, {}, envelope});
+    FAIL("a push with replicas_to_ack = 1 was accepted by a cluster");
+  } catch (const dlq::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("not supported on Redis Cluster") != std::string::npos);
+  }
+  CHECK_THROWS_AS(storage.cluster_mode(), dlq::invalid_argument);
+  RedisListOptions off = o;  // the same keys, without the option: nothing was pushed
+  off.replicas_to_ack = 0;
+  CHECK(RedisListStorage(test::cluster_url(), off).size("q", ListKind::dead) == 0);
+}
+
 TEST_CASE("queues on every master: send, batch, sizes, queues and replay across nodes",
           "[redis][cluster]") {
   RawCluster raw;

@@ -64,12 +64,22 @@ class RedisListStorage {
 
   /// Connects lazily to `connection` with the key layout of `options` (only dead_key is
   /// used: the async path pushes and reads dead lists; the pool settings do not apply).
-  /// @throws dlq::invalid_argument when the dead_key pattern does not have exactly one `*`.
+  /// @throws dlq::invalid_argument when the dead_key pattern does not have exactly one `*`,
+  ///         or RedisListOptions::replicas_to_ack is not 0 (not supported here yet).
   RedisListStorage(executor_type executor, redis::ConnectionOptions connection,
                    const RedisListOptions& options = {})
       : dead_(redis::KeyPattern::parse(options.dead_key, "RedisListOptions::dead_key")),
         conn_(std::make_shared<RedisConnection>(std::move(executor), std::move(connection))),
-        link_(RedisClusterRouter::make(conn_)) {}
+        link_(RedisClusterRouter::make(conn_)) {
+    if (options.replicas_to_ack != 0) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "asio", "RedisListOptions::replicas_to_ack",
+          "replica-acknowledged writes are not supported by dlq::asio::RedisListStorage yet "
+          "(its sends do not send WAIT)",
+          "set replicas_to_ack = 0 here and use the blocking dlq::RedisListStorage for "
+          "acknowledged sends, or min-replicas-to-write on the server"));
+    }
+  }
   /// Parses `url` (dlq::redis::parse_url). @throws dlq::invalid_argument for a bad URL.
   RedisListStorage(executor_type executor, std::string_view url,
                    const RedisListOptions& options = {})

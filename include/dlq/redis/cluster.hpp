@@ -232,20 +232,27 @@ class Router {
   struct Answer {
     Reply reply;           ///< the reply; an error reply is returned, not thrown
     std::string endpoint;  ///< "host:port" of the node that answered, for messages
+    /// The reply of the WAIT that followed the command when `ack` asked for one (see
+    /// ConnectionPool::run_shared); null when none was asked or its reply was not read.
+    std::shared_ptr<const Reply> wait;
   };
 
   /// Runs the single command `make()` for `key`'s slot through the pool's
   /// ConnectionPool::run_shared (written together with other threads' concurrent commands to
   /// that node). A redirection (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: nothing was executed) is
   /// followed as run() follows it, with the command built again by `make`.
+  /// `ack` (plain mode only; ignored in cluster mode) makes the command's batch end with a
+  /// WAIT, whose reply the Answer carries.
   /// @throws as run() and ConnectionPool::run_shared.
   template <class Make>
-  Answer run_shared(std::string_view key, Effect effect, Make make) {
+  Answer run_shared(std::string_view key, Effect effect, Make make,
+                    const ConnectionPool::ReplicaAck& ack = {}) {
     ConnectionPool& pool = pool_for(key);
     const Command first = make();
     if (!clustered()) {  // plain: exactly as before
-      Reply r = pool.run_shared(first, effect);
-      return Answer{std::move(r), pool.endpoint()};
+      std::shared_ptr<const Reply> wait;
+      Reply r = pool.run_shared(first, effect, ack, wait);
+      return Answer{std::move(r), pool.endpoint(), std::move(wait)};
     }
     Reply r;
     try {
@@ -258,7 +265,7 @@ class Router {
       throw;
     }
     if (detail::parse_redirect(*r).kind == detail::Redirect::none) {
-      return Answer{std::move(r), pool.endpoint()};
+      return Answer{std::move(r), pool.endpoint(), nullptr};
     }
     std::optional<ConnectionPool::Lease> lease;
     std::vector<Reply> replies = run(lease, key, effect, [&](const std::string&) {
@@ -266,7 +273,7 @@ class Router {
       v.push_back(make());
       return v;
     });
-    return Answer{std::move(replies.front()), (*lease)->endpoint()};
+    return Answer{std::move(replies.front()), (*lease)->endpoint(), nullptr};
   }
 
   /// Redirections followed and maps applied so far.

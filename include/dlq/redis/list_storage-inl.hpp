@@ -25,7 +25,8 @@ template <class Make>
 std::vector<redis::Reply> RedisListStorage::run_spread(const std::vector<std::string>& keys,
                                                        redis::Effect effect,
                                                        std::vector<std::string>& endpoints,
-                                                       Make make) {
+                                                       Make make, std::vector<redis::Reply>* waits,
+                                                       std::vector<std::string>* wait_endpoints) {
   redis::Router& router = routed();
   std::vector<redis::Reply> out(keys.size());
   endpoints.assign(keys.size(), std::string());
@@ -43,8 +44,13 @@ std::vector<redis::Reply> RedisListStorage::run_spread(const std::vector<std::st
     cmds.reserve(indexes.size());
     for (const std::size_t i : indexes)
       cmds.push_back(make(i));
+    if (waits != nullptr) add_wait(cmds);
     auto lease = pool->acquire();
     auto replies = lease->run(cmds, effect);
+    if (waits != nullptr) {
+      waits->push_back(take_wait(replies));
+      wait_endpoints->push_back(lease->endpoint());
+    }
     for (std::size_t n = 0; n < indexes.size(); ++n) {
       out[indexes[n]] = std::move(replies[n]);
       endpoints[indexes[n]] = lease->endpoint();
@@ -92,7 +98,15 @@ DLQ_REDIS_INLINE RedisListStorage::RedisListStorage(redis::ConnectionOptions con
       dead_(redis::KeyPattern::parse(options_.dead_key, "RedisListOptions::dead_key")),
       source_(redis::KeyPattern::parse(options_.source_key, "RedisListOptions::source_key")),
       corrupt_(redis::KeyPattern::parse(options_.corrupt_key, "RedisListOptions::corrupt_key")),
-      shared_(std::make_shared<Shared>(std::move(connection), options_.pool)) {
+      shared_(nullptr) {
+  const std::string ack_problem = redis::detail::replica_ack_problem(
+      options_.replicas_to_ack, options_.replica_ack_timeout, connection.command_timeout);
+  if (!ack_problem.empty()) {
+    throw dlq::invalid_argument(dlq::detail::message(
+        "redis", "RedisListOptions::replicas_to_ack", ack_problem,
+        "see \"Replica-acknowledged writes\" in docs/redis.md"));
+  }
+  shared_ = std::make_shared<Shared>(std::move(connection), options_.pool);
   if (options_.dead_key == options_.corrupt_key || options_.dead_key == options_.source_key ||
       options_.corrupt_key == options_.source_key) {
     throw dlq::invalid_argument(dlq::detail::message(
@@ -123,6 +137,30 @@ DLQ_REDIS_INLINE RedisListStorage::RedisListStorage(redis::ConnectionOptions con
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
+DLQ_REDIS_INLINE redis::Router& RedisListStorage::routed() {
+  redis::Router& r = shared_->router;
+  if (options_.replicas_to_ack > 0 && r.clustered()) {
+    throw dlq::invalid_argument(dlq::detail::message(
+        "redis", "RedisListOptions::replicas_to_ack",
+        "the server at " + r.seed().endpoint() +
+            " is a Redis Cluster node; replica-acknowledged writes are not supported on "
+            "Redis Cluster yet (WAIT would have to follow each write to its slot's master, "
+            "through redirections)",
+        "set replicas_to_ack = 0 for a cluster, and min-replicas-to-write on its masters"));
+  }
+  if (!untagged_.empty() && r.clustered()) {
+    throw dlq::invalid_argument(dlq::detail::message(
+        "redis", "RedisListOptions",
+        "the server at " + r.seed().endpoint() + " is a Redis Cluster node, and " + untagged_ +
+            ": a queue's lists would be in different hash slots",
+        "in Redis Cluster every key pattern must put the queue in a hash tag, e.g. dlq:{*}, "
+        "queue:{*} and dlq:{*}:corrupt (the default layout), or all share one fixed tag "
+        "({dlq}:*: every queue on one node); the Python seed's layout dlq:* / queue:* works "
+        "with a single Redis server only"));
+  }
+  return r;
+}
+
 DLQ_REDIS_INLINE std::string RedisListStorage::key(std::string_view queue, ListKind kind) const {
   return kind == ListKind::dead ? dead_.key(queue) : corrupt_.key(queue);
 }
@@ -132,10 +170,18 @@ DLQ_REDIS_INLINE std::size_t RedisListStorage::push(const Record& record) {
   const std::string k = dead_.key(record.queue);
   // Shared: concurrent sends through this storage go to the server in batches (PoolOptions
   // ::send_batches), each still with its own reply.
-  auto answer = routed().run_shared(k, redis::Effect::write, [&] {
-    return std::move(redis::Command("RPUSH").arg(std::string_view(k)).arg(record.envelope));
-  });
-  return static_cast<std::size_t>(integer_reply(answer.reply, answer.endpoint, "RPUSH " + k));
+  auto answer = routed().run_shared(
+      k, redis::Effect::write,
+      [&] {
+        return std::move(redis::Command("RPUSH").arg(std::string_view(k)).arg(record.envelope));
+      },
+      replica_ack());
+  const auto n = static_cast<std::size_t>(integer_reply(answer.reply, answer.endpoint, "RPUSH " + k));
+  if (options_.replicas_to_ack > 0) {
+    confirm(answer.wait ? answer.wait->get() : nullptr, answer.endpoint, "RPUSH " + k,
+            ids_of(&record, 1), 1);
+  }
+  return n;
 }
 
 DLQ_REDIS_INLINE bool RedisListStorage::push_bounded(const Record& record, std::size_t max_length) {
@@ -149,10 +195,13 @@ DLQ_REDIS_INLINE bool RedisListStorage::push_bounded(const Record& record, std::
         redis::Command c("EVALSHA");
         c.arg_copy(sha).arg(1).arg(std::string_view(k)).arg(max_length).arg(record.envelope);
         c.label(label);
-        return one(std::move(c));
+        return waited(one(std::move(c)));
       },
       &shared_->bounded_push_script);
-  return redis::integer(replies[0], **lease, label) > 0;
+  const redis::Reply wait = take_wait(replies);
+  const bool pushed = redis::integer(replies[0], **lease, label) > 0;
+  if (pushed) confirm(wait.get(), (*lease)->endpoint(), label, ids_of(&record, 1), 1);
+  return pushed;
 }
 
 DLQ_REDIS_INLINE bool RedisListStorage::push_bounded(const std::vector<Record>& records,
@@ -165,10 +214,16 @@ DLQ_REDIS_INLINE bool RedisListStorage::push_bounded(const std::vector<Record>& 
   auto replies = routed().run(
       lease, k, redis::Effect::write,
       [&](const std::string& sha) {
-        return one(push_script_call(sha, k, max_length, records, label));
+        return waited(one(push_script_call(sha, k, max_length, records, label)));
       },
       &shared_->bounded_batch_push_script);
-  return redis::integer(replies[0], **lease, label) > 0;
+  const redis::Reply wait = take_wait(replies);
+  const bool pushed = redis::integer(replies[0], **lease, label) > 0;
+  if (pushed) {
+    confirm(wait.get(), (*lease)->endpoint(), label, ids_of(records.data(), records.size()),
+            records.size());
+  }
+  return pushed;
 }
 
 DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::push_capped(
@@ -182,10 +237,14 @@ DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::push_capped(
   auto replies = routed().run(
       lease, k, redis::Effect::write,
       [&](const std::string& sha) {
-        return one(push_script_call(sha, k, max_length, records, label, &runs));
+        return waited(one(push_script_call(sha, k, max_length, records, label, &runs)));
       },
       &shared_->capped_push_script);
-  return redis::strings(replies[0], **lease, label);
+  const redis::Reply wait = take_wait(replies);
+  auto evicted = redis::strings(replies[0], **lease, label);
+  confirm(wait.get(), (*lease)->endpoint(), label, ids_of(records.data(), records.size()),
+          records.size());
+  return evicted;
 }
 
 DLQ_REDIS_INLINE std::int64_t RedisListStorage::bump_count(std::string_view queue,
@@ -242,18 +301,29 @@ DLQ_REDIS_INLINE void RedisListStorage::push_many(const std::vector<Record>& rec
   }
   // keys must not reallocate once views into them exist: built first, used second.
   std::vector<std::string> endpoints;
-  auto replies = run_spread(keys, redis::Effect::write, endpoints, [&](std::size_t n) {
-    redis::Command c("RPUSH");
-    c.reserve(2 + runs[n].second - runs[n].first);
-    c.arg(std::string_view(keys[n]));
-    for (std::size_t i = runs[n].first; i < runs[n].second; ++i)
-      c.arg(records[i].envelope);
-    return c;
-  });
+  std::vector<redis::Reply> waits;  // one per pipeline (one in plain mode) when acked
+  std::vector<std::string> wait_endpoints;
+  const bool acked = options_.replicas_to_ack > 0;
+  auto replies = run_spread(
+      keys, redis::Effect::write, endpoints,
+      [&](std::size_t n) {
+        redis::Command c("RPUSH");
+        c.reserve(2 + runs[n].second - runs[n].first);
+        c.arg(std::string_view(keys[n]));
+        for (std::size_t i = runs[n].first; i < runs[n].second; ++i)
+          c.arg(records[i].envelope);
+        return c;
+      },
+      acked ? &waits : nullptr, acked ? &wait_endpoints : nullptr);
   for (std::size_t n = 0; n < replies.size(); ++n) {
     integer_reply(replies[n], endpoints[n],
                   "RPUSH " + keys[n] + " (command " + std::to_string(n + 1) + " of " +
                       std::to_string(keys.size()) + " of a batch)");
+  }
+  for (std::size_t w = 0; w < waits.size(); ++w) {
+    confirm(waits[w].get(), wait_endpoints[w],
+            "RPUSH of a batch of " + std::to_string(records.size()),
+            ids_of(records.data(), records.size()), records.size());
   }
 }
 
@@ -283,7 +353,7 @@ DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::range(std::string_vi
 }
 
 DLQ_REDIS_INLINE bool RedisListStorage::remove(std::string_view queue, ListKind kind,
-                                               std::string_view /*id*/, std::string_view raw) {
+                                               std::string_view id, std::string_view raw) {
   check_queue(queue, "remove");
   const std::string k = key(queue, kind);
   const std::string runs = runs_key(k);  // a dead list's: the removal lowers the bounds
@@ -296,10 +366,17 @@ DLQ_REDIS_INLINE bool RedisListStorage::remove(std::string_view queue, ListKind 
         c.arg_copy(sha).arg(kind == ListKind::dead ? 2 : 1).arg(std::string_view(k));
         if (kind == ListKind::dead) c.arg(std::string_view(runs));
         c.arg(raw).label(label);
-        return one(std::move(c));
+        return waited(one(std::move(c)));
       },
       &shared_->remove_script);
-  return redis::integer(replies[0], **lease, label) > 0;
+  const redis::Reply wait = take_wait(replies);
+  const bool removed = redis::integer(replies[0], **lease, label) > 0;
+  if (removed) {
+    std::vector<std::string> ids;
+    if (!id.empty()) ids.emplace_back(id);
+    confirm(wait.get(), (*lease)->endpoint(), label, std::move(ids), 1);
+  }
+  return removed;
 }
 
 DLQ_REDIS_INLINE std::size_t RedisListStorage::purge(std::string_view queue, ListKind kind) {
@@ -314,10 +391,14 @@ DLQ_REDIS_INLINE std::size_t RedisListStorage::purge(std::string_view queue, Lis
         c.arg_copy(sha).arg(kind == ListKind::dead ? 2 : 1).arg(std::string_view(k));
         if (kind == ListKind::dead) c.arg(std::string_view(runs));
         c.label("purge script on " + k);
-        return one(std::move(c));
+        return waited(one(std::move(c)));
       },
       &shared_->purge_script);
-  return static_cast<std::size_t>(redis::integer(replies[0], **lease, "purge script on " + k));
+  const redis::Reply wait = take_wait(replies);
+  const auto n =
+      static_cast<std::size_t>(redis::integer(replies[0], **lease, "purge script on " + k));
+  if (n > 0) confirm(wait.get(), (*lease)->endpoint(), "purge script on " + k, {}, n);
+  return n;
 }
 
 DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::queues() {
@@ -395,6 +476,60 @@ DLQ_REDIS_INLINE redis::Command RedisListStorage::push_script_call(
     c.arg(r.envelope);
   c.label(label);
   return c;
+}
+
+DLQ_REDIS_INLINE void RedisListStorage::add_wait(std::vector<redis::Command>& cmds) const {
+  if (options_.replicas_to_ack <= 0) return;
+  redis::Command c("WAIT");
+  c.arg(options_.replicas_to_ack).arg(static_cast<long long>(options_.replica_ack_timeout.count()));
+  cmds.push_back(std::move(c.label("WAIT")));
+}
+
+DLQ_REDIS_INLINE std::vector<redis::Command> RedisListStorage::waited(
+    std::vector<redis::Command> cmds) const {
+  add_wait(cmds);
+  return cmds;
+}
+
+DLQ_REDIS_INLINE redis::Reply RedisListStorage::take_wait(std::vector<redis::Reply>& replies) const {
+  if (options_.replicas_to_ack <= 0 || replies.empty()) return nullptr;
+  redis::Reply wait = std::move(replies.back());
+  replies.pop_back();
+  return wait;
+}
+
+DLQ_REDIS_INLINE void RedisListStorage::confirm(const redisReply* wait,
+                                                const std::string& endpoint,
+                                                const std::string& what,
+                                                std::vector<std::string> ids,
+                                                std::size_t entries) const {
+  const int wanted = options_.replicas_to_ack;
+  if (wanted <= 0) return;
+  redis::detail::WaitReply reply;  // kind missing when not read
+  if (wait != nullptr) {
+    if (wait->type == REDIS_REPLY_INTEGER) {
+      reply.type = redis::detail::WaitReply::kind::count;
+      reply.replicas = wait->integer;
+    } else if (wait->type == REDIS_REPLY_ERROR) {
+      reply.type = redis::detail::WaitReply::kind::error;
+      reply.text = redis::view(*wait);
+    } else {
+      reply.type = redis::detail::WaitReply::kind::other;
+    }
+  }
+  const redis::detail::AckDecision d = redis::detail::decide_replica_ack(wanted, reply);
+  if (d.confirmed) return;
+  throw redis::detail::replication_failure(d, endpoint, what, std::move(ids), entries, wanted,
+                                           options_.replica_ack_timeout);
+}
+
+DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::ids_of(const Record* records,
+                                                                   std::size_t n) {
+  std::vector<std::string> ids;
+  ids.reserve(n);
+  for (std::size_t i = 0; i < n; ++i)
+    if (!records[i].id.empty()) ids.emplace_back(records[i].id);
+  return ids;
 }
 
 DLQ_REDIS_INLINE std::vector<redis::Command> RedisListStorage::one(redis::Command c) {

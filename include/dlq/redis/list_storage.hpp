@@ -89,6 +89,7 @@
 #include "dlq/policies.hpp"
 #include "dlq/redis/cluster.hpp"
 #include "dlq/redis/connection.hpp"
+#include "dlq/redis/detail/replica_ack.hpp"
 #include "dlq/redis/key_pattern.hpp"
 #include "dlq/redis/options.hpp"
 #include "dlq/redis/pool.hpp"
@@ -134,6 +135,21 @@ struct RedisListOptions {
   /// dlq/redis/audit_stream.hpp) keeps its records. Default: 90 days, at most 1 000 000
   /// records per queue.
   AuditRetention audit_retention;
+  /// Replica-acknowledged writes (docs/redis.md, "Replica-acknowledged writes"): how many
+  /// replicas must confirm every write that stores, moves or removes entries (push and its
+  /// variants, push_many, each replay or discard step — fast path included —, remove, purge)
+  /// before it is reported done: `WAIT replicas_to_ack replica_ack_timeout` follows the write
+  /// in the same pipeline. Fewer in time: dlq::replication_error (the write is on the master,
+  /// not undone; it names the ids). Default 0 = off (no WAIT). Not supported yet on Redis
+  /// Cluster (the first operation throws dlq::invalid_argument) nor by
+  /// dlq::asio::RedisListStorage (its constructor throws); negative values are refused.
+  int replicas_to_ack = 0;
+  /// How long the master waits for the replicas (WAIT's timeout) when replicas_to_ack > 0: a
+  /// write takes up to this long more while replicas lag or are down. Default 500 ms. Must be
+  /// > 0 (WAIT 0 waits forever) and < the connection's command_timeout (else the socket times
+  /// out first and the write's outcome is unknown); else the constructor throws
+  /// dlq::invalid_argument.
+  std::chrono::milliseconds replica_ack_timeout{500};
 };
 
 namespace detail {
@@ -482,29 +498,39 @@ class RedisListStorage {
   static long long integer_reply(const redis::Reply& r, const std::string& endpoint,
                                  const std::string& doing);
 
-  // The router, once the key layout is known to suit the server: in Redis Cluster mode
-  // every pattern must put the queue in a hash tag (one queue = one slot = one node).
-  redis::Router& routed() {
-    redis::Router& r = shared_->router;
-    if (!untagged_.empty() && r.clustered()) {
-      throw dlq::invalid_argument(dlq::detail::message(
-          "redis", "RedisListOptions",
-          "the server at " + r.seed().endpoint() + " is a Redis Cluster node, and " + untagged_ +
-              ": a queue's lists would be in different hash slots",
-          "in Redis Cluster every key pattern must put the queue in a hash tag, e.g. dlq:{*}, "
-          "queue:{*} and dlq:{*}:corrupt (the default layout), or all share one fixed tag "
-          "({dlq}:*: every queue on one node); the Python seed's layout dlq:* / queue:* works "
-          "with a single Redis server only"));
-    }
-    return r;
+  // -- replica-acknowledged writes (replicas_to_ack; decisions in redis/detail/replica_ack.hpp)
+  // What run_shared asks of the replicas: nothing when replicas_to_ack is 0.
+  redis::ConnectionPool::ReplicaAck replica_ack() const noexcept {
+    return {options_.replicas_to_ack, options_.replica_ack_timeout};
   }
+  // Appends `WAIT replicas_to_ack replica_ack_timeout` to a write's pipeline (the same round
+  // trip) when replicas_to_ack > 0; waited() returns `cmds` with it appended.
+  void add_wait(std::vector<redis::Command>& cmds) const;
+  std::vector<redis::Command> waited(std::vector<redis::Command> cmds) const;
+  // The ids of `n` records (those that have one), for a replication_error.
+  static std::vector<std::string> ids_of(const Record* records, std::size_t n);
+  // Takes WAIT's reply (the last) off `replies` when replicas_to_ack > 0; null otherwise.
+  redis::Reply take_wait(std::vector<redis::Reply>& replies) const;
+  // When replicas_to_ack > 0: throws dlq::replication_error unless `wait` (WAIT's reply; null
+  // = not read) confirms the write `what` of `entries` entries (`ids`) done at `endpoint`.
+  void confirm(const redisReply* wait, const std::string& endpoint, const std::string& what,
+               std::vector<std::string> ids, std::size_t entries) const;
+
+  // The router, once the key layout is known to suit the server: in Redis Cluster mode
+  // every pattern must put the queue in a hash tag (one queue = one slot = one node), and
+  // replica-acknowledged writes are not supported yet. @throws dlq::invalid_argument.
+  redis::Router& routed();
 
   // One command per key (make(i) builds command i), pipelined: one pipeline in plain mode;
   // in cluster mode one per master, and a command answered with a redirection (it did not
   // run) is sent again on its own through the router. endpoints[i] = the node that answered.
+  // `waits`, when given, receives the reply of a WAIT that ends each pipeline (add_wait),
+  // with endpoints of their own in `wait_endpoints`.
   template <class Make>
   std::vector<redis::Reply> run_spread(const std::vector<std::string>& keys, redis::Effect effect,
-                                       std::vector<std::string>& endpoints, Make make);
+                                       std::vector<std::string>& endpoints, Make make,
+                                       std::vector<redis::Reply>* waits = nullptr,
+                                       std::vector<std::string>* wait_endpoints = nullptr);
 
   // ---- replay_step: window, plan, encode + apply (the cursor advances in replay_step) ----
 
@@ -534,9 +560,15 @@ class RedisListStorage {
     bool done = false;
     std::optional<std::vector<std::string>> read_ahead;
     std::string receipt;
+    redis::Reply wait;     // WAIT's reply (replicas_to_ack > 0); null when not read
+    std::string endpoint;  // the node that ran the step
   };
 
   StepTarget step_target(std::string_view queue);
+
+  // The ids (as the front end reports them) of the items `plan` moves; first_item = index 0.
+  static std::vector<std::string> moved_ids(const replay_cursor& cursor, std::size_t first_item,
+                                            const ReplayPlan& plan);
 
   // Makes the cursor's window usable: the read-ahead when it is still valid, else a fresh
   // read. False when the head kept changing (the step reports a conflict).

@@ -46,16 +46,22 @@ DLQ_REDIS_INLINE FastStep RedisListStorage::replay_fast(std::string_view queue,
   const std::string label = "fast replay script on " + target.dead;
   Lease lease;
   std::vector<redis::Reply> replies;
+  const bool acked = options_.replicas_to_ack > 0;  // a replication_error names the ids
   try {
-    replies =
-        send_fast(target, lease, cursor, plan.destinations.front(), max_items, want_ids, label);
+    replies = send_fast(target, lease, cursor, plan.destinations.front(), max_items,
+                        want_ids || acked, label);
   } catch (const dlq::storage_error& e) {
     cursor.restart_at(0);
     if (!e.outcome_unknown()) throw;
     throw_fast_lost(e, label);
   }
   cursor.restart_at(0);
+  const redis::Reply wait = take_wait(replies);
   read_fast_answers(replies, **lease, cursor, label, result);
+  if (acked && result.moved > 0) {
+    confirm(wait.get(), (*lease)->endpoint(), label, result.ids, result.moved);
+  }
+  if (!want_ids) result.ids.clear();
   return result;
 }
 
@@ -89,7 +95,7 @@ DLQ_REDIS_INLINE std::vector<redis::Reply> RedisListStorage::send_fast(
           c.arg(std::string_view(ttl)).label(label);
           cmds.push_back(std::move(c));
         }
-        return cmds;
+        return waited(std::move(cmds));  // + WAIT when replicas_to_ack > 0
       },
       &shared_->fast_script);
 }

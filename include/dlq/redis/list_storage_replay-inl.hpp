@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dlq/entry.hpp"
 #include "dlq/redis/list_storage.hpp"
 #include "dlq/redis/scripts/recover_tombstone.hpp"
 #include "dlq/redis/scripts/replay_step.hpp"
@@ -35,6 +36,7 @@ DLQ_REDIS_INLINE StepResult RedisListStorage::replay_step(std::string_view queue
     return result;
   }
   cursor.take();
+  const std::size_t first_item = cursor.next_;  // the window item plan index 0 stands for
   const ReplayPlan plan = plan_step(target, cursor, max, decide);
   result.examined = plan.examined;
   if (plan.items.empty()) {
@@ -61,8 +63,25 @@ DLQ_REDIS_INLINE StepResult RedisListStorage::replay_step(std::string_view queue
     result.conflict = true;
     return result;
   }
+  std::vector<std::string> ids;  // the moved entries' ids, for a replication_error
+  if (options_.replicas_to_ack > 0) ids = moved_ids(cursor, first_item, plan);
   cursor.applied(plan.kept, std::move(applied.read_ahead));
+  confirm(applied.wait.get(), applied.endpoint, "replay script on " + target.dead,
+          std::move(ids), plan.items.size());
   return result;
+}
+
+DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::moved_ids(
+    const replay_cursor& cursor, std::size_t first_item, const ReplayPlan& plan) {
+  std::vector<std::string> ids;
+  ids.reserve(plan.items.size());
+  for (const auto& item : plan.items) {
+    const std::string& raw = cursor.window_[first_item + item.index];
+    detail::envelope_view view;
+    ids.push_back(detail::view_envelope(raw, view) ? detail::entry_id(view, raw)
+                                                   : detail::derived_id(raw));
+  }
+  return ids;
 }
 
 DLQ_REDIS_INLINE std::size_t RedisListStorage::recover(std::string_view queue) {
@@ -264,8 +283,8 @@ DLQ_REDIS_INLINE RedisListStorage::Applied RedisListStorage::apply(const StepTar
   // The next window, from the last kept item if the replay keeps items at the head (the
   // next step checks that it is still there).
   const std::size_t first = anchored ? to - 1 : to;  // the list position of the window's first
-  auto build = [&](const std::string& sha) {
-    return step_commands(sha, call, packed, label, cursor, first, to + ahead - 1);
+  auto build = [&](const std::string& sha) {  // + WAIT when replicas_to_ack > 0
+    return waited(step_commands(sha, call, packed, label, cursor, first, to + ahead - 1));
   };
 
   long long old_client = 0;
@@ -278,9 +297,11 @@ DLQ_REDIS_INLINE RedisListStorage::Applied RedisListStorage::apply(const StepTar
     Applied a;
     a.done = resolve_lost_answer(**lease, old_client, receipt, label, e, target.cluster);
     a.receipt = receipt;  // read now; absent when not applied (deleting it costs nothing)
+    a.endpoint = (*lease)->endpoint();  // no WAIT reply: an applied step is unconfirmed
     return a;
   }
   cursor.receipts_.forget();  // the DEL's answer was read with the others
+  redis::Reply wait = take_wait(replies);
   redis::Connection& conn = **lease;
   const redisReply& r = *replies[0];
   if (r.type == REDIS_REPLY_ERROR) throw_script_error(r, conn, label);
@@ -289,6 +310,8 @@ DLQ_REDIS_INLINE RedisListStorage::Applied RedisListStorage::apply(const StepTar
   }
   Applied a;
   a.done = r.integer != 0;
+  a.wait = std::move(wait);
+  a.endpoint = conn.endpoint();
   if (a.done) a.receipt = receipt;
   // The read-ahead, unless it did not answer with items — a redirection (the slot moved
   // right after the script; in a transaction EXEC then fails), or the run's bound gone: the

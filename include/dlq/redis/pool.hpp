@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,14 +123,46 @@ class ConnectionPool {
   ///         dlq::connection_error, dlq::protocol_error as Connection::run; the errors of
   ///         acquire() and of connecting.
   Reply run_shared(const Command& command, Effect effect) {
+    std::shared_ptr<const Reply> no_wait;
+    return run_shared(command, effect, ReplicaAck{}, no_wait);
+  }
+
+  /// What a write sent through run_shared asks of the replicas
+  /// (dlq::RedisListOptions::replicas_to_ack).
+  struct ReplicaAck {
+    int replicas = 0;                      ///< replicas that must confirm; 0 = no WAIT
+    std::chrono::milliseconds timeout{0};  ///< how long the master waits for them
+  };
+
+  /// run_shared for a write that replicas must confirm: the batch that carries it ends with
+  /// one `WAIT replicas timeout` (the most any command of the batch asks; one WAIT covers
+  /// every write before it on the connection), in the same write. `wait` receives WAIT's
+  /// reply, shared by the batch's commands, or stays null when it was not read (the
+  /// connection failed after this command's own reply). Deciding what it means is the
+  /// caller's (dlq/redis/detail/replica_ack.hpp). With ack.replicas == 0 exactly
+  /// run_shared(command, effect). @throws as run_shared(command, effect).
+  Reply run_shared(const Command& command, Effect effect, const ReplicaAck& ack,
+                   std::shared_ptr<const Reply>& wait) {
+    wait.reset();
     if (command.size() == 0) {  // no answer at all: every later answer would go to the wrong call
       throw dlq::invalid_argument(dlq::detail::message(
           "redis", endpoint_, "run_shared: an empty command", "give the command a name"));
     }
-    if (pool_.send_batches == 0) return acquire()->run(command, effect);
+    if (pool_.send_batches == 0) {
+      if (ack.replicas <= 0) return acquire()->run(command, effect);
+      std::vector<Command> both(1);  // the command (its arguments by view), then WAIT
+      for (const std::string_view a : command.args())
+        both[0].arg(a);
+      both[0].label(command.label());
+      both.push_back(wait_command(ack.replicas, ack.timeout));
+      auto replies = acquire()->run(both, effect);
+      wait = std::make_shared<const Reply>(std::move(replies[1]));
+      return std::move(replies[0]);
+    }
     SharedCall me;
     me.command = &command;
     me.effect = effect;
+    me.ack = ack;
     std::unique_lock<std::mutex> lock(share_mutex_);
     queued_.push_back(&me);
     for (;;) {
@@ -155,6 +188,7 @@ class ConnectionPool {
       }
       lock.lock();
     }
+    wait = std::move(me.wait);
     if (me.error) rethrow_own(me.error);
     if (me.failure) {
       detail::throw_io_failure(*me.failure, endpoint_, command.label(), effect == Effect::write,
@@ -201,7 +235,15 @@ class ConnectionPool {
     std::shared_ptr<const detail::IoFailure> failure;
     std::exception_ptr error;  // acquiring or connecting failed
     bool sending = false;      // its caller is sending a batch (guarded by share_mutex_)
+    ReplicaAck ack;            // replicas that must confirm it (a WAIT ends its batch)
+    std::shared_ptr<const Reply> wait;  // that WAIT's reply, when it was read
   };
+
+  static Command wait_command(int replicas, std::chrono::milliseconds timeout) {
+    Command c("WAIT");
+    c.arg(replicas).arg(static_cast<long long>(timeout.count())).label("WAIT");
+    return c;
+  }
   static constexpr std::size_t max_batch_commands = 64;
   static constexpr std::size_t max_batch_bytes = std::size_t{4} << 20;
   // A thread sends at most this many batches in a row (the first normally carrying its own
@@ -289,28 +331,40 @@ class ConnectionPool {
     // Fixed arrays, and a shared failure: nothing between dequeuing and handing back can fail
     // to allocate outside the try below.
     std::array<SharedCall*, max_batch_commands> batch;
-    std::array<const Command*, max_batch_commands> commands;
+    std::array<const Command*, max_batch_commands + 1> commands;  // + the batch's WAIT
     std::copy(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(n), batch.begin());
     queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(n));
     ++stats_.batches;
     stats_.commands += n;
     lock.unlock();
     Effect effect = Effect::read;
+    ReplicaAck ack;  // the most any command of the batch asks
     for (std::size_t i = 0; i < n; ++i) {
       commands[i] = batch[i]->command;
       if (batch[i]->effect == Effect::write) effect = Effect::write;
+      ack.replicas = std::max(ack.replicas, batch[i]->ack.replicas);
+      ack.timeout = std::max(ack.timeout, batch[i]->ack.timeout);
     }
     std::vector<Reply> replies;
     std::shared_ptr<const detail::IoFailure> failure;
     std::exception_ptr error;
+    std::shared_ptr<Reply> wait;  // the batch's WAIT reply, when it was read
     try {
       // The failure record is allocated before anything is written: failing to allocate it
       // after some answers were read would hand those callers std::bad_alloc instead.
       auto record = std::make_shared<detail::IoFailure>();
+      std::optional<Command> waiting;
+      if (ack.replicas > 0) {
+        wait = std::make_shared<Reply>();
+        waiting.emplace(wait_command(ack.replicas, ack.timeout));
+        commands[n] = &*waiting;
+      }
       auto lease = acquire();
-      if (!lease->try_run(commands.data(), n, effect, replies, *record)) {
+      if (!lease->try_run(commands.data(), waiting ? n + 1 : n, effect, replies, *record)) {
         failure = std::move(record);
       }
+      if (wait && replies.size() > n) *wait = std::move(replies[n]);
+      if (wait && !*wait) wait.reset();
     } catch (...) {
       error = std::current_exception();
     }
@@ -325,6 +379,7 @@ class ConnectionPool {
         c.failure = failure;
       } else {
         c.reply = std::move(replies[i]);
+        if (c.ack.replicas > 0) c.wait = wait;  // null when WAIT's reply was not read
       }
       c.state = SharedCall::done;
       c.cv.notify_one();  // under c.mutex: its caller cannot return (and destroy c) before

@@ -7,6 +7,8 @@
 //                                        the LMOVE loop, interleaved per round
 //   bench_redis <url> 1 threads          N threads (1, 8, 32) sending through one queue
 //   bench_redis <url> 1 envelope_bytes   the size of dlq's envelope around a 300 B payload
+//   bench_redis <url> 1 replica_ack      N threads (1, 8, 32) sending with replicas_to_ack = 0
+//                                        and = 1 (the server needs a replica: run.sh starts one)
 //
 // Prints one line per measurement: `<name> <median entries/s>` (and `<name>_max_us` for the
 // longest replay or trim script seen in SLOWLOG). Uses keys under "bench:" and deletes them.
@@ -256,12 +258,15 @@ struct Bench {
 
   // N threads sending through one DeadLetterQueue (a pool of N connections), 300 B payloads,
   // `per_thread` send_to_dlq calls each: entries/s over the wall time. `send_batches` as in
-  // PoolOptions (0 = every send its own round trip on its own connection).
-  double threaded_send(std::size_t threads, std::size_t per_thread, std::size_t send_batches) {
+  // PoolOptions (0 = every send its own round trip on its own connection); `replicas_to_ack`
+  // as in RedisListOptions.
+  double threaded_send(std::size_t threads, std::size_t per_thread, std::size_t send_batches,
+                       int replicas_to_ack = 0) {
     clear();
     dlq::RedisListOptions o = layout();
     o.pool.size = threads;
     o.pool.send_batches = send_batches;
+    o.replicas_to_ack = replicas_to_ack;
     dlq::DeadLetterQueue<dlq::RedisListStorage> q(dlq::RedisListStorage(url, o));
     const std::string p = payload(0, 300);
     q.send_to_dlq("q", p, "payment timeout", 3, "w-1");  // connect and warm up
@@ -702,6 +707,17 @@ int main(int argc, char** argv) {
       for (const std::size_t n : {1, 8, 32}) {
         std::printf("dlq_send_threads_%zu %.0f\n", n, b.threaded_send(n, 32000 / n, batches));
         std::printf("dlq_send_threads_unbatched_%zu %.0f\n", n, b.threaded_send(n, 32000 / n, 0));
+      }
+      std::fflush(stdout);
+      b.clear();
+      return 0;
+    }
+    if (argc > 3 && std::string(argv[3]) == "replica_ack") {  // one round, issue 29 item 3
+      const std::size_t batches = dlq::redis::PoolOptions{}.send_batches;
+      for (const std::size_t n : {1, 8, 32}) {
+        std::printf("dlq_send_ack0_threads_%zu %.0f\n", n, b.threaded_send(n, 16000 / n, batches));
+        std::printf("dlq_send_ack1_threads_%zu %.0f\n", n,
+                    b.threaded_send(n, 16000 / n, batches, 1));
       }
       std::fflush(stdout);
       b.clear();

@@ -12,6 +12,9 @@
 #       interleaved; then 1, 8, 32 threads sending through one queue against redis-benchmark
 #       rpush -c N -P 1, batched (the default) and unbatched; "prototype" is an alias)
 #   tests/benchmarks/redis/run.sh BUILD_DIR RUNS sends    (the N-thread send rows alone)
+#   tests/benchmarks/redis/run.sh BUILD_DIR RUNS replica_ack   (issue 29: 1, 8, 32 threads
+#       sending with RedisListOptions::replicas_to_ack = 1 against = 0, on this server with
+#       one local replica started for the run, interleaved)
 #
 # BUILD_DIR defaults to ./build (configure with -DCMAKE_BUILD_TYPE=Release for real numbers);
 # RUNS (default 5) interleaved rounds of every measurement, medians reported (script
@@ -26,12 +29,36 @@ dir=$(mktemp -d /tmp/dlq-bench-redis-XXXXXX)
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
   --daemonize yes --pidfile "$dir/pid" --logfile "$dir/redis.log" >/dev/null
-cleanup() { [ -f "$dir/pid" ] && kill "$(cat "$dir/pid")" 2>/dev/null; sleep 0.2; rm -rf "$dir"; }
+cleanup() {
+  [ -f "$dir/replica.pid" ] && kill "$(cat "$dir/replica.pid")" 2>/dev/null
+  [ -f "$dir/pid" ] && kill "$(cat "$dir/pid")" 2>/dev/null
+  sleep 0.2; rm -rf "$dir"
+}
 trap cleanup EXIT
 for _ in $(seq 1 100); do redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
 
 if [ "${3:-}" = observability ]; then  # issue 12: stats 1k vs 1M, errors vs LRANGE paging
   "$bench" "redis://127.0.0.1:$port/0" "$runs" observability
+  exit 0
+fi
+if [ "${3:-}" = replica_ack ]; then  # issue 29 item 3: the cost of waiting for a replica
+  rport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  mkdir -p "$dir/replica"
+  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir/replica" \
+    --daemonize yes --pidfile "$dir/replica.pid" --logfile "$dir/replica.log" \
+    --replicaof 127.0.0.1 "$port" >/dev/null
+  for _ in $(seq 1 200); do
+    redis-cli -p "$rport" info replication 2>/dev/null | grep -q master_link_status:up && break
+    sleep 0.05
+  done
+  echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  acks=$(for round in $(seq 1 "$runs"); do "$bench" "redis://127.0.0.1:$port/0" 1 replica_ack; done)
+  aval() { echo "$acks" | awk -v k="$1" '$1==k {print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+  for n in 1 8 32; do
+    a1=$(aval "dlq_send_ack1_threads_$n"); a0=$(aval "dlq_send_ack0_threads_$n")
+    awk -v n="$n" -v a="$a1" -v b="$a0" 'BEGIN { printf "send_to_dlq, %2d threads, replicas_to_ack = 1 / = 0 (one local replica): %8.0f / %8.0f = %.2f\n", n, a, b, a / b }'
+  done
+  echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
   exit 0
 fi
 if [ "${3:-}" = replay ] || [ "${3:-}" = prototype ] || [ "${3:-}" = sends ]; then  # issue 16

@@ -1,0 +1,337 @@
+// dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
+// Replica-acknowledged writes (RedisListOptions::replicas_to_ack, issue 29 item 3) against a
+// private master and one replica (ctest fixture `redis_replica`,
+// tests/support/redis_replica.sh): with the replica up every write is on the replica when the
+// call returns; with the replica frozen (SIGSTOP) each write path throws
+// dlq::replication_error after about replica_ack_timeout, the write being on the master; with
+// the option off no WAIT is ever sent.
+#include <signal.h>
+#include <sys/types.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dlq/dlq.hpp"
+#include "dlq/redis/list_storage.hpp"
+#include "redis/redis_test_util.hpp"
+#include "support/catch.hpp"
+
+namespace test_replica_ack {
+
+using namespace dlq;
+using dlq::test::RawClient;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Pair {
+  std::string master;
+  std::string replica;
+  pid_t replica_pid = 0;
+};
+
+// The fixture's master and replica (DLQ_TEST_REDIS_REPLICA_ENV_FILE); throws, failing the
+// test, when the fixture did not run.
+Pair pair() {
+  const char* file = std::getenv("DLQ_TEST_REDIS_REPLICA_ENV_FILE");
+  if (file == nullptr || *file == '\0')
+    throw std::runtime_error("DLQ_TEST_REDIS_REPLICA_ENV_FILE is not set: run through ctest");
+  std::ifstream in(file);
+  std::map<std::string, std::string> env;
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  if (env["MASTER_URL"].empty() || env["REPLICA_URL"].empty() || env["REPLICA_PID"].empty())
+    throw std::runtime_error(std::string("incomplete replica fixture file ") + file);
+  return {env["MASTER_URL"], env["REPLICA_URL"],
+          static_cast<pid_t>(std::stol(env["REPLICA_PID"]))};
+}
+
+// Freezes the replica while it lives; always thaws it (also when a check throws), then waits
+// until the replica has caught up with the master.
+class Frozen {
+ public:
+  explicit Frozen(const Pair& p) : p_(p) { REQUIRE(::kill(p_.replica_pid, SIGSTOP) == 0); }
+  Frozen(const Frozen&) = delete;
+  Frozen& operator=(const Frozen&) = delete;
+  ~Frozen() {
+    ::kill(p_.replica_pid, SIGCONT);
+    try {  // a write of its own, then WAIT: the replica has everything the master has
+      RawClient master(p_.master);
+      master.cmd({"INCR", "replica_ack:sync"});
+      master.cmd({"WAIT", "1", "5000"});
+    } catch (...) {
+    }
+  }
+
+ private:
+  Pair p_;
+};
+
+RedisListOptions acked(int replicas = 1, milliseconds timeout = milliseconds(300)) {
+  RedisListOptions o = dlq::test::unique_layout();
+  o.replicas_to_ack = replicas;
+  o.replica_ack_timeout = timeout;
+  return o;
+}
+
+// calls=N of cmdstat_wait in INFO commandstats (0 when WAIT never ran).
+long long wait_calls(RawClient& server) {
+  const auto r = server.cmd({"INFO", "commandstats"});
+  const std::string text(redis::view(*r));
+  const auto at = text.find("cmdstat_wait:calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoll(text.substr(at + 19));
+}
+
+std::vector<std::string> items(RawClient& server, const std::string& key) {
+  const auto r = server.cmd({"LRANGE", key, "0", "-1"});
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < r->elements; ++i)
+    out.emplace_back(redis::view(*r->element[i]));
+  return out;
+}
+
+bool holds(const std::vector<std::string>& list, const std::string& id) {
+  for (const auto& s : list)
+    if (s.find(id) != std::string::npos) return true;
+  return false;
+}
+
+std::string envelope(int i) {
+  return R"({"original_payload":{"job":)" + std::to_string(i) +
+         R"(},"queue":"orders","error":"boom","attempt":1})";
+}
+
+Record record(const std::string& envelope_bytes, std::string_view id = {}) {
+  return Record{"orders", id, {}, envelope_bytes};
+}
+
+// Runs f, which must throw dlq::replication_error; returns it and how long f took.
+template <class F>
+std::pair<replication_error, milliseconds> expect_replication_error(F f) {
+  const auto t0 = Clock::now();
+  try {
+    f();
+  } catch (const replication_error& e) {
+    return {e, std::chrono::duration_cast<milliseconds>(Clock::now() - t0)};
+  }
+  FAIL("no dlq::replication_error was thrown");
+  throw std::logic_error("unreachable");
+}
+
+}  // namespace
+
+TEST_CASE("replica_ack: with the replica up every write is on it when the call returns",
+          "[redis][replica_ack]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  RawClient replica(p.replica);
+  const RedisListOptions o = acked(1, milliseconds(1000));
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, o));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+  const long long waits = wait_calls(master);
+
+  const std::string id = dlq.send_to_dlq("orders", R"({"job":1})", "boom", 1, "w");
+  CHECK(holds(items(replica, dead), id));
+  const auto ids = dlq.send_batch({{"orders", R"({"job":2})", {}}, {"orders", R"({"job":3})", {}}});
+  for (const auto& i : ids)
+    CHECK(holds(items(replica, dead), i));
+
+  const std::string e1 = envelope(10), e2 = envelope(11), e3 = envelope(12), e4 = envelope(13);
+  s.push(record(e1));
+  CHECK(items(replica, dead).back() == e1);
+  CHECK(s.push_bounded(record(e2), 1000));
+  CHECK(items(replica, dead).back() == e2);
+  CHECK(s.push_bounded(std::vector<Record>{record(e3)}, 1000));
+  CHECK(items(replica, dead).back() == e3);
+  CHECK(s.push_capped({record(e4)}, 1000).empty());
+  CHECK(items(replica, dead).back() == e4);
+  const std::size_t before = items(replica, dead).size();
+  CHECK(before == 7);
+
+  // Concurrent sends share batches (ConnectionPool::run_shared): each batch carries one WAIT.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&dlq, t] {
+      for (int i = 0; i < 50; ++i)
+        dlq.send_to_dlq("orders", "{\"t\":" + std::to_string(t * 100 + i) + "}", "boom", 1, "w");
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  CHECK(items(replica, dead).size() == before + 200);
+  const long long sent_waits = wait_calls(master) - waits;
+  CHECK(sent_waits >= 7);        // one per call at least for the single-caller writes
+  CHECK(sent_waits <= 7 + 200);  // never more than one per command
+
+  // Replay and discard move entries: on the replica too when they return.
+  const auto report = dlq.replay_all("orders");
+  CHECK(report.replayed == before + 200);
+  CHECK(items(replica, dead).empty());
+  CHECK(items(replica, s.source_key("orders")).size() == before + 200);
+}
+
+TEST_CASE("replica_ack: a frozen replica makes each send a replication_error, entry on master",
+          "[redis][replica_ack]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  const milliseconds timeout(300);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(1, timeout)));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+  Frozen frozen(p);
+
+  auto [e, took] = expect_replication_error(
+      [&] { dlq.send_to_dlq("orders", R"({"job":1})", "boom", 1, "w"); });
+  CHECK(took >= milliseconds(250));
+  CHECK(took < milliseconds(1500));
+  CHECK(e.wanted() == 1);
+  CHECK(e.acknowledged() == 0);
+  CHECK(e.timeout() == timeout);
+  CHECK(e.entries() == 1);
+  CHECK_FALSE(e.outcome_unknown());
+  REQUIRE(e.ids().size() == 1);
+  CHECK(holds(items(master, dead), e.ids()[0]));
+  const std::string what = e.what();
+  CHECK(what.find("on the master") != std::string::npos);
+  CHECK(what.find("0 of 1") != std::string::npos);
+
+  auto [b, took_b] = expect_replication_error([&] {
+    dlq.send_batch({{"orders", R"({"job":2})", {}}, {"orders", R"({"job":3})", {}}});
+  });
+  CHECK(b.entries() == 2);
+  REQUIRE(b.ids().size() == 2);
+  for (const auto& i : b.ids())
+    CHECK(holds(items(master, dead), i));
+
+  const std::string e1 = envelope(1), e2 = envelope(2), e3 = envelope(3);
+  const std::string id1 = dlq::test::new_id();
+  auto [r1, t1] = expect_replication_error([&] { s.push_bounded(record(e1, id1), 1000); });
+  CHECK(r1.ids() == std::vector<std::string>{id1});
+  CHECK(items(master, dead).back() == e1);
+  expect_replication_error([&] { s.push_bounded(std::vector<Record>{record(e2)}, 1000); });
+  CHECK(items(master, dead).back() == e2);
+  expect_replication_error([&] { s.push_capped({record(e3)}, 1000); });
+  CHECK(items(master, dead).back() == e3);
+  CHECK(items(master, dead).size() == 6);
+}
+
+TEST_CASE("replica_ack: replay, discard and remove stop with the ids they moved",
+          "[redis][replica_ack]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(1, milliseconds(300))));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+  const std::string source = s.source_key("orders");
+  auto send_five = [&] {
+    std::vector<std::string> ids;
+    for (int i = 0; i < 5; ++i)
+      ids.push_back(dlq.send_to_dlq("orders", "{\"job\":" + std::to_string(i) + "}", "boom"));
+    return ids;
+  };
+
+  // The run stops at its first unconfirmed step (the front end's first step takes one
+  // entry and grows from there): the error names exactly the entries that step moved, the
+  // oldest; they are in the source list on the master, the others still in the dead list.
+  auto check_moved = [&](const replication_error& e, const std::vector<std::string>& ids,
+                         bool to_source = true) {
+    INFO("error: " << e.what());
+    for (const auto& id : e.ids())
+      INFO("error's id " << id);
+    INFO("sent " << ids.front() << " ... " << ids.back());
+    REQUIRE_FALSE(e.ids().empty());
+    CHECK(e.entries() == e.ids().size());
+    REQUIRE(e.ids().size() <= ids.size());
+    CHECK(std::equal(e.ids().begin(), e.ids().end(), ids.begin()));
+    const auto left = items(master, dead);
+    CHECK(left.size() == ids.size() - e.ids().size());
+    for (const auto& id : e.ids())
+      CHECK_FALSE(holds(left, id));
+    CHECK(items(master, source).size() == (to_source ? e.ids().size() : 0));
+  };
+
+  SECTION("the fast path of replay_all") {
+    const auto ids = send_five();
+    Frozen frozen(p);
+    auto [e, took] = expect_replication_error([&] { dlq.replay_all("orders"); });
+    CHECK(took < milliseconds(1500));
+    CHECK(std::string(e.what()).find("fast replay script") != std::string::npos);
+    check_moved(e, ids);
+  }
+  SECTION("the compare-and-move step (a filtered replay)") {
+    const auto ids = send_five();
+    Frozen frozen(p);
+    ReplayOptions o;
+    o.filter = [](const Entry&) { return true; };
+    auto [e, took] = expect_replication_error([&] { dlq.replay("orders", o); });
+    CHECK(std::string(e.what()).find(": replay script") != std::string::npos);
+    check_moved(e, ids);
+  }
+  SECTION("discard") {
+    const auto ids = send_five();
+    Frozen frozen(p);
+    auto [e, took] = expect_replication_error([&] { dlq.discard("orders"); });
+    check_moved(e, ids, false);
+  }
+  SECTION("remove") {
+    const auto ids = send_five();
+    Frozen frozen(p);
+    auto [e, took] = expect_replication_error([&] { dlq.remove("orders", ids[2]); });
+    CHECK(e.ids() == std::vector<std::string>{ids[2]});
+    CHECK(items(master, dead).size() == 4);
+    CHECK_FALSE(holds(items(master, dead), ids[2]));
+  }
+}
+
+TEST_CASE("replica_ack: replicas_to_ack = 0 never sends WAIT", "[redis][replica_ack]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  Frozen frozen(p);  // nothing waits for the replica: every call returns at once
+  DeadLetterQueue<RedisListStorage> dlq(
+      RedisListStorage(p.master, dlq::test::unique_layout()));
+  RedisListStorage& s = dlq.storage();
+  const long long before = wait_calls(master);
+  const auto t0 = Clock::now();
+  const std::string id = dlq.send_to_dlq("orders", R"({"job":1})", "boom");
+  dlq.send_batch({{"orders", R"({"job":2})", {}}, {"orders", R"({"job":3})", {}}});
+  const std::string e1 = envelope(1);
+  s.push_bounded(record(e1), 1000);
+  s.push_capped({record(e1)}, 1000);
+  CHECK(dlq.remove("orders", id));
+  ReplayOptions o;
+  o.filter = [](const Entry&) { return true; };
+  o.limit = 1;
+  CHECK(dlq.replay("orders", o).replayed == 1);
+  CHECK(dlq.replay_all("orders").replayed == 3);
+  dlq.send_to_dlq("orders", R"({"job":4})", "boom");
+  CHECK(dlq.discard("orders").discarded == 1);
+  CHECK(Clock::now() - t0 < milliseconds(1000));
+  CHECK(wait_calls(master) == before);
+}
+
+TEST_CASE("replica_ack: options a WAIT cannot honour are refused", "[redis][replica_ack]") {
+  const Pair p = pair();
+  auto refused = [&](RedisListOptions o) {
+    CHECK_THROWS_AS(RedisListStorage(p.master, o), dlq::invalid_argument);
+  };
+  refused(acked(-1));
+  refused(acked(1, milliseconds(0)));   // WAIT n 0 would block forever
+  refused(acked(1, milliseconds(2000)));  // not below the default command_timeout (2000 ms)
+  CHECK_NOTHROW(RedisListStorage(p.master, acked(1, milliseconds(1999))));
+  CHECK_NOTHROW(RedisListStorage(p.master, acked(0, milliseconds(0))));
+}
+
+}  // namespace test_replica_ack
