@@ -53,6 +53,8 @@ def findings(out):
 
 def doctor(url, *extra, code=None, what=""):
     rc, out, err = run("doctor", url, *extra)
+    if "--json" not in extra:
+        print("".join(f"    | {l}\n" for l in out.splitlines()), end="", flush=True)
     if code is not None:
         check(rc == code, f"{what}: exit {code}", f"(exit {rc}; stdout={out!r}; stderr={err!r})")
     return rc, out, err
@@ -126,7 +128,7 @@ def test_no_persistence(urls):
 
 def test_no_config(urls):
     print("- CONFIG renamed away: unknown (CONFIG not allowed), no crash", flush=True)
-    rc, out, err = doctor(urls["NO_CONFIG_URL"])
+    rc, out, err = doctor(urls["NO_CONFIG_URL"], what="CONFIG refused")
     check(rc in (0, 4), "CONFIG refused: a report, not a failure", f"(exit {rc}; {err!r})")
     check(err == "", "nothing on stderr", repr(err))
     rows = findings(out)
@@ -138,7 +140,7 @@ def test_no_config(urls):
 
 def test_cluster(url):
     print("- a Redis Cluster: cluster_state ok", flush=True)
-    rc, out, err = doctor(url)
+    rc, out, err = doctor(url, what="cluster")
     check(rc in (0, 4), "cluster: a report", f"(exit {rc}; {err!r})")
     rows = findings(out)
     check(has(rows, "OK", "cluster", "cluster_state ok"), "OK cluster: cluster_state ok", out)
