@@ -47,9 +47,11 @@ enum exit_code : int {
   exit_usage = 1,         ///< bad usage or input
   exit_store = 2,         ///< the store is unreachable, timed out or refused the command
   exit_not_found = 3,     ///< an id (or the thing to act on) does not exist
-  exit_doctor = doctor::exit_doctor_problem,  ///< `doctor`: an ERROR (or a WARN with --strict)
+  exit_doctor = 4,        ///< `doctor` found an ERROR (or a WARN with --strict)
   exit_interrupted = 130  ///< a replay stopped by Ctrl-C between batches (nothing lost)
 };
+
+static_assert(exit_doctor == doctor::exit_doctor_problem, "doctor_rules.hpp's exit code");
 
 /// The process around a run: streams, terminals, Ctrl-C.
 struct Io {
@@ -1026,16 +1028,19 @@ inline void add_report_commands(CLI::App& app, Args& a) {
 
 // The command doctor: the server's configuration judged for dead letters (doctor.hpp).
 inline void add_doctor_command(CLI::App& app, Args& a) {
-  auto* doctor = app.add_subcommand(
-      "doctor", "check a Redis server for dead letters: TLS, role, cluster, eviction, "
-                "persistence, memory, queues, Lua; exit 4 on an ERROR");
-  doctor->add_option("url", a.doctor_url, "the server's URL, as the services give it (default --store)");
+  auto* doctor =
+      app.add_subcommand("doctor",
+                         "check a Redis server for dead letters: TLS, role, cluster, eviction, "
+                         "persistence, memory, queues, Lua; exit 4 on an ERROR");
+  doctor->add_option("url", a.doctor_url,
+                     "the server's URL, as the services give it (default --store)");
   doctor->add_flag("--json", a.doctor.json,
                    "the report as one JSON object: {server, cluster, findings [{level, check, "
                    "node, finding, fix}], queues, scan, summary, exit_code}");
   doctor->add_flag("--strict", a.doctor.strict, "exit 4 on a WARN too");
-  doctor->add_option("--max-keys", a.doctor.max_keys,
-                     "SCAN examines about this many keys per server looking for dead-letter lists")
+  doctor
+      ->add_option("--max-keys", a.doctor.max_keys,
+                   "SCAN examines about this many keys per server looking for dead-letter lists")
       ->check(whole_number(true))
       ->capture_default_str();
 }
@@ -1043,9 +1048,9 @@ inline void add_doctor_command(CLI::App& app, Args& a) {
 // Runs `dlqctl doctor` through io.doctor (the binary sets it when built with Redis).
 inline int run_doctor(Io& io, Args& a) {
   if (!io.doctor) {
-    throw dlq::invalid_argument(dlq::detail::message(
-        "dlqctl", "doctor", "this dlqctl was built without Redis support",
-        "rebuild it with hiredis installed (apt-get install libhiredis-dev)"));
+    throw dlq::invalid_argument(
+        dlq::detail::message("dlqctl", "doctor", "this dlqctl was built without Redis support",
+                             "rebuild it with hiredis installed (apt-get install libhiredis-dev)"));
   }
   doctor::Request r = a.doctor;
   r.url = a.store.url;
@@ -1053,8 +1058,10 @@ inline int run_doctor(Io& io, Args& a) {
   r.timeout = a.store.timeout;
   const std::string scheme = r.url.substr(0, r.url.find("://"));
   if (scheme != "redis" && scheme != "rediss" && scheme != "unix" && scheme != "redis+unix") {
-    throw usage_error("doctor checks Redis servers: give redis://, rediss://, unix:// or "
-                      "redis+unix:// (not '" + dlq::redact_url(r.url) + "')");
+    throw usage_error(
+        "doctor checks Redis servers: give redis://, rediss://, unix:// or "
+        "redis+unix:// (not '" +
+        dlq::redact_url(r.url) + "')");
   }
   return io.doctor(r, io.out);
 }

@@ -28,7 +28,7 @@ using dlq::redis::Command;
 using dlq::redis::Connection;
 using dlq::redis::Effect;
 
-inline constexpr std::size_t scan_count = 1000;  ///< SCAN COUNT per call
+inline constexpr std::size_t scan_count = 1000;    ///< SCAN COUNT per call
 inline constexpr std::size_t max_measured = 1000;  ///< lists measured (LLEN, MEMORY USAGE) per node
 
 /// The text of a string/status reply; nullopt for an error reply (or another type).

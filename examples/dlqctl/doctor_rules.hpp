@@ -56,12 +56,12 @@ struct Finding {
 
 /// What `dlqctl doctor` is asked (commands.hpp parses it; doctor.hpp runs it).
 struct Request {
-  std::string url;                       ///< the server, as the library parses it
-  std::string dlq_key = "dlq:{*}";       ///< the dead-letter key pattern (--dlq-key)
+  std::string url;                  ///< the server, as the library parses it
+  std::string dlq_key = "dlq:{*}";  ///< the dead-letter key pattern (--dlq-key)
   std::chrono::milliseconds timeout{5000};
   bool json = false;
-  bool strict = false;                   ///< warnings fail too
-  std::size_t max_keys = 100000;         ///< SCAN examines about this many keys per node
+  bool strict = false;            ///< warnings fail too
+  std::size_t max_keys = 100000;  ///< SCAN examines about this many keys per node
 };
 
 /// The exit code when a finding is ERROR (or WARN with --strict); see commands.hpp.
@@ -123,12 +123,12 @@ inline constexpr const char* config_refused = "unknown (CONFIG not allowed)";
 
 /// What the connection showed of TLS.
 struct TlsFacts {
-  bool enabled = false;          ///< rediss://
-  bool verify = true;            ///< not insecure_skip_verify
+  bool enabled = false;  ///< rediss://
+  bool verify = true;    ///< not insecure_skip_verify
   bool unix_socket = false;
-  std::string host;              ///< the URL's host
+  std::string host;  ///< the URL's host
   bool certificate_known = false;
-  std::string subject, issuer;   ///< the server certificate's
+  std::string subject, issuer;         ///< the server certificate's
   std::chrono::seconds expires_in{0};  ///< until its notAfter (negative: expired)
 };
 
@@ -141,21 +141,24 @@ inline Finding judge_tls(const TlsFacts& t) {
   Finding f{Level::ok, "tls", {}, {}, {}};
   if (!t.enabled) {
     if (t.unix_socket || loopback(t.host)) {
-      f.finding = std::string("TLS off (") + (t.unix_socket ? "a unix socket" : "a loopback address") + ")";
+      f.finding =
+          std::string("TLS off (") + (t.unix_socket ? "a unix socket" : "a loopback address") + ")";
       return f;
     }
     f.level = Level::warn;
-    f.finding = "TLS off: the password and every dead letter cross the network in clear to " + t.host;
+    f.finding =
+        "TLS off: the password and every dead letter cross the network in clear to " + t.host;
     f.fix = "use rediss:// (the server's tls-port; docs/redis.md, TLS)";
     return f;
   }
   f.finding = std::string("TLS on") + (t.verify ? ", certificate verified" : "");
   if (t.certificate_known) {
-    const long long days = t.expires_in.count() / 86400;
-    f.finding += "; subject " + t.subject + ", issuer " + t.issuer + ", expires in " +
-                 (t.expires_in.count() < 0 ? "(expired " + std::to_string(-days) + " days ago)"
-                                            : std::to_string(days) + " days");
-    if (t.expires_in.count() <= 0) {
+    const long long secs = t.expires_in.count();
+    const long long days = (secs < 0 ? -secs : secs) / 86400;
+    const std::string d = std::to_string(days) + (days == 1 ? " day" : " days");
+    f.finding += "; subject " + t.subject + ", issuer " + t.issuer + ", " +
+                 (secs <= 0 ? "expired " + d + " ago" : "expires in " + d);
+    if (secs <= 0) {
       f.level = Level::error;
       f.fix = "renew the server certificate now: verifying clients cannot connect";
     } else if (t.expires_in < std::chrono::hours(24 * 30)) {
@@ -167,8 +170,12 @@ inline Finding judge_tls(const TlsFacts& t) {
   }
   if (!t.verify) {
     f.level = std::max(f.level, Level::warn);
-    f.finding += "; verification OFF (insecure_skip_verify): anyone in the path can read and change dead letters";
-    f.fix = "drop insecure_skip_verify and give ca_file (the CA that signed the server's certificate)";
+    f.finding +=
+        "; verification OFF (insecure_skip_verify): anyone in the path can read and change dead "
+        "letters";
+    f.fix =
+        (f.fix.empty() ? "" : f.fix + "; ") +
+        "drop insecure_skip_verify and give ca_file (the CA that signed the server's certificate)";
   }
   return f;
 }
@@ -194,7 +201,8 @@ inline Finding judge_role(const Info& replication) {
     return f;
   }
   const std::uint64_t replicas = number(replication, "connected_slaves").value_or(0);
-  f.finding = *role + ", " + std::to_string(replicas) + " connected replica" + (replicas == 1 ? "" : "s");
+  f.finding =
+      *role + ", " + std::to_string(replicas) + " connected replica" + (replicas == 1 ? "" : "s");
   if (replicas == 0) f.finding += " (dead letters live on this server alone)";
   return f;
 }
@@ -204,13 +212,14 @@ inline Finding judge_cluster(const Info& cluster) {
   const std::string state = get(cluster, "cluster_state").value_or("?");
   const std::uint64_t assigned = number(cluster, "cluster_slots_assigned").value_or(0);
   const std::uint64_t failing = number(cluster, "cluster_slots_fail").value_or(0);
-  f.finding = "cluster_state " + state + ", " + std::to_string(assigned) + "/16384 slots assigned, " +
-              get(cluster, "cluster_size").value_or("?") + " masters";
+  f.finding = "cluster_state " + state + ", " + std::to_string(assigned) +
+              "/16384 slots assigned, " + get(cluster, "cluster_size").value_or("?") + " masters";
   if (state != "ok" || assigned < 16384 || failing > 0) {
     f.level = Level::error;
     f.finding += failing > 0 ? ", " + std::to_string(failing) + " slots failing" : "";
-    f.fix = "sends to the keys of unserved slots fail (CLUSTERDOWN): assign every slot and "
-            "bring the failed masters back (redis-cli --cluster check / fix)";
+    f.fix =
+        "sends to the keys of unserved slots fail (CLUSTERDOWN): assign every slot and "
+        "bring the failed masters back (redis-cli --cluster check / fix)";
   }
   return f;
 }
@@ -224,7 +233,8 @@ inline Finding judge_policy(const Info& memory, const std::optional<std::string>
   if (!policy) {
     f.level = Level::warn;
     f.finding = std::string(config_refused) + " and INFO memory has no maxmemory_policy";
-    f.fix = "check the provider's eviction setting is noeviction, or allow CONFIG GET to dlq's user";
+    f.fix =
+        "check the provider's eviction setting is noeviction, or allow CONFIG GET to dlq's user";
     return f;
   }
   f.finding = *policy;
@@ -238,8 +248,9 @@ inline Finding judge_policy(const Info& memory, const std::optional<std::string>
                    ? ": keys with a TTL (a replay's snapshot and receipts) can be evicted under "
                      "memory pressure"
                    : ": dead letters can be evicted under memory pressure";
-  f.fix = "CONFIG SET maxmemory-policy noeviction (and in redis.conf / the provider's "
-          "parameter group), or keep dead letters on a Redis of their own";
+  f.fix =
+      "CONFIG SET maxmemory-policy noeviction (and in redis.conf / the provider's "
+      "parameter group), or keep dead letters on a Redis of their own";
   return f;
 }
 
@@ -269,7 +280,8 @@ inline Finding judge_persistence(const Info& persistence, const std::optional<st
     f.fix = "CONFIG SET appendonly yes (and in redis.conf)";
     return f;
   }
-  f.finding = "RDB snapshots (save " + *save + "), no AOF: a crash loses the dead letters "
+  f.finding = "RDB snapshots (save " + *save +
+              "), no AOF: a crash loses the dead letters "
               "written since the last snapshot";
   f.fix = "appendonly yes keeps every acknowledged dead letter";
   return f;
@@ -299,8 +311,9 @@ inline Finding judge_memory(const Info& memory, std::uint64_t dead_bytes, std::s
               "), headroom " + bytes_text(max > *used ? max - *used : 0) + "; " + dead;
   if (share >= 0.9) {
     f.level = Level::error;
-    f.fix = "raise maxmemory, or replay / trim dead letters (dlqctl replay, dlqctl trim): a full "
-            "Redis refuses new dead letters (OOM)";
+    f.fix =
+        "raise maxmemory, or replay / trim dead letters (dlqctl replay, dlqctl trim): a full "
+        "Redis refuses new dead letters (OOM)";
   } else if (share >= 0.75) {
     f.level = Level::warn;
     f.fix = "raise maxmemory before it fills: a full Redis refuses new dead letters (OOM)";
@@ -320,10 +333,10 @@ struct QueueFacts {
 
 /// What the scans of every node found.
 struct ScanFacts {
-  std::string pattern;       ///< the key pattern (--dlq-key)
+  std::string pattern;  ///< the key pattern (--dlq-key)
   std::vector<QueueFacts> queues;
   std::uint64_t examined = 0;  ///< keys SCAN examined (about: COUNT per call)
-  bool capped = false;       ///< stopped at --max-keys before the end
+  bool capped = false;         ///< stopped at --max-keys before the end
 };
 
 inline Finding judge_queues(const ScanFacts& s) {
@@ -335,19 +348,22 @@ inline Finding judge_queues(const ScanFacts& s) {
             [](const QueueFacts* a, const QueueFacts* b) { return a->queue < b->queue; });
   if (sorted.empty()) {
     f.finding = "no dead-letter lists match " + s.pattern;
-    f.fix = "none needed if no job failed yet; services on another layout: --dlq-key "
-            "(the Python seed's: 'dlq:*')";
+    f.fix =
+        "none needed if no job failed yet; services on another layout: --dlq-key "
+        "(the Python seed's: 'dlq:*')";
   } else {
-    f.finding = std::to_string(sorted.size()) + " queue" + (sorted.size() == 1 ? "" : "s") +
-                " (" + s.pattern + "):";
+    f.finding = std::to_string(sorted.size()) + " queue" + (sorted.size() == 1 ? "" : "s") + " (" +
+                s.pattern + "):";
     const std::size_t shown = std::min<std::size_t>(sorted.size(), 20);
     for (std::size_t i = 0; i < shown; ++i)
-      f.finding += (i == 0 ? " " : ", ") + sorted[i]->queue + " (" + std::to_string(sorted[i]->length) + ")";
-    if (shown < sorted.size()) f.finding += ", … " + std::to_string(sorted.size() - shown) + " more (--json lists all)";
+      f.finding +=
+          (i == 0 ? " " : ", ") + sorted[i]->queue + " (" + std::to_string(sorted[i]->length) + ")";
+    if (shown < sorted.size())
+      f.finding += ", … " + std::to_string(sorted.size() - shown) + " more (--json lists all)";
   }
   if (s.capped) {
-    f.finding += "; the scan stopped after about " + std::to_string(s.examined) +
-                 " keys, more may exist";
+    f.finding +=
+        "; the scan stopped after about " + std::to_string(s.examined) + " keys, more may exist";
     if (f.fix.empty()) f.fix = "raise --max-keys to look further";
   }
   return f;
@@ -362,9 +378,10 @@ inline Finding judge_lua(const std::optional<std::string>& error) {
   }
   f.level = Level::error;
   f.finding = "EVAL refused: " + *error;
-  f.fix = error->rfind("NOPERM", 0) == 0
-              ? "grant dlq's user +@scripting (ACL SETUSER … +eval +evalsha +script)"
-              : "enable Lua scripting (EVAL, EVALSHA, SCRIPT LOAD): dlq's sends and replays need it";
+  f.fix =
+      error->rfind("NOPERM", 0) == 0
+          ? "grant dlq's user +@scripting (ACL SETUSER … +eval +evalsha +script)"
+          : "enable Lua scripting (EVAL, EVALSHA, SCRIPT LOAD): dlq's sends and replays need it";
   return f;
 }
 
@@ -398,12 +415,17 @@ inline nlohmann::ordered_json to_json(const std::string& server, bool cluster,
   std::size_t counts[3] = {0, 0, 0};
   for (const auto& f : findings) {
     ++counts[static_cast<int>(f.level)];
-    list.push_back({{"level", level_name(f.level)}, {"check", f.check}, {"node", f.node},
-                    {"finding", f.finding}, {"fix", f.fix}});
+    list.push_back({{"level", level_name(f.level)},
+                    {"check", f.check},
+                    {"node", f.node},
+                    {"finding", f.finding},
+                    {"fix", f.fix}});
   }
   auto& queues = j["queues"] = nlohmann::ordered_json::array();
   for (const auto& q : scan.queues) {
-    queues.push_back({{"queue", q.queue}, {"key", q.key}, {"length", q.length},
+    queues.push_back({{"queue", q.queue},
+                      {"key", q.key},
+                      {"length", q.length},
                       {"bytes", q.bytes ? nlohmann::ordered_json(*q.bytes) : nullptr}});
   }
   j["scan"] = {{"pattern", scan.pattern}, {"examined", scan.examined}, {"capped", scan.capped}};

@@ -147,6 +147,25 @@ def test_cluster(url):
     check(has(rows, "OK", "cluster", "16384"), "slots assigned named", out)
 
 
+def test_tls(env_file):
+    print("- TLS: the server certificate's subject, issuer and days left", flush=True)
+    env = read_env(env_file)
+    certs = env["CERTS"]
+    url = f"rediss://localhost:{env['TLS_PORT']}/0?ca_file={certs}/ca.crt"
+    rc, out, err = doctor(url, what="TLS")
+    check(rc == 0, "TLS: warnings only, exit 0", f"(exit {rc}; {err!r})")
+    rows = findings(out)
+    # redis_tls_server.sh signs server.crt for one day: less than 30 days left is a WARN
+    check(has(rows, "WARN", "tls", "TLS on, certificate verified; subject CN=localhost, "
+                                   "issuer CN=dlq test CA, expires in 0 days"),
+          "WARN tls with subject, issuer and days left", out)
+    expired = f"rediss://localhost:{env['EXPIRED_PORT']}/0?insecure_skip_verify=true"
+    rc, out, err = doctor(expired, code=4, what="TLS, expired certificate")
+    rows = findings(out)
+    check(has(rows, "ERROR", "tls", "expired 1 day ago"), "ERROR tls: expired 1 day ago", out)
+    check(has(rows, "ERROR", "tls", "verification OFF"), "verification off said", out)
+
+
 def test_unreachable():
     print("- an unreachable server: exit 2, one line on stderr", flush=True)
     rc, out, err = run("doctor", "redis://127.0.0.1:1/0", "--timeout", "1s")
@@ -177,6 +196,8 @@ def main():
     test_no_persistence(urls)
     test_no_config(urls)
     test_cluster(cluster_url)
+    if os.environ.get("DLQ_TEST_REDIS_TLS_ENV_FILE"):  # a build with TLS and DLQ_TLS_TESTS
+        test_tls(os.environ["DLQ_TEST_REDIS_TLS_ENV_FILE"])
     test_unreachable()
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", flush=True)

@@ -44,9 +44,13 @@ TEST_CASE("doctor: a healthy server is all OK, exit 0", "[cli][doctor]") {
   scan.queues = {{"orders", "dlq:{orders}", 3, 900}, {"payments", "dlq:{payments}", 1, 300}};
   TlsFacts tls;
   tls.host = "127.0.0.1";
-  const std::vector<Finding> all = {judge_tls(tls), judge_role(i), judge_policy(i, std::nullopt),
-                                    judge_persistence(i, std::nullopt), judge_memory(i, 1200, 2),
-                                    judge_queues(scan), judge_lua(std::nullopt)};
+  const std::vector<Finding> all = {judge_tls(tls),
+                                    judge_role(i),
+                                    judge_policy(i, std::nullopt),
+                                    judge_persistence(i, std::nullopt),
+                                    judge_memory(i, 1200, 2),
+                                    judge_queues(scan),
+                                    judge_lua(std::nullopt)};
   for (const auto& f : all) {
     INFO(line(f));
     CHECK(f.level == Level::ok);
@@ -55,13 +59,14 @@ TEST_CASE("doctor: a healthy server is all OK, exit 0", "[cli][doctor]") {
   CHECK(exit_code(all, true) == 0);
   CHECK(line(all[1]) == "OK role: master, 2 connected replicas");
   CHECK(all[4].finding ==
-        "used 1.0 MiB of maxmemory 256.0 MiB (0%), headroom 255.0 MiB; dead letters 1.2 KiB in 2 lists");
+        "used 1.0 MiB of maxmemory 256.0 MiB (0%), headroom 255.0 MiB; dead letters 1.2 KiB in 2 "
+        "lists");
   CHECK(all[5].finding == "2 queues (dlq:{*}): orders (3), payments (1)");
 }
 
 TEST_CASE("doctor: an evicting policy is an ERROR, exit 4", "[cli][doctor]") {
-  for (const char* policy : {"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru",
-                             "volatile-ttl"}) {
+  for (const char* policy :
+       {"allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-ttl"}) {
     INFO(policy);
     const Info i = parse_info(std::string("maxmemory_policy:") + policy + "\r\n");
     const Finding f = judge_policy(i, std::nullopt);
@@ -71,8 +76,9 @@ TEST_CASE("doctor: an evicting policy is an ERROR, exit 4", "[cli][doctor]") {
     CHECK(exit_code({f}, false) == exit_doctor_problem);
   }
   // volatile-*: only keys with a TTL go, and the message says which
-  CHECK(judge_policy(parse_info("maxmemory_policy:volatile-lru"), std::nullopt)
-            .finding.find("TTL") != std::string::npos);
+  CHECK(
+      judge_policy(parse_info("maxmemory_policy:volatile-lru"), std::nullopt).finding.find("TTL") !=
+      std::string::npos);
   // INFO without the field (old or filtered): CONFIG's value decides; neither: unknown, WARN
   CHECK(judge_policy(Info{}, std::string("allkeys-lru")).level == Level::error);
   CHECK(judge_policy(Info{}, std::string("noeviction")).level == Level::ok);
@@ -86,7 +92,7 @@ TEST_CASE("doctor: persistence off is a WARN; CONFIG refused is unknown", "[cli]
   const Finding off = judge_persistence(aof_off, std::string(""));
   CHECK(off.level == Level::warn);
   CHECK(off.finding.find("no AOF and no RDB save points") != std::string::npos);
-  CHECK(exit_code({off}, false) == 0);  // warnings alone: 0 ...
+  CHECK(exit_code({off}, false) == 0);                   // warnings alone: 0 ...
   CHECK(exit_code({off}, true) == exit_doctor_problem);  // ... unless --strict
   const Finding rdb = judge_persistence(aof_off, std::string("3600 1 300 100 60 10000"));
   CHECK(rdb.level == Level::ok);
@@ -100,8 +106,8 @@ TEST_CASE("doctor: persistence off is a WARN; CONFIG refused is unknown", "[cli]
 
 TEST_CASE("doctor: memory headroom against maxmemory", "[cli][doctor]") {
   const auto at = [](std::uint64_t used, std::uint64_t max) {
-    return judge_memory(parse_info("used_memory:" + std::to_string(used) + "\r\nmaxmemory:" +
-                                   std::to_string(max) + "\r\n"),
+    return judge_memory(parse_info("used_memory:" + std::to_string(used) +
+                                   "\r\nmaxmemory:" + std::to_string(max) + "\r\n"),
                         used / 2, 4);
   };
   CHECK(at(50, 100).level == Level::ok);
@@ -126,13 +132,15 @@ TEST_CASE("doctor: a replica is an ERROR; the cluster's state", "[cli][doctor]")
   CHECK(judge_role(parse_info("role:master\r\nconnected_slaves:0\r\n")).level == Level::ok);
   CHECK(judge_role(Info{}).level == Level::warn);
 
-  const char* ok = "cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\n"
-                   "cluster_slots_pfail:0\r\ncluster_slots_fail:0\r\ncluster_size:3\r\n";
+  const char* ok =
+      "cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\n"
+      "cluster_slots_pfail:0\r\ncluster_slots_fail:0\r\ncluster_size:3\r\n";
   const Finding good = judge_cluster(parse_info(ok));
   CHECK(good.level == Level::ok);
   CHECK(good.finding == "cluster_state ok, 16384/16384 slots assigned, 3 masters");
-  const Finding down = judge_cluster(parse_info(
-      "cluster_state:fail\r\ncluster_slots_assigned:10923\r\ncluster_slots_fail:0\r\ncluster_size:2\r\n"));
+  const Finding down =
+      judge_cluster(parse_info("cluster_state:fail\r\ncluster_slots_assigned:10923\r\ncluster_"
+                               "slots_fail:0\r\ncluster_size:2\r\n"));
   CHECK(down.level == Level::error);
   CHECK(down.fix.find("CLUSTERDOWN") != std::string::npos);
   CHECK(judge_cluster(parse_info("cluster_state:ok\r\ncluster_slots_assigned:16384\r\n"
@@ -162,14 +170,22 @@ TEST_CASE("doctor: TLS off, on, verification, certificate expiry", "[cli][doctor
   s.expires_in = std::chrono::duration_cast<std::chrono::seconds>(24h * 90);
   const Finding fine = judge_tls(s);
   CHECK(fine.level == Level::ok);
-  CHECK(fine.finding == "TLS on, certificate verified; subject CN=cache.example.com, issuer "
-                        "CN=Example CA, expires in 90 days");
+  CHECK(fine.finding ==
+        "TLS on, certificate verified; subject CN=cache.example.com, issuer "
+        "CN=Example CA, expires in 90 days");
   s.expires_in = std::chrono::duration_cast<std::chrono::seconds>(24h * 29);
   CHECK(judge_tls(s).level == Level::warn);  // < 30 days
   CHECK(judge_tls(s).finding.find("expires in 29 days") != std::string::npos);
   s.expires_in = -std::chrono::duration_cast<std::chrono::seconds>(24h * 2);
   CHECK(judge_tls(s).level == Level::error);
   CHECK(judge_tls(s).finding.find("expired 2 days ago") != std::string::npos);
+  s.verify = false;  // an expired certificate is accepted only without verification
+  CHECK(judge_tls(s).level == Level::error);
+  CHECK(judge_tls(s).fix.find("renew the server certificate now") == 0);
+  CHECK(judge_tls(s).fix.find("drop insecure_skip_verify") != std::string::npos);
+  s.verify = true;
+  s.expires_in = 24h + 5s;
+  CHECK(judge_tls(s).finding.find("expires in 1 day") != std::string::npos);
   s.expires_in = std::chrono::duration_cast<std::chrono::seconds>(24h * 90);
   s.verify = false;
   CHECK(judge_tls(s).level == Level::warn);
@@ -183,7 +199,8 @@ TEST_CASE("doctor: queues listed, a capped scan says so; Lua refused", "[cli][do
   ScanFacts many;
   many.pattern = "dlq:*";
   for (int i = 0; i < 25; ++i)
-    many.queues.push_back({"q" + std::to_string(100 + i), "dlq:q" + std::to_string(100 + i), 1, {}});
+    many.queues.push_back(
+        {"q" + std::to_string(100 + i), "dlq:q" + std::to_string(100 + i), 1, {}});
   many.examined = 5000;
   many.capped = true;
   const Finding f = judge_queues(many);
@@ -194,7 +211,8 @@ TEST_CASE("doctor: queues listed, a capped scan says so; Lua refused", "[cli][do
   CHECK(f.fix.find("--max-keys") != std::string::npos);
 
   CHECK(judge_lua(std::nullopt).level == Level::ok);
-  const Finding acl = judge_lua(std::string("NOPERM this user has no permissions to run the 'eval' command"));
+  const Finding acl =
+      judge_lua(std::string("NOPERM this user has no permissions to run the 'eval' command"));
   CHECK(acl.level == Level::error);
   CHECK(acl.fix.find("+@scripting") != std::string::npos);
   CHECK(judge_lua(std::string("ERR unknown command 'EVAL'")).level == Level::error);
@@ -209,7 +227,8 @@ TEST_CASE("doctor: lines and the JSON document carry the same findings", "[cli][
   ScanFacts scan;
   scan.pattern = "dlq:{*}";
   scan.queues = {{"orders", "dlq:{orders}", 3, std::nullopt}};
-  const auto j = nlohmann::json::parse(to_json("redis://127.0.0.1:6379", true, all, scan, false).dump());
+  const auto j =
+      nlohmann::json::parse(to_json("redis://127.0.0.1:6379", true, all, scan, false).dump());
   REQUIRE(j["findings"].size() == 2);
   CHECK(j["findings"][1]["level"] == "ERROR");
   CHECK(j["findings"][1]["node"] == "127.0.0.1:7001");
