@@ -59,7 +59,8 @@ inline Info info(Connection& c, const char* section = nullptr) {
 /// The dead-letter lists of one node: SCAN MATCH (at most about `max_keys` keys examined),
 /// then LLEN and MEMORY USAGE of each (pipelined; keys that are not lists are left out).
 inline void scan_node(Connection& c, const dlq::redis::KeyPattern& pattern, std::size_t max_keys,
-                      ScanFacts& out, std::uint64_t& node_bytes, std::size_t& node_lists) {
+                      ScanFacts& out, std::optional<std::uint64_t>& node_bytes,
+                      std::size_t& node_lists) {
   std::set<std::string> keys;
   std::string cursor = "0";
   std::uint64_t examined = 0;
@@ -73,7 +74,10 @@ inline void scan_node(Connection& c, const dlq::redis::KeyPattern& pattern, std:
     scan.arg(std::string_view(cursor)).arg("MATCH").arg(std::string_view(glob)).arg("COUNT");
     scan.arg(scan_count);
     auto r = c.run(scan, Effect::read);
-    dlq::redis::check(r, c, "SCAN");
+    if (r->type == REDIS_REPLY_ERROR) {  // ACL or renamed: a finding, not a failure
+      out.error = std::string(dlq::redis::view(*r));
+      return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) break;
     cursor = std::string(dlq::redis::view(*r->element[0]));
     const redisReply& batch = *r->element[1];
@@ -102,7 +106,9 @@ inline void scan_node(Connection& c, const dlq::redis::KeyPattern& pattern, std:
                  static_cast<std::uint64_t>(len->integer), std::nullopt};
     if (mem->type == REDIS_REPLY_INTEGER) {
       q.bytes = static_cast<std::uint64_t>(mem->integer);
-      node_bytes += *q.bytes;
+      if (node_bytes) *node_bytes += *q.bytes;
+    } else {
+      node_bytes.reset();  // refused: the sum would understate
     }
     ++node_lists;
     out.queues.push_back(std::move(q));
@@ -117,7 +123,7 @@ inline void check_node(Connection& c, const std::string& node, const Request& re
   const Info all = info(c);
   const auto policy = config_get(c, "maxmemory-policy");
   const auto save = config_get(c, "save");
-  std::uint64_t dead_bytes = 0;
+  std::optional<std::uint64_t> dead_bytes = 0;
   std::size_t lists = 0;
   scan_node(c, pattern, req.max_keys, scan, dead_bytes, lists);
   for (Finding f : {judge_role(all), judge_policy(all, policy), judge_persistence(all, save),

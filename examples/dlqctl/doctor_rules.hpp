@@ -287,8 +287,10 @@ inline Finding judge_persistence(const Info& persistence, const std::optional<st
   return f;
 }
 
-/// `dead_bytes`: MEMORY USAGE summed over the dead-letter lists found on this server.
-inline Finding judge_memory(const Info& memory, std::uint64_t dead_bytes, std::size_t lists) {
+/// `dead_bytes`: MEMORY USAGE summed over the `lists` dead-letter lists found on this server;
+/// nullopt when MEMORY USAGE was refused.
+inline Finding judge_memory(const Info& memory, std::optional<std::uint64_t> dead_bytes,
+                            std::size_t lists) {
   Finding f{Level::ok, "memory", {}, {}, {}};
   const auto used = number(memory, "used_memory");
   if (!used) {
@@ -297,8 +299,10 @@ inline Finding judge_memory(const Info& memory, std::uint64_t dead_bytes, std::s
     f.fix = "allow INFO to dlq's user";
     return f;
   }
-  const std::string dead = "dead letters " + bytes_text(dead_bytes) + " in " +
-                           std::to_string(lists) + " list" + (lists == 1 ? "" : "s");
+  const std::string dead = "dead letters " +
+                           (dead_bytes ? bytes_text(*dead_bytes) : "of unknown size") + " in " +
+                           std::to_string(lists) + " list" + (lists == 1 ? "" : "s") +
+                           (dead_bytes ? "" : " (MEMORY USAGE not allowed)");
   const std::uint64_t max = number(memory, "maxmemory").value_or(0);
   if (max == 0) {
     f.finding = "used " + bytes_text(*used) + ", no maxmemory (bounded by the host), " + dead;
@@ -337,6 +341,7 @@ struct ScanFacts {
   std::vector<QueueFacts> queues;
   std::uint64_t examined = 0;  ///< keys SCAN examined (about: COUNT per call)
   bool capped = false;         ///< stopped at --max-keys before the end
+  std::string error;           ///< what SCAN answered when it was refused ("" = it ran)
 };
 
 inline Finding judge_queues(const ScanFacts& s) {
@@ -346,11 +351,16 @@ inline Finding judge_queues(const ScanFacts& s) {
     sorted.push_back(&q);
   std::sort(sorted.begin(), sorted.end(),
             [](const QueueFacts* a, const QueueFacts* b) { return a->queue < b->queue; });
+  if (!s.error.empty()) {
+    f.level = Level::error;
+    f.finding = "SCAN refused: " + s.error;
+    f.fix = "grant dlq's user SCAN (+scan): dlq lists its queues with it (dlqctl queues, stats)";
+    return f;
+  }
   if (sorted.empty()) {
-    f.finding = "no dead-letter lists match " + s.pattern;
-    f.fix =
-        "none needed if no job failed yet; services on another layout: --dlq-key "
-        "(the Python seed's: 'dlq:*')";
+    f.finding = "no dead-letter lists match " + s.pattern +
+                " (none yet, or the services use another layout: --dlq-key, e.g. the Python "
+                "seed's 'dlq:*')";
   } else {
     f.finding = std::to_string(sorted.size()) + " queue" + (sorted.size() == 1 ? "" : "s") + " (" +
                 s.pattern + "):";

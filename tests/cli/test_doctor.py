@@ -138,6 +138,16 @@ def test_no_config(urls):
           "the policy still read (from INFO memory)", out)
 
 
+def test_acl_denials(urls):
+    print("- an ACL user denied EVAL and SCAN: both ERROR (NOPERM), exit 4", flush=True)
+    url = urls["NO_CONFIG_URL"].replace("redis://", "redis://limited:limited@")
+    rc, out, err = doctor(url, code=4, what="ACL denials")
+    rows = findings(out)
+    check(has(rows, "ERROR", "lua", "EVAL refused: NOPERM"), "ERROR lua: NOPERM", out)
+    check(has(rows, "ERROR", "queues", "SCAN refused: NOPERM"), "ERROR queues: SCAN refused", out)
+    check("limited@" not in out and ":limited" not in out, "no password in the report", out)
+
+
 def test_cluster(url):
     print("- a Redis Cluster: cluster_state ok", flush=True)
     rc, out, err = doctor(url, what="cluster")
@@ -195,6 +205,7 @@ def main():
     test_evicting(urls)
     test_no_persistence(urls)
     test_no_config(urls)
+    test_acl_denials(urls)
     test_cluster(cluster_url)
     if os.environ.get("DLQ_TEST_REDIS_TLS_ENV_FILE"):  # a build with TLS and DLQ_TLS_TESTS
         test_tls(os.environ["DLQ_TEST_REDIS_TLS_ENV_FILE"])

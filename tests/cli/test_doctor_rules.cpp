@@ -121,6 +121,11 @@ TEST_CASE("doctor: memory headroom against maxmemory", "[cli][doctor]") {
   CHECK(at(1 << 30, 0).level == Level::ok);  // no maxmemory: bounded by the host
   CHECK(at(1 << 30, 0).finding.find("no maxmemory") != std::string::npos);
   CHECK(judge_memory(Info{}, 0, 0).level == Level::warn);
+  const Finding unmeasured =
+      judge_memory(parse_info("used_memory:1024\r\nmaxmemory:0\r\n"), std::nullopt, 3);
+  CHECK(unmeasured.finding ==
+        "used 1.0 KiB, no maxmemory (bounded by the host), dead letters of unknown size in 3 "
+        "lists (MEMORY USAGE not allowed)");
 }
 
 TEST_CASE("doctor: a replica is an ERROR; the cluster's state", "[cli][doctor]") {
@@ -195,7 +200,12 @@ TEST_CASE("doctor: TLS off, on, verification, certificate expiry", "[cli][doctor
 TEST_CASE("doctor: queues listed, a capped scan says so; Lua refused", "[cli][doctor]") {
   ScanFacts none;
   none.pattern = "dlq:{*}";
-  CHECK(judge_queues(none).finding == "no dead-letter lists match dlq:{*}");
+  CHECK(judge_queues(none).finding.find("no dead-letter lists match dlq:{*} (none yet") == 0);
+  CHECK(judge_queues(none).level == Level::ok);
+  ScanFacts refused = none;
+  refused.error = "NOPERM this user has no permissions to run the 'scan' command";
+  CHECK(judge_queues(refused).level == Level::error);
+  CHECK(judge_queues(refused).finding.find("SCAN refused: NOPERM") == 0);
   ScanFacts many;
   many.pattern = "dlq:*";
   for (int i = 0; i < 25; ++i)

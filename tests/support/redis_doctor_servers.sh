@@ -9,7 +9,8 @@
 #   HEALTHY      noeviction, appendonly yes, maxmemory 256mb: every check OK
 #   EVICTING     maxmemory-policy allkeys-lru (dead letters can be evicted): ERROR
 #   NO_PERSIST   save "" and appendonly no (a restart loses everything): WARN
-#   NO_CONFIG    CONFIG renamed away (rename-command CONFIG ""), as managed Redis does
+#   NO_CONFIG    CONFIG renamed away (rename-command CONFIG ""), as managed Redis does; and
+#                an ACL user `limited` (password `limited`) denied scripts and SCAN
 # It fails loudly when a server cannot be started: the doctor tests never skip.
 set -euo pipefail
 cmd=${1:?usage: redis_doctor_servers.sh start|stop DIR}
@@ -30,7 +31,7 @@ config_of() {
   EVICTING) printf '%s\n' 'save ""' 'appendonly yes' 'maxmemory 64mb' 'maxmemory-policy allkeys-lru' ;;
   NO_PERSIST) printf '%s\n' 'save ""' 'appendonly no' 'maxmemory-policy noeviction' ;;
   NO_CONFIG) printf '%s\n' 'save ""' 'appendonly no' 'maxmemory-policy noeviction' \
-    'rename-command CONFIG ""' ;;
+    'rename-command CONFIG ""' 'user limited on >limited ~* &* +@all -@scripting -scan' ;;
   esac
 }
 
