@@ -1055,6 +1055,7 @@ inline int run_doctor(Io& io, Args& a) {
   doctor::Request r = a.doctor;
   r.url = a.store.url;
   if (!a.store.dlq_key.empty()) r.dlq_key = a.store.dlq_key;
+  r.corrupt_key = a.store.corrupt_key;
   r.timeout = a.store.timeout;
   const std::string scheme = r.url.substr(0, r.url.find("://"));
   if (scheme != "redis" && scheme != "rediss" && scheme != "unix" && scheme != "redis+unix") {

@@ -56,11 +56,17 @@ inline Info info(Connection& c, const char* section = nullptr) {
   return t ? parse_info(*t) : Info{};
 }
 
+/// The dead-letter lists' key pattern, and the corrupt lists' (left out).
+struct Patterns {
+  dlq::redis::KeyPattern dead;
+  dlq::redis::KeyPattern corrupt;
+};
+
 /// The dead-letter lists of one node: SCAN MATCH (at most about `max_keys` keys examined),
 /// then LLEN and MEMORY USAGE of each (pipelined; keys that are not lists are left out).
-inline void scan_node(Connection& c, const dlq::redis::KeyPattern& pattern, std::size_t max_keys,
-                      ScanFacts& out, std::optional<std::uint64_t>& node_bytes,
-                      std::size_t& node_lists) {
+inline void scan_node(Connection& c, const Patterns& patterns, std::size_t max_keys, ScanFacts& out,
+                      std::optional<std::uint64_t>& node_bytes, std::size_t& node_lists) {
+  const dlq::redis::KeyPattern& pattern = patterns.dead;
   std::set<std::string> keys;
   std::string cursor = "0";
   std::uint64_t examined = 0;
@@ -90,7 +96,7 @@ inline void scan_node(Connection& c, const dlq::redis::KeyPattern& pattern, std:
   std::vector<std::string> measured;
   for (const auto& k : keys) {
     if (measured.size() >= max_measured) break;
-    if (!pattern.queue_of(k)) continue;
+    if (!pattern.queue_of(k) || patterns.corrupt.queue_of(k)) continue;  // as queues() does
     measured.push_back(k);
   }
   for (const auto& k : measured) {
@@ -118,8 +124,7 @@ inline void scan_node(Connection& c, const dlq::redis::KeyPattern& pattern, std:
 
 /// The findings of one server (a cluster master, or the URL's server).
 inline void check_node(Connection& c, const std::string& node, const Request& req,
-                       const dlq::redis::KeyPattern& pattern, ScanFacts& scan,
-                       std::vector<Finding>& out) {
+                       const Patterns& pattern, ScanFacts& scan, std::vector<Finding>& out) {
   const Info all = info(c);
   const auto policy = config_get(c, "maxmemory-policy");
   const auto save = config_get(c, "save");
@@ -169,7 +174,10 @@ inline int run(const Request& req, std::ostream& out) {
   c.connect_timeout = req.timeout;
   c.command_timeout = req.timeout;
   c.reconnect_attempts = 1;
-  const auto pattern = dlq::redis::KeyPattern::parse(req.dlq_key, "--dlq-key");
+  const io::Patterns pattern{
+      dlq::redis::KeyPattern::parse(req.dlq_key, "--dlq-key"),
+      dlq::redis::KeyPattern::parse(
+          req.corrupt_key.empty() ? req.dlq_key + ":corrupt" : req.corrupt_key, "--corrupt-key")};
   dlq::redis::PoolOptions pool;
   pool.size = 1;
   pool.wait_timeout = req.timeout;

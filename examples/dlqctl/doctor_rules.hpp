@@ -58,6 +58,9 @@ struct Finding {
 struct Request {
   std::string url;                  ///< the server, as the library parses it
   std::string dlq_key = "dlq:{*}";  ///< the dead-letter key pattern (--dlq-key)
+  /// The corrupt lists' pattern (--corrupt-key; "" = dlq_key + ":corrupt"): keys of both
+  /// shapes are corrupt lists, as RedisListStorage::queues() decides.
+  std::string corrupt_key;
   std::chrono::milliseconds timeout{5000};
   bool json = false;
   bool strict = false;            ///< warnings fail too

@@ -124,6 +124,15 @@ def test_no_persistence(urls):
     check(has(rows, "WARN", "persistence"), "WARN persistence", out)
     check(not any(r[0] == "ERROR" for r in rows or []), "no ERROR", out)
     doctor(urls["NO_PERSIST_URL"], "--strict", code=4, what="no persistence --strict")
+    print("- the Python seed's layout: --dlq-key 'dlq:*', its corrupt list left out", flush=True)
+    import redis  # python3-redis
+    r = redis.Redis.from_url(urls["NO_PERSIST_URL"])
+    r.rpush("dlq:refunds", "a", "b")
+    r.rpush("dlq:refunds:corrupt", "junk")
+    r.set("dlq:not-a-list", "x")
+    rc, out, err = doctor(urls["NO_PERSIST_URL"], "--dlq-key", "dlq:*", code=0, what="seed layout")
+    rows = findings(out)
+    check(has(rows, "OK", "queues", "1 queue (dlq:*): refunds (2)"), "only refunds (2)", out)
 
 
 def test_no_config(urls):

@@ -279,7 +279,7 @@ Ran run(std::vector<std::string> args, bool with_doctor, int answer = 0) {
 
 TEST_CASE("doctor: the command line reaches Io::doctor", "[cli][doctor]") {
   Ran r = run({"doctor", "redis://10.0.0.1:6380/2", "--json", "--strict", "--max-keys", "500",
-               "--dlq-key", "dlq:*", "--timeout", "2s"},
+               "--dlq-key", "dlq:*", "--corrupt-key", "bad:*", "--timeout", "2s"},
               true);
   CHECK(r.code == 0);
   REQUIRE(r.request.has_value());
@@ -288,6 +288,7 @@ TEST_CASE("doctor: the command line reaches Io::doctor", "[cli][doctor]") {
   CHECK(r.request->strict);
   CHECK(r.request->max_keys == 500);
   CHECK(r.request->dlq_key == "dlq:*");
+  CHECK(r.request->corrupt_key == "bad:*");
   CHECK(r.request->timeout == 2s);
   CHECK(r.out == "OK lua: EVAL runs\n");
 
@@ -296,6 +297,7 @@ TEST_CASE("doctor: the command line reaches Io::doctor", "[cli][doctor]") {
   REQUIRE(r.request.has_value());
   CHECK(r.request->url == "rediss://cache:6380");  // no URL: --store's
   CHECK(r.request->dlq_key == "dlq:{*}");
+  CHECK(r.request->corrupt_key.empty());  // doctor derives dlq_key + ":corrupt"
   CHECK_FALSE(r.request->json);
 
   r = run({"doctor", "sqlite:///tmp/x.db"}, true);
