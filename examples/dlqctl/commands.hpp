@@ -5,8 +5,9 @@
 /// the binary over Redis or SQLite (see open_store.hpp).
 ///
 /// Exit codes: 0 success; 1 bad usage or input; 2 the store failed (unreachable, timed out,
-/// refused a command); 3 not found (an id, or nothing to act on); 130 a replay interrupted by
-/// Ctrl-C (it stopped between batches, nothing lost). Errors are one line on stderr:
+/// refused a command); 3 not found (an id, or nothing to act on); 4 `doctor` found a problem
+/// (an ERROR, or a WARN with --strict); 130 a replay interrupted by Ctrl-C (it stopped
+/// between batches, nothing lost). Errors are one line on stderr:
 /// `dlqctl <command>: <what failed, where>; <what to try>`.
 #pragma once
 
@@ -33,6 +34,7 @@
 #include <dlq/metrics/prometheus.hpp>
 #include <nlohmann/json.hpp>
 
+#include "doctor_rules.hpp"
 #include "format.hpp"
 #include "ops_commands.hpp"
 #include "store.hpp"
@@ -45,8 +47,11 @@ enum exit_code : int {
   exit_usage = 1,         ///< bad usage or input
   exit_store = 2,         ///< the store is unreachable, timed out or refused the command
   exit_not_found = 3,     ///< an id (or the thing to act on) does not exist
+  exit_doctor = 4,        ///< `doctor` found an ERROR (or a WARN with --strict)
   exit_interrupted = 130  ///< a replay stopped by Ctrl-C between batches (nothing lost)
 };
+
+static_assert(exit_doctor == doctor::exit_doctor_problem, "doctor_rules.hpp's exit code");
 
 /// The process around a run: streams, terminals, Ctrl-C.
 struct Io {
@@ -62,6 +67,9 @@ struct Io {
   /// Called with true before a replay starts and false after it: the binary arms its Ctrl-C
   /// handler only while a replay runs (elsewhere Ctrl-C ends dlqctl at once). May be empty.
   std::function<void(bool)> trap_interrupts;
+  /// Runs `dlqctl doctor` (doctor.hpp; set by the binary when built with Redis): prints the
+  /// report on the stream, returns 0 or exit_doctor. Empty: doctor says it is not built.
+  std::function<int(const doctor::Request&, std::ostream&)> doctor;
   /// A replay must run this long before its progress bar appears.
   std::chrono::milliseconds progress_delay{500};
 };
@@ -132,6 +140,9 @@ struct Args {
   std::size_t max_length = 0;
   // search, discard, audit, edited replay (ops_commands.hpp)
   OpsArgs ops;
+  // doctor (doctor_rules.hpp, doctor.hpp)
+  std::string doctor_url;  ///< its URL argument (default: --store)
+  doctor::Request doctor;
 };
 
 /// Runs one command once the command line is parsed.
@@ -1015,6 +1026,47 @@ inline void add_report_commands(CLI::App& app, Args& a) {
   corrupt->add_flag("--json", a.json, "JSON Lines: {id, problem, raw or raw_base64}");
 }
 
+// The command doctor: the server's configuration judged for dead letters (doctor.hpp).
+inline void add_doctor_command(CLI::App& app, Args& a) {
+  auto* doctor =
+      app.add_subcommand("doctor",
+                         "check a Redis server for dead letters: TLS, role, cluster, eviction, "
+                         "persistence, memory, queues, Lua; exit 4 on an ERROR");
+  doctor->add_option("url", a.doctor_url,
+                     "the server's URL, as the services give it (default --store)");
+  doctor->add_flag("--json", a.doctor.json,
+                   "the report as one JSON object: {server, cluster, findings [{level, check, "
+                   "node, finding, fix}], queues, scan, summary, exit_code}");
+  doctor->add_flag("--strict", a.doctor.strict, "exit 4 on a WARN too");
+  doctor
+      ->add_option("--max-keys", a.doctor.max_keys,
+                   "SCAN examines about this many keys per server looking for dead-letter lists")
+      ->check(whole_number(true))
+      ->capture_default_str();
+}
+
+// Runs `dlqctl doctor` through io.doctor (the binary sets it when built with Redis).
+inline int run_doctor(Io& io, Args& a) {
+  if (!io.doctor) {
+    throw dlq::invalid_argument(
+        dlq::detail::message("dlqctl", "doctor", "this dlqctl was built without Redis support",
+                             "rebuild it with hiredis installed (apt-get install libhiredis-dev)"));
+  }
+  doctor::Request r = a.doctor;
+  r.url = a.store.url;
+  if (!a.store.dlq_key.empty()) r.dlq_key = a.store.dlq_key;
+  r.corrupt_key = a.store.corrupt_key;
+  r.timeout = a.store.timeout;
+  const std::string scheme = r.url.substr(0, r.url.find("://"));
+  if (scheme != "redis" && scheme != "rediss" && scheme != "unix" && scheme != "redis+unix") {
+    throw usage_error(
+        "doctor checks Redis servers: give redis://, rediss://, unix:// or "
+        "redis+unix:// (not '" +
+        dlq::redact_url(r.url) + "')");
+  }
+  return io.doctor(r, io.out);
+}
+
 // One error line on io.err, through dlq::redact_secrets (dlq/redact.hpp): no store URL shows
 // its credentials, not even one typed where no argument goes.
 inline void say(Io& io, const std::string& line) {
@@ -1052,6 +1104,7 @@ inline int run_command(Io& io, const Opener& open, Args& a, const std::string& c
     if (a.store.timeout.count() <= 0) throw usage_error("--timeout must be more than 0");
     a.store.create_if_missing = command == "send";
     if (a.store.actor.empty()) a.store.actor = os_user();
+    if (command == "doctor") return run_doctor(io, a);
     Commands commands(io, open, a, command);
     return commands.run();
   } catch (const usage_error& e) {
@@ -1097,7 +1150,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
       "Store URLs: redis://[user:password@]host[:port][/db], unix:///path/redis.sock?db=N, "
       "sqlite:///path/file.db\n"
       "Exit codes: 0 ok, 1 bad usage or input, 2 store unreachable/failed, 3 not found, "
-      "130 replay interrupted (nothing lost)\n"
+      "4 doctor found a problem, 130 replay interrupted (nothing lost)\n"
       "Run 'dlqctl COMMAND --help' for a command's options.");
   add_global_options(app, a.store, a.timeout, a.audit_max_age);
   CLI::Option* payload_opt = detail::add_entry_commands(app, a);
@@ -1105,6 +1158,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   detail::add_store_commands(app, a);
   detail::add_report_commands(app, a);
   detail::add_ops_commands(app, a, replay);
+  detail::add_doctor_command(app, a);
 
   std::vector<const char*> argv;
   argv.push_back("dlqctl");
@@ -1127,6 +1181,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   }
   const std::string command = app.get_subcommands().front()->get_name();
   a.payload_given = payload_opt->count() > 0;
+  if (!a.doctor_url.empty()) a.store.url = a.doctor_url;  // `doctor URL`: the URL checked
   return detail::run_command(io, open, a, command);
 }
 

@@ -19,6 +19,9 @@
 
 #include "commands.hpp"
 #include "open_store.hpp"
+#if DLQCTL_WITH_REDIS
+#include "doctor.hpp"
+#endif
 #if DLQCTL_WITH_HTTP
 #include "serve.hpp"
 #endif
@@ -61,6 +64,9 @@ int main(int argc, char** argv) {
   io.err_is_tty = ::isatty(STDERR_FILENO) == 1;
   io.cancel = &g_cancel;
   io.trap_interrupts = trap_interrupts;
+#if DLQCTL_WITH_REDIS
+  io.doctor = dlqctl::doctor::run;
+#endif
 #if DLQCTL_WITH_HTTP
   if (dlqctl::is_serve(args)) return dlqctl::serve(args, io, dlqctl::open_store);
 #endif

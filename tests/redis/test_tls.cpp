@@ -104,6 +104,22 @@ TEST_CASE("TLS: a connection verifies the server and runs commands", "[redis][tl
   CHECK(c.client_id() > 0);
 }
 
+TEST_CASE("TLS: the server's certificate is shown: subject, issuer, expiry", "[redis][tls]") {
+  redis::Connection c(options(tls_url("TLS")));
+  CHECK_FALSE(c.peer_certificate().has_value());  // not connected yet
+  c.connect();
+  const auto cert = c.peer_certificate();
+  REQUIRE(cert.has_value());
+  CHECK(cert->subject == "CN=localhost");  // redis_tls_server.sh: server.crt, one day
+  CHECK(cert->issuer == "CN=dlq test CA");
+  const auto left = cert->not_after - std::chrono::system_clock::now();
+  CHECK(left > std::chrono::hours(23));
+  CHECK(left <= std::chrono::hours(25));
+  redis::Connection plain(options("redis://127.0.0.1:" + port("PLAIN") + "/0"));
+  plain.connect();
+  CHECK_FALSE(plain.peer_certificate().has_value());
+}
+
 TEST_CASE("TLS: send and replay through the front end", "[redis][tls]") {
   RedisListStorage storage{tls_url("TLS"), test::unique_layout()};
   DeadLetterQueue<RedisListStorage&> q{storage};

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -181,6 +182,11 @@ class Connection {
   bool connected() const noexcept { return stream_ != nullptr; }
   /// The server's CLIENT ID of the current connection; 0 when unknown or not connected.
   long long client_id() const noexcept { return stream_ != nullptr ? client_id_ : 0; }
+  /// The certificate the server presented on the current connection (TLS); nullopt on a
+  /// plain connection or while not connected.
+  std::optional<PeerCertificate> peer_certificate() const {
+    return stream_ != nullptr ? stream_->peer_certificate() : std::nullopt;
+  }
   /// How many times this object has (re)connected, the first connect included.
   std::size_t connect_count() const noexcept { return connects_; }
 

@@ -46,6 +46,15 @@ struct TlsOptions {
   bool insecure_skip_verify = false;
 };
 
+/// The certificate a TLS server presented (Connection::peer_certificate): what an operator
+/// checks before it expires (`dlqctl doctor` prints it).
+struct PeerCertificate {
+  std::string subject;  ///< the subject, RFC 2253 ("CN=cache.example.com,O=Example")
+  std::string issuer;   ///< the issuer, RFC 2253
+  /// When it expires (notAfter); the epoch when the certificate's date cannot be read.
+  std::chrono::system_clock::time_point not_after{};
+};
+
 /// How to reach one Redis server and how patient to be with it. Every default is stated;
 /// a zero duration means "no limit" where said so.
 struct ConnectionOptions {

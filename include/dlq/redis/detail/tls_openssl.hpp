@@ -27,7 +27,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -131,6 +133,28 @@ inline BIO_METHOD* socket_bio_method() {
     return m;
   }();
   return method;
+}
+
+/// An X509 name as RFC 2253 text ("CN=localhost,O=Example"); "" when it cannot be printed.
+inline std::string x509_name_text(const X509_NAME* name) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), BIO_free);
+  if (bio == nullptr || name == nullptr) return {};
+  if (X509_NAME_print_ex(bio.get(), name, 0, XN_FLAG_RFC2253) < 0) return {};
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio.get(), &data);
+  return n > 0 && data != nullptr ? std::string(data, static_cast<std::size_t>(n)) : std::string();
+}
+
+/// Subject, issuer and expiry of `cert`.
+inline PeerCertificate peer_certificate_of(const X509* cert) {
+  PeerCertificate p;
+  p.subject = x509_name_text(X509_get_subject_name(cert));
+  p.issuer = x509_name_text(X509_get_issuer_name(cert));
+  std::tm tm{};
+  if (ASN1_TIME_to_tm(X509_get0_notAfter(cert), &tm) == 1) {
+    p.not_after = std::chrono::system_clock::from_time_t(::timegm(&tm));
+  }
+  return p;
 }
 
 struct SslCtxDeleter {
@@ -355,6 +379,17 @@ class TlsTransport final : public Transport {
     const bool clean = r != 1 && SSL_get_error(ssl_.get(), r) == SSL_ERROR_WANT_READ;
     ERR_clear_error();
     return set_nonblocking(fd_.get(), false) && clean;
+  }
+
+  std::optional<PeerCertificate> peer_certificate() const override {
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+    X509* cert = SSL_get1_peer_certificate(ssl_.get());
+#else
+    X509* cert = SSL_get_peer_certificate(ssl_.get());
+#endif
+    if (cert == nullptr) return std::nullopt;
+    const std::unique_ptr<X509, decltype(&X509_free)> owned(cert, X509_free);
+    return peer_certificate_of(cert);
   }
 
  private:

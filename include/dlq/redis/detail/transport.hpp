@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -98,6 +99,8 @@ class Transport {
   /// True when nothing came from the server since the last reply: the connection can carry
   /// a request. Nothing is expected between requests, so readable = closed or garbage.
   virtual bool idle() = 0;
+  /// The certificate the server presented (TLS streams); nullopt on plain streams.
+  virtual std::optional<PeerCertificate> peer_certificate() const { return std::nullopt; }
 };
 
 /// Milliseconds left until `deadline` (at least 1 while not past it); -1 = no deadline.
