@@ -91,4 +91,47 @@ TEST_CASE("every secret part of every URL form the Redis parser accepts is maske
   }
 }
 
+TEST_CASE("a garbled URL or a secret parameter leaves no part of a secret (issue 27, round 6)",
+          "[redact]") {
+  // A '?' or '#' in the password: the parser reads a query from the middle of it, and a
+  // message built from such a URL must still show no part of it. The same for
+  // PASSWORD=-style keys, sentinel passwords and TLS key passphrases (any case), and for a
+  // password value that holds '&' or ';'.
+  const std::vector<std::string> urls = {
+      "redis://:SECa?SECb@127.0.0.1:6379/0",
+      "redis://alice:SECa?SECb@SECc@127.0.0.1:6379/0",
+      "redis://:SECa#SECb@127.0.0.1:6379/0",
+      "redis://:SECa?SECb#SECc@SECd@127.0.0.1:6379/0?db=1",
+      "redis://:SECa?db=1@127.0.0.1:6379/0",
+      "rediss://:SECa?ca_file=/x@127.0.0.1:6379/0",
+      "unix://:SECa?SECb@/run/redis.sock",
+      "redis://127.0.0.1:6379/0?PASSWORD=SECa",
+      "redis://127.0.0.1:6379/0?db=0&Password=SECa&db=1",
+      "redis://127.0.0.1:6379/0?sentinel-password=SECa",
+      "redis://127.0.0.1:6379/0?sentinel_password=SECa&db=1",
+      "rediss://127.0.0.1:6379/0?tls_key_passphrase=SECa",
+      "rediss://127.0.0.1:6379/0?key-passphrase=SECa",
+      "redis://127.0.0.1:6379/0?passwd=SECa",
+      "redis://127.0.0.1:6379/0?pwd=SECa",
+      "redis://127.0.0.1:6379/0?auth_token=SECa",
+      "redis://127.0.0.1:6379/0?password=SECa&SECb",
+      "redis://127.0.0.1:6379/0?password=SECa&SECb&db=1",
+      "redis://127.0.0.1:6379/0?password=SECa;SECb",
+      "redis://127.0.0.1:6379/0?password=SECa#SECb",
+      "redis://127.0.0.1:6379/0?password=SECa@SECb",
+      "redis://127.0.0.1:6379/0;password=SECa",
+  };
+  for (const auto& url : urls) {
+    INFO(url);
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("reaching " + url + " failed"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store '" + url + "': bad"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store \"" + url + "\""), "SEC"));
+  }
+  // the host stays visible where the URL is well formed
+  CHECK(dlq::redact_url("redis://127.0.0.1:6379/0?PASSWORD=pw&db=1") ==
+        "redis://127.0.0.1:6379/0?PASSWORD=***&db=1");
+  CHECK(dlq::redact_url("redis://:pa?ss@h:1/0") == "redis://***@h:1/0");
+}
+
 }  // namespace test_redact
