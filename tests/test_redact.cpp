@@ -56,7 +56,9 @@ TEST_CASE("redact_secrets masks every URL of a message with the same rule", "[re
   CHECK(dlq::redact_secrets("redis://:pw@h/0 and redis://h2/1 and unix://:q@/s.sock") ==
         "redis://***@h/0 and redis://h2/1 and unix://***@/s.sock");
   CHECK(dlq::redact_secrets("at redis://h:1/0?password=a@b/c now; password=x&y") ==
-        "at redis://h:1/0?password=*** now; password=***&y");
+        "at redis://h:1/0?password=*** now; password=***");
+  // a value ends before the next parameter, not at any '&'
+  CHECK(dlq::redact_secrets("password=x&y&db=1") == "password=***&db=1");
   CHECK(dlq::redact_secrets("file sqlite:///var/a@b/x.db is locked") ==
         "file sqlite:///var/a@b/x.db is locked");
   CHECK(dlq::redact_secrets("no url here, mail a@b") == "no url here, mail a@b");
