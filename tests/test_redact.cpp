@@ -136,4 +136,38 @@ TEST_CASE("a garbled URL or a secret parameter leaves no part of a secret (issue
   CHECK(dlq::redact_url("redis://:pa?ss@h:1/0") == "redis://***@h:1/0");
 }
 
+TEST_CASE("the parser names what is wrong in a garbled URL and echoes no secret", "[redact]") {
+  struct Case {
+    std::string url;
+    std::string names;  // a part the message must hold: what is wrong / what to do
+  };
+  const std::vector<Case> cases = {
+      // a '?' in the password: the query started inside the user-info
+      {"redis://:SECa?SECb@127.0.0.1:6379/0", "%3F"},
+      {"redis://u:SECp?SECw@h:1/0", "%3F"},
+      {"redis://:SECa?db=1@127.0.0.1:6379/0", "%3F"},
+      {"unix://:SECa?SECb@/run/redis.sock", "%3F"},
+      // a '&' in a ?password= value: the rest looked like a parameter
+      {"redis://127.0.0.1:6379/0?password=SECa&SECb", "%26"},
+      {"redis://127.0.0.1:6379/0?password=SECa&SECb&db=1", "%26"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.url);
+    std::string what;
+    try {
+      (void)dlq::redis::parse_url(c.url);
+    } catch (const std::exception& e) {
+      what = e.what();
+    }
+    INFO(what);
+    CHECK(has(what, c.names));
+    CHECK_FALSE(has(what, "SEC"));
+    CHECK_FALSE(has(what, "empty host"));
+  }
+  // a URL that is fine keeps parsing
+  CHECK(dlq::redis::parse_url("redis://:pa%3Fss@h:1/0").password == "pa?ss");
+  CHECK(dlq::redis::parse_url("rediss://h:1/0?ca_file=/a@b.pem").tls.ca_file == "/a@b.pem");
+  CHECK(dlq::redis::parse_url("redis://h:1/0?user=a@b&password=x").user == "a@b");
+}
+
 }  // namespace test_redact
