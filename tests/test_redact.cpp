@@ -170,4 +170,23 @@ TEST_CASE("the parser names what is wrong in a garbled URL and echoes no secret"
   CHECK(dlq::redis::parse_url("redis://h:1/0?user=a@b&password=x").user == "a@b");
 }
 
+TEST_CASE("a URL whose password lost its '@' shows no password", "[redact]") {
+  // redis://user:pass (the host forgotten) reads as host 'user', port 'pass'
+  for (const std::string url : {"redis://alice:SECa", "redis://:SECa", "redis://:SECa/0",
+                                "redis://alice:SECa?db=1", "rediss://alice:SECa#x"}) {
+    INFO(url);
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("at " + url + " now"), "SEC"));
+    try {
+      (void)dlq::redis::parse_url(url);
+    } catch (const std::exception& e) {
+      CHECK_FALSE(has(e.what(), "SEC"));
+    }
+  }
+  // a numeric port or an IPv6 host stays
+  for (const std::string url : {"redis://h:6379/0", "redis://[::1]:6379", "redis://h"}) {
+    CHECK(dlq::redact_url(url) == url);
+  }
+}
+
 }  // namespace test_redact
