@@ -10,6 +10,8 @@
 ///    between ('?', '#', '/', ':', more '@'): it is replaced, user name too
 ///    (`scheme://user:pa?ss@host` → `scheme://***@host`). An '@' in a query value (a
 ///    `ca_file=/a@b` path) therefore masks the host too — never a leak;
+///  - a URL without '@' whose authority reads as `user:password` (no port number after its
+///    ':') is masked up to its path: `redis://alice:pw` → `redis://***`;
 ///  - a URL whose part after `://` starts with '/' (sqlite:///path, unix:///path) has no
 ///    user-info: an '@' in its path stays;
 ///  - the value of every `key=value` parameter whose key names a secret — it contains
@@ -57,13 +59,31 @@ inline bool starts_parameter(const std::string& text, std::size_t i) noexcept {
   return i > name && i < text.size() && text[i] == '=';
 }
 
+/// Masks the authority (up to '/', '?' or '#') starting at `from` of a URL ending at `to`
+/// that has no '@' but reads as `user:password` (after its first ':' stands something that
+/// is not a port number; `[ipv6]` excepted): a password whose "@host" was forgotten.
+/// Returns the new end.
+inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::size_t to) {
+  std::size_t end = from;
+  while (end < to && text[end] != '/' && text[end] != '?' && text[end] != '#')
+    ++end;
+  const std::size_t colon = text.find(':', from);
+  if (text[from] == '[' || colon == std::string::npos || colon >= end) return to;
+  bool port = colon + 1 < end;
+  for (std::size_t i = colon + 1; i < end; ++i)
+    port = port && text[i] >= '0' && text[i] <= '9';
+  if (port) return to;
+  text.replace(from, end - from, "***");
+  return to + 3 - (end - from);
+}
+
 /// Masks the user-info of the URL whose authority starts at `from` and that ends at `to`
 /// (exclusive) in `text`: everything up to the last '@' before `to` (see the file
 /// comment); returns the new end.
 inline std::size_t mask_userinfo(std::string& text, std::size_t from, std::size_t to) {
   if (to <= from || text[from] == '/') return to;
   const std::size_t at = text.rfind('@', to - 1);
-  if (at == std::string::npos || at < from) return to;
+  if (at == std::string::npos || at < from) return mask_lost_userinfo(text, from, to);
   text.replace(from, at - from, "***");
   return to + 3 - (at - from);
 }
