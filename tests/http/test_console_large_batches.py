@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """`dlqctl serve` over 100 entries of 4 MiB each (issue 27): a filtered /api/entries scan
 that examines all of them and /api/entry of the last one must not hold a whole window of
-large entries at once. Measures the serve process's peak memory (VmHWM) per request kind
+large entries at once, alone or 12 at a time. Measures the serve process's peak memory (VmHWM) per request kind
 and prints it.
 
     test_console_large_batches.py --dlqctl PATH      (ctest: fixture `redis`)
 """
 import argparse
+import concurrent.futures
 
 from console_support import (Serve, call, check, dead_key, envelope, finish, redis_client,
                              redis_url)
@@ -76,6 +77,20 @@ def main():
             if entry:
                 check(entry.get("id") == f"big-{COUNT - 1}", "the last entry is found")
             measure(srv, "unfiltered /api/entries", f"api/entries?queue={q}&limit=100")
+            # 12 at once (6 scans, 6 lookups): each holds its own few entries
+            pid = srv.proc.pid
+            reset_hwm(pid)
+            before = hwm(pid)
+            paths = [f"api/entries?queue={q}&error=nomatch{i}" for i in range(6)] + \
+                    [f"api/entry?queue={q}&id=big-{COUNT - 1 - i}" for i in range(6)]
+            with concurrent.futures.ThreadPoolExecutor(len(paths)) as pool:
+                statuses = list(pool.map(lambda p: call(srv.url, p, timeout=300)[0], paths))
+            grown = hwm(pid) - before
+            print(f"  12 requests at once: statuses {sorted(set(statuses))}, peak +{grown / MIB:.0f} MiB",
+                  flush=True)
+            check(statuses == [200] * len(paths), "12 requests at once answer 200", str(statuses))
+            check(grown < 4 * BOUND, f"12 requests at once: peak grows by less than {4 * BOUND // MIB} MiB",
+                  f"(+{grown / MIB:.0f} MiB)")
         finally:
             srv.stop()
     finally:
