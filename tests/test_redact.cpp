@@ -56,7 +56,9 @@ TEST_CASE("redact_secrets masks every URL of a message with the same rule", "[re
   CHECK(dlq::redact_secrets("redis://:pw@h/0 and redis://h2/1 and unix://:q@/s.sock") ==
         "redis://***@h/0 and redis://h2/1 and unix://***@/s.sock");
   CHECK(dlq::redact_secrets("at redis://h:1/0?password=a@b/c now; password=x&y") ==
-        "at redis://h:1/0?password=*** now; password=***&y");
+        "at redis://h:1/0?password=*** now; password=***");
+  // a value ends before the next parameter, not at any '&'
+  CHECK(dlq::redact_secrets("password=x&y&db=1") == "password=***&db=1");
   CHECK(dlq::redact_secrets("file sqlite:///var/a@b/x.db is locked") ==
         "file sqlite:///var/a@b/x.db is locked");
   CHECK(dlq::redact_secrets("no url here, mail a@b") == "no url here, mail a@b");
@@ -88,6 +90,102 @@ TEST_CASE("every secret part of every URL form the Redis parser accepts is maske
     CHECK_FALSE(has(dlq::redact_secrets("--store '" + url + "': bad"), "SEC"));
     // the Redis parser's own messages use the same rule
     CHECK(dlq::redis::detail::redact_url(url) == dlq::redact_url(url));
+  }
+}
+
+TEST_CASE("a garbled URL or a secret parameter leaves no part of a secret (issue 27, round 6)",
+          "[redact]") {
+  // A '?' or '#' in the password: the parser reads a query from the middle of it, and a
+  // message built from such a URL must still show no part of it. The same for
+  // PASSWORD=-style keys, sentinel passwords and TLS key passphrases (any case), and for a
+  // password value that holds '&' or ';'.
+  const std::vector<std::string> urls = {
+      "redis://:SECa?SECb@127.0.0.1:6379/0",
+      "redis://alice:SECa?SECb@SECc@127.0.0.1:6379/0",
+      "redis://:SECa#SECb@127.0.0.1:6379/0",
+      "redis://:SECa?SECb#SECc@SECd@127.0.0.1:6379/0?db=1",
+      "redis://:SECa?db=1@127.0.0.1:6379/0",
+      "rediss://:SECa?ca_file=/x@127.0.0.1:6379/0",
+      "unix://:SECa?SECb@/run/redis.sock",
+      "redis://127.0.0.1:6379/0?PASSWORD=SECa",
+      "redis://127.0.0.1:6379/0?db=0&Password=SECa&db=1",
+      "redis://127.0.0.1:6379/0?sentinel-password=SECa",
+      "redis://127.0.0.1:6379/0?sentinel_password=SECa&db=1",
+      "rediss://127.0.0.1:6379/0?tls_key_passphrase=SECa",
+      "rediss://127.0.0.1:6379/0?key-passphrase=SECa",
+      "redis://127.0.0.1:6379/0?passwd=SECa",
+      "redis://127.0.0.1:6379/0?pwd=SECa",
+      "redis://127.0.0.1:6379/0?auth_token=SECa",
+      "redis://127.0.0.1:6379/0?password=SECa&SECb",
+      "redis://127.0.0.1:6379/0?password=SECa&SECb&db=1",
+      "redis://127.0.0.1:6379/0?password=SECa;SECb",
+      "redis://127.0.0.1:6379/0?password=SECa#SECb",
+      "redis://127.0.0.1:6379/0?password=SECa@SECb",
+      "redis://127.0.0.1:6379/0;password=SECa",
+  };
+  for (const auto& url : urls) {
+    INFO(url);
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("reaching " + url + " failed"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store '" + url + "': bad"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store \"" + url + "\""), "SEC"));
+  }
+  // the host stays visible where the URL is well formed
+  CHECK(dlq::redact_url("redis://127.0.0.1:6379/0?PASSWORD=pw&db=1") ==
+        "redis://127.0.0.1:6379/0?PASSWORD=***&db=1");
+  CHECK(dlq::redact_url("redis://:pa?ss@h:1/0") == "redis://***@h:1/0");
+}
+
+TEST_CASE("the parser names what is wrong in a garbled URL and echoes no secret", "[redact]") {
+  struct Case {
+    std::string url;
+    std::string names;  // a part the message must hold: what is wrong / what to do
+  };
+  const std::vector<Case> cases = {
+      // a '?' in the password: the query started inside the user-info
+      {"redis://:SECa?SECb@127.0.0.1:6379/0", "%3F"},
+      {"redis://u:SECp?SECw@h:1/0", "%3F"},
+      {"redis://:SECa?db=1@127.0.0.1:6379/0", "%3F"},
+      {"unix://:SECa?SECb@/run/redis.sock", "%3F"},
+      // a '&' in a ?password= value: the rest looked like a parameter
+      {"redis://127.0.0.1:6379/0?password=SECa&SECb", "%26"},
+      {"redis://127.0.0.1:6379/0?password=SECa&SECb&db=1", "%26"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.url);
+    std::string what;
+    try {
+      (void)dlq::redis::parse_url(c.url);
+    } catch (const std::exception& e) {
+      what = e.what();
+    }
+    INFO(what);
+    CHECK(has(what, c.names));
+    CHECK_FALSE(has(what, "SEC"));
+    CHECK_FALSE(has(what, "empty host"));
+  }
+  // a URL that is fine keeps parsing
+  CHECK(dlq::redis::parse_url("redis://:pa%3Fss@h:1/0").password == "pa?ss");
+  CHECK(dlq::redis::parse_url("rediss://h:1/0?ca_file=/a@b.pem").tls.ca_file == "/a@b.pem");
+  CHECK(dlq::redis::parse_url("redis://h:1/0?user=a@b&password=x").user == "a@b");
+}
+
+TEST_CASE("a URL whose password lost its '@' shows no password", "[redact]") {
+  // redis://user:pass (the host forgotten) reads as host 'user', port 'pass'
+  for (const std::string url : {"redis://alice:SECa", "redis://:SECa", "redis://:SECa/0",
+                                "redis://alice:SECa?db=1", "rediss://alice:SECa#x"}) {
+    INFO(url);
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("at " + url + " now"), "SEC"));
+    try {
+      (void)dlq::redis::parse_url(url);
+    } catch (const std::exception& e) {
+      CHECK_FALSE(has(e.what(), "SEC"));
+    }
+  }
+  // a numeric port or an IPv6 host stays
+  for (const std::string url : {"redis://h:6379/0", "redis://[::1]:6379", "redis://h"}) {
+    CHECK(dlq::redact_url(url) == url);
   }
 }
 

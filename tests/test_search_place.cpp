@@ -4,6 +4,7 @@
 // library's search_page and the console's scan over a real MemoryStorage with a removal
 // injected right before each of their reads.
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dlq/dead_letter_queue.hpp"
@@ -336,6 +338,54 @@ TEST_CASE("search and the console's scan skip nothing when entries go before eve
       CHECK(std::set<std::string>(returned.begin(), returned.end()).size() == returned.size());
     }
   }
+}
+
+TEST_CASE("the console's scan sizes each read by the bytes of the entries (issue 27)") {
+  // 300 entries of 64 KiB with a read budget of 256 KiB: every peek asks for at most 4
+  // entries (after the 1-entry sample), and a run of pages still returns every match once.
+  std::vector<dlq::Entry> list(300);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    list[i].id = "e" + std::to_string(i);
+    list[i].raw = std::string(64 << 10, static_cast<char>('a' + i % 26)) + list[i].id;
+    list[i].error = i % 3 == 0 ? "match" : "other";
+  }
+  std::size_t most = 0, reads = 0;
+  const auto peek = [&](std::string_view, std::size_t start, std::size_t count) {
+    most = std::max(most, count);
+    ++reads;
+    std::vector<dlq::Entry> out;
+    for (std::size_t i = start; i < list.size() && i < start + count; ++i)
+      out.push_back(list[i]);
+    return out;
+  };
+  dlq::http::EntryQuery f;
+  f.error = "match";
+  dlq::http::ScanLimits limits;
+  limits.limit = 20;
+  limits.read_bytes = 256 << 10;
+  std::optional<dlq::http::Cursor> at;
+  std::vector<std::string> returned;
+  do {
+    const auto page = dlq::http::scan(peek, list.size(), "q", f, at, limits,
+                                      std::chrono::system_clock::now());
+    CHECK_FALSE(page.restarted);
+    for (const auto& e : page.entries)
+      returned.push_back(e.id);
+    at = page.next;
+  } while (at);
+  std::vector<std::string> expected;
+  for (std::size_t i = 0; i < list.size(); i += 3)
+    expected.push_back(list[i].id);
+  CHECK(returned == expected);
+  CHECK(most <= 4);
+  CHECK(reads > 75);  // 300 entries, at most 4 a read
+  // small entries: reads of a whole window again (500 + the 16 re-read)
+  for (auto& e : list)
+    e.raw = e.id;
+  most = 0;
+  (void)dlq::http::scan(peek, list.size(), "q", f, std::nullopt, limits,
+                        std::chrono::system_clock::now());
+  CHECK(most >= 300);
 }
 
 }  // namespace test_search_place

@@ -576,7 +576,7 @@ class Commands {
     if (found.skipped.empty()) return;
     std::string list;
     for (std::size_t i = 0; i < found.skipped.size() && i < 5; ++i)
-      list += (i == 0 ? "'" : ", '") + printable(found.skipped[i]) + "'";
+      list += (i == 0 ? "" : ", ") + printable_cut(found.skipped[i]);
     if (found.skipped.size() > 5) list += ", …";
     const std::size_t n = found.skipped.size();
     io_.err << "dlqctl " << command << ": " << n << (n == 1 ? " queue name" : " queue names")

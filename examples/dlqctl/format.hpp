@@ -98,6 +98,19 @@ inline std::string printable(std::string_view s) {
   return out;
 }
 
+/// A name that may be any size (a queue name of a foreign key, up to 512 MB) for a message:
+/// `'name'` through printable, or, when it is longer than `max_bytes`, its first bytes (cut
+/// before a UTF-8 sequence, never inside one) then `…' (N bytes)`.
+inline std::string printable_cut(std::string_view s, std::size_t max_bytes = 64) {
+  if (s.size() <= max_bytes) return "'" + printable(s) + "'";
+  std::size_t cut = max_bytes;
+  for (std::size_t back = 0; back < 3 && cut > 0; ++back) {
+    if ((static_cast<unsigned char>(s[cut]) & 0xC0) != 0x80) break;  // not a continuation
+    --cut;
+  }
+  return "'" + printable(s.substr(0, cut)) + "…' (" + std::to_string(s.size()) + " bytes)";
+}
+
 /// Display width of printable UTF-8 text, counting one column per code point.
 inline std::size_t width(std::string_view s) {
   std::size_t w = 0;

@@ -4,15 +4,21 @@
 /// the library (the Redis URL parser's errors), the operator console (its JSON errors and
 /// log) and dlqctl (its banners and errors). No dependencies.
 ///
-/// The rule follows the Redis URL parser (dlq::redis::parse_url), which takes everything
-/// before the last '@' ahead of the query as the user-info, so a password may hold '@', '/'
-/// and ':':
-///  - the whole user-info is replaced: `scheme://user:password@host` → `scheme://***@host`
-///    (the user too: with a lone password, or a password written without its leading ':',
-///    what looks like a user name is a secret);
+/// The rule errs on the side of masking too much: a URL may be garbled (a password holding
+/// '?', '#', '&' or ' ' that was not %-encoded), and no part of a secret may be printed.
+///  - the user-info is everything after `://` up to the LAST '@' of the URL, whatever stands
+///    between ('?', '#', '/', ':', more '@'): it is replaced, user name too
+///    (`scheme://user:pa?ss@host` → `scheme://***@host`). An '@' in a query value (a
+///    `ca_file=/a@b` path) therefore masks the host too — never a leak;
+///  - a URL without '@' whose authority reads as `user:password` (no port number after its
+///    ':') is masked up to its path: `redis://alice:pw` → `redis://***`;
 ///  - a URL whose part after `://` starts with '/' (sqlite:///path, unix:///path) has no
 ///    user-info: an '@' in its path stays;
-///  - every `password=` value is replaced (`?password=…` of unix:// and redis:// URLs);
+///  - the value of every `key=value` parameter whose key names a secret — it contains
+///    `pass` (password, passwd, sentinel-password, tls_key_passphrase), `pwd`, `secret`,
+///    `token`, `auth` or `credential`, in any case — is replaced up to the next `&key=`
+///    (so a value holding '&', ';', '#' or '@' is masked whole) or the end of the URL;
+///  - in a message (redact_secrets) a URL and a value end at whitespace or a quote;
 ///  - %-escapes are not decoded: `%40` stays inside the masked part.
 #pragma once
 
@@ -29,47 +35,97 @@ inline bool ends_url_in_text(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' || c == '"';
 }
 
+/// True for a character of a parameter name (`key` of `key=value`).
+inline bool is_parameter_name_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '-' || c == '.';
+}
+
+/// True when the parameter name `key` names a secret (see the file comment), in any case.
+inline bool is_secret_parameter(std::string_view key) {
+  std::string lower(key);
+  for (char& c : lower)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  for (const std::string_view word : {"pass", "pwd", "secret", "token", "auth", "credential"})
+    if (lower.find(word) != std::string::npos) return true;
+  return false;
+}
+
+/// True when `text` at `i` holds a parameter: a name then '='.
+inline bool starts_parameter(const std::string& text, std::size_t i) noexcept {
+  const std::size_t name = i;
+  while (i < text.size() && is_parameter_name_char(text[i]))
+    ++i;
+  return i > name && i < text.size() && text[i] == '=';
+}
+
+/// Masks the authority (up to '/', '?' or '#') starting at `from` of a URL ending at `to`
+/// that has no '@' but reads as `user:password` (after its first ':' stands something that
+/// is not a port number; `[ipv6]` excepted): a password whose "@host" was forgotten.
+/// Returns the new end.
+inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::size_t to) {
+  std::size_t end = from;
+  while (end < to && text[end] != '/' && text[end] != '?' && text[end] != '#')
+    ++end;
+  const std::size_t colon = text.find(':', from);
+  if (text[from] == '[' || colon == std::string::npos || colon >= end) return to;
+  bool port = colon + 1 < end;
+  for (std::size_t i = colon + 1; i < end; ++i)
+    port = port && text[i] >= '0' && text[i] <= '9';
+  if (port) return to;
+  text.replace(from, end - from, "***");
+  return to + 3 - (end - from);
+}
+
 /// Masks the user-info of the URL whose authority starts at `from` and that ends at `to`
-/// (exclusive) in `text` (see the file comment); returns the new end.
+/// (exclusive) in `text`: everything up to the last '@' before `to` (see the file
+/// comment); returns the new end.
 inline std::size_t mask_userinfo(std::string& text, std::size_t from, std::size_t to) {
-  std::size_t end = text.find('?', from);
-  if (end == std::string::npos || end > to) end = to;
-  if (end <= from || text[from] == '/') return to;
-  const std::size_t at = text.rfind('@', end - 1);
-  if (at == std::string::npos || at < from) return to;
+  if (to <= from || text[from] == '/') return to;
+  const std::size_t at = text.rfind('@', to - 1);
+  if (at == std::string::npos || at < from) return mask_lost_userinfo(text, from, to);
   text.replace(from, at - from, "***");
   return to + 3 - (at - from);
 }
 
-/// Masks every `password=` value in `text` from `from`: up to '&', or also up to a
-/// character that ends a URL in free text when `in_text`.
-inline void mask_password_values(std::string& text, std::size_t from, bool in_text) {
-  static constexpr std::string_view key = "password=";
-  while ((from = text.find(key, from)) != std::string::npos) {
-    const std::size_t start = from + key.size();
+/// Masks the value of every secret parameter in `text` (see the file comment): up to the
+/// next `&name=`, the end, or also a character that ends a URL in free text when `in_text`.
+inline void mask_secret_values(std::string& text, bool in_text) {
+  std::size_t eq = 0;
+  while ((eq = text.find('=', eq)) != std::string::npos) {
+    std::size_t name = eq;
+    while (name > 0 && is_parameter_name_char(text[name - 1]))
+      --name;
+    const std::size_t start = eq + 1;
+    if (name == eq || !is_secret_parameter(std::string_view(text).substr(name, eq - name))) {
+      eq = start;
+      continue;
+    }
     std::size_t end = start;
-    while (end < text.size() && text[end] != '&' && !(in_text && ends_url_in_text(text[end])))
+    while (end < text.size() && !(in_text && ends_url_in_text(text[end])) &&
+           !(text[end] == '&' && starts_parameter(text, end + 1)))
       ++end;
     text.replace(start, end - start, "***");
-    from = start + 3;
+    eq = start + 3;
   }
 }
 
 }  // namespace detail
 
 /// `url` (one URL, the whole string) with its credentials replaced by "***" (see the file
-/// comment): "redis://:p@ss/w:rd@host:6379/0" → "redis://***@host:6379/0".
+/// comment): "redis://:p?ss/w:rd@host:6379/0" → "redis://***@host:6379/0".
 inline std::string redact_url(std::string_view url) {
   std::string out(url);
+  detail::mask_secret_values(out, false);
   const std::size_t scheme = out.find("://");
   if (scheme != std::string::npos) detail::mask_userinfo(out, scheme + 3, out.size());
-  detail::mask_password_values(out, 0, false);
   return out;
 }
 
 /// `text` (a message) with the credentials of every URL in it replaced by "***" (see the
 /// file comment); a URL ends at whitespace or a quote.
 inline std::string redact_secrets(std::string text) {
+  detail::mask_secret_values(text, true);
   std::size_t from = 0;
   while ((from = text.find("://", from)) != std::string::npos) {
     const std::size_t start = from + 3;
@@ -78,7 +134,6 @@ inline std::string redact_secrets(std::string text) {
       ++end;
     from = detail::mask_userinfo(text, start, end);
   }
-  detail::mask_password_values(text, 0, true);
   return text;
 }
 

@@ -92,4 +92,29 @@ TEST_CASE("errors --max reads a sample and says so; Ctrl-C stops it", "[cli]") {
   CHECK(f.traps == std::vector<bool>{true, false, true, false, true, false});
 }
 
+TEST_CASE("a skipped queue name is shown cut to 64 bytes with its length (issue 27)", "[cli]") {
+  // A foreign key with a 1 MiB queue name: the message names it without printing it whole.
+  CliFixture f;
+  f.dlq().send_to_dlq("orders", "{}", "e");
+  const std::string huge = "Q" + std::string((1 << 20) - 1, 'x');
+  f.storage.push(dlq::Record{huge, {}, {}, "not json"});
+  f.storage.push(dlq::Record{std::string(2000, '\n'), {}, {}, "not json"});
+  for (const char* command : {"queues", "stats", "metrics"}) {
+    INFO(command);
+    const auto r = f.run({command});
+    CHECK(r.code == 0);
+    INFO(r.err.substr(0, 300));
+    CHECK(r.err.size() < 1000);
+    CHECK(contains(r.err, "Qxxxxxxxxx"));
+    CHECK(contains(r.err, "1048576 bytes"));
+    CHECK(contains(r.err, "2000 bytes"));
+    std::string escaped_65;  // 65 newlines as printed: more than 64 bytes of the name
+    for (int i = 0; i < 65; ++i)
+      escaped_65 += "\\n";
+    CHECK_FALSE(contains(r.err, escaped_65));
+    CHECK(contains(r.err, "\\n\\n"));
+    CHECK_FALSE(contains(r.err, std::string(100, 'x')));
+  }
+}
+
 }  // namespace test_observability_commands

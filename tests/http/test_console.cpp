@@ -539,4 +539,58 @@ TEST_CASE("an unexpected error is logged on one line, its path and message clean
   CHECK(lines[0].find("/metrics: unexpected error: scrape failed") != std::string::npos);
 }
 
+// A memory backend that counts the listings (a SCAN of the whole database on Redis) and can
+// be made unreachable.
+struct CountingBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
+  using QueueBackend::QueueBackend;
+  std::atomic<int> listings{0};
+  std::atomic<bool> down{false};
+  std::vector<std::string> queues() override {
+    ++listings;
+    if (down) throw dlq::connection_error("store down");
+    return QueueBackend::queues();
+  }
+  dlq::QueueNames list_queues() override {
+    ++listings;
+    if (down) throw dlq::connection_error("store down");
+    return QueueBackend::list_queues();
+  }
+  std::size_t size(std::string_view queue) override {
+    if (down) throw dlq::connection_error("store down");
+    return QueueBackend::size(queue);
+  }
+};
+
+TEST_CASE("/healthz checks reachability without listing the queues (issue 27)") {
+  // The listing is a SCAN of the whole Redis database: with millions of keys, /healthz was
+  // slow and heavy. It must not list at all.
+  dlq::DeadLetterQueue<dlq::MemoryStorage> queue;
+  for (int i = 0; i < 50; ++i)
+    queue.send_to_dlq("q" + std::to_string(i), "{}", "e");
+  CountingBackend backend(queue);
+  dlq::http::Console console(backend, {});
+  dlq::http::GuardedServer server;
+  console.mount(server);
+  const int port = server.bind_to_any_port("127.0.0.1");
+  REQUIRE(port > 0);
+  std::thread t([&] { server.listen_after_bind(); });
+  while (!server.is_running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  httplib::Client c("127.0.0.1", port);
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.Get("/healthz");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+  CHECK(backend.listings == 0);
+  backend.down = true;  // unreachable: 503, still without a listing
+  auto r = c.Get("/healthz");
+  REQUIRE(r);
+  CHECK(r->status == 503);
+  CHECK(body_of(r)["error"]["code"] == "store_unavailable");
+  CHECK(backend.listings == 0);
+  server.stop();
+  t.join();
+}
+
 }  // namespace test_console

@@ -99,6 +99,35 @@ DLQ_MEMBER_INLINE RemoveReport DeadLetterQueue<Storage>::remove_many(
   return report;
 }
 
+namespace detail {
+
+/// Items per page of a lookup by id without the storage's `find` (find_raws) when the
+/// largest item read so far has `largest` bytes: about 8 MiB a page, 1 to 512 items.
+inline std::size_t lookup_page(std::size_t largest) noexcept {
+  constexpr std::size_t bytes = std::size_t{8} << 20;
+  return std::min<std::size_t>(512, std::max<std::size_t>(1, bytes / std::max<std::size_t>(1, largest)));
+}
+
+/// Where the lookup goes on when the item `last`, expected at `start` - 1, is not there (the
+/// list moved left under the scan): the position just after it, looked for among the 512
+/// items before `start`, `page` items a read (a page of large items is small: the same
+/// reach as one read of 512, within the bytes of one page). nullopt: not there (removed).
+template <class S>
+std::optional<std::size_t> find_back(S& storage, std::string_view queue, ListKind kind,
+                                     std::size_t start, std::size_t page,
+                                     const std::string& last) {
+  for (std::size_t hi = start; hi > 0 && start - hi <= 512;) {
+    const std::size_t back = hi > page ? hi - page : 0;
+    const auto before = storage.range(queue, kind, back, hi - back);
+    const auto it = std::find(before.rbegin(), before.rend(), last);
+    if (it != before.rend()) return back + static_cast<std::size_t>(before.rend() - it);
+    hi = back;
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail
+
 template <class Storage>
 DLQ_MEMBER_INLINE std::optional<std::string> DeadLetterQueue<Storage>::find_raw(
     std::string_view queue, ListKind kind, std::string_view id) {
@@ -127,7 +156,10 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
           out.emplace(std::string(id), std::move(*raw));
     return out;
   } else {
-    constexpr std::size_t page = 512;
+    // Pages of at most 512 items and about 8 MiB (detail::lookup_page; the first page is
+    // one item), so a list of 4 MiB items is read 2 at a time, not 512.
+    std::size_t largest = 0;
+    std::size_t page = 1;
     const std::set<std::string_view> wanted(ids.begin(), ids.end());
     // Ids of plain characters appear verbatim in the stored bytes: a cheap pre-check when
     // there are few of them.
@@ -147,11 +179,8 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
       auto raws =
           storage_.range(queue, kind, anchored ? start - 1 : start, anchored ? page + 1 : page);
       if (anchored && (raws.empty() || raws.front() != *last)) {
-        const std::size_t back = start - 1 > page ? start - 1 - page : 0;
-        const auto before = storage_.range(queue, kind, back, start - back);
-        const auto it = std::find(before.rbegin(), before.rend(), *last);
-        if (it != before.rend()) {
-          start = back + static_cast<std::size_t>(before.rend() - it);  // just after it
+        if (const auto after = detail::find_back(storage_, queue, kind, start, page, *last)) {
+          start = *after;
         } else if (++restarts <= 3) {
           start = 0;
           last.reset();
@@ -162,6 +191,8 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
       }
       const std::size_t first = anchored ? 1 : 0;
       const bool full = raws.size() - first >= page;
+      for (const auto& raw : raws)
+        largest = std::max(largest, raw.size());
       if (full) last = raws.back();  // the next page's anchor (a copy: found items move out)
       for (std::size_t i = first; i < raws.size(); ++i) {
         std::string& raw = raws[i];
@@ -178,6 +209,7 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
       }
       if (!full) return out;
       start += page;
+      page = detail::lookup_page(largest);
     }
   }
 }

@@ -166,14 +166,23 @@ class search_place {
     if (position_ == 0) anchors_.clear();
   }
 
+  /// Sets how many items the next reads re-read before the place (`back`: 1..overlap) and
+  /// read while the place is looked for further back (`search`: at least 1), so that a
+  /// read of large items holds few of them. Fewer items re-read only make looking further
+  /// back (searching()) more frequent: the anchors kept, and so what is found, are the same.
+  void set_read_sizes(std::size_t back, std::size_t search) noexcept {
+    back_ = std::min(std::max<std::size_t>(back, 1), overlap);
+    search_window_ = std::max<std::size_t>(search, 1);
+  }
+
   /// The read to issue next, for at most `want` (at least 1) items after the place.
   read next_read(std::size_t want) const noexcept {
     if (position_ == 0) return {0, std::max<std::size_t>(want, 1)};
     if (searching_) {
-      const std::size_t w = std::min(window, position_);
+      const std::size_t w = std::min(search_window_, position_);
       return {position_ - w, w};
     }
-    const std::size_t back = std::min(overlap, position_);
+    const std::size_t back = std::min(back_, position_);
     return {position_ - back, back + std::max<std::size_t>(want, 1)};
   }
 
@@ -242,6 +251,8 @@ class search_place {
  private:
   std::size_t position_ = 0;
   std::vector<std::uint64_t> anchors_;
+  std::size_t back_ = overlap;           // items re-read before the place (set_read_sizes)
+  std::size_t search_window_ = window;  // items per read while searching (set_read_sizes)
   bool searching_ = false;
   bool restarted_ = false;
 };

@@ -102,6 +102,16 @@ class ConsoleBackend {
   /// Finishes interrupted replays (dlq::DeadLetterQueue::recover); returns items fixed.
   virtual std::size_t recover(std::string_view queue) = 0;
 
+  /// Throws the library's storage errors (dlq::storage_error and subclasses) when the store
+  /// cannot be reached; returns otherwise. GET /healthz asks only this, so it must be cheap
+  /// whatever the store holds: never a listing (queues() SCANs a whole Redis database).
+  /// Default: size() of one queue name no application uses (one LLEN on Redis, one indexed
+  /// COUNT on SQLite); override it with a PING where the backend has one.
+  virtual void check_reachable() { (void)size(health_probe_queue); }
+
+  /// The queue name check_reachable() reads by default.
+  static constexpr std::string_view health_probe_queue = "dlq.healthz-probe";
+
   /// Jobs waiting in the source queue, when the backend can tell. Default: nullopt.
   virtual std::optional<std::size_t> waiting(std::string_view /*queue*/) { return std::nullopt; }
 

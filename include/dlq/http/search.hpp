@@ -140,7 +140,22 @@ struct ScanLimits {
   /// Stored bytes (Entry::raw) of the matching entries one page holds: the page ends after
   /// the entry that reaches them (so it holds at least one). 0 = no bound.
   std::size_t max_bytes = 0;
+  /// Stored bytes one peek aims to hold (0 = no bound: reads of `window` entries + 16). A
+  /// call first peeks at the one entry at its place to learn a size; every read then takes
+  /// about read_bytes / (the largest entry the call has read) entries, at least 2, at most
+  /// `window` + 16, so a read of 4 MiB entries holds 2 of them, not 516. An entry larger
+  /// than all before it may take a read over the budget by (its size x the read's count).
+  std::size_t read_bytes = std::size_t{8} << 20;
 };
+
+/// How many entries a scan's next peek asks for under `limits`, when the largest entry it
+/// has read so far has `largest` stored bytes (0: none read yet). See ScanLimits::read_bytes.
+inline std::size_t read_entries(const ScanLimits& limits, std::size_t largest) noexcept {
+  const std::size_t most = std::max<std::size_t>(1, limits.window) + 16;
+  if (limits.read_bytes == 0) return most;
+  if (largest == 0) return 2;
+  return std::min(most, std::max<std::size_t>(2, limits.read_bytes / largest));
+}
 
 /// Whether a page of `entries` entries holding `bytes` stored bytes (Entry::raw) is full
 /// under `limits`: it holds limits.limit entries (at least 1), or its bytes reached
@@ -187,18 +202,34 @@ SearchPage scan(Peek&& peek, std::size_t length, std::string_view queue, const E
   dlq::detail::search_place place(std::move(token), length);
   page.start = place.position();
   const std::size_t want = std::max<std::size_t>(1, limits.limit);
-  const std::size_t window = std::max<std::size_t>(1, limits.window);
+  std::size_t window = std::max<std::size_t>(1, limits.window);
+  std::size_t largest = 0;  // stored bytes of the largest entry read (ScanLimits::read_bytes)
+  const auto size_reads = [&] {
+    const std::size_t per_read = read_entries(limits, largest);
+    const std::size_t most = std::max<std::size_t>(1, limits.window);
+    const std::size_t back =
+        per_read >= most + 16 ? 16 : std::min<std::size_t>(16, std::max<std::size_t>(1, per_read / 2));
+    window = std::min(most, std::max<std::size_t>(1, per_read - back));
+    place.set_read_sizes(back, per_read >= most + 16 ? dlq::detail::search_place::window : per_read);
+  };
+  if (limits.read_bytes != 0) {  // a sample for the size of the first read (not examined)
+    for (const auto& e : peek(queue, place.position(), 1))
+      largest = std::max<std::size_t>(1, e.raw.size());
+  }
   bool at_end = false;
   bool started = false;
   std::size_t page_bytes = 0;  // of the matching entries kept (ScanLimits::max_bytes)
   const auto full = [&] { return page_full(page.entries.size(), page_bytes, limits); };
   while (!full() && page.examined < limits.max_examined) {
+    size_reads();
     std::size_t n = std::min(window, limits.max_examined - page.examined);
     if (filter.empty()) n = std::min(n, want - page.entries.size());
     const dlq::detail::search_place::read r = place.next_read(n);
     std::vector<Entry> batch = peek(queue, r.start, r.count);
     if (batch.size() > r.count)
       batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(r.count), batch.end());
+    for (const auto& e : batch)
+      largest = std::max(largest, std::max<std::size_t>(1, e.raw.size()));
     std::vector<std::pair<std::size_t, std::size_t>> moved;  // (batch index, page index)
     const auto key = [&](std::size_t i) {
       const auto m =

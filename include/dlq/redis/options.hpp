@@ -179,19 +179,17 @@ inline std::string percent_decode(std::string_view url, std::string_view s) {
   return out;
 }
 
+// The text is not echoed: in a garbled URL (a password without its '@') it may be a secret.
 inline long parse_number(std::string_view url, std::string_view s, const char* what, long lo,
                          long hi) {
-  if (s.empty() || s.size() > 9) bad_url(url, std::string(what) + " must be a number");
+  const std::string range = " (" + std::to_string(lo) + ".." + std::to_string(hi) + ")";
+  if (s.empty() || s.size() > 9) bad_url(url, std::string(what) + " must be a number" + range);
   long v = 0;
   for (char c : s) {
-    if (c < '0' || c > '9')
-      bad_url(url, std::string(what) + " '" + std::string(s) + "' is not a number");
+    if (c < '0' || c > '9') bad_url(url, std::string(what) + " is not a number" + range);
     v = v * 10 + (c - '0');
   }
-  if (v < lo || v > hi) {
-    bad_url(url, std::string(what) + " " + std::string(s) + " is out of range " +
-                     std::to_string(lo) + ".." + std::to_string(hi));
-  }
+  if (v < lo || v > hi) bad_url(url, std::string(what) + " is out of range" + range);
   return v;
 }
 
@@ -227,8 +225,34 @@ inline bool apply_tls_parameter(std::string_view url, std::string_view key, std:
   return true;
 }
 
+/// True for a parameter name made of [a-z0-9_-], short enough to be echoed in a message.
+inline bool echoable_parameter_name(std::string_view key) {
+  if (key.empty() || key.size() > 32) return false;
+  for (char c : key)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  return true;
+}
+
+/// Refuses the query part `pair` (key `key`) that is no known parameter, echoing the key
+/// only when it cannot be a piece of a password (`after_secret`: it follows a password or
+/// user value, which may have held an unencoded '&').
+[[noreturn]] inline void bad_parameter(std::string_view url, std::string_view pair,
+                                       std::string_view key, bool after_secret) {
+  static constexpr const char* known =
+      " (known: db, user, password; with rediss://: ca_file, ca_dir, cert_file, key_file, "
+      "server_name, insecure_skip_verify)";
+  if (pair.find('=') == std::string_view::npos || after_secret) {
+    bad_url(url, std::string("a query part that is no parameter") +
+                     (after_secret ? " follows the password or user" : " (no '=')") +
+                     ": write a '&' in a password or user name as %26, '#' as %23" + known);
+  }
+  if (!echoable_parameter_name(key)) bad_url(url, std::string("unknown parameter") + known);
+  bad_url(url, "unknown parameter '" + std::string(key) + "'" + known);
+}
+
 /// Applies `a=b&c=d` query parameters (db, password, user, and the TLS ones) to `o`.
 inline void apply_query(std::string_view url, std::string_view query, ConnectionOptions& o) {
+  bool after_secret = false;
   while (!query.empty()) {
     const auto amp = query.find('&');
     const std::string_view pair = query.substr(0, amp);
@@ -238,11 +262,12 @@ inline void apply_query(std::string_view url, std::string_view query, Connection
     const std::string_view key = pair.substr(0, eq);
     const std::string_view value =
         eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+    const bool secret = key == "password" || key == "user" || key == "username";
     if (key == "db") {
       o.db = static_cast<int>(parse_number(url, value, "db", 0, 1 << 20));
     } else if (key == "password") {
       o.password = percent_decode(url, value);
-    } else if (key == "user" || key == "username") {
+    } else if (secret) {
       o.user = percent_decode(url, value);
     } else if (apply_tls_parameter(url, key, value, o.tls)) {
       if (!o.tls.enabled) {
@@ -250,10 +275,9 @@ inline void apply_query(std::string_view url, std::string_view query, Connection
                          "' in a plain-TCP URL; use rediss:// to connect with TLS");
       }
     } else {
-      bad_url(url, "unknown parameter '" + std::string(key) +
-                       "' (known: db, user, password; with rediss://: ca_file, ca_dir, "
-                       "cert_file, key_file, server_name, insecure_skip_verify)");
+      bad_parameter(url, pair, key, after_secret);
     }
+    after_secret = secret;
   }
 }
 
@@ -278,6 +302,27 @@ inline void parse_user_info(std::string_view url, std::string_view& rest, bool u
       o.password = percent_decode(url, info.substr(colon + 1));
     }
   }
+}
+
+// Refuses a URL whose query (after the first '?') holds the '@' that ends the user-info,
+// which `rest` (before the '?') lacks: a '?' in a user name or password that was not
+// %-encoded. An '@' in the value of a text parameter (user=a@b, ca_file=/a@b) is no sign.
+inline void refuse_query_in_user_info(std::string_view url, std::string_view rest,
+                                      std::string_view query) {
+  const auto at = query.rfind('@');
+  if (at == std::string_view::npos || rest.find('@') != std::string_view::npos) return;
+  const auto pair_start = query.rfind('&', at);
+  const std::string_view pair =
+      query.substr(pair_start == std::string_view::npos ? 0 : pair_start + 1);
+  const std::string_view key = pair.substr(0, pair.find('='));
+  if (pair.find('=') < pair.find('@')) {
+    for (const std::string_view text_key : {"user", "username", "password", "ca_file", "ca_dir",
+                                            "cert_file", "key_file", "server_name"})
+      if (key == text_key) return;
+  }
+  bad_url(url, "the '@' that ends the user name and password comes after a '?', which starts "
+               "the query: write a '?' in a user name or password as %3F (and '#' as %23, "
+               "'&' as %26, '@' as %40)");
 }
 
 // The TCP part of a Redis URL (parse_url) after the user-info: host (or [ipv6]), port and
@@ -356,6 +401,7 @@ inline ConnectionOptions parse_url(std::string_view url) {
     rest = rest.substr(0, q);
   }
 
+  detail::refuse_query_in_user_info(url, rest, query);
   detail::parse_user_info(url, rest, unix_form, o);
 
   if (unix_form) {
