@@ -5,6 +5,7 @@
 //   example_05_worker                                   in memory: the whole story, self-checked
 //   example_05_worker --store sqlite:///tmp/demo.db --queue orders [--fixed] [--done FILE]
 //   example_05_worker --store redis://127.0.0.1:6379/0 --queue orders [--fixed]
+//                     (any Redis URL: rediss://host:6380?ca_file=ca.pem for TLS, unix://…)
 //   example_05_worker --store ... --queue orders --produce 3000     enqueue demo orders, exit
 //
 // The worker loop is written once against the source-queue interface (dlq/source_queue.hpp)
@@ -238,7 +239,7 @@ int main(int argc, char** argv) {
     }
 #endif
 #if DLQ_EXAMPLE_WITH_REDIS
-    if (s.store.rfind("redis://", 0) == 0 || s.store.rfind("unix://", 0) == 0) {
+    if (dlq::redis::is_url(s.store)) {  // every form parse_url takes, rediss:// (TLS) too
       dlq::DeadLetterQueue dlq{dlq::RedisListStorage(s.store)};  // (class template deduction)
       dlq::RedisSourceQueue jobs(dlq.storage());                 // the lists queue:{<queue>}
       return run(jobs, dlq, s);

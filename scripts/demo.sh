@@ -6,7 +6,8 @@
 # them back, and every order ends processed — checked, with a short report.
 #
 #   scripts/demo.sh                              SQLite, in a fresh temporary directory
-#   scripts/demo.sh --store redis://127.0.0.1:6379/0    the same story on Redis
+#   scripts/demo.sh --store redis://127.0.0.1:6379/0    the same story on Redis (any Redis URL:
+#                                                rediss://…?ca_file=… for TLS, unix://…)
 #   scripts/demo.sh --jobs 10000                 more orders
 #   scripts/demo.sh --no-install --build-dir DIR use binaries already built in DIR (as ctest
 #                                                does); nothing is installed or built

@@ -32,6 +32,7 @@
 #include <CLI/CLI.hpp>
 #include <dlq/dlq.hpp>
 #include <dlq/metrics/prometheus.hpp>
+#include <dlq/redis/options.hpp>  // which store URLs are Redis ones (I/O-free)
 #include <nlohmann/json.hpp>
 
 #include "doctor_rules.hpp"
@@ -1057,12 +1058,9 @@ inline int run_doctor(Io& io, Args& a) {
   if (!a.store.dlq_key.empty()) r.dlq_key = a.store.dlq_key;
   r.corrupt_key = a.store.corrupt_key;
   r.timeout = a.store.timeout;
-  const std::string scheme = r.url.substr(0, r.url.find("://"));
-  if (scheme != "redis" && scheme != "rediss" && scheme != "unix" && scheme != "redis+unix") {
-    throw usage_error(
-        "doctor checks Redis servers: give redis://, rediss://, unix:// or "
-        "redis+unix:// (not '" +
-        dlq::redact_url(r.url) + "')");
+  if (!dlq::redis::is_url(r.url)) {  // the URL parser's schemes (one list)
+    throw usage_error("doctor checks Redis servers: give " + std::string(dlq::redis::url_forms) +
+                      " (not '" + dlq::redact_url(r.url) + "')");
   }
   return io.doctor(r, io.out);
 }
@@ -1146,12 +1144,11 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   app.fallthrough();  // global options are accepted after the command too
   app.require_subcommand(1);
   app.set_version_flag("--version", description());
-  app.footer(
-      "Store URLs: redis://[user:password@]host[:port][/db], unix:///path/redis.sock?db=N, "
-      "sqlite:///path/file.db\n"
-      "Exit codes: 0 ok, 1 bad usage or input, 2 store unreachable/failed, 3 not found, "
-      "4 doctor found a problem, 130 replay interrupted (nothing lost)\n"
-      "Run 'dlqctl COMMAND --help' for a command's options.");
+  app.footer("Store URLs: Redis " + std::string(dlq::redis::url_forms) +
+             "; SQLite sqlite:///path/file.db\n"
+             "Exit codes: 0 ok, 1 bad usage or input, 2 store unreachable/failed, 3 not found, "
+             "4 doctor found a problem, 130 replay interrupted (nothing lost)\n"
+             "Run 'dlqctl COMMAND --help' for a command's options.");
   add_global_options(app, a.store, a.timeout, a.audit_max_age);
   CLI::Option* payload_opt = detail::add_entry_commands(app, a);
   CLI::App* replay = detail::add_replay_command(app, a);

@@ -1,7 +1,8 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file dlqctl/open_store.hpp
 /// Opens the store a dlqctl URL names, with whichever backends this build has:
-///  - redis://…, unix://…, redis+unix://…  dlq::RedisListStorage (key patterns from
+///  - every URL dlq::redis::parse_url takes (redis://, rediss:// for TLS, unix://,
+///    redis+unix://, as dlq::redis::is_url tells)  dlq::RedisListStorage (key patterns from
 ///    --dlq-key/--queue-key/--corrupt-key); replay pushes to the source lists; `waiting` is
 ///    the source list's length.
 ///  - sqlite:///path/file.db              dlq::KeyValueStorage over dlq::kv::SqliteStore,
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include <dlq/errors.hpp>
+#include <dlq/redis/options.hpp>  // which URLs are Redis ones (I/O-free, in every build)
 
 #include "store.hpp"
 
@@ -35,7 +37,7 @@
 
 namespace dlqctl {
 
-/// The scheme of a store URL ("redis", "unix", "redis+unix", "sqlite", …), lower-case;
+/// The scheme of a store URL ("redis", "rediss", "sqlite", …), lower-case;
 /// "" when `url` has none.
 inline std::string url_scheme(std::string_view url) {
   const auto p = url.find("://");
@@ -44,6 +46,12 @@ inline std::string url_scheme(std::string_view url) {
   for (char& c : s)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return s;
+}
+
+/// The store URL forms dlqctl takes, for errors and help: dlq::redis::url_forms (every
+/// Redis form, TLS included) and SQLite's.
+inline std::string store_url_forms() {
+  return "a Redis URL (" + std::string(dlq::redis::url_forms) + ") or sqlite:///path/file.db";
 }
 
 namespace detail {
@@ -161,24 +169,23 @@ inline std::unique_ptr<Store> open_sqlite(const StoreSettings& s) {
 /// @throws dlq::invalid_argument for a URL this build cannot open (says which forms it can);
 ///         dlq::storage_error subclasses when the store cannot be reached.
 inline std::unique_ptr<Store> open_store(const StoreSettings& settings) {
-  const std::string scheme = url_scheme(settings.url);
-  if (scheme == "redis" || scheme == "unix" || scheme == "redis+unix") {
+  if (dlq::redis::is_url(settings.url)) {  // the parser's list of schemes, not a second one
 #if DLQCTL_WITH_REDIS
     return detail::open_redis(settings);
 #else
     throw detail::not_built("Redis", "hiredis (apt-get install libhiredis-dev)");
 #endif
   }
-  if (scheme == "sqlite") {
+  if (url_scheme(settings.url) == "sqlite") {
 #if DLQCTL_WITH_SQLITE
     return detail::open_sqlite(settings);
 #else
     throw detail::not_built("SQLite", "SQLite (apt-get install libsqlite3-dev)");
 #endif
   }
-  throw dlq::invalid_argument(dlq::detail::message(
-      "dlqctl", "--store '" + dlq::redact_url(settings.url) + "'", "not a store URL dlqctl knows",
-      "use redis://host:port/db, unix:///path/redis.sock?db=N or sqlite:///path/file.db"));
+  throw dlq::invalid_argument(
+      dlq::detail::message("dlqctl", "--store '" + dlq::redact_url(settings.url) + "'",
+                           "not a store URL dlqctl knows", "use " + store_url_forms()));
 }
 
 }  // namespace dlqctl

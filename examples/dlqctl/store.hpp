@@ -205,8 +205,8 @@ class DlqStore final : public Store {
 
 /// Where and how to open a store: the global options of dlqctl.
 struct StoreSettings {
-  /// Store URL: redis://[user:password@]host[:port][/db], unix:///path/redis.sock?db=N,
-  /// sqlite:///path/file.db.
+  /// Store URL: any dlq::redis::parse_url takes (redis://, rediss:// for TLS, unix://,
+  /// redis+unix://) or sqlite:///path/file.db.
   std::string url = "redis://127.0.0.1:6379/0";
   /// Redis key patterns (`*` = queue name); empty = the backend's default.
   std::string dlq_key;

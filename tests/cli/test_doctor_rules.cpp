@@ -304,6 +304,7 @@ TEST_CASE("doctor: the command line reaches Io::doctor", "[cli][doctor]") {
   CHECK(r.code == dlqctl::exit_usage);
   CHECK_FALSE(r.request.has_value());
   CHECK(r.err.find("doctor checks Redis servers") != std::string::npos);
+  CHECK(r.err.find("rediss://") != std::string::npos);  // the URL parser's forms (one list)
 
   r = run({"doctor", "redis://127.0.0.1:6379"}, false);  // a dlqctl built without Redis
   CHECK(r.code == dlqctl::exit_usage);

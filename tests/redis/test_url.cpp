@@ -89,6 +89,29 @@ TEST_CASE("bad URLs are invalid_argument naming the problem, never the password"
   }
 }
 
+TEST_CASE("is_url tells the schemes parse_url takes, and only those", "[redis][url]") {
+  // One list of schemes (detail::url_schemes): dlqctl and the worker example ask is_url
+  // which store URLs are Redis ones, so rediss:// (TLS) is one wherever parse_url takes it.
+  for (const char* url : {"redis://h", "rediss://h:6380?ca_file=/ca.pem", "unix:///s.sock",
+                          "redis+unix:///s.sock"}) {
+    INFO(url);
+    CHECK(dlq::redis::is_url(url));
+    CHECK_NOTHROW(parse_url(url));
+  }
+  CHECK(parse_url("rediss://h:6380?ca_file=/ca.pem").tls.enabled);
+  CHECK_FALSE(parse_url("redis://h").tls.enabled);
+  for (const char* url : {"", "sqlite:///x.db", "http://h", "redis:/h", "redisss://h",
+                          "REDIS://h", "xredis://h", "memory:"}) {
+    INFO(url);
+    CHECK_FALSE(dlq::redis::is_url(url));
+    CHECK_THROWS_AS(parse_url(url), dlq::invalid_argument);  // "unknown scheme"
+  }
+  for (const dlq::redis::detail::UrlScheme& s : dlq::redis::detail::url_schemes) {
+    INFO(s.prefix);  // the forms messages list name every scheme
+    CHECK(dlq::redis::url_forms.find(s.prefix) != std::string_view::npos);
+  }
+}
+
 TEST_CASE("option defaults are as documented", "[redis][url]") {
   dlq::redis::ConnectionOptions o;
   CHECK(o.connect_timeout.count() == 1000);

@@ -127,6 +127,12 @@ struct PoolOptions {
   std::size_t send_batches = 8;
 };
 
+/// The Redis URL forms parse_url accepts, for messages and help texts that list them
+/// (parse_url's own errors say this; dlqctl adds its other stores).
+inline constexpr std::string_view url_forms =
+    "redis://[user:password@]host[:port][/db], rediss://… (TLS) or "
+    "unix:///path/redis.sock?db=N (also redis+unix://)";
+
 namespace detail {
 
 inline int hex_digit(char c) {
@@ -142,10 +148,28 @@ inline std::string redact_url(std::string_view url) {
 }
 
 [[noreturn]] inline void bad_url(std::string_view url, const std::string& what) {
-  throw dlq::invalid_argument(
-      dlq::detail::message("redis", "URL '" + redact_url(url) + "'", what,
-                           "expected redis://[user:password@]host[:port][/db], rediss://… (TLS) or "
-                           "unix:///path/redis.sock?db=N"));
+  throw dlq::invalid_argument(dlq::detail::message("redis", "URL '" + redact_url(url) + "'", what,
+                                                   "expected " + std::string(url_forms)));
+}
+
+/// A scheme parse_url accepts, with what it means.
+struct UrlScheme {
+  std::string_view prefix;  ///< "redis://", …
+  bool unix_socket;         ///< the rest is a socket path
+  bool tls;                 ///< TlsOptions::enabled
+};
+
+/// Every scheme parse_url accepts: the one list (parse_url and is_url read it).
+inline constexpr UrlScheme url_schemes[] = {{"redis://", false, false},
+                                            {"rediss://", false, true},
+                                            {"unix://", true, false},
+                                            {"redis+unix://", true, false}};
+
+/// The entry of url_schemes `url` begins with; nullptr when none.
+inline const UrlScheme* find_url_scheme(std::string_view url) noexcept {
+  for (const UrlScheme& s : url_schemes)
+    if (url.substr(0, s.prefix.size()) == s.prefix) return &s;
+  return nullptr;
 }
 
 /// What is wrong with `o`'s TLS settings taken together; empty when nothing. parse_url and
@@ -378,22 +402,11 @@ inline void parse_tcp_address(std::string_view url, std::string_view rest, Conne
 inline ConnectionOptions parse_url(std::string_view url) {
   using detail::bad_url;
   ConnectionOptions o;
-  std::string_view rest;
-  bool unix_form = false;
-  if (url.rfind("redis://", 0) == 0) {
-    rest = url.substr(8);
-  } else if (url.rfind("unix://", 0) == 0) {
-    rest = url.substr(7);
-    unix_form = true;
-  } else if (url.rfind("redis+unix://", 0) == 0) {
-    rest = url.substr(13);
-    unix_form = true;
-  } else if (url.rfind("rediss://", 0) == 0) {
-    rest = url.substr(9);
-    o.tls.enabled = true;
-  } else {
-    bad_url(url, "unknown scheme");
-  }
+  const detail::UrlScheme* scheme = detail::find_url_scheme(url);
+  if (scheme == nullptr) bad_url(url, "unknown scheme");
+  std::string_view rest = url.substr(scheme->prefix.size());
+  const bool unix_form = scheme->unix_socket;
+  o.tls.enabled = scheme->tls;
 
   std::string_view query;
   if (const auto q = rest.find('?'); q != std::string_view::npos) {
@@ -415,6 +428,14 @@ inline ConnectionOptions parse_url(std::string_view url) {
   detail::apply_query(url, query, o);
   if (const std::string problem = detail::tls_problem(o); !problem.empty()) bad_url(url, problem);
   return o;
+}
+
+/// True when `url` begins with a scheme parse_url accepts — `redis://`, `rediss://`,
+/// `unix://` or `redis+unix://` (case-sensitive, as parse_url) — so a program that takes
+/// several kinds of store URL can tell a Redis one without a list of its own. Says nothing
+/// about the rest: parse_url checks that (and throws).
+inline bool is_url(std::string_view url) noexcept {
+  return detail::find_url_scheme(url) != nullptr;
 }
 
 }  // namespace dlq::redis
