@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "dlq/dead_letter_queue.hpp"
+#include "dlq/detail/search_place.hpp"
+#include "dlq/errors.hpp"
 
 namespace dlq {
 
@@ -135,35 +137,28 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
     for (const auto id : wanted)
       plain = plain && detail::id_stored_verbatim(id);
     // Pages are read by offset while other clients may remove entries (a replay, a trim):
-    // each page after the first is read from the last item of the page before, and if that
-    // item is not there the list moved left under the scan — the scan finds that item
-    // again (a page back) and goes on after it, so no entry slides past unseen. If it was
-    // removed itself, the scan starts over (at most 3 times; then "not found").
-    std::size_t start = 0;
-    std::optional<std::string> last;  // the last item of the previous page
+    // the scan keeps its place as a search does (detail/search_place.hpp: the last 16
+    // entries examined, found again in the read that returns the next ones), so no entry
+    // slides past unseen. Only when all 16 were removed between two reads does it start over
+    // at the head (found entries are kept); after 3 such restarts it gives up with a
+    // conflict_error — never an id reported missing that was there all along.
+    detail::search_place place;
     int restarts = 0;
     for (;;) {
-      const bool anchored = last.has_value();
-      auto raws =
-          storage_.range(queue, kind, anchored ? start - 1 : start, anchored ? page + 1 : page);
-      if (anchored && (raws.empty() || raws.front() != *last)) {
-        const std::size_t back = start - 1 > page ? start - 1 - page : 0;
-        const auto before = storage_.range(queue, kind, back, start - back);
-        const auto it = std::find(before.rbegin(), before.rend(), *last);
-        if (it != before.rend()) {
-          start = back + static_cast<std::size_t>(before.rend() - it);  // just after it
-        } else if (++restarts <= 3) {
-          start = 0;
-          last.reset();
-        } else {
-          return out;
-        }
-        continue;
+      const bool placed = place.position() > 0;
+      const detail::search_place::read r = place.next_read(page);
+      auto raws = storage_.range(queue, kind, r.start, r.count);
+      const auto key = [&](std::size_t i) { return detail::search_key(raws[i]); };
+      const detail::search_place::found f = place.accept(r, raws.size(), key);
+      if (place.searching()) continue;  // the place is further back
+      if (placed && place.position() == 0 && ++restarts > 3) {
+        throw conflict_error(detail::message(
+            "lookup", "queue '" + std::string(queue) + "'",
+            "the list changed faster than it could be read (the scan lost its place 4 times)",
+            "run the operation again"));
       }
-      const std::size_t first = anchored ? 1 : 0;
-      const bool full = raws.size() - first >= page;
-      if (full) last = raws.back();  // the next page's anchor (a copy: found items move out)
-      for (std::size_t i = first; i < raws.size(); ++i) {
+      place.advance(f.first, raws.size() - f.first, key);  // before items move out
+      for (std::size_t i = f.first; i < raws.size(); ++i) {
         std::string& raw = raws[i];
         if (plain && std::none_of(wanted.begin(), wanted.end(), [&](std::string_view id) {
               return raw.find(id) != std::string::npos;
@@ -176,8 +171,7 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
         out.emplace(std::move(found), std::move(raw));
         if (out.size() == wanted.size()) return out;
       }
-      if (!full) return out;
-      start += page;
+      if (f.end) return out;
     }
   }
 }
