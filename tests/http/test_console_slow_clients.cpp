@@ -428,6 +428,11 @@ TEST_CASE("peers that never read their answers from 4 addresses do not starve an
 }
 
 TEST_CASE("answers their peers do not read are held up to a bound in all") {
+  // Also run alone, in a process of its own (ctest test_console_unread_answers_alone, in the
+  // TSan configuration of scripts/test.sh): there it holds the process's first requests, and
+  // TSan reported a data race on the statics httplib builds on first use when parsing a
+  // request line (two workers, a static's guard TSan cannot see in the prebuilt
+  // libcpp-httplib.so); GuardedServer builds them before any worker exists.
   // Default limits. Two addresses open 16 connections each (their cap) with a small receive
   // buffer, ask for an 8 MiB answer and read nothing: 256 MiB if every answer were kept for
   // its peer, as 496 such peers would keep 496 API pages (about 580 MiB of RSS for 2.2 MB
