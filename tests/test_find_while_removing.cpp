@@ -74,4 +74,36 @@ TEST_CASE("get and remove find an entry while entries before it are removed", "[
   }
 }
 
+TEST_CASE("remove_ids finds every id while a replay overtakes the scan again and again",
+          "[memory]") {
+  // A replay of the odd entries runs ahead of the scan: right before each read after the
+  // first, every odd entry up to and including the one at the read's start (the last entry
+  // the scan examined) is gone. The even ones (the ids asked for) stay. Before the fix the
+  // scan kept one anchor (the last entry of the page before): once it was replayed the scan
+  // started over, and after 3 restarts it gave up and reported ids that were there the whole
+  // time as not found (test_contract_redis[_cluster], "remove_ids finds every id while a
+  // replay takes entries from the head", failed this way under load).
+  dlq::MemoryStorage storage;
+  dlq::DeadLetterQueue<Interleaved> q(Interleaved{&storage, {}});
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> other(storage);  // "another client"
+  std::vector<dlq::FailedJob> jobs;
+  for (int i = 0; i < 3000; ++i)
+    jobs.push_back({"orders", std::to_string(i), {}});
+  const std::vector<std::string> ids = q.send_batch(jobs);
+  std::vector<std::string> even;
+  for (std::size_t i = 0; i < ids.size(); i += 2)
+    even.push_back(ids[i]);
+  std::size_t replayed = 0;
+  q.storage().before_range = [&](std::size_t start) {
+    if (start == 0) return;
+    for (const auto& e : other.peek("orders", 0, start + 1))
+      if (std::stoi(e.payload) % 2 == 1 && other.remove("orders", e.id)) ++replayed;
+  };
+  const dlq::RemoveReport r = q.remove_ids("orders", even);
+  INFO(replayed << " odd entries removed by the other client during the scan");
+  CHECK(replayed > 0);
+  CHECK(r.removed == even);
+  CHECK(r.not_found.empty());
+}
+
 }  // namespace test_find_while_removing

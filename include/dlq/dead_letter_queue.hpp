@@ -138,7 +138,9 @@ class DeadLetterQueue {
   /// those not found; none when nothing was removed. An id named twice counts once.
   /// @throws dlq::invalid_argument for an empty queue name; dlq::storage_error when the
   ///         backend fails (entries removed before stay removed and are in the audit record,
-  ///         outcome "failed: …").
+  ///         outcome "failed: …"); dlq::conflict_error (a storage_error) when, on a storage
+  ///         without `find`, other clients removed entries so fast that the scan lost its
+  ///         place 4 times (never an id reported not found that was there all along).
   RemoveReport remove_ids(std::string_view queue, const std::vector<std::string>& ids,
                           std::string actor = {});
 

@@ -1,10 +1,15 @@
-// The storage contract suite on dlq::RedisListStorage, against the shared test server. Each
-// fixture uses its own key prefix, so the suite can run beside the other Redis tests.
+// The storage contract suite on dlq::RedisListStorage, against the shared test server
+// (RedisFixture: ctest test_contract_redis) and against the 3-master test cluster
+// (ClusterSpread, ClusterOneSlot: contract_redis_cluster_fixtures.hpp, ctest
+// test_contract_redis_cluster). One executable instantiates the suite once for the three
+// fixtures; each ctest test selects its fixtures' cases by name (tests/redis/CMakeLists.txt).
+// Each fixture uses its own key prefix, so the suite can run beside the other Redis tests.
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "dlq/redis/list_storage.hpp"
+#include "redis/contract_redis_cluster_fixtures.hpp"
 #include "redis/redis_test_util.hpp"
 
 struct RedisFixture {
@@ -31,5 +36,5 @@ struct RedisFixture {
   dlq::test::RawClient raw_;
 };
 
-#define DLQ_CONTRACT_FIXTURES RedisFixture
+#define DLQ_CONTRACT_FIXTURES RedisFixture, ClusterSpread, ClusterOneSlot
 #include "contract/contract_suite.hpp"

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "dlq/dead_letter_queue.hpp"
+#include "dlq/detail/search_place.hpp"
+#include "dlq/errors.hpp"
 
 namespace dlq {
 
@@ -108,24 +110,6 @@ inline std::size_t lookup_page(std::size_t largest) noexcept {
   return std::min<std::size_t>(512, std::max<std::size_t>(1, bytes / std::max<std::size_t>(1, largest)));
 }
 
-/// Where the lookup goes on when the item `last`, expected at `start` - 1, is not there (the
-/// list moved left under the scan): the position just after it, looked for among the 512
-/// items before `start`, `page` items a read (a page of large items is small: the same
-/// reach as one read of 512, within the bytes of one page). nullopt: not there (removed).
-template <class S>
-std::optional<std::size_t> find_back(S& storage, std::string_view queue, ListKind kind,
-                                     std::size_t start, std::size_t page,
-                                     const std::string& last) {
-  for (std::size_t hi = start; hi > 0 && start - hi <= 512;) {
-    const std::size_t back = hi > page ? hi - page : 0;
-    const auto before = storage.range(queue, kind, back, hi - back);
-    const auto it = std::find(before.rbegin(), before.rend(), last);
-    if (it != before.rend()) return back + static_cast<std::size_t>(before.rend() - it);
-    hi = back;
-  }
-  return std::nullopt;
-}
-
 }  // namespace detail
 
 template <class Storage>
@@ -167,34 +151,30 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
     for (const auto id : wanted)
       plain = plain && detail::id_stored_verbatim(id);
     // Pages are read by offset while other clients may remove entries (a replay, a trim):
-    // each page after the first is read from the last item of the page before, and if that
-    // item is not there the list moved left under the scan — the scan finds that item
-    // again (a page back) and goes on after it, so no entry slides past unseen. If it was
-    // removed itself, the scan starts over (at most 3 times; then "not found").
-    std::size_t start = 0;
-    std::optional<std::string> last;  // the last item of the previous page
+    // the scan keeps its place as a search does (detail/search_place.hpp: the last 16
+    // entries examined, found again in the read that returns the next ones), so no entry
+    // slides past unseen. Only when all 16 were removed between two reads does it start over
+    // at the head (found entries are kept); after 3 such restarts it gives up with a
+    // conflict_error — never an id reported missing that was there all along.
+    detail::search_place place;
     int restarts = 0;
     for (;;) {
-      const bool anchored = last.has_value();
-      auto raws =
-          storage_.range(queue, kind, anchored ? start - 1 : start, anchored ? page + 1 : page);
-      if (anchored && (raws.empty() || raws.front() != *last)) {
-        if (const auto after = detail::find_back(storage_, queue, kind, start, page, *last)) {
-          start = *after;
-        } else if (++restarts <= 3) {
-          start = 0;
-          last.reset();
-        } else {
-          return out;
-        }
-        continue;
-      }
-      const std::size_t first = anchored ? 1 : 0;
-      const bool full = raws.size() - first >= page;
+      const bool placed = place.position() > 0;
+      const detail::search_place::read r = place.next_read(page);
+      auto raws = storage_.range(queue, kind, r.start, r.count);
       for (const auto& raw : raws)
         largest = std::max(largest, raw.size());
-      if (full) last = raws.back();  // the next page's anchor (a copy: found items move out)
-      for (std::size_t i = first; i < raws.size(); ++i) {
+      const auto key = [&](std::size_t i) { return detail::search_key(raws[i]); };
+      const detail::search_place::found f = place.accept(r, raws.size(), key);
+      if (place.searching()) continue;  // the place is further back
+      if (placed && place.position() == 0 && ++restarts > 3) {
+        throw conflict_error(detail::message(
+            "lookup", "queue '" + std::string(queue) + "'",
+            "the list changed faster than it could be read (the scan lost its place 4 times)",
+            "run the operation again"));
+      }
+      place.advance(f.first, raws.size() - f.first, key);  // before items move out
+      for (std::size_t i = f.first; i < raws.size(); ++i) {
         std::string& raw = raws[i];
         if (plain && std::none_of(wanted.begin(), wanted.end(), [&](std::string_view id) {
               return raw.find(id) != std::string::npos;
@@ -207,9 +187,11 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
         out.emplace(std::move(found), std::move(raw));
         if (out.size() == wanted.size()) return out;
       }
-      if (!full) return out;
-      start += page;
+      if (f.end) return out;
+      // The next reads within about 8 MiB: fewer items a read once large ones were seen
+      // (what is found is the same; only the place is looked for in smaller steps).
       page = detail::lookup_page(largest);
+      place.set_read_sizes(std::min<std::size_t>(16, page), page);
     }
   }
 }

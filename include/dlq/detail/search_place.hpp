@@ -2,8 +2,9 @@
 /// @file detail/search_place.hpp
 /// The place of a resumable search in a dead-letter list that other clients change while it
 /// runs, and the reads that find it again: the one decision behind dlq::search_page
-/// (DeadLetterQueue::search, dlqctl search) and dlq::http::scan (the console's
-/// /api/entries). I/O-free: the caller issues the reads it is asked for and hands back what
+/// (DeadLetterQueue::search, dlqctl search), dlq::http::scan (the console's /api/entries)
+/// and the lookups by id on storages without `find` (DeadLetterQueue::get, remove,
+/// remove_ids). I/O-free: the caller issues the reads it is asked for and hands back what
 /// they returned, so the logic is tested without a server (tests/test_search_place.cpp).
 ///
 /// What it relies on. Entries leave a dead list anywhere (replay, discard, remove, trim) and

@@ -126,6 +126,11 @@ class GuardedServer : public httplib::Server {
           "http", "ServerLimits::local_reserve", "must be less than max_connections",
           "leave it at its default or give fewer than max_connections"));
     new_task_queue = [this] { return new task_queue(*this); };
+    // httplib's request-line statics built here, before any worker: TSan cannot see their
+    // guard in a prebuilt libcpp-httplib (server_connection.hpp, request_line_probe).
+    detail::request_line_probe probe;
+    bool closed = false;
+    (void)process_request(probe, true, closed, nullptr);
   }
 
   GuardedServer(const GuardedServer&) = delete;

@@ -291,6 +291,37 @@ struct guarded_connection {
   }
 };
 
+// A stream of one request line and nothing more, whose writes fail: what GuardedServer's
+// constructor hands httplib once so that httplib builds the statics of its request parsing
+// (the set of methods of a request line) on that thread, before any worker exists. httplib
+// answers it 400 (the head has no end), writes nothing and calls no handler or logger
+// (none is set yet).
+class request_line_probe final : public httplib::Stream {
+ public:
+  bool is_readable() const override { return left_ > 0; }
+  bool is_writable() const override { return false; }
+  ssize_t read(char* ptr, size_t size) override {
+    const std::size_t n = std::min(size, left_);
+    std::memcpy(ptr, line_ + (sizeof line_ - 1 - left_), n);
+    left_ -= n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char*, size_t) override { return -1; }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = "127.0.0.1";
+    port = 0;
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = "127.0.0.1";
+    port = 0;
+  }
+  socket_t socket() const override { return INVALID_SOCKET; }
+
+ private:
+  static constexpr char line_[] = "GET / HTTP/1.1\r\n";
+  std::size_t left_ = sizeof line_ - 1;
+};
+
 // The stream a worker hands to httplib for one request. Reads: the request's bytes, which
 // the poller has read whole (head and body), and no more. Writes: what the socket takes at
 // once; the rest is kept in the connection's `out` for the poller to send, so a worker never

@@ -1,5 +1,6 @@
-// The storage contract suite on dlq::RedisListStorage against a 3-master Redis Cluster
-// (ctest fixture `redis_cluster`), with two key layouts:
+// The fixtures of the storage contract suite on dlq::RedisListStorage against a 3-master
+// Redis Cluster (ctest fixture `redis_cluster`; the suite is instantiated in
+// contract_redis.cpp, ctest test_contract_redis_cluster), with two key layouts:
 //  - ClusterSpread: the default layout's shape with a salt (`dlq:{*.7}`): each queue is its
 //    own hash slot, the salt chosen so that the suite's queues "orders", "emails" and
 //    "orders-retry" live on three different masters. Its
@@ -8,6 +9,8 @@
 //  - ClusterOneSlot: one fixed hash tag for every queue (`{prefix}dlq:*`): all queues on one
 //    master, and replay between queues works.
 // Test data is read and written through a raw client that follows MOVED by itself.
+#pragma once
+
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -78,6 +81,3 @@ struct ClusterOneSlot : ClusterFixtureBase {
 };
 
 }  // namespace
-
-#define DLQ_CONTRACT_FIXTURES ClusterSpread, ClusterOneSlot
-#include "contract/contract_suite.hpp"
