@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -332,6 +333,130 @@ TEST_CASE("replica_ack: options a WAIT cannot honour are refused", "[redis][repl
   refused(acked(1, milliseconds(2000)));  // not below the default command_timeout (2000 ms)
   CHECK_NOTHROW(RedisListStorage(p.master, acked(1, milliseconds(1999))));
   CHECK_NOTHROW(RedisListStorage(p.master, acked(0, milliseconds(0))));
+}
+
+}  // namespace test_replica_ack
+
+namespace test_replica_ack {
+
+using namespace dlq;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// Attack (a): many threads send through shared batches while the replica is frozen and thawed
+// at random. A send whose write and answer both fall inside a frozen period cannot have been
+// confirmed by the replica: it must throw replication_error naming its own id. Every id
+// (confirmed or not) is on the master exactly once, and on the replica once it has caught up.
+TEST_CASE("replica_ack: sends racing a replica frozen and thawed at random",
+          "[redis][replica_ack][race]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  const milliseconds timeout(150);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(1, timeout)));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+
+  struct Outcome {
+    Clock::time_point start, end;
+    std::string id;             // success: the returned id
+    std::vector<std::string> error_ids;  // replication_error
+    int acknowledged = 99;
+    bool replication = false;
+    std::string other;  // any other error
+  };
+  std::mutex m;
+  std::vector<Outcome> outcomes;
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> frozen_periods;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; !stop.load(); ++i) {
+        Outcome o;
+        o.start = Clock::now();
+        try {
+          o.id = dlq.send_to_dlq("orders", "{\"t\":" + std::to_string(t * 100000 + i) + "}",
+                                 "boom", 1, "w");
+        } catch (const replication_error& e) {
+          o.replication = true;
+          o.error_ids = e.ids();
+          o.acknowledged = e.acknowledged();
+        } catch (const std::exception& e) {
+          o.other = e.what();
+        }
+        o.end = Clock::now();
+        std::lock_guard<std::mutex> g(m);
+        outcomes.push_back(std::move(o));
+      }
+    });
+  }
+  std::srand(12345);
+  const auto until = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(50 + std::rand() % 200));
+    REQUIRE(::kill(p.replica_pid, SIGSTOP) == 0);
+    const auto from = Clock::now();
+    std::this_thread::sleep_for(milliseconds(200 + std::rand() % 400));
+    const auto to = Clock::now();
+    ::kill(p.replica_pid, SIGCONT);
+    frozen_periods.emplace_back(from, to);
+  }
+  stop = true;
+  for (auto& th : threads)
+    th.join();
+  { Frozen thaw(p); }  // SIGCONT, then wait until the replica has caught up
+
+  std::size_t ok = 0, unconfirmed = 0, inside = 0, bad_success = 0, others = 0;
+  std::vector<std::string> all;
+  for (const auto& o : outcomes) {
+    if (!o.other.empty()) {
+      ++others;
+      UNSCOPED_INFO("other error: " << o.other);
+      continue;
+    }
+    if (o.replication) {
+      ++unconfirmed;
+      CHECK(o.error_ids.size() == 1);
+      all.insert(all.end(), o.error_ids.begin(), o.error_ids.end());
+    } else {
+      ++ok;
+      all.push_back(o.id);
+    }
+    for (const auto& [from, to] : frozen_periods) {
+      // 20 ms margin: SIGSTOP is not instantaneous
+      if (o.start >= from + milliseconds(20) && o.end <= to) {
+        ++inside;
+        if (!o.replication) ++bad_success;
+      }
+    }
+  }
+  INFO("outcomes " << outcomes.size() << ", confirmed " << ok << ", unconfirmed " << unconfirmed
+                   << ", inside frozen periods " << inside << ", other errors " << others);
+  WARN("race numbers: outcomes " << outcomes.size() << ", confirmed " << ok << ", unconfirmed " << unconfirmed << ", inside frozen " << inside << ", frozen periods " << frozen_periods.size());
+  CHECK(others == 0);
+  CHECK(bad_success == 0);
+  CHECK(unconfirmed > 0);
+  CHECK(ok > 0);
+  const auto on_master = items(master, dead);
+  CHECK(on_master.size() == all.size());
+  std::map<std::string, int> seen;  // id -> entries on the master that carry it
+  for (const auto& id : all)
+    seen[id] = 0;
+  for (const auto& raw : on_master) {
+    detail::envelope_view view;
+    REQUIRE(detail::view_envelope(raw, view));
+    const std::string id = detail::entry_id(view, raw);
+    if (seen.count(id) != 0) ++seen[id];
+  }
+  std::size_t missing = 0, doubled = 0;
+  for (const auto& id : all) {
+    if (seen[id] == 0) ++missing;
+    if (seen[id] > 1) ++doubled;
+  }
+  CHECK(missing == 0);
+  CHECK(doubled == 0);
+  RawClient replica(p.replica);
+  CHECK(items(replica, dead) == on_master);
 }
 
 }  // namespace test_replica_ack
