@@ -545,3 +545,54 @@ TEST_CASE("replica_ack: a connection killed during WAIT is never a success",
 }
 
 }  // namespace test_replica_ack
+
+namespace test_replica_ack {
+
+using namespace dlq;
+using std::chrono::milliseconds;
+
+// Attack (c): replay (fast and compare-and-move) and discard run again and again while the
+// replica stays frozen: every run stops with the ids its step moved; across the reruns no id
+// is reported twice, every id is reported once, and each entry is in its destination once.
+TEST_CASE("replica_ack: reruns through a frozen replica move each entry once",
+          "[redis][replica_ack][attack]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(1, milliseconds(100))));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+  const std::string source = s.source_key("orders");
+  const int mode = GENERATE(0, 1, 2);  // replay_all (fast), filtered replay, discard
+  INFO("mode " << mode);
+  std::vector<std::string> sent;
+  for (int i = 0; i < 12; ++i)
+    sent.push_back(dlq.send_to_dlq("orders", "{\"job\":" + std::to_string(i) + "}", "boom"));
+  Frozen frozen(p);
+  std::map<std::string, int> reported;
+  std::size_t entries = 0;
+  for (int run = 0; run < 40 && !items(master, dead).empty(); ++run) {
+    try {
+      ReplayOptions o;
+      if (mode == 1) o.filter = [](const Entry&) { return true; };
+      if (mode == 2)
+        dlq.discard("orders");
+      else
+        dlq.replay("orders", o);
+      FAIL("a run through a frozen replica returned without replication_error");
+    } catch (const replication_error& e) {
+      CHECK(e.entries() == e.ids().size());
+      entries += e.entries();
+      for (const auto& id : e.ids())
+        ++reported[id];
+    }
+  }
+  CHECK(items(master, dead).empty());
+  CHECK(entries == sent.size());
+  CHECK(reported.size() == sent.size());
+  for (const auto& id : sent)
+    CHECK(reported[id] == 1);
+  const auto moved = items(master, source);
+  CHECK(moved.size() == (mode == 2 ? 0 : sent.size()));  // the payloads, without ids
+}
+
+}  // namespace test_replica_ack
