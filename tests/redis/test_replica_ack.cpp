@@ -596,3 +596,35 @@ TEST_CASE("replica_ack: reruns through a frozen replica move each entry once",
 }
 
 }  // namespace test_replica_ack
+
+namespace test_replica_ack {
+
+using namespace dlq;
+using std::chrono::milliseconds;
+
+// Attack (d): an unconfirmed replay step or removal is not at risk of being LOST — a failover
+// to a replica that missed it brings the entries BACK (a replayed entry in the dead list again
+// would be replayed twice). The message must say what it did (moved, removed) and that risk,
+// not the send's "is lost only if the master fails".
+TEST_CASE("replica_ack: an unconfirmed move or removal says so, not that it may be lost",
+          "[redis][replica_ack][attack]") {
+  const Pair p = pair();
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(1, milliseconds(100))));
+  for (int i = 0; i < 3; ++i)
+    dlq.send_to_dlq("orders", "{\"job\":" + std::to_string(i) + "}", "boom");
+  const std::string id = dlq.send_to_dlq("orders", R"({"job":9})", "boom");
+  Frozen frozen(p);
+  auto [r, t1] = expect_replication_error([&] { dlq.replay_all("orders"); });
+  std::string what = r.what();
+  INFO("replay: " << what);
+  CHECK(what.find("moved on the master") != std::string::npos);
+  CHECK(what.find("is lost only if") == std::string::npos);
+  CHECK(what.find("back in the dead list") != std::string::npos);
+  auto [d, t2] = expect_replication_error([&] { dlq.remove("orders", id); });
+  what = d.what();
+  INFO("remove: " << what);
+  CHECK(what.find("removed on the master") != std::string::npos);
+  CHECK(what.find("is lost only if") == std::string::npos);
+}
+
+}  // namespace test_replica_ack
