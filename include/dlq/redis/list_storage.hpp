@@ -513,8 +513,10 @@ class RedisListStorage {
   redis::Reply take_wait(std::vector<redis::Reply>& replies) const;
   // When replicas_to_ack > 0: throws dlq::replication_error unless `wait` (WAIT's reply; null
   // = not read) confirms the write `what` of `entries` entries (`ids`) done at `endpoint`.
+  // `kind`: what the write did to the entries (the error's message says its risk).
   void confirm(const redisReply* wait, const std::string& endpoint, const std::string& what,
-               std::vector<std::string> ids, std::size_t entries) const;
+               std::vector<std::string> ids, std::size_t entries,
+               redis::detail::AckedWrite kind = redis::detail::AckedWrite::store) const;
 
   // The router, once the key layout is known to suit the server: in Redis Cluster mode
   // every pattern must put the queue in a hash tag (one queue = one slot = one node), and
