@@ -508,7 +508,7 @@ TEST_CASE("replica_ack: a connection killed during WAIT is never a success",
   RedisListStorage& s = dlq.storage();
   const std::string dead = s.key("orders", ListKind::dead);
   dlq.send_to_dlq("orders", R"({"job":0})", "boom");  // connects
-  const int op = GENERATE(0, 1, 2);
+  const int op = GENERATE(0, 1, 2, 3);
   INFO("send_batches " << batches << ", op " << op);
   Frozen frozen(p);
   std::thread killer([&] {
@@ -523,6 +523,11 @@ TEST_CASE("replica_ack: a connection killed during WAIT is never a success",
     if (op == 0) dlq.send_to_dlq("orders", R"({"job":1})", "boom");
     if (op == 1) s.push_bounded(record(envelope(1)), 100);
     if (op == 2) dlq.replay_all("orders");
+    if (op == 3) {
+      ReplayOptions ro;
+      ro.filter = [](const Entry&) { return true; };
+      dlq.replay("orders", ro);
+    }
     success = true;
   } catch (const replication_error& e) {
     acknowledged = e.acknowledged();
@@ -542,6 +547,7 @@ TEST_CASE("replica_ack: a connection killed during WAIT is never a success",
     CHECK(acknowledged == -1);
     CHECK(items(master, dead).size() == 2);
   }
+  if (op == 3) CHECK(acknowledged == -1);  // the step's receipt was read: applied, unconfirmed
 }
 
 }  // namespace test_replica_ack
