@@ -352,7 +352,11 @@ TEST_CASE("replica_ack: sends racing a replica frozen and thawed at random",
   const Pair p = pair();
   RawClient master(p.master);
   const milliseconds timeout(150);
-  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(1, timeout)));
+  RedisListOptions options = acked(1, timeout);
+  const int batches = GENERATE(0, 8);  // unshared sends, shared batches
+  options.pool.send_batches = static_cast<std::size_t>(batches);
+  INFO("send_batches " << batches);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, options));
   RedisListStorage& s = dlq.storage();
   const std::string dead = s.key("orders", ListKind::dead);
 
@@ -375,8 +379,12 @@ TEST_CASE("replica_ack: sends racing a replica frozen and thawed at random",
         Outcome o;
         o.start = Clock::now();
         try {
-          o.id = dlq.send_to_dlq("orders", "{\"t\":" + std::to_string(t * 100000 + i) + "}",
-                                 "boom", 1, "w");
+          const std::string payload = "{\"t\":" + std::to_string(t * 100000 + i) + "}";
+          if (t % 4 == 3) {  // a batch of one: push_many's own pipeline + WAIT
+            o.id = dlq.send_batch({{"orders", payload, {}}}).at(0);
+          } else {
+            o.id = dlq.send_to_dlq("orders", payload, "boom", 1, "w");
+          }
         } catch (const replication_error& e) {
           o.replication = true;
           o.error_ids = e.ids();
@@ -391,7 +399,7 @@ TEST_CASE("replica_ack: sends racing a replica frozen and thawed at random",
     });
   }
   std::srand(12345);
-  const auto until = Clock::now() + std::chrono::seconds(5);
+  const auto until = Clock::now() + std::chrono::seconds(4);
   while (Clock::now() < until) {
     std::this_thread::sleep_for(milliseconds(50 + std::rand() % 200));
     REQUIRE(::kill(p.replica_pid, SIGSTOP) == 0);
