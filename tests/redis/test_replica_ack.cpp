@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -639,6 +640,53 @@ TEST_CASE("replica_ack: an unconfirmed move or removal says so, not that it may 
   INFO("remove: " << what);
   CHECK(what.find("removed on the master") != std::string::npos);
   CHECK(what.find("is lost only if") == std::string::npos);
+}
+
+}  // namespace test_replica_ack
+
+namespace test_replica_ack {
+
+using namespace dlq;
+using std::chrono::milliseconds;
+
+// Attack (c), later steps: the replica freezes in the middle of a filtered replay (the filter
+// freezes it when it sees job 9 of 30), so the unconfirmed step is not the first and its
+// window does not start at the run's first item. The error must name exactly that step's
+// entries: a contiguous run of the sent ids containing job 9; those before it are in the
+// source list, those after it still in the dead list.
+TEST_CASE("replica_ack: a replay frozen mid-run names the moved ids of that step",
+          "[redis][replica_ack][attack]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(1, milliseconds(200))));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+  const std::string source = s.source_key("orders");
+  std::vector<std::string> sent;
+  for (int i = 0; i < 30; ++i)
+    sent.push_back(dlq.send_to_dlq("orders", "{\"job\":" + std::to_string(i) + "}", "boom"));
+  std::optional<Frozen> frozen;
+  ReplayOptions o;
+  o.filter = [&](const Entry& e) {
+    if (!frozen && e.id == sent[9]) frozen.emplace(p);
+    return true;
+  };
+  auto [e, took] = expect_replication_error([&] { dlq.replay("orders", o); });
+  INFO("error: " << e.what());
+  REQUIRE_FALSE(e.ids().empty());
+  const auto first = std::find(sent.begin(), sent.end(), e.ids().front());
+  REQUIRE(first != sent.end());
+  const auto at = static_cast<std::size_t>(first - sent.begin());
+  REQUIRE(at + e.ids().size() <= sent.size());
+  CHECK(std::equal(e.ids().begin(), e.ids().end(), first));
+  CHECK(at <= 9);
+  CHECK(at + e.ids().size() > 9);
+  CHECK(at > 0);  // not the run's first step
+  CHECK(items(master, source).size() == at + e.ids().size());
+  const auto left = items(master, dead);
+  CHECK(left.size() == sent.size() - at - e.ids().size());
+  for (std::size_t i = at + e.ids().size(); i < sent.size(); ++i)
+    CHECK(holds(left, sent[i]));
 }
 
 }  // namespace test_replica_ack
