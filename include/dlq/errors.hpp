@@ -177,7 +177,9 @@ class replication_error : public storage_error {
   /// How many replicas were asked to confirm the write.
   int wanted() const noexcept { return wanted_; }
   /// How many confirmed it in time; -1 when the confirmation itself was not received (the
-  /// connection failed after the write's own answer was read).
+  /// connection failed after the write's own answer was read: a plain single push, or a
+  /// compare-and-move replay step that read its receipt; the other pipelined and scripted
+  /// writes report that case as a storage_error with outcome_unknown()).
   int acknowledged() const noexcept { return acknowledged_; }
   /// How long the master waited for the replicas.
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }

@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -332,6 +334,359 @@ TEST_CASE("replica_ack: options a WAIT cannot honour are refused", "[redis][repl
   refused(acked(1, milliseconds(2000)));  // not below the default command_timeout (2000 ms)
   CHECK_NOTHROW(RedisListStorage(p.master, acked(1, milliseconds(1999))));
   CHECK_NOTHROW(RedisListStorage(p.master, acked(0, milliseconds(0))));
+}
+
+}  // namespace test_replica_ack
+
+namespace test_replica_ack {
+
+using namespace dlq;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// Attack (a): many threads send through shared batches while the replica is frozen and thawed
+// at random. A send whose write and answer both fall inside a frozen period cannot have been
+// confirmed by the replica: it must throw replication_error naming its own id. Every id
+// (confirmed or not) is on the master exactly once, and on the replica once it has caught up.
+TEST_CASE("replica_ack: sends racing a replica frozen and thawed at random",
+          "[redis][replica_ack][race]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  const milliseconds timeout(150);
+  RedisListOptions options = acked(1, timeout);
+  const int batches = GENERATE(0, 8);  // unshared sends, shared batches
+  options.pool.send_batches = static_cast<std::size_t>(batches);
+  INFO("send_batches " << batches);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, options));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+
+  struct Outcome {
+    Clock::time_point start, end;
+    std::string id;             // success: the returned id
+    std::vector<std::string> error_ids;  // replication_error
+    int acknowledged = 99;
+    bool replication = false;
+    std::string other;  // any other error
+  };
+  std::mutex m;
+  std::vector<Outcome> outcomes;
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> frozen_periods;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; !stop.load(); ++i) {
+        Outcome o;
+        o.start = Clock::now();
+        try {
+          const std::string payload = "{\"t\":" + std::to_string(t * 100000 + i) + "}";
+          if (t % 4 == 3) {  // a batch of one: push_many's own pipeline + WAIT
+            o.id = dlq.send_batch({{"orders", payload, {}}}).at(0);
+          } else {
+            o.id = dlq.send_to_dlq("orders", payload, "boom", 1, "w");
+          }
+        } catch (const replication_error& e) {
+          o.replication = true;
+          o.error_ids = e.ids();
+          o.acknowledged = e.acknowledged();
+        } catch (const std::exception& e) {
+          o.other = e.what();
+        }
+        o.end = Clock::now();
+        std::lock_guard<std::mutex> g(m);
+        outcomes.push_back(std::move(o));
+      }
+    });
+  }
+  std::srand(12345);
+  const auto until = Clock::now() + std::chrono::seconds(4);
+  while (Clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(50 + std::rand() % 200));
+    REQUIRE(::kill(p.replica_pid, SIGSTOP) == 0);
+    const auto from = Clock::now();
+    std::this_thread::sleep_for(milliseconds(200 + std::rand() % 400));
+    const auto to = Clock::now();
+    ::kill(p.replica_pid, SIGCONT);
+    frozen_periods.emplace_back(from, to);
+  }
+  stop = true;
+  for (auto& th : threads)
+    th.join();
+  { Frozen thaw(p); }  // SIGCONT, then wait until the replica has caught up
+
+  std::size_t ok = 0, unconfirmed = 0, inside = 0, bad_success = 0, others = 0;
+  std::vector<std::string> all;
+  for (const auto& o : outcomes) {
+    if (!o.other.empty()) {
+      ++others;
+      UNSCOPED_INFO("other error: " << o.other);
+      continue;
+    }
+    if (o.replication) {
+      ++unconfirmed;
+      CHECK(o.error_ids.size() == 1);
+      all.insert(all.end(), o.error_ids.begin(), o.error_ids.end());
+    } else {
+      ++ok;
+      all.push_back(o.id);
+    }
+    for (const auto& [from, to] : frozen_periods) {
+      // 20 ms margin: SIGSTOP is not instantaneous
+      if (o.start >= from + milliseconds(20) && o.end <= to) {
+        ++inside;
+        if (!o.replication) ++bad_success;
+      }
+    }
+  }
+  INFO("outcomes " << outcomes.size() << ", confirmed " << ok << ", unconfirmed " << unconfirmed
+                   << ", inside frozen periods " << inside << ", other errors " << others);
+  WARN("race numbers: outcomes " << outcomes.size() << ", confirmed " << ok << ", unconfirmed " << unconfirmed << ", inside frozen " << inside << ", frozen periods " << frozen_periods.size());
+  CHECK(others == 0);
+  CHECK(bad_success == 0);
+  CHECK(unconfirmed > 0);
+  CHECK(ok > 0);
+  const auto on_master = items(master, dead);
+  CHECK(on_master.size() == all.size());
+  std::map<std::string, int> seen;  // id -> entries on the master that carry it
+  for (const auto& id : all)
+    seen[id] = 0;
+  for (const auto& raw : on_master) {
+    detail::envelope_view view;
+    REQUIRE(detail::view_envelope(raw, view));
+    const std::string id = detail::entry_id(view, raw);
+    if (seen.count(id) != 0) ++seen[id];
+  }
+  std::size_t missing = 0, doubled = 0;
+  for (const auto& id : all) {
+    if (seen[id] == 0) ++missing;
+    if (seen[id] > 1) ++doubled;
+  }
+  CHECK(missing == 0);
+  CHECK(doubled == 0);
+  RawClient replica(p.replica);
+  CHECK(items(replica, dead) == on_master);
+}
+
+}  // namespace test_replica_ack
+
+namespace test_replica_ack {
+
+using namespace dlq;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// Attack (e): more replicas wanted than exist must not hang past the timeout, and the error
+// says how many did confirm.
+TEST_CASE("replica_ack: more replicas wanted than there are ends after the timeout",
+          "[redis][replica_ack][attack]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  const milliseconds timeout(300);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(2, timeout)));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+  auto [e, took] = expect_replication_error(
+      [&] { dlq.send_to_dlq("orders", R"({"job":1})", "boom", 1, "w"); });
+  CHECK(took >= milliseconds(250));
+  CHECK(took < milliseconds(1500));
+  CHECK(e.wanted() == 2);
+  CHECK(e.acknowledged() == 1);
+  CHECK(std::string(e.what()).find("1 of 2 replicas") != std::string::npos);
+  REQUIRE(e.ids().size() == 1);
+  CHECK(holds(items(master, dead), e.ids()[0]));
+  auto [b, took_b] = expect_replication_error([&] { s.push_bounded(record(envelope(1)), 100); });
+  CHECK(took_b < milliseconds(1500));
+  CHECK(b.acknowledged() == 1);
+}
+
+// Attack (b): the connection is killed while WAIT is pending (its write's answer read): the
+// call must not report success; it reports replication_error (acknowledged -1) or an
+// unknown outcome, and the entry is on the master once.
+TEST_CASE("replica_ack: a connection killed during WAIT is never a success",
+          "[redis][replica_ack][attack]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  const milliseconds timeout(1500);
+  redis::ConnectionOptions c = redis::parse_url(p.master);
+  c.command_timeout = milliseconds(4000);
+  RedisListOptions o = acked(1, timeout);
+  const int batches = GENERATE(0, 8);
+  o.pool.send_batches = static_cast<std::size_t>(batches);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(c, o));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+  dlq.send_to_dlq("orders", R"({"job":0})", "boom");  // connects
+  const int op = GENERATE(0, 1, 2, 3);
+  INFO("send_batches " << batches << ", op " << op);
+  Frozen frozen(p);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    RawClient k(p.master);
+    k.cmd({"CLIENT", "KILL", "TYPE", "normal"});
+  });
+  bool success = false, unknown = false;
+  int acknowledged = 99;
+  std::string what;
+  try {
+    if (op == 0) dlq.send_to_dlq("orders", R"({"job":1})", "boom");
+    if (op == 1) s.push_bounded(record(envelope(1)), 100);
+    if (op == 2) dlq.replay_all("orders");
+    if (op == 3) {
+      ReplayOptions ro;
+      ro.filter = [](const Entry&) { return true; };
+      dlq.replay("orders", ro);
+    }
+    success = true;
+  } catch (const replication_error& e) {
+    acknowledged = e.acknowledged();
+    what = e.what();
+  } catch (const storage_error& e) {
+    unknown = e.outcome_unknown();
+    what = e.what();
+  }
+  killer.join();
+  INFO("error: " << what);
+  CHECK_FALSE(success);
+  CHECK((acknowledged == -1 || unknown));
+  if (op == 0) {
+    // The RPUSH's own answer was read before the kill: errors.hpp and docs/redis.md promise
+    // replication_error with acknowledged() == -1 (applied, unconfirmed), whatever
+    // send_batches is — not "may or may not have been applied".
+    CHECK(acknowledged == -1);
+    CHECK(items(master, dead).size() == 2);
+  }
+  if (op == 3) CHECK(acknowledged == -1);  // the step's receipt was read: applied, unconfirmed
+}
+
+}  // namespace test_replica_ack
+
+namespace test_replica_ack {
+
+using namespace dlq;
+using std::chrono::milliseconds;
+
+// Attack (c): replay (fast and compare-and-move) and discard run again and again while the
+// replica stays frozen: every run stops with the ids its step moved; across the reruns no id
+// is reported twice, every id is reported once, and each entry is in its destination once.
+TEST_CASE("replica_ack: reruns through a frozen replica move each entry once",
+          "[redis][replica_ack][attack]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(1, milliseconds(100))));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+  const std::string source = s.source_key("orders");
+  const int mode = GENERATE(0, 1, 2);  // replay_all (fast), filtered replay, discard
+  INFO("mode " << mode);
+  std::vector<std::string> sent;
+  for (int i = 0; i < 12; ++i)
+    sent.push_back(dlq.send_to_dlq("orders", "{\"job\":" + std::to_string(i) + "}", "boom"));
+  Frozen frozen(p);
+  std::map<std::string, int> reported;
+  std::size_t entries = 0;
+  for (int run = 0; run < 40 && !items(master, dead).empty(); ++run) {
+    try {
+      ReplayOptions o;
+      if (mode == 1) o.filter = [](const Entry&) { return true; };
+      if (mode == 2)
+        dlq.discard("orders");
+      else
+        dlq.replay("orders", o);
+      FAIL("a run through a frozen replica returned without replication_error");
+    } catch (const replication_error& e) {
+      CHECK(e.entries() == e.ids().size());
+      entries += e.entries();
+      for (const auto& id : e.ids())
+        ++reported[id];
+    }
+  }
+  CHECK(items(master, dead).empty());
+  CHECK(entries == sent.size());
+  CHECK(reported.size() == sent.size());
+  for (const auto& id : sent)
+    CHECK(reported[id] == 1);
+  const auto moved = items(master, source);
+  CHECK(moved.size() == (mode == 2 ? 0 : sent.size()));  // the payloads, without ids
+}
+
+}  // namespace test_replica_ack
+
+namespace test_replica_ack {
+
+using namespace dlq;
+using std::chrono::milliseconds;
+
+// Attack (d): an unconfirmed replay step or removal is not at risk of being LOST — a failover
+// to a replica that missed it brings the entries BACK (a replayed entry in the dead list again
+// would be replayed twice). The message must say what it did (moved, removed) and that risk,
+// not the send's "is lost only if the master fails".
+TEST_CASE("replica_ack: an unconfirmed move or removal says so, not that it may be lost",
+          "[redis][replica_ack][attack]") {
+  const Pair p = pair();
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(1, milliseconds(100))));
+  for (int i = 0; i < 3; ++i)
+    dlq.send_to_dlq("orders", "{\"job\":" + std::to_string(i) + "}", "boom");
+  const std::string id = dlq.send_to_dlq("orders", R"({"job":9})", "boom");
+  Frozen frozen(p);
+  auto [r, t1] = expect_replication_error([&] { dlq.replay_all("orders"); });
+  std::string what = r.what();
+  INFO("replay: " << what);
+  CHECK(what.find("moved on the master") != std::string::npos);
+  CHECK(what.find("is lost only if") == std::string::npos);
+  CHECK(what.find("back in the dead list") != std::string::npos);
+  auto [d, t2] = expect_replication_error([&] { dlq.remove("orders", id); });
+  what = d.what();
+  INFO("remove: " << what);
+  CHECK(what.find("removed on the master") != std::string::npos);
+  CHECK(what.find("is lost only if") == std::string::npos);
+}
+
+}  // namespace test_replica_ack
+
+namespace test_replica_ack {
+
+using namespace dlq;
+using std::chrono::milliseconds;
+
+// Attack (c), later steps: the replica freezes in the middle of a filtered replay (the filter
+// freezes it when it sees job 9 of 30), so the unconfirmed step is not the first and its
+// window does not start at the run's first item. The error must name exactly that step's
+// entries: a contiguous run of the sent ids containing job 9; those before it are in the
+// source list, those after it still in the dead list.
+TEST_CASE("replica_ack: a replay frozen mid-run names the moved ids of that step",
+          "[redis][replica_ack][attack]") {
+  const Pair p = pair();
+  RawClient master(p.master);
+  DeadLetterQueue<RedisListStorage> dlq(RedisListStorage(p.master, acked(1, milliseconds(200))));
+  RedisListStorage& s = dlq.storage();
+  const std::string dead = s.key("orders", ListKind::dead);
+  const std::string source = s.source_key("orders");
+  std::vector<std::string> sent;
+  for (int i = 0; i < 30; ++i)
+    sent.push_back(dlq.send_to_dlq("orders", "{\"job\":" + std::to_string(i) + "}", "boom"));
+  std::optional<Frozen> frozen;
+  ReplayOptions o;
+  o.filter = [&](const Entry& e) {
+    if (!frozen && e.id == sent[9]) frozen.emplace(p);
+    return true;
+  };
+  auto [e, took] = expect_replication_error([&] { dlq.replay("orders", o); });
+  INFO("error: " << e.what());
+  REQUIRE_FALSE(e.ids().empty());
+  const auto first = std::find(sent.begin(), sent.end(), e.ids().front());
+  REQUIRE(first != sent.end());
+  const auto at = static_cast<std::size_t>(first - sent.begin());
+  REQUIRE(at + e.ids().size() <= sent.size());
+  CHECK(std::equal(e.ids().begin(), e.ids().end(), first));
+  CHECK(at <= 9);
+  CHECK(at + e.ids().size() > 9);
+  CHECK(at > 0);  // not the run's first step
+  CHECK(items(master, source).size() == at + e.ids().size());
+  const auto left = items(master, dead);
+  CHECK(left.size() == sent.size() - at - e.ids().size());
+  for (std::size_t i = at + e.ids().size(); i < sent.size(); ++i)
+    CHECK(holds(left, sent[i]));
 }
 
 }  // namespace test_replica_ack

@@ -92,4 +92,22 @@ TEST_CASE("replica_ack decisions: the error says what happened and what to do",
   CHECK(std::string(base.what()) == what);
 }
 
+TEST_CASE("replica_ack decisions: a move or a removal says its own risk",
+          "[redis][replica_ack]") {
+  const auto m = replication_failure(decide_replica_ack(1, count(0)), "h:1", "replay script",
+                                     {"id-1"}, 1, 1, milliseconds(300), AckedWrite::move);
+  const std::string mw = m.what();
+  CHECK(mw.find("1 entry moved on the master but confirmed by 0 of 1") != std::string::npos);
+  CHECK(mw.find("back in the dead list") != std::string::npos);
+  CHECK(mw.find("lost") == std::string::npos);
+  CHECK(mw.find("store the entry twice") == std::string::npos);
+  const auto r = replication_failure(decide_replica_ack(1, count(0)), "h:1", "purge script",
+                                     {}, 3, 1, milliseconds(300), AckedWrite::remove);
+  const std::string rw = r.what();
+  CHECK(rw.find("3 entries removed on the master") != std::string::npos);
+  CHECK(rw.find("back in their list") != std::string::npos);
+  CHECK(rw.find("lost") == std::string::npos);
+  CHECK(r.entries() == 3);
+}
+
 }  // namespace test_replica_ack_decisions

@@ -374,7 +374,8 @@ DLQ_REDIS_INLINE bool RedisListStorage::remove(std::string_view queue, ListKind 
   if (removed) {
     std::vector<std::string> ids;
     if (!id.empty()) ids.emplace_back(id);
-    confirm(wait.get(), (*lease)->endpoint(), label, std::move(ids), 1);
+    confirm(wait.get(), (*lease)->endpoint(), label, std::move(ids), 1,
+            redis::detail::AckedWrite::remove);
   }
   return removed;
 }
@@ -397,7 +398,10 @@ DLQ_REDIS_INLINE std::size_t RedisListStorage::purge(std::string_view queue, Lis
   const redis::Reply wait = take_wait(replies);
   const auto n =
       static_cast<std::size_t>(redis::integer(replies[0], **lease, "purge script on " + k));
-  if (n > 0) confirm(wait.get(), (*lease)->endpoint(), "purge script on " + k, {}, n);
+  if (n > 0) {
+    confirm(wait.get(), (*lease)->endpoint(), "purge script on " + k, {}, n,
+            redis::detail::AckedWrite::remove);
+  }
   return n;
 }
 
@@ -502,7 +506,8 @@ DLQ_REDIS_INLINE void RedisListStorage::confirm(const redisReply* wait,
                                                 const std::string& endpoint,
                                                 const std::string& what,
                                                 std::vector<std::string> ids,
-                                                std::size_t entries) const {
+                                                std::size_t entries,
+                                                redis::detail::AckedWrite kind) const {
   const int wanted = options_.replicas_to_ack;
   if (wanted <= 0) return;
   redis::detail::WaitReply reply;  // kind missing when not read
@@ -520,7 +525,7 @@ DLQ_REDIS_INLINE void RedisListStorage::confirm(const redisReply* wait,
   const redis::detail::AckDecision d = redis::detail::decide_replica_ack(wanted, reply);
   if (d.confirmed) return;
   throw redis::detail::replication_failure(d, endpoint, what, std::move(ids), entries, wanted,
-                                           options_.replica_ack_timeout);
+                                           options_.replica_ack_timeout, kind);
 }
 
 DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::ids_of(const Record* records,

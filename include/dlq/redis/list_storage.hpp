@@ -512,9 +512,10 @@ class RedisListStorage {
   // Takes WAIT's reply (the last) off `replies` when replicas_to_ack > 0; null otherwise.
   redis::Reply take_wait(std::vector<redis::Reply>& replies) const;
   // When replicas_to_ack > 0: throws dlq::replication_error unless `wait` (WAIT's reply; null
-  // = not read) confirms the write `what` of `entries` entries (`ids`) done at `endpoint`.
+  // = not read) confirms the write `what` (`kind`) of `entries` entries (`ids`) at `endpoint`.
   void confirm(const redisReply* wait, const std::string& endpoint, const std::string& what,
-               std::vector<std::string> ids, std::size_t entries) const;
+               std::vector<std::string> ids, std::size_t entries,
+               redis::detail::AckedWrite kind = redis::detail::AckedWrite::store) const;
 
   // The router, once the key layout is known to suit the server: in Redis Cluster mode
   // every pattern must put the queue in a hash tag (one queue = one slot = one node), and

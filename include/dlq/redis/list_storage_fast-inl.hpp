@@ -59,7 +59,8 @@ DLQ_REDIS_INLINE FastStep RedisListStorage::replay_fast(std::string_view queue,
   const redis::Reply wait = take_wait(replies);
   read_fast_answers(replies, **lease, cursor, label, result);
   if (acked && result.moved > 0) {
-    confirm(wait.get(), (*lease)->endpoint(), label, result.ids, result.moved);
+    confirm(wait.get(), (*lease)->endpoint(), label, result.ids, result.moved,
+            redis::detail::AckedWrite::move);
   }
   if (!want_ids) result.ids.clear();
   return result;

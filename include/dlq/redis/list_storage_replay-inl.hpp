@@ -67,7 +67,7 @@ DLQ_REDIS_INLINE StepResult RedisListStorage::replay_step(std::string_view queue
   if (options_.replicas_to_ack > 0) ids = moved_ids(cursor, first_item, plan);
   cursor.applied(plan.kept, std::move(applied.read_ahead));
   confirm(applied.wait.get(), applied.endpoint, "replay script on " + target.dead,
-          std::move(ids), plan.items.size());
+          std::move(ids), plan.items.size(), redis::detail::AckedWrite::move);
   return result;
 }
 

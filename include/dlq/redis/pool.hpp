@@ -155,8 +155,20 @@ class ConnectionPool {
         both[0].arg(a);
       both[0].label(command.label());
       both.push_back(wait_command(ack.replicas, ack.timeout));
-      auto replies = acquire()->run(both, effect);
-      wait = std::make_shared<const Reply>(std::move(replies[1]));
+      const std::array<const Command*, 2> both_ptrs{&both[0], &both[1]};
+      std::vector<Reply> replies;
+      detail::IoFailure failure;
+      // As a shared batch: when the connection fails after the command's own answer was read
+      // (during WAIT), the command ran: its reply is returned and `wait` stays null (applied,
+      // not confirmed), not an unknown outcome.
+      const bool all = acquire()->try_run(both_ptrs.data(), 2, effect, replies, failure);
+      if (replies.empty() || !replies[0]) {
+        detail::throw_io_failure(failure, endpoint_, command.label(), effect == Effect::write,
+                                 options_.command_timeout);
+      }
+      if (all && replies.size() > 1 && replies[1]) {
+        wait = std::make_shared<const Reply>(std::move(replies[1]));
+      }
       return std::move(replies[0]);
     }
     SharedCall me;

@@ -91,30 +91,52 @@ inline std::string replica_ack_problem(int replicas, std::chrono::milliseconds t
   return {};
 }
 
+/// What an acknowledged write did to entries: its risk when unconfirmed differs. A store
+/// (a send) is lost if the master fails before a replica has it; a move (a replay or discard
+/// step) or a removal is undone instead — a promoted replica has the entries back in the list
+/// they left (a replayed entry would be replayed again, a removed one is there again).
+enum class AckedWrite : unsigned char { store, move, remove };
+
 /// The error for a write (`what`, e.g. "RPUSH dlq:{orders}") that `decision` did not
-/// confirm: the write is on the master at `endpoint`, not undone.
+/// confirm: the write is on the master at `endpoint`, not undone. `kind` says what the write
+/// did, for the message (its risk and what to do).
 inline dlq::replication_error replication_failure(const AckDecision& decision,
                                                   const std::string& endpoint,
                                                   const std::string& what,
                                                   std::vector<std::string> ids,
                                                   std::size_t entries, int wanted,
-                                                  std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout,
+                                                  AckedWrite kind = AckedWrite::store) {
+  static constexpr const char* done[] = {" written on the master", " moved on the master",
+                                         " removed on the master"};
+  static constexpr const char* risk[] = {
+      ": the write IS applied on the master, and is lost only if the master fails before a "
+      "replica receives it",
+      ": the move IS applied on the master (out of the dead list); if the master fails before "
+      "a replica receives it, a promoted replica has them back in the dead list, and a replay "
+      "there delivers them again",
+      ": the removal IS applied on the master; if the master fails before a replica receives "
+      "it, a promoted replica has them back in their list"};
+  static constexpr const char* hint[] = {
+      "do not repeat it (it is applied: a send again would store the entry twice); check the "
+      "replicas (INFO replication: link status, lag), keep the job or the ids until they have "
+      "caught up, or raise RedisListOptions::replica_ack_timeout",
+      "do not undo it (running the replay or discard again does not move these entries "
+      "again); check the replicas (INFO replication: link status, lag), keep the ids until "
+      "they have caught up, or raise RedisListOptions::replica_ack_timeout",
+      "do not undo it; check the replicas (INFO replication: link status, lag), keep the ids "
+      "until they have caught up, or raise RedisListOptions::replica_ack_timeout"};
+  const auto k = static_cast<std::size_t>(kind);
   std::string text = std::to_string(entries) + (entries == 1 ? " entry" : " entries") +
-                     " written on the master but " + decision.why + " within " +
-                     std::to_string(timeout.count()) +
-                     " ms (replicas_to_ack): the write IS applied on the master, and is lost "
-                     "only if the master fails before a replica receives it";
+                     done[k] + " but " + decision.why + " within " +
+                     std::to_string(timeout.count()) + " ms (replicas_to_ack)" + risk[k];
   if (!ids.empty()) {
     text += " (id " + ids.front();
     if (ids.size() > 1) text += " and " + std::to_string(ids.size() - 1) + " more";
     text += ")";
   }
-  std::string hint =
-      "do not repeat it (it is applied: a send again would store the entry twice); check the "
-      "replicas (INFO replication: link status, lag), keep the job or the ids until they have "
-      "caught up, or raise RedisListOptions::replica_ack_timeout";
   return dlq::replication_error(
-      dlq::detail::message("redis", endpoint, what + ": " + text, hint), std::move(ids),
+      dlq::detail::message("redis", endpoint, what + ": " + text, hint[k]), std::move(ids),
       entries, wanted, decision.acknowledged, timeout);
 }
 
