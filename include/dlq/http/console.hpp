@@ -56,6 +56,7 @@
 #include <dlq/dlq.hpp>
 #include <dlq/http/backend.hpp>
 #include <dlq/http/console_guard.hpp>
+#include <dlq/http/health_probe.hpp>
 #include <dlq/http/console_operations.hpp>
 #include <dlq/http/console_options.hpp>
 #include <dlq/http/console_views.hpp>
@@ -435,7 +436,9 @@ class Console {
   // --- handlers --------------------------------------------------------------------------------
   void health(httplib::Response& r) {
     try {
-      backend_.check_reachable();  // cheap: never a listing of the store
+      // cheap: never a listing of the store; one probe shared by requests at once
+      const std::exception_ptr failure = health_.check([this] { backend_.check_reachable(); });
+      if (failure) std::rethrow_exception(failure);
       detail::send_json(r, 200, {{"status", "ok"}});
     } catch (const dlq::error& e) {
       detail::send_json(
@@ -650,6 +653,7 @@ class Console {
   }
 
   ConsoleBackend& backend_;
+  detail::HealthProbe health_;  // /healthz: one probe for requests at once (health_probe.hpp)
   ConsoleOptions opts_;
   detail::operation_registry ops_{opts_};  // after opts_: it reads them
 };
