@@ -495,11 +495,15 @@ class Console {
     std::size_t bytes = 0;
     std::size_t next = start;
     bool at_end = false;
+    std::size_t largest = 0;  // stored bytes of the largest item read (ScanLimits::read_bytes)
     while (!at_end && !page_full(list.size(), bytes, limits)) {
-      // windows of at most 16 items: a page of large items never reads many more than it keeps
-      const std::size_t want = std::min<std::size_t>(16, limits.limit - list.size());
+      // at most 16 items a read, and about read_bytes: 2 items of 4 MiB, not 16 (read_entries)
+      const std::size_t want = std::min({std::size_t{16}, limits.limit - list.size(),
+                                         largest == 0 ? 1 : read_entries(limits, largest)});
       const std::vector<Entry> window = backend_.corrupt(queue, next, want);
       std::size_t used = 0;
+      for (const auto& e : window)
+        largest = std::max<std::size_t>({largest, 1, e.raw.size()});
       for (const auto& e : window) {
         nlohmann::json j = detail::summary_json(e);
         j["problem"] = e.ok() ? std::string() : e.problem;
