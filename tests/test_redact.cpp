@@ -189,4 +189,27 @@ TEST_CASE("a URL whose password lost its '@' shows no password", "[redact]") {
   }
 }
 
+TEST_CASE("a URL with a mistyped scheme or an extra '/' shows no password (round 7)",
+          "[redact]") {
+  // redis:///:pw@host: the parser reads user '/' and password 'pw' (the user-info of a TCP
+  // URL ends at its last '@'), so dlqctl printed "(store redis:///:pw@host)" after WRONGPASS
+  const std::string triple = "redis:///:SECa@127.0.0.1:1/0";
+  CHECK(dlq::redis::parse_url(triple).password == "SECa");
+  CHECK_FALSE(has(dlq::redact_url(triple), "SEC"));
+  CHECK_FALSE(has(dlq::redact_secrets("store " + triple + " failed"), "SEC"));
+  // no "://" at all (redis:/, redis:, redis//, no scheme): dlqctl's "--store '…': not a
+  // store URL dlqctl knows" and the parser's "unknown scheme" echoed the whole password
+  for (const std::string url : {"redis:/:SECa@127.0.0.1:1", "redis:SECa@h", ":SECa@h:1",
+                                "redis//:SECa@h", "redis:\\\\u:SECa@h", "redis:/u:SECa@[::1]:1"}) {
+    INFO(url);
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    try {
+      (void)dlq::redis::parse_url(url);
+      FAIL("parsed " << url);
+    } catch (const std::exception& e) {
+      CHECK_FALSE(has(e.what(), "SEC"));
+    }
+  }
+}
+
 }  // namespace test_redact

@@ -35,6 +35,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format.hpp"
+
 namespace dlqctl::doctor {
 
 /// How bad a finding is.
@@ -347,6 +349,13 @@ struct ScanFacts {
   std::string error;           ///< what SCAN answered when it was refused ("" = it ran)
 };
 
+/// A queue name (any bytes of a foreign key) for a finding: escaped by dlqctl::printable
+/// (no control byte reaches the terminal or starts a line), names over 64 bytes cut
+/// (printable_cut), as `dlqctl queues` shows them.
+inline std::string shown_name(std::string_view name) {
+  return name.size() <= 64 ? printable(name) : printable_cut(name);
+}
+
 inline Finding judge_queues(const ScanFacts& s) {
   Finding f{Level::ok, "queues", {}, {}, {}};
   std::vector<const QueueFacts*> sorted;
@@ -370,7 +379,8 @@ inline Finding judge_queues(const ScanFacts& s) {
     const std::size_t shown = std::min<std::size_t>(sorted.size(), 20);
     for (std::size_t i = 0; i < shown; ++i)
       f.finding +=
-          (i == 0 ? " " : ", ") + sorted[i]->queue + " (" + std::to_string(sorted[i]->length) + ")";
+          (i == 0 ? " " : ", ") + shown_name(sorted[i]->queue) + " (" +
+          std::to_string(sorted[i]->length) + ")";
     if (shown < sorted.size())
       f.finding += ", … " + std::to_string(sorted.size() - shown) + " more (--json lists all)";
   }

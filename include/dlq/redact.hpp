@@ -12,8 +12,12 @@
 ///    `ca_file=/a@b` path) therefore masks the host too — never a leak;
 ///  - a URL without '@' whose authority reads as `user:password` (no port number after its
 ///    ':') is masked up to its path: `redis://alice:pw` → `redis://***`;
-///  - a URL whose part after `://` starts with '/' (sqlite:///path, unix:///path) has no
-///    user-info: an '@' in its path stays;
+///  - a URL of a file scheme (`unix`, `redis+unix`, `sqlite`, `file`) whose part after `://`
+///    starts with '/' (sqlite:///path, unix:///path) has no user-info: an '@' in its path
+///    stays. Any other scheme's `:///` is masked like `://` (redis:///:pw@host is parsed as
+///    user '/' and password 'pw');
+///  - a whole string (redact_url) without `://` holding an '@' (a mistyped scheme:
+///    `redis:/:pw@host`, `:pw@host`) is masked up to its last '@': `***@host`;
 ///  - the value of every `key=value` parameter whose key names a secret — it contains
 ///    `pass` (password, passwd, sentinel-password, tls_key_passphrase), `pwd`, `secret`,
 ///    `token`, `auth` or `credential`, in any case — is replaced up to the next `&key=`
@@ -77,11 +81,23 @@ inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::
   return to + 3 - (end - from);
 }
 
+/// True when the scheme that ends at `colon` (the ':' of "://") in `text` names files
+/// (unix, redis+unix, sqlite, file; any case): after "://" + '/' comes a path, no user-info.
+inline bool is_file_scheme(const std::string& text, std::size_t colon) {
+  std::size_t start = colon;
+  while (start > 0 && (is_parameter_name_char(text[start - 1]) || text[start - 1] == '+'))
+    --start;
+  std::string scheme = text.substr(start, colon - start);
+  for (char& c : scheme)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return scheme == "unix" || scheme == "redis+unix" || scheme == "sqlite" || scheme == "file";
+}
+
 /// Masks the user-info of the URL whose authority starts at `from` and that ends at `to`
 /// (exclusive) in `text`: everything up to the last '@' before `to` (see the file
 /// comment); returns the new end.
 inline std::size_t mask_userinfo(std::string& text, std::size_t from, std::size_t to) {
-  if (to <= from || text[from] == '/') return to;
+  if (to <= from || (text[from] == '/' && is_file_scheme(text, from - 3))) return to;
   const std::size_t at = text.rfind('@', to - 1);
   if (at == std::string::npos || at < from) return mask_lost_userinfo(text, from, to);
   text.replace(from, at - from, "***");
@@ -118,7 +134,11 @@ inline std::string redact_url(std::string_view url) {
   std::string out(url);
   detail::mask_secret_values(out, false);
   const std::size_t scheme = out.find("://");
-  if (scheme != std::string::npos) detail::mask_userinfo(out, scheme + 3, out.size());
+  if (scheme != std::string::npos) {
+    detail::mask_userinfo(out, scheme + 3, out.size());
+  } else if (const std::size_t at = out.rfind('@'); at != std::string::npos) {
+    out.replace(0, at, "***");  // a mistyped scheme: redis:/:pw@host (see the file comment)
+  }
   return out;
 }
 

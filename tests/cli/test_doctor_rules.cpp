@@ -314,4 +314,25 @@ TEST_CASE("doctor: the command line reaches Io::doctor", "[cli][doctor]") {
   CHECK(r.code == dlqctl::exit_usage);
 }
 
+TEST_CASE("doctor: hostile queue names print on one line, escaped and cut (round 7)",
+          "[cli][doctor]") {
+  // dlqctl doctor over keys dlq:{a\nb}, dlq:{a\rX}, dlq:{a\0b}, dlq:{ESC[2J} and a 1 MiB
+  // name printed them raw: a forged line, a terminal escape, 1 MiB on one line.
+  ScanFacts s;
+  s.pattern = "dlq:{*}";
+  const std::string huge(1 << 20, 'x');
+  for (const std::string& name : {std::string("a\nOK persistence: AOF on"), std::string("a\rX"),
+                                 std::string("a\0b", 3), std::string("\x1b[2J"), huge})
+    s.queues.push_back({name, "dlq:{" + name + "}", 1, {}});
+  const std::string text = line(judge_queues(s));
+  INFO(text.substr(0, 300));
+  std::size_t controls = 0;
+  for (const char c : text)
+    controls += static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  CHECK(controls == 0);
+  CHECK(text.size() < 1000);
+  CHECK(text.find("a\\nOK persistence") != std::string::npos);
+  CHECK(text.find("(1048576 bytes)") != std::string::npos);
+}
+
 }  // namespace test_doctor_rules

@@ -593,4 +593,104 @@ TEST_CASE("/healthz checks reachability without listing the queues (issue 27)") 
   t.join();
 }
 
+// A backend whose reachability check hangs for `delay` (a frozen Redis: SIGSTOP) and fails.
+struct FrozenBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
+  using QueueBackend::QueueBackend;
+  std::atomic<int> probes{0};
+  std::chrono::milliseconds delay{300};
+  void check_reachable() override {
+    ++probes;
+    std::this_thread::sleep_for(delay);
+    throw dlq::timeout_error("no answer within 300 ms");
+  }
+};
+
+TEST_CASE("/healthz answers within one probe time however many ask at once (round 7)") {
+  // dlqctl serve against a SIGSTOPped Redis (--timeout 5s): 16 /healthz at once were
+  // answered after 5, 10, 15 and 20 s (four at a time), each holding a worker meanwhile.
+  // Probes asked while one runs share its answer.
+  dlq::DeadLetterQueue<dlq::MemoryStorage> queue;
+  FrozenBackend backend(queue);
+  dlq::http::Console console(backend, {});
+  dlq::http::GuardedServer server;
+  console.mount(server);
+  const int port = server.bind_to_any_port("127.0.0.1");
+  REQUIRE(port > 0);
+  std::thread t([&] { server.listen_after_bind(); });
+  while (!server.is_running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  constexpr int kAsking = 12;
+  std::vector<int> status(kAsking, 0);
+  std::vector<long long> took_ms(kAsking, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kAsking; ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(30, 0);
+      const auto start = std::chrono::steady_clock::now();
+      auto r = c.Get("/healthz");
+      took_ms[i] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+      status[i] = r ? r->status : -1;
+    });
+  }
+  for (auto& c : clients)
+    c.join();
+  for (int i = 0; i < kAsking; ++i) {
+    INFO("request " << i << " took " << took_ms[i] << " ms");
+    CHECK(status[i] == 503);
+    CHECK(took_ms[i] < 2 * 300 + 250);  // at most the probe running when it came, then one
+  }
+  CHECK(backend.probes <= 3);
+  server.stop();
+  t.join();
+}
+
+// A memory backend that records the stored bytes of its largest corrupt() read.
+struct CorruptReadBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
+  using QueueBackend::QueueBackend;
+  std::size_t most_bytes = 0;
+  std::vector<dlq::Entry> corrupt(std::string_view queue, std::size_t start,
+                                  std::size_t count) override {
+    auto out = QueueBackend::corrupt(queue, start, count);
+    std::size_t bytes = 0;
+    for (const auto& e : out)
+      bytes += e.raw.size();
+    most_bytes = std::max(most_bytes, bytes);
+    return out;
+  }
+};
+
+TEST_CASE("/api/corrupt sizes its reads by the items' bytes like /api/entries (round 7)") {
+  // dlqctl serve, 100 corrupt items of 4 MiB: a page read them 16 at a time, peak +99 to
+  // +116 MiB a request (/api/entries: +16 MiB). 20 items of 1 MiB here: reads of 16 MiB.
+  dlq::DeadLetterQueue<dlq::MemoryStorage> queue;
+  for (int i = 0; i < 20; ++i)
+    queue.storage().push({"orders", {}, {}, std::to_string(i % 10) + std::string(1 << 20, 'x')});
+  queue.replay_all("orders");
+  REQUIRE(queue.corrupt_size("orders") == 20);
+  CorruptReadBackend backend(queue);
+  dlq::http::ConsoleOptions o;
+  o.max_page_bytes = std::size_t{64} << 20;
+  dlq::http::Console console(backend, o);
+  dlq::http::GuardedServer server;
+  console.mount(server);
+  const int port = server.bind_to_any_port("127.0.0.1");
+  REQUIRE(port > 0);
+  std::thread t([&] { server.listen_after_bind(); });
+  while (!server.is_running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(30, 0);
+  auto r = c.Get("/api/corrupt?queue=orders&limit=100");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(body_of(r)["items"].size() == 20);
+  INFO("largest read: " << backend.most_bytes << " bytes");
+  CHECK(backend.most_bytes <= (std::size_t{8} << 20) + (1 << 20));  // ScanLimits::read_bytes
+  server.stop();
+  t.join();
+}
+
 }  // namespace test_console

@@ -56,6 +56,7 @@
 #include <dlq/dlq.hpp>
 #include <dlq/http/backend.hpp>
 #include <dlq/http/console_guard.hpp>
+#include <dlq/http/health_probe.hpp>
 #include <dlq/http/console_operations.hpp>
 #include <dlq/http/console_options.hpp>
 #include <dlq/http/console_views.hpp>
@@ -435,7 +436,9 @@ class Console {
   // --- handlers --------------------------------------------------------------------------------
   void health(httplib::Response& r) {
     try {
-      backend_.check_reachable();  // cheap: never a listing of the store
+      // cheap: never a listing of the store; one probe shared by requests at once
+      const std::exception_ptr failure = health_.check([this] { backend_.check_reachable(); });
+      if (failure) std::rethrow_exception(failure);
       detail::send_json(r, 200, {{"status", "ok"}});
     } catch (const dlq::error& e) {
       detail::send_json(
@@ -492,11 +495,15 @@ class Console {
     std::size_t bytes = 0;
     std::size_t next = start;
     bool at_end = false;
+    std::size_t largest = 0;  // stored bytes of the largest item read (ScanLimits::read_bytes)
     while (!at_end && !page_full(list.size(), bytes, limits)) {
-      // windows of at most 16 items: a page of large items never reads many more than it keeps
-      const std::size_t want = std::min<std::size_t>(16, limits.limit - list.size());
+      // at most 16 items a read, and about read_bytes: 2 items of 4 MiB, not 16 (read_entries)
+      const std::size_t want = std::min({std::size_t{16}, limits.limit - list.size(),
+                                         largest == 0 ? 1 : read_entries(limits, largest)});
       const std::vector<Entry> window = backend_.corrupt(queue, next, want);
       std::size_t used = 0;
+      for (const auto& e : window)
+        largest = std::max<std::size_t>({largest, 1, e.raw.size()});
       for (const auto& e : window) {
         nlohmann::json j = detail::summary_json(e);
         j["problem"] = e.ok() ? std::string() : e.problem;
@@ -650,6 +657,7 @@ class Console {
   }
 
   ConsoleBackend& backend_;
+  detail::HealthProbe health_;  // /healthz: one probe for requests at once (health_probe.hpp)
   ConsoleOptions opts_;
   detail::operation_registry ops_{opts_};  // after opts_: it reads them
 };
