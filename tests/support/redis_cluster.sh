@@ -13,6 +13,8 @@ dir=${2:?usage: redis_cluster.sh start|stop DIR}
 server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
 cli=${DLQ_REDIS_CLI:-$(command -v redis-cli || true)}
 
+. "$(dirname "$0")/redis_support.sh"  # stop_pidfiles (free_port is this script's own)
+
 # A free port P <= 55535 whose cluster bus port P+10000 is free too (Redis needs both).
 free_port() {
   /usr/bin/python3 - <<'PY' 2>/dev/null || shuf -i 20000-55000 -n 1
@@ -34,24 +36,7 @@ for _ in range(200):
 PY
 }
 
-stop_all() {
-  # Read every pid first: redis-server removes its own pidfile as it exits, so a file seen a
-  # moment ago may be gone by the time it is read (set -e would then fail the stop).
-  local pids=() pidfile pid
-  for pidfile in "$dir"/pid-*; do
-    pid=$(cat "$pidfile" 2>/dev/null) || continue
-    [ -n "$pid" ] && pids+=("$pid")
-  done
-  for pid in "${pids[@]}"; do
-    kill -CONT "$pid" 2>/dev/null || true
-    kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null || true
-  done
-  rm -f "$dir"/pid-*
-}
+stop_all() { stop_pidfiles "$dir"/pid-*; }
 
 fail() {
   echo "redis_cluster.sh: $*" >&2

@@ -17,12 +17,7 @@ cmd=${1:?usage: redis_doctor_servers.sh start|stop DIR}
 dir=${2:?usage: redis_doctor_servers.sh start|stop DIR}
 server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
 
-free_port() {
-  python3 - <<'PY' 2>/dev/null || shuf -i 20000-60000 -n 1
-import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
-PY
-}
+. "$(dirname "$0")/redis_support.sh"  # free_port, wait_ping, stop_pidfiles
 
 # The configuration lines of server NAME (beyond port, dir, pidfile and log).
 config_of() {
@@ -52,14 +47,11 @@ start_one() {
       config_of "$name"
     } >"$d/redis.conf"
     "$server" "$d/redis.conf" >/dev/null || true
-    for _ in $(seq 1 100); do
-      if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
-        echo "${name}_URL=redis://127.0.0.1:$port/0" >>"$dir/env"
-        echo "redis-server $(cat "$d/pid") ($name) on 127.0.0.1:$port"
-        return 0
-      fi
-      sleep 0.05
-    done
+    if wait_ping "$port"; then
+      echo "${name}_URL=redis://127.0.0.1:$port/0" >>"$dir/env"
+      echo "redis-server $(cat "$d/pid") ($name) on 127.0.0.1:$port"
+      return 0
+    fi
     [ -f "$d/pid" ] && kill "$(cat "$d/pid")" 2>/dev/null || true
     rm -f "$d/pid"
   done
@@ -68,21 +60,7 @@ start_one() {
   return 1
 }
 
-stop_all() {
-  local pids=() p pid
-  for p in "$dir"/*/pid; do
-    pid=$(cat "$p" 2>/dev/null) || continue  # redis-server removes its pidfile as it exits
-    [ -n "$pid" ] && pids+=("$pid")
-  done
-  for pid in "${pids[@]}"; do
-    kill -CONT "$pid" 2>/dev/null || true
-    kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null || true
-  done
-}
+stop_all() { stop_pidfiles "$dir"/*/pid; }
 
 case "$cmd" in
 start)

@@ -13,23 +13,7 @@ cmd=${1:?usage: redis_replica.sh start|stop DIR}
 dir=${2:?usage: redis_replica.sh start|stop DIR}
 server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
 
-free_port() {
-  python3 - <<'PY' 2>/dev/null || shuf -i 20000-60000 -n 1
-import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
-PY
-}
-
-stop_one() {  # stop_one PIDFILE
-  [ -f "$1" ] || return 0
-  local pid
-  pid=$(cat "$1")
-  kill -CONT "$pid" 2>/dev/null || true
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$1"
-}
+. "$(dirname "$0")/redis_support.sh"  # free_port, wait_ping, stop_pidfiles
 
 start_one() {  # start_one NAME PORT [extra redis-server arguments]
   local name=$1 port=$2
@@ -37,11 +21,7 @@ start_one() {  # start_one NAME PORT [extra redis-server arguments]
   mkdir -p "$dir/$name"
   "$server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir/$name" \
     --daemonize yes --pidfile "$dir/$name/pid" --logfile "$dir/$name/redis.log" "$@" >/dev/null
-  for _ in $(seq 1 100); do
-    redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && return 0
-    sleep 0.05
-  done
-  return 1
+  wait_ping "$port"
 }
 
 case "$cmd" in
@@ -68,16 +48,14 @@ start)
         sleep 0.05
       done
     fi
-    stop_one "$dir/replica/pid"
-    stop_one "$dir/master/pid"
+    stop_pidfiles "$dir/replica/pid" "$dir/master/pid"
   done
   echo "redis_replica.sh: could not start a master and an in-sync replica; logs:" >&2
   cat "$dir"/*/redis.log >&2 || true
   exit 1
   ;;
 stop)
-  stop_one "$dir/replica/pid"
-  stop_one "$dir/master/pid"
+  stop_pidfiles "$dir/replica/pid" "$dir/master/pid"
   rm -rf "$dir"
   ;;
 *) echo "usage: redis_replica.sh start|stop DIR" >&2; exit 2 ;;

@@ -10,12 +10,7 @@ cmd=${1:?usage: redis_server.sh start|stop DIR}
 dir=${2:?usage: redis_server.sh start|stop DIR}
 server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
 
-free_port() {
-  python3 - <<'PY' 2>/dev/null || shuf -i 20000-60000 -n 1
-import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
-PY
-}
+. "$(dirname "$0")/redis_support.sh"  # free_port, wait_ping, stop_pidfiles
 
 case "$cmd" in
 start)
@@ -27,14 +22,11 @@ start)
     "$server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
       --daemonize yes --pidfile "$dir/pid" --logfile "$dir/redis.log" \
       --enable-debug-command local >/dev/null
-    for _ in $(seq 1 100); do
-      if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
-        echo "redis://127.0.0.1:$port/0" >"$dir/url"
-        echo "redis-server $(cat "$dir/pid") listening on 127.0.0.1:$port"
-        exit 0
-      fi
-      sleep 0.05
-    done
+    if wait_ping "$port"; then
+      echo "redis://127.0.0.1:$port/0" >"$dir/url"
+      echo "redis-server $(cat "$dir/pid") listening on 127.0.0.1:$port"
+      exit 0
+    fi
     [ -f "$dir/pid" ] && kill "$(cat "$dir/pid")" 2>/dev/null || true
     rm -f "$dir/pid"
   done
@@ -43,13 +35,7 @@ start)
   exit 1
   ;;
 stop)
-  if [ -f "$dir/pid" ]; then
-    pid=$(cat "$dir/pid")
-    kill -CONT "$pid" 2>/dev/null || true
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
+  stop_pidfiles "$dir/pid"
   rm -rf "$dir"
   ;;
 *) echo "usage: redis_server.sh start|stop DIR" >&2; exit 2 ;;

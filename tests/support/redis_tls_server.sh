@@ -22,12 +22,7 @@ cmd=${1:?usage: redis_tls_server.sh start|stop DIR}
 dir=${2:?usage: redis_tls_server.sh start|stop DIR}
 server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
 
-free_port() {
-  python3 - <<'PY' 2>/dev/null || shuf -i 20000-60000 -n 1
-import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
-PY
-}
+. "$(dirname "$0")/redis_support.sh"  # free_port, wait_ping, stop_pidfiles
 
 ssl() { openssl "$@" 2>>"$dir/certs/openssl.log" >/dev/null; }
 
@@ -66,16 +61,12 @@ start_one() {
       --logfile "$dir/$name/redis.log" --tls-cert-file "$c/$cert.crt" \
       --tls-key-file "$c/$cert.key" --tls-ca-cert-file "$c/ca.crt" \
       --tls-auth-clients "$auth" >/dev/null
-    for _ in $(seq 1 100); do
-      if redis-cli --tls --insecure --cert "$c/client.crt" --key "$c/client.key" -p "$port" \
-        ping 2>/dev/null | grep -q PONG; then
-        echo "${name}_PORT=$port" >>"$dir/env"
-        [ "$plain" = yes ] && echo "PLAIN_PORT=$pport" >>"$dir/env"
-        echo "redis-server $(cat "$dir/$name/pid") ($name) TLS on 127.0.0.1:$port"
-        return 0
-      fi
-      sleep 0.05
-    done
+    if wait_ping "$port" --tls --insecure --cert "$c/client.crt" --key "$c/client.key"; then
+      echo "${name}_PORT=$port" >>"$dir/env"
+      [ "$plain" = yes ] && echo "PLAIN_PORT=$pport" >>"$dir/env"
+      echo "redis-server $(cat "$dir/$name/pid") ($name) TLS on 127.0.0.1:$port"
+      return 0
+    fi
     [ -f "$dir/$name/pid" ] && kill "$(cat "$dir/$name/pid")" 2>/dev/null || true
     rm -f "$dir/$name/pid"
   done
@@ -84,16 +75,7 @@ start_one() {
   return 1
 }
 
-stop_all() {
-  for p in "$dir"/*/pid; do
-    [ -f "$p" ] || continue
-    pid=$(cat "$p")
-    kill -CONT "$pid" 2>/dev/null || true
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null || true
-  done
-}
+stop_all() { stop_pidfiles "$dir"/*/pid; }
 
 case "$cmd" in
 start)
