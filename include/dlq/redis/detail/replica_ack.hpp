@@ -109,23 +109,25 @@ inline dlq::replication_error replication_failure(const AckDecision& decision,
                                                   AckedWrite kind = AckedWrite::store) {
   static constexpr const char* done[] = {" written on the master", " moved on the master",
                                          " removed on the master"};
+  // Each element in parentheses: clang's -Wstring-concatenation warns on literals split
+  // over lines inside an array initializer.
   static constexpr const char* risk[] = {
-      ": the write IS applied on the master, and is lost only if the master fails before a "
-      "replica receives it",
-      ": the move IS applied on the master (out of the dead list); if the master fails before "
-      "a replica receives it, a promoted replica has them back in the dead list, and a replay "
-      "there delivers them again",
-      ": the removal IS applied on the master; if the master fails before a replica receives "
-      "it, a promoted replica has them back in their list"};
+      (": the write IS applied on the master, and is lost only if the master fails before a "
+       "replica receives it"),
+      (": the move IS applied on the master (out of the dead list); if the master fails before "
+       "a replica receives it, a promoted replica has them back in the dead list, and a replay "
+       "there delivers them again"),
+      (": the removal IS applied on the master; if the master fails before a replica receives "
+       "it, a promoted replica has them back in their list")};
   static constexpr const char* hint[] = {
-      "do not repeat it (it is applied: a send again would store the entry twice); check the "
-      "replicas (INFO replication: link status, lag), keep the job or the ids until they have "
-      "caught up, or raise RedisListOptions::replica_ack_timeout",
-      "do not undo it (running the replay or discard again does not move these entries "
-      "again); check the replicas (INFO replication: link status, lag), keep the ids until "
-      "they have caught up, or raise RedisListOptions::replica_ack_timeout",
-      "do not undo it; check the replicas (INFO replication: link status, lag), keep the ids "
-      "until they have caught up, or raise RedisListOptions::replica_ack_timeout"};
+      ("do not repeat it (it is applied: a send again would store the entry twice); check the "
+       "replicas (INFO replication: link status, lag), keep the job or the ids until they have "
+       "caught up, or raise RedisListOptions::replica_ack_timeout"),
+      ("do not undo it (running the replay or discard again does not move these entries "
+       "again); check the replicas (INFO replication: link status, lag), keep the ids until "
+       "they have caught up, or raise RedisListOptions::replica_ack_timeout"),
+      ("do not undo it; check the replicas (INFO replication: link status, lag), keep the ids "
+       "until they have caught up, or raise RedisListOptions::replica_ack_timeout")};
   const auto k = static_cast<std::size_t>(kind);
   std::string text = std::to_string(entries) + (entries == 1 ? " entry" : " entries") +
                      done[k] + " but " + decision.why + " within " +
