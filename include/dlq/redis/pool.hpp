@@ -150,12 +150,8 @@ class ConnectionPool {
     }
     if (pool_.send_batches == 0) {
       if (ack.replicas <= 0) return acquire()->run(command, effect);
-      std::vector<Command> both(1);  // the command (its arguments by view), then WAIT
-      for (const std::string_view a : command.args())
-        both[0].arg(a);
-      both[0].label(command.label());
-      both.push_back(wait_command(ack.replicas, ack.timeout));
-      const std::array<const Command*, 2> both_ptrs{&both[0], &both[1]};
+      const Command wait_for = wait_command(ack.replicas, ack.timeout);
+      const std::array<const Command*, 2> both_ptrs{&command, &wait_for};  // no copy of it
       std::vector<Reply> replies;
       detail::IoFailure failure;
       // As a shared batch: when the connection fails after the command's own answer was read
