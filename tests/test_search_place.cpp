@@ -388,4 +388,79 @@ TEST_CASE("the console's scan sizes each read by the bytes of the entries (issue
   CHECK(most >= 300);
 }
 
+
+namespace {
+
+// A MemoryStorage that records the stored bytes of its largest read: `range`, and
+// `range_bytes` when MemoryStorage has it (the reads the front end then uses).
+struct ReadMeter : dlq::MemoryStorage {
+  std::size_t most = 0;
+  void note(const std::vector<std::string>& items) {
+    std::size_t bytes = 0;
+    for (const auto& i : items)
+      bytes += i.size();
+    most = std::max(most, bytes);
+  }
+  std::vector<std::string> range(std::string_view q, dlq::ListKind k, std::size_t start,
+                                 std::size_t count) {
+    auto out = MemoryStorage::range(q, k, start, count);
+    note(out);
+    return out;
+  }
+  template <class S = dlq::MemoryStorage>
+  auto range_bytes(std::string_view q, dlq::ListKind k, std::size_t start, std::size_t count,
+                   std::size_t min_count, std::size_t max_bytes)
+      -> decltype(std::declval<S&>().range_bytes(q, k, start, count, min_count, max_bytes)) {
+    auto out = static_cast<S&>(*this).range_bytes(q, k, start, count, min_count, max_bytes);
+    note(out.items);
+    return out;
+  }
+};
+
+// 600 small entries, then `big` entries of `bytes` payload bytes each; returns the ids.
+std::vector<std::string> grow(dlq::DeadLetterQueue<ReadMeter&>& q, std::size_t big,
+                              std::size_t bytes) {
+  std::vector<dlq::FailedJob> jobs;
+  for (std::size_t i = 0; i < 600 + big; ++i) {
+    const std::string blob = i < 600 ? std::string("x") : std::string(bytes, 'a');
+    jobs.push_back({"grow", "{\"blob\":\"" + blob + "\"}", {}});
+    jobs.back().failure.error = "other";
+  }
+  return q.send_batch(jobs);
+}
+
+}  // namespace
+
+// Issue 27, round 7: reads sized by the largest entry seen so far. After 600 small entries a
+// read asked for 516 entries, and when large ones followed one read returned all of them
+// (dlqctl serve: +806 MiB). The reads must be bounded by bytes before the data is read.
+TEST_CASE("the console's scan bounds a read's bytes when entries grow mid-scan") {
+  ReadMeter meter;
+  dlq::DeadLetterQueue<ReadMeter&> q(meter);
+  (void)grow(q, 100, 64 << 10);
+  dlq::http::QueueBackend<ReadMeter&> backend(q);
+  dlq::http::EntryQuery f;
+  f.error = "match";  // nothing matches: the scan reads every entry
+  dlq::http::ScanLimits limits;
+  limits.read_bytes = 256 << 10;
+  meter.most = 0;
+  const auto page = backend.search("grow", f, std::nullopt, limits);
+  CHECK(page.examined == 700);
+  CHECK_FALSE(page.next);
+  INFO("largest read: " << meter.most << " bytes, budget " << limits.read_bytes);
+  CHECK(meter.most <= limits.read_bytes + (65 << 10));  // 100 x 64 KiB = 6.4 MiB before
+}
+
+TEST_CASE("a lookup by id bounds a read's bytes when entries grow mid-list") {
+  ReadMeter meter;
+  dlq::DeadLetterQueue<ReadMeter&> q(meter);
+  const std::vector<std::string> ids = grow(q, 24, 1 << 20);
+  meter.most = 0;
+  const auto e = q.get("grow", ids.back());
+  REQUIRE(e);
+  CHECK(e->id == ids.back());
+  INFO("largest read: " << meter.most << " bytes");
+  CHECK(meter.most <= (std::size_t{9} << 20) + 4096);  // 8 MiB + one entry; 24 MiB before
+}
+
 }  // namespace test_search_place
