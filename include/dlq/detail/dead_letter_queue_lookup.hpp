@@ -114,6 +114,18 @@ inline std::size_t lookup_page(std::size_t largest) noexcept {
 /// the items re-read before its place and one more).
 inline constexpr std::size_t lookup_bytes = std::size_t{8} << 20;
 
+/// The read `r` of a lookup by id at `place`: bounded by lookup_bytes in the store where it
+/// has `range_bytes`, else the items of `range` (never capped).
+template <class S>
+BoundedRange lookup_read(S& storage, std::string_view queue, ListKind kind,
+                         const search_place& place, const search_place::read& r) {
+  if constexpr (has_range_bytes<S>::value) {
+    return storage.range_bytes(queue, kind, r.start, r.count, place.min_items(r), lookup_bytes);
+  } else {
+    return BoundedRange{storage.range(queue, kind, r.start, r.count), false};
+  }
+}
+
 }  // namespace detail
 
 template <class Storage>
@@ -166,20 +178,12 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
     for (;;) {
       const bool placed = place.position() > 0;
       const detail::search_place::read r = place.next_read(page);
-      std::vector<std::string> raws;
-      bool capped = false;
-      if constexpr (detail::has_range_bytes<storage_type>::value) {  // bounded before the read
-        BoundedRange b = storage_.range_bytes(queue, kind, r.start, r.count, place.min_items(r),
-                                              detail::lookup_bytes);
-        raws = std::move(b.items);
-        capped = b.capped;
-      } else {
-        raws = storage_.range(queue, kind, r.start, r.count);
-      }
+      BoundedRange read = detail::lookup_read(storage_, queue, kind, place, r);
+      std::vector<std::string>& raws = read.items;
       for (const auto& raw : raws)
         largest = std::max(largest, raw.size());
       const auto key = [&](std::size_t i) { return detail::search_key(raws[i]); };
-      const detail::search_place::found f = place.accept(r, raws.size(), key, capped);
+      const detail::search_place::found f = place.accept(r, raws.size(), key, read.capped);
       if (place.searching()) continue;  // the place is further back
       if (placed && place.position() == 0 && ++restarts > 3) {
         throw conflict_error(detail::message(
