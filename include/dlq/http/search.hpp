@@ -140,11 +140,14 @@ struct ScanLimits {
   /// Stored bytes (Entry::raw) of the matching entries one page holds: the page ends after
   /// the entry that reaches them (so it holds at least one). 0 = no bound.
   std::size_t max_bytes = 0;
-  /// Stored bytes one peek aims to hold (0 = no bound: reads of `window` entries + 16). A
-  /// call first peeks at the one entry at its place to learn a size; every read then takes
-  /// about read_bytes / (the largest entry the call has read) entries, at least 2, at most
-  /// `window` + 16, so a read of 4 MiB entries holds 2 of them, not 516. An entry larger
-  /// than all before it may take a read over the budget by (its size x the read's count).
+  /// Stored bytes one read holds (0 = no bound: reads of `window` entries + 16). A call
+  /// first reads the one entry at its place. Where the store bounds reads by bytes
+  /// (scan's `peek_bounded`, dlq::BoundedRange) every read holds at most read_bytes beyond
+  /// the entries re-read before the place and one more (fewer are re-read when entries are
+  /// large). Otherwise every read takes about read_bytes / (the largest entry the call has
+  /// read) entries, at least 2, at most `window` + 16, so a read of 4 MiB entries holds 2
+  /// of them, not 516, but an entry larger than all before it may take a read over the
+  /// budget by (its size x the read's count).
   std::size_t read_bytes = std::size_t{8} << 20;
 };
 
