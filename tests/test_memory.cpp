@@ -10,6 +10,7 @@
 #include "dlq/dead_letter_queue.hpp"
 #include "dlq/metrics/prometheus.hpp"
 
+#include "contract/range_bytes_checks.hpp"
 #include "support/catch.hpp"
 
 namespace {
@@ -208,4 +209,9 @@ TEST_CASE("MemoryStorage keeps audit records by age; its cap's drops are counted
     CHECK(dlq::metrics::prometheus_text({}, c).find(
               "dlq_audit_dropped_total " + std::to_string(c.audit_dropped)) != std::string::npos);
   }
+}
+
+TEST_CASE("range_bytes reads a prefix within a byte budget", "[memory]") {
+  dlq::MemoryStorage s;
+  dlq::test::check_range_bytes(s, "bytes");
 }

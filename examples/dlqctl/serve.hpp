@@ -62,6 +62,12 @@ class StoreBackend final : public dlq::http::ConsoleBackend {
   std::vector<dlq::Entry> corrupt(std::string_view q, std::size_t start, std::size_t n) override {
     return s_.corrupt(q, start, n);
   }
+  std::optional<dlq::PeekWindow> peek_bounded(dlq::ListKind kind, std::string_view q,
+                                              std::size_t start, std::size_t n,
+                                              std::size_t min_count,
+                                              std::size_t max_bytes) override {
+    return s_.peek_bounded(kind, q, start, n, min_count, max_bytes);
+  }
   std::optional<dlq::Entry> get(std::string_view q, std::string_view id) override {
     return s_.get(q, id);
   }

@@ -35,6 +35,12 @@ class Store {
   virtual std::size_t size(std::string_view queue) = 0;
   virtual std::vector<dlq::Entry> peek(std::string_view queue, std::size_t start,
                                        std::size_t count) = 0;
+  /// A read bounded by bytes in the store (dlq::DeadLetterQueue::peek_bounded); nullopt
+  /// when the backend cannot.
+  virtual std::optional<dlq::PeekWindow> peek_bounded(dlq::ListKind kind, std::string_view queue,
+                                                      std::size_t start, std::size_t count,
+                                                      std::size_t min_count,
+                                                      std::size_t max_bytes) = 0;
   virtual std::optional<dlq::Entry> get(std::string_view queue, std::string_view id) = 0;
   virtual bool remove(std::string_view queue, std::string_view id) = 0;
   /// Removes several entries by id with one audit record (dlq::DeadLetterQueue::remove_ids).
@@ -131,6 +137,12 @@ class DlqStore final : public Store {
   std::vector<dlq::Entry> peek(std::string_view queue, std::size_t start,
                                std::size_t count) override {
     return dlq_.peek(queue, start, count);
+  }
+  std::optional<dlq::PeekWindow> peek_bounded(dlq::ListKind kind, std::string_view queue,
+                                              std::size_t start, std::size_t count,
+                                              std::size_t min_count,
+                                              std::size_t max_bytes) override {
+    return dlq_.peek_bounded(queue, kind, start, count, min_count, max_bytes);
   }
   std::optional<dlq::Entry> get(std::string_view queue, std::string_view id) override {
     return dlq_.get(queue, id);

@@ -123,6 +123,15 @@ class DeadLetterQueue {
   /// them (the seed's peek_dlq). Unreadable entries are included with ok() == false.
   std::vector<Entry> peek(std::string_view queue, std::size_t start = 0, std::size_t count = 10);
 
+  /// Entries of the dead (`kind` ListKind::dead) or corrupt list from `start`: at least
+  /// `min_count` (1 or more), then while their stored bytes stay within `max_bytes`, at most
+  /// `count`, bounded before they leave the store (the storage's `range_bytes`, see
+  /// dlq::BoundedRange). nullopt when the storage has no `range_bytes` (the key-value
+  /// storages): read with peek or corrupt then. The console's scans use it.
+  std::optional<PeekWindow> peek_bounded(std::string_view queue, ListKind kind, std::size_t start,
+                                         std::size_t count, std::size_t min_count,
+                                         std::size_t max_bytes);
+
   /// The entry with this id, or nullopt.
   std::optional<Entry> get(std::string_view queue, std::string_view id);
 
@@ -373,6 +382,21 @@ DLQ_MEMBER_INLINE std::vector<Entry> DeadLetterQueue<Storage>::peek(std::string_
                                                                     std::size_t count) {
   detail::queue_core::validate_queue(queue, "peek");
   return guarded([&] { return parse_all(storage_.range(queue, ListKind::dead, start, count)); });
+}
+
+template <class Storage>
+DLQ_MEMBER_INLINE std::optional<PeekWindow> DeadLetterQueue<Storage>::peek_bounded(
+    std::string_view queue, ListKind kind, std::size_t start, std::size_t count,
+    std::size_t min_count, std::size_t max_bytes) {
+  detail::queue_core::validate_queue(queue, "peek_bounded");
+  if constexpr (detail::has_range_bytes<storage_type>::value) {
+    return guarded([&] {
+      BoundedRange r = storage_.range_bytes(queue, kind, start, count, min_count, max_bytes);
+      return std::optional<PeekWindow>(PeekWindow{parse_all(std::move(r.items)), r.capped});
+    });
+  } else {
+    return std::nullopt;
+  }
 }
 
 template <class Storage>

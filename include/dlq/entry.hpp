@@ -59,6 +59,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -208,6 +209,15 @@ struct Entry {
           "is readable and replayable byte-exact)";
     return out;
   }
+};
+
+/// What DeadLetterQueue::peek_bounded read: entries of one read bounded by bytes (see
+/// dlq::BoundedRange).
+struct PeekWindow {
+  std::vector<Entry> entries;  ///< the entries read, oldest first
+  /// The read stopped at its byte bound with more items after it: a short read that is not
+  /// the end of the list.
+  bool capped = false;
 };
 
 namespace detail {

@@ -65,6 +65,15 @@
 ///                               bool want_ids);     // unfiltered replay of the entries whose
 ///                                                   // bytes prove their payload span (see
 ///                                                   // FastStep); nothing of the others
+///     dlq::BoundedRange range_bytes(std::string_view queue, dlq::ListKind kind,
+///                                   std::size_t start, std::size_t count,
+///                                   std::size_t min_count, std::size_t max_bytes);
+///                                                           // range bounded by bytes before
+///                                                           // the items leave the store (see
+///                                                           // BoundedRange); the console's
+///                                                           // scans and the lookups by id use
+///                                                           // it, else they size reads by the
+///                                                           // largest item read so far
 ///     std::vector<dlq::QueueEnds> stats(const std::vector<std::string>& queues);
 ///                                                           // per queue, in order: length,
 ///                                                           // first and last item of both
@@ -143,6 +152,20 @@ struct ListEnds {
 struct QueueEnds {
   ListEnds dead;     ///< the dead-letter list
   ListEnds corrupt;  ///< the corrupt list
+};
+
+/// What the optional storage member `range_bytes(queue, kind, start, count, min_count,
+/// max_bytes)` read, at one instant as `range`: items [start, start + k) where k is the most
+/// items, at most `count`, such that either k <= min_count or their bytes add up to at most
+/// `max_bytes` — the first `min_count` items (at least 1) whatever their size, then items
+/// while the total stays within `max_bytes`. Fewer than `count` items and `capped` false:
+/// the list ends after them. dlq::MemoryStorage and dlq::RedisListStorage (a script: the
+/// items beyond the budget stay on the server) have it.
+struct BoundedRange {
+  std::vector<std::string> items;  ///< the items, oldest first
+  /// True when the read stopped at max_bytes with more items in the list after the last
+  /// one (a short read that is not the end of the list).
+  bool capped = false;
 };
 
 /// What replay does with one stored item.
@@ -268,6 +291,10 @@ using bump_count = decltype(std::declval<S&>().bump_count(std::string_view{}, st
 template <class S>
 using keyed_by_job_id = std::enable_if_t<S::keyed_by_job_id>;
 template <class S>
+using range_bytes = decltype(std::declval<S&>().range_bytes(
+    std::string_view{}, ListKind::dead, std::size_t{}, std::size_t{}, std::size_t{},
+    std::size_t{}));
+template <class S>
 using stats = decltype(std::declval<S&>().stats(std::declval<const std::vector<std::string>&>()));
 template <class S>
 using replay_snapshot = decltype(std::declval<S&>().replay_snapshot(
@@ -314,6 +341,8 @@ using has_push_capped =
     meta::is_detected_convertible<std::vector<std::string>, ops::push_capped, S>;
 template <class S>
 using has_bump_count = meta::is_detected_convertible<std::int64_t, ops::bump_count, S>;
+template <class S>
+using has_range_bytes = meta::is_detected_convertible<BoundedRange, ops::range_bytes, S>;
 template <class S>
 using has_stats = meta::is_detected_convertible<std::vector<QueueEnds>, ops::stats, S>;
 template <class S>

@@ -1,17 +1,21 @@
 #!/usr/bin/python3
 """`dlqctl serve` over 48 entries of 4 MiB each (issue 27): a filtered /api/entries scan
 that examines all of them and /api/entry of the last one must not hold a whole window of
-large entries at once, alone or 12 at a time. Measures the serve process's peak memory (VmHWM) per request kind
-and prints it.
+large entries at once, alone or 12 at a time. Then (round 7) 600 small entries followed by
+24 of 4 MiB, in the dead and the corrupt list: reads sized by the entries seen so far asked
+for 516 entries after the small ones and held all 24 large ones at once; reads bounded by
+bytes on the server do not. Measures the serve process's peak memory (VmHWM) per request
+kind and prints it.
 
     test_console_large_batches.py --dlqctl PATH      (ctest: fixture `redis`)
 """
 import argparse
 import concurrent.futures
 import os
+import time
 
-from console_support import (Serve, call, check, dead_key, envelope, finish, redis_client,
-                             redis_url)
+from console_support import (Serve, call, check, corrupt_key, dead_key, envelope, finish,
+                             redis_client, redis_url)
 
 DB = 6
 MIB = 1 << 20
@@ -54,13 +58,41 @@ def measure(srv, what, path):
     pid = srv.proc.pid
     reset_hwm(pid)
     before = hwm(pid)
+    began = time.monotonic()
     status, body, _ = call(srv.url, path, timeout=300)
     grown = hwm(pid) - before
-    print(f"  {what}: status {status}, peak +{grown / MIB:.0f} MiB", flush=True)
+    print(f"  {what}: status {status}, peak +{grown / MIB:.0f} MiB, "
+          f"{time.monotonic() - began:.1f} s", flush=True)
     check(status == 200, f"{what} answers 200", f"({status})")
     check(grown < BOUND, f"{what}: peak memory grows by less than {BOUND // MIB} MiB",
           f"(+{grown / MIB:.0f} MiB)")
     return body
+
+
+def growing(r, srv):
+    """Round 7: 600 small entries, then 24 of 4 MiB (dead and corrupt lists)."""
+    q = "growing"
+    pipe = r.pipeline()
+    for i in range(600):
+        item = envelope(q, {"s": "x"}, f"boom {i}", entry_id=f"s-{i}")
+        pipe.rpush(dead_key(q), item)
+        pipe.rpush(corrupt_key(q), item)
+    pipe.execute()
+    for i in range(24):
+        item = envelope(q, {"blob": "a" * SIZE}, f"boom {i}", entry_id=f"big-{i}")
+        r.rpush(dead_key(q), item)
+        r.rpush(corrupt_key(q), item)
+    page = measure(srv, "growing: filtered /api/entries", f"api/entries?queue={q}&error=nomatch")
+    if page:
+        check(page["entries"] == [] and page["next"] is None, "growing: all examined, none matches",
+              str(page)[:200])
+    entry = measure(srv, "growing: /api/entry of the last entry", f"api/entry?queue={q}&id=big-23")
+    if entry:
+        check(entry.get("id") == "big-23", "growing: the last entry is found")
+    page = measure(srv, "growing: /api/corrupt", f"api/corrupt?queue={q}&start=590&limit=50")
+    if page:
+        check(len(page["items"]) >= 11 and page["items"][10]["id"] == "big-0",
+              "growing: /api/corrupt reads past the small items", str(len(page["items"])))
 
 
 def main():
@@ -100,6 +132,7 @@ def main():
             check(statuses == [200] * len(paths), "12 requests at once answer 200", str(statuses))
             check(grown < 4 * BOUND, f"12 requests at once: peak grows by less than {4 * BOUND // MIB} MiB",
                   f"(+{grown / MIB:.0f} MiB)")
+            growing(r, srv)
         finally:
             srv.stop()
     finally:

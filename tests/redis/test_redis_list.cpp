@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dlq/redis/list_storage.hpp"
+#include "contract/range_bytes_checks.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
@@ -664,6 +665,11 @@ TEST_CASE("snapshot bounds: one fast step lowers, refreshes and drops in one com
   CHECK_THROWS_WITH(f.storage.replay_fast("orders", c, 2, "", false),
                     Catch::Matchers::Contains("DLQSNAPSHOT"));
   CHECK(f.raw.list(f.dead("orders")).size() == 3);
+}
+
+TEST_CASE("range_bytes reads a prefix within a byte budget on the server", "[redis][list]") {
+  Fixture f;
+  dlq::test::check_range_bytes(f.storage, "bytes");
 }
 
 }  // namespace test_redis_list

@@ -110,6 +110,22 @@ inline std::size_t lookup_page(std::size_t largest) noexcept {
   return std::min<std::size_t>(512, std::max<std::size_t>(1, bytes / std::max<std::size_t>(1, largest)));
 }
 
+/// Stored bytes one read of a lookup by id holds on a storage with `range_bytes` (beyond
+/// the items re-read before its place and one more).
+inline constexpr std::size_t lookup_bytes = std::size_t{8} << 20;
+
+/// The read `r` of a lookup by id at `place`: bounded by lookup_bytes in the store where it
+/// has `range_bytes`, else the items of `range` (never capped).
+template <class S>
+BoundedRange lookup_read(S& storage, std::string_view queue, ListKind kind,
+                         const search_place& place, const search_place::read& r) {
+  if constexpr (has_range_bytes<S>::value) {
+    return storage.range_bytes(queue, kind, r.start, r.count, place.min_items(r), lookup_bytes);
+  } else {
+    return BoundedRange{storage.range(queue, kind, r.start, r.count), false};
+  }
+}
+
 }  // namespace detail
 
 template <class Storage>
@@ -140,10 +156,11 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
           out.emplace(std::string(id), std::move(*raw));
     return out;
   } else {
-    // Pages of at most 512 items and about 8 MiB (detail::lookup_page; the first page is
-    // one item), so a list of 4 MiB items is read 2 at a time, not 512.
+    // Pages of at most 512 items and about 8 MiB: bounded by the storage's range_bytes, else
+    // by detail::lookup_page (the first page is one item), so a list of 4 MiB items is read
+    // 2 at a time, not 512.
     std::size_t largest = 0;
-    std::size_t page = 1;
+    std::size_t page = detail::has_range_bytes<storage_type>::value ? 512 : 1;
     const std::set<std::string_view> wanted(ids.begin(), ids.end());
     // Ids of plain characters appear verbatim in the stored bytes: a cheap pre-check when
     // there are few of them.
@@ -161,11 +178,12 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
     for (;;) {
       const bool placed = place.position() > 0;
       const detail::search_place::read r = place.next_read(page);
-      auto raws = storage_.range(queue, kind, r.start, r.count);
+      BoundedRange read = detail::lookup_read(storage_, queue, kind, place, r);
+      std::vector<std::string>& raws = read.items;
       for (const auto& raw : raws)
         largest = std::max(largest, raw.size());
       const auto key = [&](std::size_t i) { return detail::search_key(raws[i]); };
-      const detail::search_place::found f = place.accept(r, raws.size(), key);
+      const detail::search_place::found f = place.accept(r, raws.size(), key, read.capped);
       if (place.searching()) continue;  // the place is further back
       if (placed && place.position() == 0 && ++restarts > 3) {
         throw conflict_error(detail::message(
@@ -188,10 +206,16 @@ DeadLetterQueue<Storage>::find_raws(std::string_view queue, ListKind kind,
         if (out.size() == wanted.size()) return out;
       }
       if (f.end) return out;
-      // The next reads within about 8 MiB: fewer items a read once large ones were seen
-      // (what is found is the same; only the place is looked for in smaller steps).
-      page = detail::lookup_page(largest);
-      place.set_read_sizes(std::min<std::size_t>(16, page), page);
+      // The next reads within about 8 MiB: with range_bytes, 512 items bounded by bytes in
+      // the store; else fewer items a read once large ones were seen (what is found is the
+      // same; only the place is looked for in smaller steps). An item larger than all before
+      // it may then take a read over the budget.
+      if constexpr (detail::has_range_bytes<storage_type>::value) {
+        place.set_back_for(detail::lookup_bytes, largest);
+      } else {
+        page = detail::lookup_page(largest);
+        place.set_read_sizes(std::min<std::size_t>(16, page), page);
+      }
     }
   }
 }

@@ -155,6 +155,14 @@ class search_place {
     bool end = false;          ///< the read ended short: nothing follows its last item
   };
 
+  /// The fewest items a read `r` bounded by bytes (dlq::BoundedRange) must return for
+  /// accept() to conclude: every item re-read before the place and one more (1 at the
+  /// start and while the place is looked for further back).
+  std::size_t min_items(const read& r) const noexcept {
+    if (position_ == 0 || searching_ || r.start >= position_) return 1;
+    return std::min(r.count, position_ - r.start + 1);
+  }
+
   search_place() = default;
 
   /// Resumes at `token` (a default token: the start). `length` is the list's length read
@@ -176,6 +184,15 @@ class search_place {
     search_window_ = std::max<std::size_t>(search, 1);
   }
 
+  /// Sets only how many items the next reads re-read before the place (1..overlap), for
+  /// reads bounded by bytes: half of what `budget` bytes hold of items of `largest` bytes
+  /// (the largest read so far), so that the items a bounded read must return (min_items)
+  /// stay within the budget.
+  void set_back_for(std::size_t budget, std::size_t largest) noexcept {
+    const std::size_t half = largest == 0 ? overlap : budget / largest / 2;
+    back_ = std::min(std::max<std::size_t>(half, 1), overlap);
+  }
+
   /// The read to issue next, for at most `want` (at least 1) items after the place.
   read next_read(std::size_t want) const noexcept {
     if (position_ == 0) return {0, std::max<std::size_t>(want, 1)};
@@ -188,13 +205,22 @@ class search_place {
   }
 
   /// Takes the result of the read next_read() asked for: `got` items (at most r.count) and
-  /// their keys through `key(i)`.
+  /// their keys through `key(i)`. `capped`: the read stopped at a byte bound with more items
+  /// after it (dlq::BoundedRange::capped), so a short read is not the end of the list. A
+  /// capped read that did not reach the place (fewer than min_items()) concludes nothing:
+  /// the next read covers fewer items before the place.
   template <class Key>
-  found accept(const read& r, std::size_t got, Key&& key) {
+  found accept(const read& r, std::size_t got, Key&& key, bool capped = false) {
     found f;
-    f.end = got < r.count;
+    f.end = got < r.count && !capped;
     if (position_ == 0) {  // the start (or a restart): every item is new
       f.first = 0;
+      return f;
+    }
+    if (capped && r.start < position_ && got < position_ - r.start) {
+      (searching_ ? search_window_ : back_) = std::max<std::size_t>(1, got);
+      if (searching_) f.searched = got;
+      f.first = got;
       return f;
     }
     const std::size_t region = std::min(position_ - r.start, got);  // items before P

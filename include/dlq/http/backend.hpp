@@ -80,6 +80,17 @@ class ConsoleBackend {
   /// Items [start, start + count) of the corrupt list.
   virtual std::vector<Entry> corrupt(std::string_view queue, std::size_t start,
                                      std::size_t count) = 0;
+  /// Entries of the dead or corrupt list from `start`, bounded by bytes before they leave
+  /// the store: at least `min_count` (1 or more), then while their stored bytes stay within
+  /// `max_bytes`, at most `count` (dlq::DeadLetterQueue::peek_bounded). nullopt when the
+  /// store cannot bound a read by bytes: the console's scans then size their reads of peek
+  /// and corrupt by the largest entry read so far (ScanLimits::read_bytes). Default: nullopt.
+  virtual std::optional<PeekWindow> peek_bounded(ListKind /*kind*/, std::string_view /*queue*/,
+                                                 std::size_t /*start*/, std::size_t /*count*/,
+                                                 std::size_t /*min_count*/,
+                                                 std::size_t /*max_bytes*/) {
+    return std::nullopt;
+  }
   /// The entry with this id, or nullopt.
   virtual std::optional<Entry> get(std::string_view queue, std::string_view id) = 0;
   /// Removes the entry with this id; false when there is none.
@@ -139,10 +150,15 @@ class ConsoleBackend {
   }
 
   /// One page of entries matching `filter`, continuing at `from` (nullopt = the head),
-  /// within `limits`. Default: dlq::http::scan over peek (see dlq/http/search.hpp).
+  /// within `limits`. Default: dlq::http::scan over peek_bounded, else peek (see
+  /// dlq/http/search.hpp).
   virtual SearchPage search(std::string_view queue, const EntryQuery& filter,
                             const std::optional<Cursor>& from, const ScanLimits& limits) {
     return scan([this](std::string_view q, std::size_t s, std::size_t n) { return peek(q, s, n); },
+                [this](std::string_view q, std::size_t s, std::size_t n, std::size_t least,
+                       std::size_t bytes) {
+                  return peek_bounded(ListKind::dead, q, s, n, least, bytes);
+                },
                 size(queue), queue, filter, from, limits, std::chrono::system_clock::now());
   }
 
@@ -318,6 +334,11 @@ class QueueBackend : public ConsoleBackend {
   std::vector<Entry> corrupt(std::string_view queue, std::size_t start,
                              std::size_t count) override {
     return q_.corrupt(queue, start, count);
+  }
+  std::optional<PeekWindow> peek_bounded(ListKind kind, std::string_view queue,
+                                         std::size_t start, std::size_t count,
+                                         std::size_t min_count, std::size_t max_bytes) override {
+    return q_.peek_bounded(queue, kind, start, count, min_count, max_bytes);
   }
   std::optional<Entry> get(std::string_view queue, std::string_view id) override {
     return q_.get(queue, id);

@@ -497,10 +497,14 @@ class Console {
     bool at_end = false;
     std::size_t largest = 0;  // stored bytes of the largest item read (ScanLimits::read_bytes)
     while (!at_end && !page_full(list.size(), bytes, limits)) {
-      // at most 16 items a read, and about read_bytes: 2 items of 4 MiB, not 16 (read_entries)
-      const std::size_t want = std::min({std::size_t{16}, limits.limit - list.size(),
-                                         largest == 0 ? 1 : read_entries(limits, largest)});
-      const std::vector<Entry> window = backend_.corrupt(queue, next, want);
+      // at most 16 items a read, bounded by read_bytes in the store (peek_bounded), else
+      // about read_bytes: 2 items of 4 MiB, not 16 (read_entries)
+      std::size_t want = std::min(std::size_t{16}, limits.limit - list.size());
+      std::optional<PeekWindow> bounded =
+          backend_.peek_bounded(ListKind::corrupt, queue, next, want, 1, limits.read_bytes);
+      if (!bounded) want = std::min(want, largest == 0 ? 1 : read_entries(limits, largest));
+      const std::vector<Entry> window =
+          bounded ? std::move(bounded->entries) : backend_.corrupt(queue, next, want);
       std::size_t used = 0;
       for (const auto& e : window)
         largest = std::max<std::size_t>({largest, 1, e.raw.size()});
@@ -518,7 +522,8 @@ class Console {
         ++used;
         if (page_full(list.size(), bytes, limits)) break;
       }
-      at_end = window.size() < want && used == window.size();  // the list ended in it
+      at_end = window.size() < want && used == window.size() &&  // the list ended in it
+               !(bounded && bounded->capped);
     }
     const std::size_t total = backend_.corrupt_size(queue);
     detail::send_json(

@@ -140,11 +140,14 @@ struct ScanLimits {
   /// Stored bytes (Entry::raw) of the matching entries one page holds: the page ends after
   /// the entry that reaches them (so it holds at least one). 0 = no bound.
   std::size_t max_bytes = 0;
-  /// Stored bytes one peek aims to hold (0 = no bound: reads of `window` entries + 16). A
-  /// call first peeks at the one entry at its place to learn a size; every read then takes
-  /// about read_bytes / (the largest entry the call has read) entries, at least 2, at most
-  /// `window` + 16, so a read of 4 MiB entries holds 2 of them, not 516. An entry larger
-  /// than all before it may take a read over the budget by (its size x the read's count).
+  /// Stored bytes one read holds (0 = no bound: reads of `window` entries + 16). A call
+  /// first reads the one entry at its place. Where the store bounds reads by bytes
+  /// (scan's `peek_bounded`, dlq::BoundedRange) every read holds at most read_bytes beyond
+  /// the entries re-read before the place and one more (fewer are re-read when entries are
+  /// large). Otherwise every read takes about read_bytes / (the largest entry the call has
+  /// read) entries, at least 2, at most `window` + 16, so a read of 4 MiB entries holds 2
+  /// of them, not 516, but an entry larger than all before it may take a read over the
+  /// budget by (its size x the read's count).
   std::size_t read_bytes = std::size_t{8} << 20;
 };
 
@@ -188,12 +191,82 @@ inline std::uint64_t scan_key(const Entry& e) noexcept {
 
 }  // namespace detail
 
+namespace detail {
+
+/// How a scan sizes and issues its reads (ScanLimits::read_bytes): bounded by bytes in the
+/// store where `peek_bounded` can (it returns a dlq::PeekWindow, see dlq::BoundedRange),
+/// else sized by the largest entry read so far through `peek`.
+template <class Peek, class PeekBounded>
+struct scan_reader {
+  Peek& peek;
+  PeekBounded& peek_bounded;
+  std::string_view queue;
+  const ScanLimits& limits;
+  bool bounded = false;     // peek_bounded bounds the reads
+  std::size_t largest = 0;  // stored bytes of the largest entry read
+
+  void note(const std::vector<Entry>& batch) {
+    for (const auto& e : batch)
+      largest = std::max(largest, std::max<std::size_t>(1, e.raw.size()));
+  }
+
+  // A sample of the one entry at the place (not examined): whether peek_bounded bounds the
+  // reads and, if not, the size of the first read.
+  void sample(std::size_t at) {
+    if (limits.read_bytes == 0) return;
+    std::optional<PeekWindow> w = peek_bounded(queue, at, 1, 1, limits.read_bytes);
+    bounded = w.has_value();
+    note(w ? w->entries : peek(queue, at, 1));
+  }
+
+  // Sets the place's read sizes for the next read; returns how many entries it examines.
+  std::size_t size(dlq::detail::search_place& place) const {
+    const std::size_t most = std::max<std::size_t>(1, limits.window);
+    if (bounded) {  // whole windows, cut by bytes in the store (a capped read that misses
+                    // the place shrinks the place's read sizes)
+      place.set_back_for(limits.read_bytes, largest);
+      return most;
+    }
+    const std::size_t per_read = read_entries(limits, largest);
+    const std::size_t back =
+        per_read >= most + 16 ? 16 : std::min<std::size_t>(16, std::max<std::size_t>(1, per_read / 2));
+    place.set_read_sizes(back, per_read >= most + 16 ? dlq::detail::search_place::window : per_read);
+    return std::min(most, std::max<std::size_t>(1, per_read - back));
+  }
+
+  // Issues the read `r` of `place`; `capped`: it stopped at the byte bound (not the end).
+  std::vector<Entry> read(const dlq::detail::search_place& place,
+                          const dlq::detail::search_place::read& r, bool& capped) {
+    std::vector<Entry> batch;
+    capped = false;
+    if (bounded) {
+      if (std::optional<PeekWindow> w =
+              peek_bounded(queue, r.start, r.count, place.min_items(r), limits.read_bytes)) {
+        batch = std::move(w->entries);
+        capped = w->capped;
+      }
+    } else {
+      batch = peek(queue, r.start, r.count);
+    }
+    if (batch.size() > r.count)
+      batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(r.count), batch.end());
+    note(batch);
+    return batch;
+  }
+};
+
+}  // namespace detail
+
 /// Scans `queue` from `from` (nullopt = the head) for entries matching `filter`, within
-/// `limits`, through `peek(queue, start, count)`; `length` is the list's length read before
-/// (it bounds a forged or stale position). See the file comment for the guarantees.
-/// @throws whatever `peek` throws.
-template <class Peek>
-SearchPage scan(Peek&& peek, std::size_t length, std::string_view queue, const EntryQuery& filter,
+/// `limits`, through `peek_bounded(queue, start, count, min_count, max_bytes)` — reads
+/// bounded by bytes before they leave the store (std::optional<dlq::PeekWindow>,
+/// DeadLetterQueue::peek_bounded; nullopt = it cannot) — else `peek(queue, start, count)`;
+/// `length` is the list's length read before (it bounds a forged or stale position). See
+/// the file comment for the guarantees.
+/// @throws whatever `peek` and `peek_bounded` throw.
+template <class Peek, class PeekBounded>
+SearchPage scan(Peek&& peek, PeekBounded&& peek_bounded, std::size_t length,
+                std::string_view queue, const EntryQuery& filter,
                 const std::optional<Cursor>& from, const ScanLimits& limits,
                 std::chrono::system_clock::time_point now) {
   SearchPage page;
@@ -202,34 +275,18 @@ SearchPage scan(Peek&& peek, std::size_t length, std::string_view queue, const E
   dlq::detail::search_place place(std::move(token), length);
   page.start = place.position();
   const std::size_t want = std::max<std::size_t>(1, limits.limit);
-  std::size_t window = std::max<std::size_t>(1, limits.window);
-  std::size_t largest = 0;  // stored bytes of the largest entry read (ScanLimits::read_bytes)
-  const auto size_reads = [&] {
-    const std::size_t per_read = read_entries(limits, largest);
-    const std::size_t most = std::max<std::size_t>(1, limits.window);
-    const std::size_t back =
-        per_read >= most + 16 ? 16 : std::min<std::size_t>(16, std::max<std::size_t>(1, per_read / 2));
-    window = std::min(most, std::max<std::size_t>(1, per_read - back));
-    place.set_read_sizes(back, per_read >= most + 16 ? dlq::detail::search_place::window : per_read);
-  };
-  if (limits.read_bytes != 0) {  // a sample for the size of the first read (not examined)
-    for (const auto& e : peek(queue, place.position(), 1))
-      largest = std::max<std::size_t>(1, e.raw.size());
-  }
+  detail::scan_reader<Peek, PeekBounded> reader{peek, peek_bounded, queue, limits};
+  reader.sample(place.position());
   bool at_end = false;
   bool started = false;
   std::size_t page_bytes = 0;  // of the matching entries kept (ScanLimits::max_bytes)
   const auto full = [&] { return page_full(page.entries.size(), page_bytes, limits); };
   while (!full() && page.examined < limits.max_examined) {
-    size_reads();
-    std::size_t n = std::min(window, limits.max_examined - page.examined);
+    std::size_t n = std::min(reader.size(place), limits.max_examined - page.examined);
     if (filter.empty()) n = std::min(n, want - page.entries.size());
     const dlq::detail::search_place::read r = place.next_read(n);
-    std::vector<Entry> batch = peek(queue, r.start, r.count);
-    if (batch.size() > r.count)
-      batch.erase(batch.begin() + static_cast<std::ptrdiff_t>(r.count), batch.end());
-    for (const auto& e : batch)
-      largest = std::max(largest, std::max<std::size_t>(1, e.raw.size()));
+    bool capped = false;
+    std::vector<Entry> batch = reader.read(place, r, capped);
     std::vector<std::pair<std::size_t, std::size_t>> moved;  // (batch index, page index)
     const auto key = [&](std::size_t i) {
       const auto m =
@@ -237,7 +294,7 @@ SearchPage scan(Peek&& peek, std::size_t length, std::string_view queue, const E
       return detail::scan_key(m != moved.end() && m->first == i ? page.entries[m->second]
                                                                 : batch[i]);
     };
-    const dlq::detail::search_place::found f = place.accept(r, batch.size(), key);
+    const dlq::detail::search_place::found f = place.accept(r, batch.size(), key, capped);
     page.examined += f.searched;
     if (place.searching()) continue;
     if (!started) {
@@ -267,6 +324,17 @@ SearchPage scan(Peek&& peek, std::size_t length, std::string_view queue, const E
     page.next = Cursor{t.position, t.anchors};
   }
   return page;
+}
+
+/// scan() through `peek(queue, start, count)` alone: reads sized by the largest entry read
+/// so far (ScanLimits::read_bytes).
+template <class Peek>
+SearchPage scan(Peek&& peek, std::size_t length, std::string_view queue, const EntryQuery& filter,
+                const std::optional<Cursor>& from, const ScanLimits& limits,
+                std::chrono::system_clock::time_point now) {
+  const auto unbounded = [](std::string_view, std::size_t, std::size_t, std::size_t,
+                            std::size_t) { return std::optional<PeekWindow>(); };
+  return scan(peek, unbounded, length, queue, filter, from, limits, now);
 }
 
 }  // namespace http

@@ -14,6 +14,7 @@
 #include "dlq/redis/scripts/list_purge.hpp"
 #include "dlq/redis/scripts/list_push_bounded.hpp"
 #include "dlq/redis/scripts/list_push_capped.hpp"
+#include "dlq/redis/scripts/list_range_bytes.hpp"
 #include "dlq/redis/scripts/recover_tombstone.hpp"
 #include "dlq/redis/scripts/replay_fast.hpp"
 #include "dlq/redis/scripts/snapshot.hpp"
@@ -352,6 +353,44 @@ DLQ_REDIS_INLINE std::vector<std::string> RedisListStorage::range(std::string_vi
   return redis::strings(replies[0], **lease, "LRANGE " + k);
 }
 
+DLQ_REDIS_INLINE BoundedRange RedisListStorage::range_bytes(std::string_view queue,
+                                                            ListKind kind, std::size_t start,
+                                                            std::size_t count,
+                                                            std::size_t min_count,
+                                                            std::size_t max_bytes) {
+  check_queue(queue, "range_bytes");
+  constexpr auto max = static_cast<std::size_t>(std::int64_t{1} << 52);  // exact in Lua
+  BoundedRange out;
+  if (count == 0 || start >= max) return out;
+  count = std::min(count, max - start);
+  const std::string k = key(queue, kind);
+  const std::string label = "range script on " + k;
+  Lease lease;
+  auto replies = routed().run(
+      lease, k, redis::Effect::read,
+      [&](const std::string& sha) {
+        redis::Command c("EVALSHA");
+        c.arg_copy(sha).arg(1).arg(std::string_view(k)).arg(start).arg(count);
+        c.arg(std::min(min_count, count)).arg(std::min(max_bytes, max)).label(label);
+        return one(std::move(c));
+      },
+      &shared_->range_bytes_script);
+  const redis::Reply& r = replies[0];
+  redis::check(r, **lease, label);
+  if (r->type != REDIS_REPLY_ARRAY || r->elements == 0 ||
+      r->element[0]->type != REDIS_REPLY_INTEGER)
+    redis::detail::throw_unexpected_reply(*r, (*lease)->endpoint(), label);
+  out.capped = r->element[0]->integer != 0;
+  out.items.reserve(r->elements - 1);
+  for (std::size_t i = 1; i < r->elements; ++i) {
+    const redisReply& e = *r->element[i];
+    if (e.type != REDIS_REPLY_STRING)
+      redis::detail::throw_unexpected_reply(e, (*lease)->endpoint(), label);
+    out.items.emplace_back(redis::view(e));
+  }
+  return out;
+}
+
 DLQ_REDIS_INLINE bool RedisListStorage::remove(std::string_view queue, ListKind kind,
                                                std::string_view id, std::string_view raw) {
   check_queue(queue, "remove");
@@ -574,7 +613,7 @@ DLQ_REDIS_INLINE RedisListStorage::Shared::Shared(redis::ConnectionOptions conne
       snapshot_read_script("snapshot read script",
                            std::string(redis::scripts::replay_snapshot_read)),
       remove_script("remove script", std::string(redis::scripts::list_remove)),
-
+      range_bytes_script("range script", std::string(redis::scripts::list_range_bytes)),
       audit_script("audit append script", std::string(redis::scripts::audit_append)) {}
 
 DLQ_REDIS_INLINE RedisListStorage::RedisListStorage(std::string_view url, RedisListOptions options)

@@ -15,19 +15,17 @@
 /// Python seed's layout is `dlq:*`, `queue:*`, `dlq:*:corrupt` (single server only). The
 /// patterns double as SCAN MATCH patterns for queues(); a key that matches both the dead and
 /// the corrupt pattern (`dlq:a:corrupt` in the seed's layout) is taken as a corrupt list.
-///
 /// Redis Cluster is detected on first use (one `CLUSTER SLOTS`; a plain server works exactly
 /// as without cluster support). Each operation concerns one queue, so one slot: it is sent to
 /// that slot's master and redirections are followed (dlq/redis/cluster.hpp). In cluster mode
 /// the three patterns must share one hash tag (holding the queue, or one fixed tag such as
 /// `{dlq}:*`), else the first operation (or cluster_mode()) throws dlq::invalid_argument;
 /// a replay to a queue on another slot is refused before anything moves; a queue name that
-/// starts with `}` cannot be replayed. Reads from replicas and databases other than 0 are not
-/// supported.
+/// starts with `}` cannot be replayed. No reads from replicas, no databases other than 0.
 ///
 /// Costs, in round trips: push 1 (RPUSH); push_bounded, push_capped 1 (a script); bump_count 1
 /// (MULTI/EXEC); push_many 1 (pipelined; in a cluster one per master); size, range, remove 1;
-/// purge 1 (a script); sizes 1 (pipelined); queues: SCAN MATCH … TYPE list (never KEYS);
+/// range_bytes, purge 1 (a script); sizes 1 (pipelined); queues: SCAN MATCH … TYPE list;
 /// replay_step 1 per batch (the next window is read in the same round trip as the script);
 /// replay_fast 1 per batch (a script; the entries' bytes stay on the server).
 ///
@@ -35,10 +33,8 @@
 /// unfiltered replay the front end first moves the entries at the head whose frame proves
 /// their payload span, with one script per batch; the first item it cannot prove ends the
 /// fast step, and replay_step decides it as below. The invariants below hold for both.
-///
-/// Where the definitions are: list_storage-inl.hpp (connection, pushes, reads, purge,
-/// listing, audit trail), list_storage_replay-inl.hpp (the compare-and-move replay step,
-/// snapshot, recover) and list_storage_fast-inl.hpp (the fast path).
+/// Definitions: list_storage-inl.hpp (connection, pushes, reads, purge, listing, audit), the
+/// replay step, snapshot and recover in list_storage_replay-inl.hpp, list_storage_fast-inl.hpp.
 ///
 /// Snapshot (replay_snapshot; dlq/redis/scripts/snapshot.hpp has the reasoning): a replay or
 /// discard examines exactly the entries present when it started. Its bound — how many items
@@ -395,6 +391,9 @@ class RedisListStorage {
   /// Up to `count` items from position `start` (0 = oldest): one LRANGE.
   std::vector<std::string> range(std::string_view queue, ListKind kind, std::size_t start,
                                  std::size_t count);
+  /// range bounded by bytes on the server (dlq::BoundedRange): one script, list_range_bytes.hpp.
+  BoundedRange range_bytes(std::string_view queue, ListKind kind, std::size_t start,
+                           std::size_t count, std::size_t min_count, std::size_t max_bytes);
 
   /// Removes the first item equal to `raw` (`id` is not needed here): one LREM.
   /// @return true if an item was removed.
@@ -678,6 +677,7 @@ class RedisListStorage {
     redis::Script snapshot_begin_script;
     redis::Script snapshot_read_script;
     redis::Script remove_script;
+    redis::Script range_bytes_script;
     redis::Script audit_script;
     std::uint64_t step_base = 0;
     std::atomic<std::uint64_t> step_counter{0};

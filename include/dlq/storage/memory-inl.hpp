@@ -88,6 +88,28 @@ DLQ_INLINE std::vector<std::string> MemoryStorage::range(std::string_view queue,
   return l ? slice(list_of(*l, kind), start, count) : std::vector<std::string>{};
 }
 
+DLQ_INLINE BoundedRange MemoryStorage::range_bytes(std::string_view queue, ListKind kind,
+                                                   std::size_t start, std::size_t count,
+                                                   std::size_t min_count, std::size_t max_bytes) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  BoundedRange out;
+  const lists* l = find_lists(queue);
+  if (!l) return out;
+  const auto& list = list_of(*l, kind);
+  const std::size_t least = std::max<std::size_t>(1, min_count);
+  std::size_t bytes = 0;
+  for (std::size_t i = start; i < list.size() && i - start < count; ++i) {
+    const std::size_t n = list[i].size();
+    if (out.items.size() >= least && n > max_bytes - std::min(bytes, max_bytes)) {
+      out.capped = true;
+      break;
+    }
+    bytes += n;
+    out.items.push_back(list[i]);
+  }
+  return out;
+}
+
 DLQ_INLINE bool MemoryStorage::remove(std::string_view queue, ListKind kind,
                                       std::string_view /*id*/, std::string_view raw) {
   std::lock_guard<std::mutex> lock(state_->mutex);

@@ -90,6 +90,11 @@ class MemoryStorage {
   std::vector<std::string> range(std::string_view queue, ListKind kind, std::size_t start,
                                  std::size_t count);
 
+  /// Items from `start`: at least `min_count` (1 or more), then while their bytes stay
+  /// within `max_bytes`, at most `count` (see dlq::BoundedRange). Copies only those.
+  BoundedRange range_bytes(std::string_view queue, ListKind kind, std::size_t start,
+                           std::size_t count, std::size_t min_count, std::size_t max_bytes);
+
   /// Removes the first item equal to `raw`; false when there is none.
   bool remove(std::string_view queue, ListKind kind, std::string_view /*id*/, std::string_view raw);
 
