@@ -85,11 +85,20 @@ send_rows() {
   done)
   sval() { echo "$sends" | awk -v k="$1" '$1==k {print $2}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
   echo "envelope around a 300 B payload: $env_bytes bytes (redis-benchmark ${*:+$* }-d $env_bytes)"
+  # Per round, dlq / redis-benchmark of that round: on a loaded machine the ratio of one
+  # round is steadier than either rate (a noisy moment hits both), so both are shown.
+  rratios() { echo "$sends" | awk -v d="dlq_send_threads_$1" -v r="rb_c$1" '
+    $1 == d { dv[++nd] = $2 } $1 == r { rv[++nr] = $2 }
+    END { for (i = 1; i <= nd && i <= nr; i++) printf "%.2f ", dv[i] / rv[i] }'; }
   for n in 1 8 32; do
-    d=$(sval "dlq_send_threads_$n"); r=$(sval "rb_c$n")
-    awk -v n="$n" -v d="$d" -v r="$r" -v t="$target" -v tag="$tag" 'BEGIN { x = d / r;
+    d=$(sval "dlq_send_threads_$n"); r=$(sval "rb_c$n"); rr=$(rratios "$n")
+    awk -v n="$n" -v d="$d" -v r="$r" -v t="$target" -v tag="$tag" -v rr="$rr" 'BEGIN { x = d / r;
+      k = split(rr, a, " "); for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+        if (a[j] + 0 < a[i] + 0) { s = a[i]; a[i] = a[j]; a[j] = s }
+      m = a[int((k + 1) / 2)];
       printf "send_to_dlq%s, %2d threads / redis-benchmark rpush -c %2d -P 1: %8.0f / %8.0f = %.2f %s\n",
-             tag, n, n, d, r, x, (x >= t ? "ok" : "MISS (>=" t ")") }'
+             tag, n, n, d, r, x, (x >= t ? "ok" : "MISS (>=" t ")")
+      printf "  per-round ratios: %s(median %.2f)\n", rr, m }'
   done
   for n in 1 8 32; do
     d=$(sval "dlq_send_threads_unbatched_$n"); r=$(sval "rb_c$n")
