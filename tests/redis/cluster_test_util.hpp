@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -70,14 +71,19 @@ class RawCluster {
   RawCluster() : ports_(cluster_ports()) {}
   /// The cluster of these masters.
   explicit RawCluster(std::vector<int> ports) : ports_(std::move(ports)) {}
+  /// The cluster of these masters, each reached at `node_url(port)` (e.g. a rediss:// URL
+  /// with the test CA and a client certificate, for a cluster over TLS).
+  RawCluster(std::vector<int> ports, std::function<std::string(int)> node_url)
+      : ports_(std::move(ports)), node_url_(std::move(node_url)) {}
 
   /// The connection to the node on `port`.
   RawClient& node(int port) {
     auto it = nodes_.find(port);
     if (it == nodes_.end()) {
       it = nodes_
-               .emplace(port,
-                        std::make_unique<RawClient>("redis://127.0.0.1:" + std::to_string(port)))
+               .emplace(port, std::make_unique<RawClient>(
+                                  node_url_ ? node_url_(port)
+                                            : "redis://127.0.0.1:" + std::to_string(port)))
                .first;
     }
     return *it->second;
@@ -173,6 +179,7 @@ class RawCluster {
 
  private:
   std::vector<int> ports_;
+  std::function<std::string(int)> node_url_;  // empty: redis://127.0.0.1:<port>
   std::map<int, std::unique_ptr<RawClient>> nodes_;
 };
 

@@ -5,12 +5,8 @@
 # ctest runs these as the setup and cleanup of the `redis_tls` fixture; tests read DIR/env
 # (KEY=VALUE lines) through the DLQ_TEST_REDIS_TLS_ENV_FILE environment variable.
 #
-# Certificates (made here with the openssl CLI, at test time, valid for a day):
-#   ca.crt             the test CA; server.crt (localhost, 127.0.0.1) and client.crt sign with it
-#   other-ca.crt       a second CA that signed nothing the servers use (the "wrong CA")
-#   expired.crt        a server certificate for localhost that expired yesterday
-#   wronghost.crt      a server certificate for wrong.example only
-#   client-other.crt   a client certificate signed by other-ca (refused by the mTLS server)
+# Certificates: make_test_certs of redis_support.sh (a test CA; server.crt for localhost and
+# 127.0.0.1, client.crt, other-ca.crt, expired.crt, wronghost.crt, client-other.crt).
 # Servers (each on a free loopback port; port 0 = no plain port unless said):
 #   TLS_PORT + PLAIN_PORT   server.crt, client certificates not required, and a plain port
 #   MTLS_PORT               server.crt, client certificates required (tls-auth-clients yes)
@@ -22,31 +18,7 @@ cmd=${1:?usage: redis_tls_server.sh start|stop DIR}
 dir=${2:?usage: redis_tls_server.sh start|stop DIR}
 server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
 
-. "$(dirname "$0")/redis_support.sh"  # free_port, wait_ping, stop_pidfiles
-
-ssl() { openssl "$@" 2>>"$dir/certs/openssl.log" >/dev/null; }
-
-make_certs() {
-  local c=$dir/certs
-  mkdir -p "$c"
-  local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-  ssl req -x509 "${key[@]}" -keyout "$c/ca.key" -out "$c/ca.crt" -days 2 -subj "/CN=dlq test CA"
-  ssl req -x509 "${key[@]}" -keyout "$c/other-ca.key" -out "$c/other-ca.crt" -days 2 \
-    -subj "/CN=dlq other CA"
-  # name CA CN SAN DAYS
-  leaf() {
-    ssl req "${key[@]}" -keyout "$c/$1.key" -out "$c/$1.csr" -subj "/CN=$3"
-    printf '%s\n' "$4" >"$c/$1.ext"
-    ssl x509 -req -in "$c/$1.csr" -CA "$c/$2.crt" -CAkey "$c/$2.key" -CAcreateserial \
-      -days "$5" -extfile "$c/$1.ext" -out "$c/$1.crt"
-  }
-  leaf server ca localhost "subjectAltName=DNS:localhost,IP:127.0.0.1" 1
-  leaf expired ca localhost "subjectAltName=DNS:localhost,IP:127.0.0.1" -1
-  leaf wronghost ca wrong.example "subjectAltName=DNS:wrong.example" 1
-  leaf client ca "dlq test client" "extendedKeyUsage=clientAuth" 1
-  leaf client-other other-ca "dlq other client" "extendedKeyUsage=clientAuth" 1
-  chmod 600 "$c"/*.key
-}
+. "$(dirname "$0")/redis_support.sh"  # free_port, wait_ping, stop_pidfiles, make_test_certs
 
 # start NAME CERT AUTH_CLIENTS PLAIN(yes|no): prints the TLS port (and sets plain_port)
 start_one() {
@@ -83,7 +55,8 @@ start)
   command -v openssl >/dev/null || { echo "redis_tls_server.sh: openssl not found (apt-get install openssl)" >&2; exit 1; }
   [ -d "$dir" ] && { stop_all; rm -rf "$dir"; }
   mkdir -p "$dir"
-  make_certs || { echo "redis_tls_server.sh: openssl failed:" >&2; cat "$dir/certs/openssl.log" >&2; exit 1; }
+  make_test_certs "$dir/certs" ||
+    { echo "redis_tls_server.sh: openssl failed:" >&2; cat "$dir/certs/openssl.log" >&2; exit 1; }
   echo "CERTS=$dir/certs" >"$dir/env"
   start_one TLS server no yes
   start_one MTLS server yes no

@@ -704,7 +704,10 @@ int main(int argc, char** argv) {
       const char* env = std::getenv("DLQ_BENCH_SEND_BATCHES");  // to compare other settings
       const std::size_t batches =
           env != nullptr ? std::strtoul(env, nullptr, 10) : dlq::redis::PoolOptions{}.send_batches;
+      // DLQ_BENCH_THREADS=N: that thread count alone (for perf stat / perf record of one row).
+      const char* only = std::getenv("DLQ_BENCH_THREADS");
       for (const std::size_t n : {1, 8, 32}) {
+        if (only != nullptr && std::strtoul(only, nullptr, 10) != n) continue;
         std::printf("dlq_send_threads_%zu %.0f\n", n, b.threaded_send(n, 32000 / n, batches));
         std::printf("dlq_send_threads_unbatched_%zu %.0f\n", n, b.threaded_send(n, 32000 / n, 0));
       }
