@@ -482,3 +482,40 @@ TEST_CASE("a lookup by id bounds a read's bytes when entries grow mid-list") {
 }
 
 }  // namespace test_search_place
+
+namespace test_search_place {
+
+// Round 8: a call that resumes from a cursor re-reads the entries before its place (the
+// anchors) but had read none of them: it sized that re-read by the one entry at the place.
+// 16 entries of 1 MiB examined by the previous call, a small entry at the place: the first
+// read of the next call had to return all 16 (min_count 17), 16 MiB for a budget of 256 KiB.
+TEST_CASE("a resumed scan does not re-read large anchors beyond its budget") {
+  ReadMeter meter;
+  dlq::DeadLetterQueue<ReadMeter&> q(meter);
+  std::vector<dlq::FailedJob> jobs;
+  for (std::size_t i = 0; i < 16 + 100; ++i) {
+    const std::string blob = i < 16 ? std::string(std::size_t{1} << 20, 'a') : "x";
+    jobs.push_back({"resume", "{\"blob\":\"" + blob + "\"}", {}});
+    jobs.back().failure.error = "other";
+  }
+  (void)q.send_batch(jobs);
+  dlq::http::QueueBackend<ReadMeter&> backend(q);
+  dlq::http::EntryQuery f;
+  f.error = "match";  // nothing matches: the scan reads every entry
+  dlq::http::ScanLimits limits;
+  limits.read_bytes = 256 << 10;
+  limits.max_examined = 16;  // the first call ends right after the large entries
+  const auto first = backend.search("resume", f, std::nullopt, limits);
+  REQUIRE(first.examined == 16);
+  REQUIRE(first.next);
+  limits.max_examined = 1000;
+  meter.most = 0;
+  const auto second = backend.search("resume", f, first.next, limits);
+  CHECK(second.examined == 100);
+  CHECK_FALSE(second.next);
+  INFO("largest read: " << meter.most << " bytes, budget " << limits.read_bytes);
+  // one anchor re-read (1 MiB) and the budget at most; 16 MiB before
+  CHECK(meter.most <= limits.read_bytes + (std::size_t{1} << 20) + 4096);
+}
+
+}  // namespace test_search_place

@@ -14,7 +14,8 @@
 namespace dlq::test {
 
 /// Pushes 80 items of 10 bytes then 20 of 1000 to `queue`'s dead list of `storage` and
-/// checks range_bytes over them (`queue` must be empty before).
+/// checks range_bytes over them, then empty items in `queue`-empty (both must be empty
+/// before).
 template <class Storage>
 void check_range_bytes(Storage& storage, const std::string& queue) {
   std::vector<std::string> items;
@@ -57,6 +58,17 @@ void check_range_bytes(Storage& storage, const std::string& queue) {
   CHECK(read(0, 0, 1, 10).items.empty());
   CHECK(storage.range_bytes(queue + "-none", ListKind::dead, 0, 10, 1, 10).items.empty());
   CHECK(storage.range_bytes(queue, ListKind::corrupt, 0, 10, 1, 10).items.empty());
+  // Empty items after min_count items already over the budget: none of them fits (the
+  // total is over max_bytes whatever they add), as the Redis script decides.
+  const std::string empties = queue + "-empty";
+  for (const std::string item : {"0123456789", "", "", "ab"})
+    storage.push(Record{empties, "", "", item});
+  r = storage.range_bytes(empties, ListKind::dead, 0, 10, 1, 4);
+  CHECK(r.items == std::vector<std::string>{"0123456789"});
+  CHECK(r.capped);
+  r = storage.range_bytes(empties, ListKind::dead, 1, 10, 1, 0);  // within a budget of 0
+  CHECK(r.items == std::vector<std::string>{"", ""});
+  CHECK(r.capped);
 }
 
 }  // namespace dlq::test

@@ -187,10 +187,12 @@ class search_place {
   /// Sets only how many items the next reads re-read before the place (1..overlap), for
   /// reads bounded by bytes: half of what `budget` bytes hold of items of `largest` bytes
   /// (the largest read so far), so that the items a bounded read must return (min_items)
-  /// stay within the budget.
+  /// stay within the budget — and no more than were examined since this place was made (or
+  /// restarted): only those were read, and `largest` says nothing of the others (a place
+  /// resumed from a token re-reads 1, not 16 entries of unknown size).
   void set_back_for(std::size_t budget, std::size_t largest) noexcept {
     const std::size_t half = largest == 0 ? overlap : budget / largest / 2;
-    back_ = std::min(std::max<std::size_t>(half, 1), overlap);
+    back_ = std::min(std::max<std::size_t>(std::min(half, examined_), 1), overlap);
   }
 
   /// The read to issue next, for at most `want` (at least 1) items after the place.
@@ -246,6 +248,7 @@ class search_place {
     }
     // Every anchor is gone: the place is lost. Start over at the head, from this very read.
     anchors_.clear();
+    examined_ = 0;
     searching_ = false;
     if (got > 0) restarted_ = true;
     f.first = 0;
@@ -258,6 +261,7 @@ class search_place {
   void advance(std::size_t first, std::size_t n, Key&& key) {
     if (n == 0) return;
     position_ += n;
+    examined_ += n;
     const std::size_t m = std::min(n, search_token::max_anchors);
     for (std::size_t i = first + n - m; i < first + n; ++i)
       anchors_.push_back(key(i));
@@ -280,6 +284,7 @@ class search_place {
   std::vector<std::uint64_t> anchors_;
   std::size_t back_ = overlap;           // items re-read before the place (set_read_sizes)
   std::size_t search_window_ = window;  // items per read while searching (set_read_sizes)
+  std::size_t examined_ = 0;  // items examined since made or restarted (set_back_for)
   bool searching_ = false;
   bool restarted_ = false;
 };

@@ -144,7 +144,7 @@ struct ScanLimits {
   /// first reads the one entry at its place. Where the store bounds reads by bytes
   /// (scan's `peek_bounded`, dlq::BoundedRange) every read holds at most read_bytes beyond
   /// the entries re-read before the place and one more (fewer are re-read when entries are
-  /// large). Otherwise every read takes about read_bytes / (the largest entry the call has
+  /// large, and only those the call read itself: one at first). Otherwise every read takes about read_bytes / (the largest entry the call has
   /// read) entries, at least 2, at most `window` + 16, so a read of 4 MiB entries holds 2
   /// of them, not 516, but an entry larger than all before it may take a read over the
   /// budget by (its size x the read's count).

@@ -100,7 +100,9 @@ DLQ_INLINE BoundedRange MemoryStorage::range_bytes(std::string_view queue, ListK
   std::size_t bytes = 0;
   for (std::size_t i = start; i < list.size() && i - start < count; ++i) {
     const std::size_t n = list[i].size();
-    if (out.items.size() >= least && n > max_bytes - std::min(bytes, max_bytes)) {
+    // beyond min_count only while the total stays within max_bytes: once it is over
+    // (the min_count items alone), not even an empty item fits (the Redis script alike)
+    if (out.items.size() >= least && (bytes > max_bytes || n > max_bytes - bytes)) {
       out.capped = true;
       break;
     }
