@@ -212,4 +212,26 @@ TEST_CASE("a URL with a mistyped scheme or an extra '/' shows no password (round
   }
 }
 
+TEST_CASE("the hints of messages stay readable through the redaction (round 7)", "[redact]") {
+  // Every message of the console and dlqctl passes through redact_secrets whole, hints
+  // included: "expected redis://[user:password@]host[:port][/db]" came out as
+  // "expected redis://***@]host[:port][/db]" and a "host:port" example as "redis://***/db".
+  const std::string forms(dlq::redis::url_forms);
+  CHECK(dlq::redact_secrets(forms) == forms);
+  CHECK(dlq::redact_secrets("expected " + forms + " now") == "expected " + forms + " now");
+  std::string what;
+  try {
+    (void)dlq::redis::parse_url("redis://:SECa@h:0/0");
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  INFO(what);
+  CHECK(has(what, forms));
+  CHECK_FALSE(has(what, "SEC"));
+  CHECK(dlq::redact_secrets(what) == what);  // the console's and dlqctl's pass changes nothing
+  // the forms still name the user-info and the port
+  CHECK(has(forms, "user:password@"));
+  CHECK(has(forms, "port"));
+}
+
 }  // namespace test_redact
