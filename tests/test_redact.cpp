@@ -234,4 +234,30 @@ TEST_CASE("the hints of messages stay readable through the redaction (round 7)",
   CHECK(has(forms, "port"));
 }
 
+TEST_CASE("a password with a space in a message is masked whole (round 7)", "[redact]") {
+  // In free text a URL ended at the first space, so "redis://u:pa ss@host" showed "ss".
+  // Rule: a URL whose first word ends inside its authority (no '/', '?' or '#' after
+  // "://") runs on over spaces to the last '@' before the end of the line, a quote or the
+  // next "://".
+  for (const std::string url : {"redis://u:SECa SECb@127.0.0.1:1/0", "redis://:SECa SECb@h",
+                                "redis://SECa SECb@h:1", "redis://u:SECa SECb SECc@h/0",
+                                "redis://u:SECa\tSECb@h/0", "unix://:SECa SECb@/run/r.sock",
+                                "redis://u:SECa@SECb SECc@h/0"}) {
+    INFO(url);
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("cannot reach " + url + " now"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store '" + url + "': bad"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store \"" + url + "\""), "SEC"));
+  }
+  CHECK(dlq::redact_secrets("cannot reach redis://u:pa ss@h:1/0 now") ==
+        "cannot reach redis://***@h:1/0 now");
+  // a URL whose first word reached its path ends there; the next line is not the URL's
+  CHECK(dlq::redact_secrets("redis://h:1/0 down, mail ops@example.com") ==
+        "redis://h:1/0 down, mail ops@example.com");
+  CHECK(dlq::redact_secrets("redis://h:1 down\nmail ops@example.com") ==
+        "redis://h:1 down\nmail ops@example.com");
+  CHECK(dlq::redact_secrets("redis://h2 and unix://:q@/s.sock") ==
+        "redis://h2 and unix://***@/s.sock");
+}
+
 }  // namespace test_redact
