@@ -260,4 +260,39 @@ TEST_CASE("a password with a space in a message is masked whole (round 7)", "[re
         "redis://h2 and unix://***@/s.sock");
 }
 
+TEST_CASE("an all-digit password is not taken for a port (round 7)", "[redact]") {
+  // redis://:12345 (the "@host" forgotten) read as an empty host and port 12345: the
+  // lost-user-info rule let it through, and so did the parser's "empty host" message.
+  // A port is 1..65535 without a leading zero after a host; anything else is masked.
+  struct Case {
+    std::string url, digits;
+  };
+  for (const Case& c : std::vector<Case>{{"redis://:12345", "12345"},
+                                         {"redis://:12345/0", "12345"},
+                                         {"redis://u:123456", "123456"},
+                                         {"redis://u:99999/0", "99999"},
+                                         {"redis://u:012345", "012345"},
+                                         {"redis://:70000?db=1", "70000"}}) {
+    INFO(c.url);
+    CHECK_FALSE(has(dlq::redact_url(c.url), c.digits));
+    CHECK_FALSE(has(dlq::redact_secrets("at " + c.url + " now"), c.digits));
+    try {
+      (void)dlq::redis::parse_url(c.url);
+      FAIL_CHECK("parsed " << c.url);
+    } catch (const std::exception& e) {
+      CHECK_FALSE(has(e.what(), c.digits));
+    }
+  }
+  // an all-digit password with its '@' is a password, never a port
+  CHECK(dlq::redis::parse_url("redis://:12345@h:1/0").password == "12345");
+  CHECK(dlq::redis::parse_url("redis://12345@h").password == "12345");
+  CHECK(dlq::redis::parse_url("redis://u:6379@h").password == "6379");
+  CHECK(dlq::redact_url("redis://:12345@h:1/0") == "redis://***@h:1/0");
+  CHECK(dlq::redact_url("redis://12345@h") == "redis://***@h");
+  // a real port stays
+  for (const std::string url : {"redis://h:6379", "redis://h:1/0", "redis://h:65535"}) {
+    CHECK(dlq::redact_url(url) == url);
+  }
+}
+
 }  // namespace test_redact
