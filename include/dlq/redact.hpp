@@ -63,20 +63,32 @@ inline bool starts_parameter(const std::string& text, std::size_t i) noexcept {
   return i > name && i < text.size() && text[i] == '=';
 }
 
+/// True when `text` is a TCP port as a URL writes it: 1..65535 in decimal, without a leading
+/// zero. The one rule of the URL parser (dlq::redis::parse_url refuses any other port) and of
+/// the redaction (anything else after `host:` may be a password whose "@host" was lost —
+/// an all-digit password included: `redis://:12345`, `redis://u:123456`).
+inline bool is_port_text(std::string_view text) noexcept {
+  if (text.empty() || text.size() > 5 || text.front() == '0') return false;
+  long v = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  return v <= 65535;
+}
+
 /// Masks the authority (up to '/', '?' or '#') starting at `from` of a URL ending at `to`
-/// that has no '@' but reads as `user:password` (after its first ':' stands something that
-/// is not a port number; `[ipv6]` excepted): a password whose "@host" was forgotten.
-/// Returns the new end.
+/// that has no '@' but reads as `user:password` (before its first ':' stands no host, or
+/// after it something that is not a port, is_port_text; `[ipv6]` excepted): a password whose
+/// "@host" was forgotten. Returns the new end.
 inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::size_t to) {
   std::size_t end = from;
   while (end < to && text[end] != '/' && text[end] != '?' && text[end] != '#')
     ++end;
   const std::size_t colon = text.find(':', from);
   if (text[from] == '[' || colon == std::string::npos || colon >= end) return to;
-  bool port = colon + 1 < end;
-  for (std::size_t i = colon + 1; i < end; ++i)
-    port = port && text[i] >= '0' && text[i] <= '9';
-  if (port) return to;
+  const std::string_view port = std::string_view(text).substr(colon + 1, end - colon - 1);
+  if (colon > from && is_port_text(port)) return to;
   text.replace(from, end - from, "***");
   return to + 3 - (end - from);
 }
