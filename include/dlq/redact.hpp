@@ -22,7 +22,12 @@
 ///    `pass` (password, passwd, sentinel-password, tls_key_passphrase), `pwd`, `secret`,
 ///    `token`, `auth` or `credential`, in any case — is replaced up to the next `&key=`
 ///    (so a value holding '&', ';', '#' or '@' is masked whole) or the end of the URL;
-///  - in a message (redact_secrets) a URL and a value end at whitespace or a quote;
+///  - in a message (redact_secrets) a URL and a value end at whitespace or a quote — except
+///    a URL whose first word ends inside its authority (no '/', '?' or '#' after `://`): a
+///    password may hold a space (`redis://u:pa ss@host`), so it runs on to the last '@'
+///    before the end of the line, a quote or the next `://`. That may mask a host too
+///    (`redis://h:1 is down, ask ops@example.com` → `redis://***@example.com`) — never a
+///    leak;
 ///  - %-escapes are not decoded: `%40` stays inside the masked part.
 #pragma once
 
@@ -154,8 +159,34 @@ inline std::string redact_url(std::string_view url) {
   return out;
 }
 
+namespace detail {
+
+/// The end of the URL in free text whose authority starts at `start` and whose first word
+/// ends at `end` (whitespace or a quote): `end`, unless that word ends inside the authority
+/// (no '/', '?' or '#') and an '@' follows before the end of the line, a quote or the next
+/// "://" — a password with a space, `redis://u:pa ss@host` — then the end of the word of the
+/// last such '@'.
+inline std::size_t url_end_in_text(const std::string& text, std::size_t start, std::size_t end) {
+  for (std::size_t i = start; i < end; ++i)
+    if (text[i] == '/' || text[i] == '?' || text[i] == '#') return end;
+  std::size_t last_at = std::string::npos;
+  for (std::size_t i = end; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n' || c == '\r' || c == '\'' || c == '"' || text.compare(i, 3, "://") == 0) break;
+    if (c == '@') last_at = i;
+  }
+  if (last_at == std::string::npos) return end;
+  std::size_t word_end = last_at;
+  while (word_end < text.size() && !ends_url_in_text(text[word_end]))
+    ++word_end;
+  return word_end;
+}
+
+}  // namespace detail
+
 /// `text` (a message) with the credentials of every URL in it replaced by "***" (see the
-/// file comment); a URL ends at whitespace or a quote.
+/// file comment); a URL ends at whitespace or a quote, unless its first word ends inside its
+/// authority and an '@' follows on the line (detail::url_end_in_text).
 inline std::string redact_secrets(std::string text) {
   detail::mask_secret_values(text, true);
   std::size_t from = 0;
@@ -164,7 +195,7 @@ inline std::string redact_secrets(std::string text) {
     std::size_t end = start;
     while (end < text.size() && !detail::ends_url_in_text(text[end]))
       ++end;
-    from = detail::mask_userinfo(text, start, end);
+    from = detail::mask_userinfo(text, start, detail::url_end_in_text(text, start, end));
   }
   return text;
 }
