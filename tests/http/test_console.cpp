@@ -192,6 +192,12 @@ TEST_CASE("console API over memory: pages, entry, replay with progress, JSON err
   CHECK(s.queue.size("orders") == 80);
   httplib::Headers evil{{"Host", "evil.example"}};
   CHECK(error_code(c.Get("/api/queues", evil)) == "forbidden_host");
+  // its hint names the address to use; the redaction of the message left it "http://***/"
+  // (round 7): a hint's example must not be credential-shaped
+  const std::string hint = body_of(c.Get("/api/queues", evil))["error"]["message"];
+  INFO(hint);
+  CHECK(hint.find("***") == std::string::npos);
+  CHECK(hint.find("127.0.0.1") != std::string::npos);
 }
 
 TEST_CASE("the console refuses queue names longer than 1024 bytes with a typed error") {
