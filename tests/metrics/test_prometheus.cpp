@@ -38,11 +38,12 @@ TEST_CASE("label values escape quotes, backslashes, newlines and bytes that are 
 
   const std::string text =
       dlq::metrics::prometheus_text({stats_of("we\"ird\n\\", 3), stats_of("x\xff", 1)});
-  CHECK(has_line(text, "dlq_entries{queue=\"we\\\"ird\\n\\\\\",list=\"dead\"} 3"));
+  // a backslash of a queue name is doubled (append_queue_label_value: injective)
+  CHECK(has_line(text, "dlq_entries{queue=\"we\\\"ird\\n\\\\\\\\\",list=\"dead\"} 3"));
   CHECK(has_line(text, "dlq_entries{queue=\"x\\\\xff\",list=\"corrupt\"} 0"));
 }
 
-TEST_CASE("a queue listed twice, or names equal once escaped, give one series", "[metrics]") {
+TEST_CASE("a queue listed twice gives one series", "[metrics]") {
   const std::string text = dlq::metrics::prometheus_text(
       {stats_of("orders", 1), stats_of("orders", 2), stats_of("a\xff", 1), stats_of("a\xff", 1)});
   CHECK(count_of(text, "dlq_entries{queue=\"orders\",list=\"dead\"}") == 1);
