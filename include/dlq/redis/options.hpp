@@ -129,9 +129,16 @@ struct PoolOptions {
 
 /// The Redis URL forms parse_url accepts, for messages and help texts that list them
 /// (parse_url's own errors say this; dlqctl adds its other stores).
+///
+/// Written so that dlq::redact_secrets leaves it as it is: the console and dlqctl pass every
+/// message through it whole, hints included, and a URL-shaped example with a user-info or a
+/// placeholder port (`redis://[user:password@]host[:port]`) is what the redaction must mask
+/// in a user's URL — it came out as `redis://***@]host[:port][/db]`. The redaction cannot
+/// tell an example from a secret, so the examples carry none: a real port, and the user-info
+/// named in words outside the URL.
 inline constexpr std::string_view url_forms =
-    "redis://[user:password@]host[:port][/db], rediss://… (TLS) or "
-    "unix:///path/redis.sock?db=N (also redis+unix://)";
+    "redis://host:6379/0 (port and db optional; a password as user:password@ or :password@ "
+    "before the host), rediss://… (TLS) or unix:///path/redis.sock?db=N (also redis+unix://)";
 
 namespace detail {
 
