@@ -10,8 +10,10 @@
 ///    between ('?', '#', '/', ':', more '@'): it is replaced, user name too
 ///    (`scheme://user:pa?ss@host` → `scheme://***@host`). An '@' in a query value (a
 ///    `ca_file=/a@b` path) therefore masks the host too — never a leak;
-///  - a URL without '@' whose authority reads as `user:password` (no port number after its
-///    ':') is masked up to its path: `redis://alice:pw` → `redis://***`;
+///  - a URL without '@' whose authority reads as `user:password` (no host before its ':', or
+///    no port after it: 1..65535 without a leading zero, detail::is_port_text, the parser's
+///    rule too) is masked up to its path: `redis://alice:pw` → `redis://***`, and so are
+///    all-digit passwords `redis://:12345`, `redis://u:123456`;
 ///  - a URL of a file scheme (`unix`, `redis+unix`, `sqlite`, `file`) whose part after `://`
 ///    starts with '/' (sqlite:///path, unix:///path) has no user-info: an '@' in its path
 ///    stays. Any other scheme's `:///` is masked like `://` (redis:///:pw@host is parsed as
