@@ -239,10 +239,10 @@ TEST_CASE("a password with a space in a message is masked whole (round 7)", "[re
   // Rule: a URL whose first word ends inside its authority (no '/', '?' or '#' after
   // "://") runs on over spaces to the last '@' before the end of the line, a quote or the
   // next "://".
-  for (const std::string url : {"redis://u:SECa SECb@127.0.0.1:1/0", "redis://:SECa SECb@h",
-                                "redis://SECa SECb@h:1", "redis://u:SECa SECb SECc@h/0",
-                                "redis://u:SECa\tSECb@h/0", "unix://:SECa SECb@/run/r.sock",
-                                "redis://u:SECa@SECb SECc@h/0"}) {
+  for (const std::string url :
+       {"redis://u:SECa SECb@127.0.0.1:1/0", "redis://:SECa SECb@h", "redis://SECa SECb@h:1",
+        "redis://u:SECa SECb SECc@h/0", "redis://u:SECa\tSECb@h/0", "unix://:SECa SECb@/run/r.sock",
+        "redis://u:SECa@SECb SECc@h/0"}) {
     INFO(url);
     CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
     CHECK_FALSE(has(dlq::redact_secrets("cannot reach " + url + " now"), "SEC"));

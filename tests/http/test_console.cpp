@@ -698,7 +698,7 @@ TEST_CASE("/metrics answers within one read time however many ask at once (round
     c.join();
   for (int i = 0; i < kAsking; ++i) {
     INFO("request " << i << " took " << took_ms[i] << " ms");
-    CHECK(status[i] == 504);  // store_timeout
+    CHECK(status[i] == 504);            // store_timeout
     CHECK(took_ms[i] < 2 * 300 + 250);  // at most the read running when it came, then one
   }
   CHECK(backend.reads <= 3);
