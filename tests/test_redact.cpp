@@ -212,4 +212,87 @@ TEST_CASE("a URL with a mistyped scheme or an extra '/' shows no password (round
   }
 }
 
+TEST_CASE("the hints of messages stay readable through the redaction (round 7)", "[redact]") {
+  // Every message of the console and dlqctl passes through redact_secrets whole, hints
+  // included: "expected redis://[user:password@]host[:port][/db]" came out as
+  // "expected redis://***@]host[:port][/db]" and a "host:port" example as "redis://***/db".
+  const std::string forms(dlq::redis::url_forms);
+  CHECK(dlq::redact_secrets(forms) == forms);
+  CHECK(dlq::redact_secrets("expected " + forms + " now") == "expected " + forms + " now");
+  std::string what;
+  try {
+    (void)dlq::redis::parse_url("redis://:SECa@h:0/0");
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  INFO(what);
+  CHECK(has(what, forms));
+  CHECK_FALSE(has(what, "SEC"));
+  CHECK(dlq::redact_secrets(what) == what);  // the console's and dlqctl's pass changes nothing
+  // the forms still name the user-info and the port
+  CHECK(has(forms, "user:password@"));
+  CHECK(has(forms, "port"));
+}
+
+TEST_CASE("a password with a space in a message is masked whole (round 7)", "[redact]") {
+  // In free text a URL ended at the first space, so "redis://u:pa ss@host" showed "ss".
+  // Rule: a URL whose first word ends inside its authority (no '/', '?' or '#' after
+  // "://") runs on over spaces to the last '@' before the end of the line, a quote or the
+  // next "://".
+  for (const std::string url :
+       {"redis://u:SECa SECb@127.0.0.1:1/0", "redis://:SECa SECb@h", "redis://SECa SECb@h:1",
+        "redis://u:SECa SECb SECc@h/0", "redis://u:SECa\tSECb@h/0", "unix://:SECa SECb@/run/r.sock",
+        "redis://u:SECa@SECb SECc@h/0"}) {
+    INFO(url);
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("cannot reach " + url + " now"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store '" + url + "': bad"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store \"" + url + "\""), "SEC"));
+  }
+  CHECK(dlq::redact_secrets("cannot reach redis://u:pa ss@h:1/0 now") ==
+        "cannot reach redis://***@h:1/0 now");
+  // a URL whose first word reached its path ends there; the next line is not the URL's
+  CHECK(dlq::redact_secrets("redis://h:1/0 down, mail ops@example.com") ==
+        "redis://h:1/0 down, mail ops@example.com");
+  CHECK(dlq::redact_secrets("redis://h:1 down\nmail ops@example.com") ==
+        "redis://h:1 down\nmail ops@example.com");
+  CHECK(dlq::redact_secrets("redis://h2 and unix://:q@/s.sock") ==
+        "redis://h2 and unix://***@/s.sock");
+}
+
+TEST_CASE("an all-digit password is not taken for a port (round 7)", "[redact]") {
+  // redis://:12345 (the "@host" forgotten) read as an empty host and port 12345: the
+  // lost-user-info rule let it through, and so did the parser's "empty host" message.
+  // A port is 1..65535 without a leading zero after a host; anything else is masked.
+  struct Case {
+    std::string url, digits;
+  };
+  for (const Case& c : std::vector<Case>{{"redis://:12345", "12345"},
+                                         {"redis://:12345/0", "12345"},
+                                         {"redis://u:123456", "123456"},
+                                         {"redis://u:99999/0", "99999"},
+                                         {"redis://u:012345", "012345"},
+                                         {"redis://:70000?db=1", "70000"}}) {
+    INFO(c.url);
+    CHECK_FALSE(has(dlq::redact_url(c.url), c.digits));
+    CHECK_FALSE(has(dlq::redact_secrets("at " + c.url + " now"), c.digits));
+    try {
+      (void)dlq::redis::parse_url(c.url);
+      FAIL_CHECK("parsed " << c.url);
+    } catch (const std::exception& e) {
+      CHECK_FALSE(has(e.what(), c.digits));
+    }
+  }
+  // an all-digit password with its '@' is a password, never a port
+  CHECK(dlq::redis::parse_url("redis://:12345@h:1/0").password == "12345");
+  CHECK(dlq::redis::parse_url("redis://12345@h").password == "12345");
+  CHECK(dlq::redis::parse_url("redis://u:6379@h").password == "6379");
+  CHECK(dlq::redact_url("redis://:12345@h:1/0") == "redis://***@h:1/0");
+  CHECK(dlq::redact_url("redis://12345@h") == "redis://***@h");
+  // a real port stays
+  for (const std::string url : {"redis://h:6379", "redis://h:1/0", "redis://h:65535"}) {
+    CHECK(dlq::redact_url(url) == url);
+  }
+}
+
 }  // namespace test_redact

@@ -10,8 +10,10 @@
 ///    between ('?', '#', '/', ':', more '@'): it is replaced, user name too
 ///    (`scheme://user:pa?ss@host` → `scheme://***@host`). An '@' in a query value (a
 ///    `ca_file=/a@b` path) therefore masks the host too — never a leak;
-///  - a URL without '@' whose authority reads as `user:password` (no port number after its
-///    ':') is masked up to its path: `redis://alice:pw` → `redis://***`;
+///  - a URL without '@' whose authority reads as `user:password` (no host before its ':', or
+///    no port after it: 1..65535 without a leading zero, detail::is_port_text, the parser's
+///    rule too) is masked up to its path: `redis://alice:pw` → `redis://***`, and so are
+///    all-digit passwords `redis://:12345`, `redis://u:123456`;
 ///  - a URL of a file scheme (`unix`, `redis+unix`, `sqlite`, `file`) whose part after `://`
 ///    starts with '/' (sqlite:///path, unix:///path) has no user-info: an '@' in its path
 ///    stays. Any other scheme's `:///` is masked like `://` (redis:///:pw@host is parsed as
@@ -22,7 +24,12 @@
 ///    `pass` (password, passwd, sentinel-password, tls_key_passphrase), `pwd`, `secret`,
 ///    `token`, `auth` or `credential`, in any case — is replaced up to the next `&key=`
 ///    (so a value holding '&', ';', '#' or '@' is masked whole) or the end of the URL;
-///  - in a message (redact_secrets) a URL and a value end at whitespace or a quote;
+///  - in a message (redact_secrets) a URL and a value end at whitespace or a quote — except
+///    a URL whose first word ends inside its authority (no '/', '?' or '#' after `://`): a
+///    password may hold a space (`redis://u:pa ss@host`), so it runs on to the last '@'
+///    before the end of the line, a quote or the next `://`. That may mask a host too
+///    (`redis://h:1 is down, ask ops@example.com` → `redis://***@example.com`) — never a
+///    leak;
 ///  - %-escapes are not decoded: `%40` stays inside the masked part.
 #pragma once
 
@@ -63,20 +70,32 @@ inline bool starts_parameter(const std::string& text, std::size_t i) noexcept {
   return i > name && i < text.size() && text[i] == '=';
 }
 
+/// True when `text` is a TCP port as a URL writes it: 1..65535 in decimal, without a leading
+/// zero. The one rule of the URL parser (dlq::redis::parse_url refuses any other port) and of
+/// the redaction (anything else after `host:` may be a password whose "@host" was lost —
+/// an all-digit password included: `redis://:12345`, `redis://u:123456`).
+inline bool is_port_text(std::string_view text) noexcept {
+  if (text.empty() || text.size() > 5 || text.front() == '0') return false;
+  long v = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  return v <= 65535;
+}
+
 /// Masks the authority (up to '/', '?' or '#') starting at `from` of a URL ending at `to`
-/// that has no '@' but reads as `user:password` (after its first ':' stands something that
-/// is not a port number; `[ipv6]` excepted): a password whose "@host" was forgotten.
-/// Returns the new end.
+/// that has no '@' but reads as `user:password` (before its first ':' stands no host, or
+/// after it something that is not a port, is_port_text; `[ipv6]` excepted): a password whose
+/// "@host" was forgotten. Returns the new end.
 inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::size_t to) {
   std::size_t end = from;
   while (end < to && text[end] != '/' && text[end] != '?' && text[end] != '#')
     ++end;
   const std::size_t colon = text.find(':', from);
   if (text[from] == '[' || colon == std::string::npos || colon >= end) return to;
-  bool port = colon + 1 < end;
-  for (std::size_t i = colon + 1; i < end; ++i)
-    port = port && text[i] >= '0' && text[i] <= '9';
-  if (port) return to;
+  const std::string_view port = std::string_view(text).substr(colon + 1, end - colon - 1);
+  if (colon > from && is_port_text(port)) return to;
   text.replace(from, end - from, "***");
   return to + 3 - (end - from);
 }
@@ -142,8 +161,34 @@ inline std::string redact_url(std::string_view url) {
   return out;
 }
 
+namespace detail {
+
+/// The end of the URL in free text whose authority starts at `start` and whose first word
+/// ends at `end` (whitespace or a quote): `end`, unless that word ends inside the authority
+/// (no '/', '?' or '#') and an '@' follows before the end of the line, a quote or the next
+/// "://" — a password with a space, `redis://u:pa ss@host` — then the end of the word of the
+/// last such '@'.
+inline std::size_t url_end_in_text(const std::string& text, std::size_t start, std::size_t end) {
+  for (std::size_t i = start; i < end; ++i)
+    if (text[i] == '/' || text[i] == '?' || text[i] == '#') return end;
+  std::size_t last_at = std::string::npos;
+  for (std::size_t i = end; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n' || c == '\r' || c == '\'' || c == '"' || text.compare(i, 3, "://") == 0) break;
+    if (c == '@') last_at = i;
+  }
+  if (last_at == std::string::npos) return end;
+  std::size_t word_end = last_at;
+  while (word_end < text.size() && !ends_url_in_text(text[word_end]))
+    ++word_end;
+  return word_end;
+}
+
+}  // namespace detail
+
 /// `text` (a message) with the credentials of every URL in it replaced by "***" (see the
-/// file comment); a URL ends at whitespace or a quote.
+/// file comment); a URL ends at whitespace or a quote, unless its first word ends inside its
+/// authority and an '@' follows on the line (detail::url_end_in_text).
 inline std::string redact_secrets(std::string text) {
   detail::mask_secret_values(text, true);
   std::size_t from = 0;
@@ -152,7 +197,7 @@ inline std::string redact_secrets(std::string text) {
     std::size_t end = start;
     while (end < text.size() && !detail::ends_url_in_text(text[end]))
       ++end;
-    from = detail::mask_userinfo(text, start, end);
+    from = detail::mask_userinfo(text, start, detail::url_end_in_text(text, start, end));
   }
   return text;
 }

@@ -192,6 +192,12 @@ TEST_CASE("console API over memory: pages, entry, replay with progress, JSON err
   CHECK(s.queue.size("orders") == 80);
   httplib::Headers evil{{"Host", "evil.example"}};
   CHECK(error_code(c.Get("/api/queues", evil)) == "forbidden_host");
+  // its hint names the address to use; the redaction of the message left it "http://***/"
+  // (round 7): a hint's example must not be credential-shaped
+  const std::string hint = body_of(c.Get("/api/queues", evil))["error"]["message"];
+  INFO(hint);
+  CHECK(hint.find("***") == std::string::npos);
+  CHECK(hint.find("127.0.0.1") != std::string::npos);
 }
 
 TEST_CASE("the console refuses queue names longer than 1024 bytes with a typed error") {
@@ -643,6 +649,59 @@ TEST_CASE("/healthz answers within one probe time however many ask at once (roun
     CHECK(took_ms[i] < 2 * 300 + 250);  // at most the probe running when it came, then one
   }
   CHECK(backend.probes <= 3);
+  server.stop();
+  t.join();
+}
+
+// A backend whose metrics_text hangs for `delay` (a frozen Redis: SIGSTOP) and fails.
+struct FrozenMetricsBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
+  using QueueBackend::QueueBackend;
+  std::atomic<int> reads{0};
+  std::chrono::milliseconds delay{300};
+  std::string metrics_text() override {
+    ++reads;
+    std::this_thread::sleep_for(delay);
+    throw dlq::timeout_error("no answer within 300 ms");
+  }
+};
+
+TEST_CASE("/metrics answers within one read time however many ask at once (round 7)") {
+  // dlqctl serve against a SIGSTOPped Redis: 8 /metrics at once queued behind each other's
+  // read of the store, as /healthz did before its shared probe.
+  dlq::DeadLetterQueue<dlq::MemoryStorage> queue;
+  FrozenMetricsBackend backend(queue);
+  dlq::http::Console console(backend, {});
+  dlq::http::GuardedServer server;
+  console.mount(server);
+  const int port = server.bind_to_any_port("127.0.0.1");
+  REQUIRE(port > 0);
+  std::thread t([&] { server.listen_after_bind(); });
+  while (!server.is_running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  constexpr int kAsking = 12;
+  std::vector<int> status(kAsking, 0);
+  std::vector<long long> took_ms(kAsking, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kAsking; ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(30, 0);
+      const auto start = std::chrono::steady_clock::now();
+      auto r = c.Get("/metrics");
+      took_ms[i] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+      status[i] = r ? r->status : -1;
+    });
+  }
+  for (auto& c : clients)
+    c.join();
+  for (int i = 0; i < kAsking; ++i) {
+    INFO("request " << i << " took " << took_ms[i] << " ms");
+    CHECK(status[i] == 504);            // store_timeout
+    CHECK(took_ms[i] < 2 * 300 + 250);  // at most the read running when it came, then one
+  }
+  CHECK(backend.reads <= 3);
   server.stop();
   t.join();
 }

@@ -9,7 +9,7 @@ promtool=$2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 "$sample" >"$out"
-for series in 'dlq_entries{queue="we\"ird",list="dead"' 'queue="back\\slash"' \
+for series in 'dlq_entries{queue="we\"ird",list="dead"' 'queue="back\\\\slash"' \
               'queue="new\nline"' 'queue="bad\\xff"' dlq_oldest_entry_age_seconds \
               'dlq_evicted_total{reason="max_length"' dlq_parked_total \
               'dlq_storage_errors_total{kind="timeout"' 'dlq_oldest_entry_untimed{queue="foreign"' \

@@ -126,7 +126,10 @@ class Console {
     });
     server.Get(p + "/metrics", [this](const httplib::Request& q, httplib::Response& r) {
       handle(q, r, true, false, [&] {
-        r.set_content(backend_.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+        // one read of the store shared by requests at once (health_probe.hpp)
+        auto got = metrics_.run([this] { return backend_.metrics_text(); });
+        if (got.failure) std::rethrow_exception(got.failure);
+        r.set_content(std::move(got.result), "text/plain; version=0.0.4; charset=utf-8");
       });
     });
     get(server, "/api/info", [this](const httplib::Request&, httplib::Response& r) {
@@ -663,6 +666,7 @@ class Console {
 
   ConsoleBackend& backend_;
   detail::HealthProbe health_;  // /healthz: one probe for requests at once (health_probe.hpp)
+  detail::SharedRead<std::string> metrics_;  // /metrics: one read for requests at once
   ConsoleOptions opts_;
   detail::operation_registry ops_{opts_};  // after opts_: it reads them
 };

@@ -129,7 +129,11 @@ inline std::optional<http_error> gate(const httplib::Request& q, const std::stri
     if (!loopback_host_header(q))
       return bad("forbidden_host", "Host " + printable(q.get_header_value("Host")),
                  "this console has no token and answers loopback names only",
-                 "open it as http://127.0.0.1:PORT/, or serve it with a token", 403);
+                 // no placeholder port in the example: the redaction of messages would take
+                 // "127.0.0.1:PORT" for "user:password" (dlq::redis::url_forms)
+                 "open it as http://127.0.0.1 or http://localhost on the port it listens on, "
+                 "or serve it with a token",
+                 403);
     return std::nullopt;
   }
   if (!needs_token) return std::nullopt;

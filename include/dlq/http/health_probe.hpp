@@ -1,12 +1,13 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file health_probe.hpp
-/// One reachability probe for many /healthz requests (Console): a request that comes while a
-/// probe runs waits for that probe's answer, and one that comes within `reuse` after a probe
-/// failed takes that failure, instead of sending its own probe. A success is not reused: a
-/// store that goes down shows at the next request. Why: against a frozen store (a
-/// SIGSTOPped Redis) each probe hangs for the store's timeout; 16 probes at once were
-/// answered after 5, 10, 15 and 20 s, each holding a worker. Now an answer comes within the
-/// probe running when it came plus at most one more. No I/O of its own.
+/// One read of the store for many requests at once (Console: /healthz and /metrics): a
+/// request that comes while a read runs waits for that read's answer, and one that comes
+/// within `reuse` after a read failed takes that failure, instead of sending its own read. A
+/// success is not reused: a store that goes down shows at the next request. Why: against a
+/// frozen store (a SIGSTOPped Redis) each read hangs for the store's timeout; 16 /healthz at
+/// once were answered after 5, 10, 15 and 20 s, and 8 /metrics after 2 and 4 s with a 2 s
+/// timeout, each holding a worker. Now an answer comes within the read running when it came
+/// plus at most one more. No I/O of its own.
 #pragma once
 
 #include <chrono>
@@ -14,21 +15,27 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <optional>
-#include <string>
 
 namespace dlq::http::detail {
 
-/// Shares probes between concurrent callers (see the file comment). Thread-safe.
-class HealthProbe {
+/// Shares reads between concurrent callers (see the file comment). Thread-safe. `Result`:
+/// what a read returns (copied to every caller that shared it).
+template <class Result>
+class SharedRead {
  public:
-  explicit HealthProbe(std::chrono::milliseconds reuse = std::chrono::milliseconds(1000))
+  /// What a caller gets: the read's failure (nullptr: it succeeded) and, on success, its
+  /// result.
+  struct Outcome {
+    std::exception_ptr failure;
+    Result result{};
+  };
+
+  explicit SharedRead(std::chrono::milliseconds reuse = std::chrono::milliseconds(1000))
       : reuse_(reuse) {}
 
-  /// Runs `probe` (it throws when the store is unreachable), or waits for the probe another
-  /// caller runs, or takes the failure of one that failed less than `reuse` ago. Returns the
-  /// probe's failure (nullptr: reachable).
-  std::exception_ptr check(const std::function<void()>& probe) {
+  /// Runs `read` (it throws when the store does not answer), or waits for the read another
+  /// caller runs, or takes the failure of one that failed less than `reuse` ago.
+  Outcome run(const std::function<Result()>& read) {
     std::unique_lock<std::mutex> lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
     if (running_) {
@@ -36,22 +43,22 @@ class HealthProbe {
       done_.wait(lock, [&] { return round_ != round; });
       return last_;
     }
-    if (last_ && now - ended_ < reuse_) return last_;
+    if (last_.failure && now - ended_ < reuse_) return last_;
     running_ = true;
     lock.unlock();
-    std::exception_ptr failure;
+    Outcome got;
     try {
-      probe();
+      got.result = read();
     } catch (...) {
-      failure = std::current_exception();
+      got.failure = std::current_exception();
     }
     lock.lock();
-    last_ = failure;
+    last_ = got;
     ended_ = std::chrono::steady_clock::now();
     running_ = false;
     ++round_;
     done_.notify_all();
-    return failure;
+    return got;
   }
 
  private:
@@ -59,9 +66,30 @@ class HealthProbe {
   std::mutex mutex_;
   std::condition_variable done_;
   bool running_ = false;
-  unsigned long long round_ = 0;  // probes ended
-  std::exception_ptr last_;
+  unsigned long long round_ = 0;  // reads ended
+  Outcome last_;
   std::chrono::steady_clock::time_point ended_;
+};
+
+/// The reachability probe of /healthz: a SharedRead without a result. Thread-safe.
+class HealthProbe {
+ public:
+  explicit HealthProbe(std::chrono::milliseconds reuse = std::chrono::milliseconds(1000))
+      : shared_(reuse) {}
+
+  /// Runs `probe` (it throws when the store is unreachable), or shares another caller's (see
+  /// SharedRead::run). Returns the probe's failure (nullptr: reachable).
+  std::exception_ptr check(const std::function<void()>& probe) {
+    return shared_
+        .run([&] {
+          probe();
+          return true;
+        })
+        .failure;
+  }
+
+ private:
+  SharedRead<bool> shared_;
 };
 
 }  // namespace dlq::http::detail

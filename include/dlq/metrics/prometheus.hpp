@@ -30,11 +30,14 @@
 ///     writes that failed; records its cap removed before their max age, dlq/audit.hpp)
 ///
 /// Age and timestamp series are written only for queues whose oldest (newest) dead letter
-/// has a readable time: a time is never guessed. Label values are escaped as the format
-/// requires (`\` -> `\\`, `"` -> `\"`, newline -> `\n`); bytes that are not UTF-8 are
-/// written as the text `\xNN`. A queue whose escaped name equals an earlier one's (the same
-/// queue listed twice, or names that differ only in such bytes) is written once: a
-/// duplicate series would make Prometheus reject the whole scrape.
+/// has a readable time: a time is never guessed. A queue label's value is the queue name
+/// where it is UTF-8, a byte that is not UTF-8 being the text `\xNN` and a backslash the
+/// text `\\` (two of them): so no two names share a label (the text `\xff` of a name is
+/// `\\xff`, a byte 0xff is `\xff`) and no queue's series is ever left out. The format's
+/// own escaping comes on top (`\` -> `\\`, `"` -> `\"`, newline -> `\n`): a backslash of
+/// a name is `\\\\` in the text, a byte 0xff `\\xff`. Constant labels are escaped as the
+/// format alone requires. The same queue listed twice is written once: a duplicate series
+/// would make Prometheus reject the whole scrape.
 #pragma once
 
 #include <chrono>
@@ -100,6 +103,22 @@ inline void append_label_value(std::string& out, std::string_view value) {
   }
 }
 
+/// Appends the queue name `name` as the inside of a `queue` label value, injectively (see
+/// the file comment): as append_label_value, but a backslash of the name is the text `\\`
+/// (so `\\\\`). Why: else the name holding the text `\xff` and the name holding the byte
+/// 0xff would share a label, and one of the two queues would go unreported. (A backslash is
+/// never part of a UTF-8 sequence, so the parts between backslashes escape as the whole.)
+inline void append_queue_label_value(std::string& out, std::string_view name) {
+  std::size_t from = 0;
+  for (std::size_t at = name.find('\\'); at != std::string_view::npos;
+       at = name.find('\\', from)) {
+    append_label_value(out, name.substr(from, at - from + 1));  // up to the backslash, with it
+    out += "\\\\";                                              // and a second one
+    from = at + 1;
+  }
+  append_label_value(out, name.substr(from));
+}
+
 namespace detail {
 
 inline bool valid_label_name(std::string_view name) {
@@ -112,11 +131,12 @@ inline bool valid_label_name(std::string_view name) {
   return name != "queue" && name != "list" && name != "reason" && name != "kind";
 }
 
-// The `queue="…"` label (append_label_value) of each of `stats`, `name(s)` giving the queue,
-// in order, paired with its stats; a label equal to an earlier one's (the same queue listed
-// twice, or names equal once escaped, see the file comment) is left out: a duplicate series
-// makes Prometheus reject the whole scrape. The one rule of write_prometheus and of the
-// console's exposition (ConsoleBackend::metrics_text, dlq/http/backend.hpp).
+// The `queue="…"` label (append_queue_label_value) of each of `stats`, `name(s)` giving
+// the queue, in order, paired with its stats; a label equal to an earlier one's (the same
+// queue listed twice: the escaping is injective, so only equal names share a label) is
+// left out: a duplicate series makes Prometheus reject the whole scrape. The one rule of
+// write_prometheus and of the console's exposition (ConsoleBackend::metrics_text,
+// dlq/http/backend.hpp).
 template <class Stats, class Name>
 std::vector<std::pair<std::string, const Stats*>> distinct_queue_labels(
     const std::vector<Stats>& stats, Name name) {
@@ -124,7 +144,7 @@ std::vector<std::pair<std::string, const Stats*>> distinct_queue_labels(
   std::set<std::string> seen;
   for (const Stats& s : stats) {
     std::string label = "queue=\"";
-    append_label_value(label, name(s));
+    append_queue_label_value(label, name(s));
     label += '"';
     if (seen.insert(label).second) queues.emplace_back(std::move(label), &s);
   }

@@ -129,9 +129,16 @@ struct PoolOptions {
 
 /// The Redis URL forms parse_url accepts, for messages and help texts that list them
 /// (parse_url's own errors say this; dlqctl adds its other stores).
+///
+/// Written so that dlq::redact_secrets leaves it as it is: the console and dlqctl pass every
+/// message through it whole, hints included, and a URL-shaped example with a user-info or a
+/// placeholder port (`redis://[user:password@]host[:port]`) is what the redaction must mask
+/// in a user's URL — it came out as `redis://***@]host[:port][/db]`. The redaction cannot
+/// tell an example from a secret, so the examples carry none: a real port, and the user-info
+/// named in words outside the URL.
 inline constexpr std::string_view url_forms =
-    "redis://[user:password@]host[:port][/db], rediss://… (TLS) or "
-    "unix:///path/redis.sock?db=N (also redis+unix://)";
+    "redis://host:6379/0 (port and db optional; a password as user:password@ or :password@ "
+    "before the host), rediss://… (TLS) or unix:///path/redis.sock?db=N (also redis+unix://)";
 
 namespace detail {
 
@@ -377,6 +384,10 @@ inline void parse_tcp_address(std::string_view url, std::string_view rest, Conne
   }
   if (o.host.empty()) bad_url(url, "empty host");
   if (!port_text.empty()) {
+    // the one rule of a port (dlq/redact.hpp): what the redaction does not take for a port
+    // (redis://u:012345, redis://u:123456) may be a password whose "@host" was lost
+    if (!dlq::detail::is_port_text(port_text))
+      bad_url(url, "port must be a number 1..65535 without a leading zero");
     o.port = static_cast<int>(parse_number(url, port_text, "port", 1, 65535));
   }
   if (!path.empty()) o.db = static_cast<int>(parse_number(url, path, "db", 0, 1 << 20));
