@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -670,6 +674,60 @@ TEST_CASE("snapshot bounds: one fast step lowers, refreshes and drops in one com
 TEST_CASE("range_bytes reads a prefix within a byte budget on the server", "[redis][list]") {
   Fixture f;
   dlq::test::check_range_bytes(f.storage, "bytes");
+}
+
+// Round 8: the script read chunks of up to 64 items sized by the largest item seen, so
+// one tiny item followed by large ones made the server load 64 large items (64 x 8 MiB: a
+// 7.4 s script, +516 MB, every other client of that Redis waiting) to return one. Items
+// past min_count are now read at most 8 at a time: the server holds at most 7 items beyond
+// the budget. Seen through MONITOR, which lists the script's own LRANGE calls.
+TEST_CASE("range_bytes reads at most 8 items at a time past min_count", "[redis][list]") {
+  Fixture f;
+  const std::string key = f.dead("chunks");
+  f.raw.rpush(key, {std::string(10, 't')});
+  f.raw.rpush(key, std::vector<std::string>(64, std::string(64 * 1024, 'L')));
+  const std::string out = "/tmp/dlq-monitor-" + f.prefix + ".txt";
+  const std::string pid_file = out + ".pid";
+  const std::string start = "redis-cli -u '" + f.url + "' monitor > '" + out +
+                            "' 2>&1 & echo $! > '" + pid_file + "'";
+  REQUIRE(std::system(start.c_str()) == 0);
+  auto monitoring = [&] {
+    const auto list = f.raw.cmd({"CLIENT", "LIST"});
+    return list && std::string(list->str, list->len).find("cmd=monitor") != std::string::npos;
+  };
+  for (int i = 0; i < 200 && !monitoring(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  const BoundedRange r = f.storage.range_bytes("chunks", ListKind::dead, 0, 512, 1, 1024 * 1024);
+  f.raw.cmd({"ECHO", "done-" + f.prefix});  // the last line MONITOR must show
+  std::string text;
+  for (int i = 0; i < 200 && text.find("done-" + f.prefix) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    std::ifstream in(out);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::ifstream pid_in(pid_file);
+  long pid = 0;
+  pid_in >> pid;
+  if (pid > 0) std::system(("kill " + std::to_string(pid)).c_str());
+  std::remove(out.c_str());
+  std::remove(pid_file.c_str());
+  REQUIRE(text.find("done-" + f.prefix) != std::string::npos);
+
+  const std::string key_pattern =
+      std::regex_replace(key, std::regex(R"([{}.*+?^$()|\[\]\\])"), R"(\$&)");
+  const std::regex lrange("\"LRANGE\" \"" + key_pattern + "\" \"(\\d+)\" \"(\\d+)\"");
+  std::vector<long> spans;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), lrange);
+       it != std::sregex_iterator(); ++it)
+    spans.push_back(std::stol((*it)[2]) - std::stol((*it)[1]) + 1);
+  INFO(text.substr(0, 2000));
+  REQUIRE(spans.size() >= 2);
+  CHECK(spans.front() == 1);  // min_count
+  for (std::size_t i = 1; i < spans.size(); ++i)
+    CHECK(spans[i] <= 8);
+  // The answer is the same: the tiny item and 15 of 64 KiB fit in 1 MiB.
+  CHECK(r.items.size() == 16);
+  CHECK(r.capped);
 }
 
 }  // namespace test_redis_list
