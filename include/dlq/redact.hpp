@@ -11,7 +11,9 @@
 ///    (`scheme://user:pa?ss@host` → `scheme://***@host`). An '@' in a query value (a
 ///    `ca_file=/a@b` path) therefore masks the host too — never a leak;
 ///  - a URL without '@' whose authority reads as `user:password` (no port number after its
-///    ':') is masked up to its path: `redis://alice:pw` → `redis://***`;
+///    ':') is masked up to its path: `redis://alice:pw` → `redis://***`; a comma-separated
+///    list of hosts (redis+sentinel://h1:26379,h2:26379/m) is kept when every item is
+///    `host`, `host:port` or `[ipv6]:port`;
 ///  - a URL of a file scheme (`unix`, `redis+unix`, `sqlite`, `file`) whose part after `://`
 ///    starts with '/' (sqlite:///path, unix:///path) has no user-info: an '@' in its path
 ///    stays. Any other scheme's `:///` is masked like `://` (redis:///:pw@host is parsed as
@@ -71,12 +73,22 @@ inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::
   std::size_t end = from;
   while (end < to && text[end] != '/' && text[end] != '?' && text[end] != '#')
     ++end;
-  const std::size_t colon = text.find(':', from);
-  if (text[from] == '[' || colon == std::string::npos || colon >= end) return to;
-  bool port = colon + 1 < end;
-  for (std::size_t i = colon + 1; i < end; ++i)
-    port = port && text[i] >= '0' && text[i] <= '9';
-  if (port) return to;
+  // A list of hosts (redis+sentinel://h1:26379,h2:26379/…) reads as addresses when every
+  // item does: `host`, `host:port` or `[ipv6]:port`.
+  bool addresses = true;
+  for (std::size_t item = from; item < end && addresses;) {
+    std::size_t stop = text.find(',', item);
+    if (stop == std::string::npos || stop > end) stop = end;
+    std::size_t colon = text.find(':', text[item] == '[' ? text.find(']', item) : item);
+    if (colon != std::string::npos && colon < stop) {
+      bool port = colon + 1 < stop;
+      for (std::size_t i = colon + 1; i < stop; ++i)
+        port = port && text[i] >= '0' && text[i] <= '9';
+      addresses = port;
+    }
+    item = stop + 1;
+  }
+  if (addresses) return to;
   text.replace(from, end - from, "***");
   return to + 3 - (end - from);
 }
