@@ -110,8 +110,8 @@ TEST_CASE("sentinel: the cause of a discovery without an address", "[redis][sent
         reason::sentinel_refused);
   CHECK(no_address_cause({answered("a:1", ":3\r\n")}) == reason::sentinel_refused);
 
-  const dlq::sentinel_error e = no_address_error(
-      "master 'm' via sentinels a:1,b:2", "m", {unreachable("a:1"), answered("b:2", "$-1\r\n")});
+  const dlq::sentinel_error e = no_address_error("master 'm' via sentinels a:1,b:2", "m",
+                                                 {unreachable("a:1"), answered("b:2", "$-1\r\n")});
   CHECK(e.cause() == reason::master_name_unknown);
   const std::string what = e.what();
   CHECK(what.find("a:1 unreachable (refused)") != std::string::npos);
@@ -133,6 +133,17 @@ TEST_CASE("sentinel: which failures are tried again", "[redis][sentinel]") {
   CHECK_FALSE(worth_retrying(reason::sentinel_refused));
 }
 
+TEST_CASE("sentinel: a periodic check drops a connection to a replaced master",
+          "[redis][sentinel]") {
+  const MasterAnswer same = read_master_address(*parse("*2\r\n$2\r\nh1\r\n$4\r\n6379\r\n"));
+  CHECK_FALSE(master_moved(same, "h1", 6379));
+  CHECK(master_moved(same, "h1", 6380));
+  CHECK(master_moved(same, "h2", 6379));
+  // No address in the answer: keep the connection.
+  CHECK_FALSE(master_moved(read_master_address(*parse("$-1\r\n")), "h1", 6379));
+  CHECK_FALSE(master_moved(read_master_address(*parse("-NOAUTH x\r\n")), "h1", 6379));
+}
+
 TEST_CASE("sentinel: READONLY decides rediscovery and re-sending", "[redis][sentinel]") {
   const std::string_view ro = "-READONLY You can't write against a read only replica.\r\n";
   // A master's answers: nothing to do.
@@ -141,8 +152,7 @@ TEST_CASE("sentinel: READONLY decides rediscovery and re-sending", "[redis][sent
   // A demoted master refused the one write: not executed, sent again.
   CHECK(decide({"RPUSH"}, {ro}, false) == AfterReplies::rediscover_and_resend);
   // With replicas_to_ack, a WAIT follows: it writes nothing.
-  CHECK(decide({"EVALSHA", "WAIT"}, {ro, ":0\r\n"}, false) ==
-        AfterReplies::rediscover_and_resend);
+  CHECK(decide({"EVALSHA", "WAIT"}, {ro, ":0\r\n"}, false) == AfterReplies::rediscover_and_resend);
   // A transaction refused at queueing and discarded by EXEC: nothing ran.
   CHECK(decide({"MULTI", "RPUSH", "LLEN", "EXEC"},
                {"+OK\r\n", ro, "+QUEUED\r\n", "-EXECABORT Transaction discarded.\r\n"},

@@ -6,6 +6,8 @@
 #   redis_sentinel.sh start DIR   start them, wait until the replica is in sync and every
 #                                 sentinel sees the replica and the two other sentinels,
 #                                 write DIR/env
+#   redis_sentinel.sh restart DIR NAME   start the server NAME (master, replica) again after a
+#                                 test killed it, with the arguments it was started with
 #   redis_sentinel.sh stop DIR    stop them all (SIGCONT first: a test may have frozen one)
 #                                 and remove DIR
 # DIR/env holds the lines URL=redis+sentinel://…/mymaster, MASTER_PORT=…, REPLICA_PORT=…,
@@ -26,6 +28,7 @@ start_server() {  # start_server NAME PORT [extra redis-server arguments]
   local name=$1 port=$2
   shift 2
   mkdir -p "$dir/$name"
+  printf '%q ' "$port" "$@" >"$dir/$name/args"  # for restart
   "$server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir/$name" \
     --daemonize yes --pidfile "$dir/$name/pid" --logfile "$dir/$name/redis.log" "$@" >/dev/null
   wait_ping "$port"
@@ -99,10 +102,16 @@ start)
   cat "$dir"/*/*.log >&2 || true
   exit 1
   ;;
+restart)  # restart DIR NAME: start the (killed) server NAME again, as it was started; the
+          # sentinels make it a replica of the current master (its data is gone: no RDB)
+  name=${3:?usage: redis_sentinel.sh restart DIR master|replica}
+  eval "args=($(cat "$dir/$name/args"))"
+  start_server "$name" "${args[@]}"
+  ;;
 stop)
   # shellcheck disable=SC2046
   stop_pidfiles $(pidfiles)
   rm -rf "$dir"
   ;;
-*) echo "usage: redis_sentinel.sh start|stop DIR" >&2; exit 2 ;;
+*) echo "usage: redis_sentinel.sh start|restart|stop DIR" >&2; exit 2 ;;
 esac

@@ -338,11 +338,16 @@ class Connection {
   void connect_to_master() {
     const SentinelOptions& s = options_.sentinel;
     const std::string where = options_.endpoint();
+    if (s.sentinels.empty()) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", where, "SentinelOptions::master_name is set but no sentinel is listed",
+          "add the sentinels' addresses to SentinelOptions::sentinels"));
+    }
     std::vector<detail::sentinel::Asked> asked;
     std::optional<detail::sentinel::MasterAnswer> found;
     for (std::size_t step = 0; step < s.sentinels.size() && !found; ++step) {
-      const std::size_t i = detail::sentinel::sentinel_to_ask(next_sentinel_, step,
-                                                              s.sentinels.size());
+      const std::size_t i =
+          detail::sentinel::sentinel_to_ask(next_sentinel_, step, s.sentinels.size());
       asked.push_back(ask_sentinel(s.sentinels[i]));
       if (asked.back().type == detail::sentinel::Asked::kind::answered &&
           asked.back().answer.type == detail::sentinel::MasterAnswer::kind::address) {
@@ -356,6 +361,9 @@ class Connection {
     master.port = found->port;
     master.sentinel = SentinelOptions{};
     endpoint_ = master.endpoint() + " (master '" + s.master_name + "')";
+    master_host_ = found->host;
+    master_port_ = found->port;
+    master_checked_ = std::chrono::steady_clock::now();
     const std::string address = found->host + ":" + std::to_string(found->port);
     try {
       connect_to(master);
@@ -465,7 +473,26 @@ class Connection {
   void ensure_ready() {
     // Nothing is expected from the server between requests: readable = EOF or garbage.
     if (stream_ != nullptr && !stream_->idle()) drop();
+    if (stream_ != nullptr && options_.sentinel.enabled()) check_master();
     if (stream_ == nullptr) connect();
+  }
+
+  // Sentinel: once per check_interval, asks the sentinel that named the current master
+  // whether it still does; drops the connection when it names another (the next connect
+  // finds it). An unreachable sentinel changes nothing but which one is asked next time.
+  void check_master() {
+    const auto interval = options_.sentinel.check_interval;
+    const auto now = std::chrono::steady_clock::now();
+    if (interval.count() <= 0 || now - master_checked_ < interval) return;
+    if (options_.sentinel.sentinels.empty()) return;
+    master_checked_ = now;
+    const detail::sentinel::Asked a = ask_sentinel(
+        options_.sentinel.sentinels[next_sentinel_ % options_.sentinel.sentinels.size()]);
+    if (a.type != detail::sentinel::Asked::kind::answered) {
+      next_sentinel_ = (next_sentinel_ + 1) % options_.sentinel.sentinels.size();
+      return;
+    }
+    if (detail::sentinel::master_moved(a.answer, master_host_, master_port_)) drop();
   }
 
   // One request with the retry rule of run(): an I/O failure is retried once on a fresh
@@ -504,9 +531,7 @@ class Connection {
     using detail::sentinel::AfterReplies;
     const AfterReplies v = detail::sentinel::after_replies(
         count,
-        [&](std::size_t i) {
-          return at(i).args().empty() ? std::string_view{} : at(i).args()[0];
-        },
+        [&](std::size_t i) { return at(i).args().empty() ? std::string_view{} : at(i).args()[0]; },
         [&](std::size_t i) -> const redisReply& { return *replies[i]; }, effect == Effect::read);
     if (v == AfterReplies::keep) return false;
     drop();
@@ -580,6 +605,9 @@ class Connection {
   bool closed_silently_ = false;             // the last connect's server closed before answering
   detail::sentinel::Role role_ = detail::sentinel::Role::unknown;  // ROLE at the last connect
   std::size_t next_sentinel_ = 0;  // the sentinel asked first: the last that named a master
+  std::string master_host_;        // the master the sentinels named at the last connect
+  int master_port_ = 0;
+  std::chrono::steady_clock::time_point master_checked_{};  // when a sentinel confirmed it
 };
 
 /// Bytes of a string or status reply.

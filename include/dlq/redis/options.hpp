@@ -81,6 +81,13 @@ struct SentinelOptions {
   /// master: that is ConnectionOptions::password). Default empty (= no AUTH). Never appears
   /// in any message.
   std::string password;
+  /// How often a connection in use asks a sentinel whether its server is still the master
+  /// (before a request, once this long after the last check). A master that the sentinels
+  /// replaced but that is still up keeps accepting writes until they reconfigure it (up to
+  /// ~10 s: their INFO period), and those writes are lost; the check bounds that window to
+  /// about this interval after the promotion. Default 1000 ms; 0 = never (only a lost
+  /// connection, READONLY or a role mismatch then leads to the new master).
+  std::chrono::milliseconds check_interval{1000};
 
   /// True when the connection goes through sentinels.
   bool enabled() const noexcept { return !master_name.empty(); }
@@ -405,9 +412,10 @@ inline void refuse_query_in_user_info(std::string_view url, std::string_view res
           "server_name", "sentinel_user", "sentinel_username", "sentinel_password"})
       if (key == text_key) return;
   }
-  bad_url(url, "the '@' that ends the user name and password comes after a '?', which starts "
-               "the query: write a '?' in a user name or password as %3F (and '#' as %23, "
-               "'&' as %26, '@' as %40)");
+  bad_url(url,
+          "the '@' that ends the user name and password comes after a '?', which starts "
+          "the query: write a '?' in a user name or password as %3F (and '#' as %23, "
+          "'&' as %26, '@' as %40)");
 }
 
 // The TCP part of a Redis URL (parse_url) after the user-info: host (or [ipv6]), port and
@@ -527,9 +535,9 @@ inline ConnectionOptions parse_url(std::string_view url) {
 }
 
 /// True when `url` begins with a scheme parse_url accepts — `redis://`, `rediss://`,
-/// `redis+sentinel://`, `unix://` or `redis+unix://` (case-sensitive, as parse_url) — so a program that takes
-/// several kinds of store URL can tell a Redis one without a list of its own. Says nothing
-/// about the rest: parse_url checks that (and throws).
+/// `redis+sentinel://`, `unix://` or `redis+unix://` (case-sensitive, as parse_url) — so a program
+/// that takes several kinds of store URL can tell a Redis one without a list of its own. Says
+/// nothing about the rest: parse_url checks that (and throws).
 inline bool is_url(std::string_view url) noexcept {
   return detail::find_url_scheme(url) != nullptr;
 }

@@ -57,8 +57,8 @@ inline MasterAnswer read_master_address(const redisReply& r) {
     a.text = std::string(text_of(r));
     return a;
   }
-  if (r.type != REDIS_REPLY_ARRAY || r.elements != 2 ||
-      r.element[0]->type != REDIS_REPLY_STRING || r.element[1]->type != REDIS_REPLY_STRING) {
+  if (r.type != REDIS_REPLY_ARRAY || r.elements != 2 || r.element[0]->type != REDIS_REPLY_STRING ||
+      r.element[1]->type != REDIS_REPLY_STRING) {
     // Sentinel answers a null array for an unknown name with RESP2 (`*-1`).
     if (r.type == REDIS_REPLY_ARRAY && r.elements == 0) {
       a.type = MasterAnswer::kind::unknown_master;
@@ -115,8 +115,8 @@ inline std::size_t sentinel_to_ask(std::size_t preferred, std::size_t step,
 struct Asked {
   std::string sentinel;  ///< "host:port"
   enum class kind : unsigned char {
-    unreachable,     ///< no connection (refused, timed out, closed)
-    answered,        ///< its answer (MasterAnswer) is in `answer`
+    unreachable,  ///< no connection (refused, timed out, closed)
+    answered,     ///< its answer (MasterAnswer) is in `answer`
   };
   kind type = kind::unreachable;
   MasterAnswer answer;  ///< kind::answered
@@ -176,12 +176,14 @@ inline sentinel_error no_address_error(const std::string& where, const std::stri
   std::string hint;
   switch (cause) {
     case sentinel_error::reason::sentinel_refused:
-      hint = "check sentinel_user/sentinel_password (SentinelOptions::user/password) and that "
-             "the hosts are sentinels";
+      hint =
+          "check sentinel_user/sentinel_password (SentinelOptions::user/password) and that "
+          "the hosts are sentinels";
       break;
     case sentinel_error::reason::master_name_unknown:
-      hint = "check the master name against `sentinel monitor <name>` in the sentinels' "
-             "configuration";
+      hint =
+          "check the master name against `sentinel monitor <name>` in the sentinels' "
+          "configuration";
       break;
     default:
       hint = "check that the sentinels run and listen on these addresses";
@@ -207,6 +209,13 @@ inline sentinel_error master_error(const std::string& where, const std::string& 
       cause);
 }
 
+/// True when a sentinel's answer names a master other than `host`:`port` (the one connected
+/// to): the connection must go. Any answer that names no master changes nothing (a sentinel
+/// restarting, or one that lost the name: the others decide at the next connect).
+inline bool master_moved(const MasterAnswer& a, const std::string& host, int port) noexcept {
+  return a.type == MasterAnswer::kind::address && (a.host != host || a.port != port);
+}
+
 /// True for a `READONLY` error reply: the server is a replica (a demoted master) and did
 /// not execute the command.
 inline bool is_readonly(const redisReply& r) noexcept {
@@ -227,8 +236,9 @@ enum class AfterReplies : unsigned char {
 /// sent again. `read_only` = the request changes nothing (Effect::read): re-sent whatever
 /// its replies. A write request is re-sent only when each reply shows that its command did
 /// not write: `READONLY`; `+OK` to MULTI and `+QUEUED` inside it; `EXECABORT` to EXEC (the
-/// transaction was discarded); any answer to WAIT (it writes nothing). Any other reply — a read that answered, a write that ran
-/// before the demotion — keeps the replies as they are (the caller sees the READONLY error).
+/// transaction was discarded); any answer to WAIT (it writes nothing). Any other reply — a read
+/// that answered, a write that ran before the demotion — keeps the replies as they are (the caller
+/// sees the READONLY error).
 template <class Name, class ReplyAt>
 AfterReplies after_replies(std::size_t count, Name name, ReplyAt reply, bool read_only) {
   bool readonly = false;
