@@ -89,6 +89,10 @@ TEST_CASE("sentinel: ROLE answers", "[redis][sentinel]") {
   CHECK(read_role(*parse("*2\r\n$8\r\nsentinel\r\n*0\r\n")) == Role::sentinel);
   CHECK(read_role(*parse("-NOPERM no ROLE for you\r\n")) == Role::unknown);
   CHECK(read_role(*parse("*0\r\n")) == Role::unknown);
+  CHECK(usable_as_master(Role::master));
+  CHECK(usable_as_master(Role::unknown));  // ROLE refused by an ACL: READONLY would tell
+  CHECK_FALSE(usable_as_master(Role::replica));
+  CHECK_FALSE(usable_as_master(Role::sentinel));
 }
 
 TEST_CASE("sentinel: asked in order from the last that answered", "[redis][sentinel]") {

@@ -375,7 +375,7 @@ class Connection {
       throw detail::sentinel::master_error(where, s.master_name, address,
                                            sentinel_error::reason::master_unreachable, e.what());
     }
-    if (role_ != detail::sentinel::Role::master) {
+    if (!detail::sentinel::usable_as_master(role_)) {
       const char* names[] = {"master", "replica", "sentinel", "unknown"};
       const std::string role = names[static_cast<int>(role_)];
       drop();

@@ -103,6 +103,14 @@ inline Role read_role(const redisReply& r) {
   return Role::unknown;
 }
 
+/// True when a server whose ROLE answered `role` may be used as the master: a master, or a
+/// server that refused ROLE (ROLE is in ACL category @admin, which an application user
+/// often lacks) — the sentinels named it, and a replica would answer writes `READONLY`,
+/// which leads to the master again. A replica or a sentinel is refused.
+inline bool usable_as_master(Role role) noexcept {
+  return role == Role::master || role == Role::unknown;
+}
+
 /// The index of the sentinel to ask `step`-th (0, 1, …) of `count`, starting with
 /// `preferred` (the last one that named a master: it knew the answer then) and going on in
 /// the configured order, wrapping around.
