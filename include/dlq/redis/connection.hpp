@@ -193,6 +193,11 @@ class Connection {
   std::optional<PeerCertificate> peer_certificate() const {
     return stream_ != nullptr ? stream_->peer_certificate() : std::nullopt;
   }
+  /// The host connected to: ConnectionOptions::host, or with Sentinel the master's host the
+  /// sentinels named at the last connect (empty before it).
+  const std::string& host() const noexcept {
+    return options_.sentinel.enabled() ? master_host_ : options_.host;
+  }
   /// How many times this object has (re)connected, the first connect included.
   std::size_t connect_count() const noexcept { return connects_; }
 
@@ -408,7 +413,7 @@ class Connection {
     } catch (const dlq::reply_error& e) {  // AUTH refused
       asked.type = detail::sentinel::Asked::kind::answered;
       asked.answer.type = detail::sentinel::MasterAnswer::kind::refused;
-      asked.answer.text = e.code();
+      asked.answer.text = e.what();
     } catch (const dlq::storage_error& e) {
       asked.text = e.what();
     }
@@ -430,7 +435,7 @@ class Connection {
     if (options_.db != 0) cmds.push_back(std::move(Command("SELECT").arg(options_.db)));
     cmds.push_back(std::move(Command("CLIENT").arg("ID").label("CLIENT ID")));
     const bool role = options_.sentinel.enabled();
-    if (role) cmds.push_back(std::move(Command("ROLE")));
+    if (role) cmds.emplace_back("ROLE");
     std::vector<Reply> replies;
     detail::IoFailure failure;
     const Command* const first = cmds.data();
