@@ -206,8 +206,12 @@ class Connection {
   ///         connect_timeout/command_timeout), dlq::reply_error (AUTH or SELECT refused:
   ///         code WRONGPASS, NOAUTH, ERR…), dlq::tls_error (a certificate check failed, the
   ///         server and the URL disagree about TLS, or this build has no TLS; its cause()
-  ///         says which). Nothing is retried after a timeout, a TLS failure or a refusal of
-  ///         AUTH.
+  ///         says which), dlq::sentinel_error (Sentinel: no master found; its cause() says
+  ///         why — unreachable sentinels, an unreachable master and a server that is not a
+  ///         master are retried, an unknown name and refused sentinel credentials are not),
+  ///         dlq::invalid_argument (Sentinel without sentinels). Nothing is retried after a
+  ///         timeout, a TLS failure or a refusal of AUTH (with Sentinel, a timeout reaching
+  ///         the master is retried as master_unreachable: a failover may be under way).
   void connect() {
     drop();
     auto backoff = options_.reconnect_backoff;
