@@ -5,9 +5,14 @@
 // master killed with SIGKILL while a sender runs: sends resume on the promoted replica
 // without a restart, and every acknowledged entry is there exactly once. Prints the
 // failover times.
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -28,6 +33,7 @@
 #include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
+#include "support/redis_process.hpp"
 
 namespace test_sentinel {
 
@@ -410,6 +416,140 @@ TEST_CASE("sentinel: 8 senders, replica frozen at random, master killed — ackn
       s, 8, acks, [&] { REQUIRE(::kill(s.master_pid(), SIGKILL) == 0); },
       [&] { s.restart_master(); }, [&] { freeze_replica_at_random(s); }, "load SIGKILL");
   if (acks == 1) CHECK(o.lost == 0);  // with 0 the number is the finding, printed above
+}
+
+namespace {
+
+// A stand-in for a sentinel on a loopback port: answers SENTINEL get-master-addr-by-name
+// with the port set by name_master(), AUTH with +OK and anything else with an integer. One
+// request per connection, as Connection asks. So a test decides what "the sentinels" say.
+class FakeSentinel {
+ public:
+  FakeSentinel() {
+    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(listen_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(listen_, 16) != 0 ||
+        ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("FakeSentinel: cannot listen");
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  FakeSentinel(const FakeSentinel&) = delete;
+  FakeSentinel& operator=(const FakeSentinel&) = delete;
+  ~FakeSentinel() {
+    stop_ = true;
+    thread_.join();
+    ::close(listen_);
+  }
+  int port() const { return port_; }
+  void name_master(int port) { master_ = port; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{listen_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int fd = ::accept(listen_, nullptr, nullptr);
+      if (fd < 0) continue;
+      answer(fd);
+      ::close(fd);
+    }
+  }
+  // Answers every request on `fd` until the client closes it.
+  void answer(int fd) {
+    redisReader* reader = redisReaderCreate();
+    char buf[4096];
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 2000) <= 0) break;
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      redisReaderFeed(reader, buf, static_cast<std::size_t>(n));
+      void* raw = nullptr;
+      std::string out;
+      while (redisReaderGetReply(reader, &raw) == REDIS_OK && raw != nullptr) {
+        const auto* r = static_cast<redisReply*>(raw);
+        const std::string name = r->elements > 0 ? std::string(r->element[0]->str) : "";
+        if (name == "SENTINEL") {
+          const std::string port = std::to_string(master_.load());
+          out += "*2\r\n$9\r\n127.0.0.1\r\n$" + std::to_string(port.size()) + "\r\n" + port +
+                 "\r\n";
+        } else if (name == "AUTH") {
+          out += "+OK\r\n";
+        } else {
+          out += ":1\r\n";
+        }
+        freeReplyObject(raw);
+      }
+      if (!out.empty() && ::send(fd, out.data(), out.size(), MSG_NOSIGNAL) < 0) break;
+    }
+    redisReaderFree(reader);
+  }
+
+  int listen_ = -1;
+  int port_ = 0;
+  std::atomic<int> master_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// rejected_calls of `command` in the server's INFO commandstats (Redis 7): commands it
+// refused, READONLY among them.
+long long rejected(RawClient& server, const std::string& command) {
+  const auto r = server.cmd({"INFO", "commandstats"});
+  const std::string text(redis::view(*r));
+  const auto at = text.find("cmdstat_" + command + ":");
+  if (at == std::string::npos) return 0;
+  const auto r_at = text.find("rejected_calls=", at);
+  return r_at == std::string::npos ? 0 : std::stoll(text.substr(r_at + 15));
+}
+
+}  // namespace
+
+TEST_CASE("sentinel: a send refused READONLY by a demoted master runs once on the new one",
+          "[redis][sentinel]") {
+  dlq::test::RedisProcess a;
+  dlq::test::RedisProcess b;
+  FakeSentinel sentinel;
+  sentinel.name_master(a.port());
+  redis::ConnectionOptions o;
+  o.sentinel.sentinels = {redis::SentinelAddress{"127.0.0.1", sentinel.port()}};
+  o.sentinel.master_name = "m";
+  o.sentinel.check_interval = milliseconds(0);  // only READONLY leads to the new master
+  redis::Connection c(o);
+  RawClient ra(a.url());
+  RawClient rb(b.url());
+  REQUIRE(c.run(std::move(redis::Command("RPUSH").arg("k").arg("x")), redis::Effect::write)
+              ->integer == 1);
+
+  // a becomes a replica of b (the sentinels now name b); c's connection to a stays open.
+  REQUIRE(ra.cmd({"REPLICAOF", "127.0.0.1", std::to_string(b.port())})->type ==
+          REDIS_REPLY_STATUS);
+  sentinel.name_master(b.port());
+  const redis::Reply r =
+      c.run(std::move(redis::Command("RPUSH").arg("k").arg("y")), redis::Effect::write);
+  CHECK(r->type == REDIS_REPLY_INTEGER);
+  CHECK(rejected(ra, "rpush") == 1);  // a refused it: the READONLY path, not a reconnect
+  CHECK(rb.strings({"LRANGE", "k", "0", "-1"}) == std::vector<std::string>{"y"});
+  CHECK(c.endpoint().find(std::to_string(b.port())) != std::string::npos);
+
+  // A transaction refused at queueing (READONLY, then EXECABORT) is sent again whole.
+  REQUIRE(ra.cmd({"REPLICAOF", "NO", "ONE"})->type == REDIS_REPLY_STATUS);
+  REQUIRE(rb.cmd({"REPLICAOF", "127.0.0.1", std::to_string(a.port())})->type ==
+          REDIS_REPLY_STATUS);
+  sentinel.name_master(a.port());
+  std::vector<redis::Command> tx;
+  tx.emplace_back("MULTI");
+  tx.push_back(std::move(redis::Command("RPUSH").arg("t").arg("z")));
+  tx.emplace_back("EXEC");
+  const auto replies = c.run(tx, redis::Effect::write);
+  REQUIRE(replies.size() == 3);
+  CHECK(replies[2]->type == REDIS_REPLY_ARRAY);
+  CHECK(rejected(rb, "rpush") == 1);
+  CHECK(ra.strings({"LRANGE", "t", "0", "-1"}) == std::vector<std::string>{"z"});
 }
 
 }  // namespace test_sentinel
