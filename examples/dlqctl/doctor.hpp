@@ -145,7 +145,7 @@ inline TlsFacts tls_facts(const Connection& c) {
   t.enabled = o.tls.enabled;
   t.verify = !o.tls.insecure_skip_verify;
   t.unix_socket = !o.unix_socket.empty();
-  t.host = o.host;
+  t.host = c.host();  // with Sentinel: the master's
   if (const auto cert = c.peer_certificate()) {
     t.certificate_known = true;
     t.subject = cert->subject;

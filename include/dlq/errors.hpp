@@ -9,7 +9,8 @@
 ///     ├── dlq::queue_full_error       retention refused a new entry (overflow policy = reject)
 ///     └── dlq::storage_error          the backend failed
 ///         ├── dlq::connection_error   could not connect, or the connection dropped
-///         │   └── dlq::tls_error      the TLS handshake failed (cause(): which check, why)
+///         │   ├── dlq::tls_error      the TLS handshake failed (cause(): which check, why)
+///         │   └── dlq::sentinel_error no master found through Redis Sentinel (cause(): why)
 ///         ├── dlq::timeout_error      no answer within the configured timeout
 ///         ├── dlq::protocol_error     the peer sent something that is not its protocol
 ///         ├── dlq::reply_error        the server refused a command (code(): WRONGTYPE, …)
@@ -104,6 +105,32 @@ class tls_error : public connection_error {
       : connection_error(message, false), cause_(cause) {}
 
   /// Why the TLS connection failed.
+  reason cause() const noexcept { return cause_; }
+
+ private:
+  reason cause_;
+};
+
+/// Redis Sentinel did not lead to a master (dlq::redis::SentinelOptions): every sentinel was
+/// unreachable, none knows the master's name, the sentinels refused the credentials, or
+/// the server they named is unreachable or not a master (a failover in progress). cause()
+/// says which; the message names the sentinels asked and what each answered. Raised after
+/// the reconnect tries (ConnectionOptions::reconnect_attempts) are used up; nothing was sent.
+class sentinel_error : public connection_error {
+ public:
+  /// Why no master was found.
+  enum class reason : unsigned char {
+    sentinels_unreachable,  ///< no sentinel could be connected to (or each timed out)
+    master_name_unknown,    ///< the sentinels reached do not monitor this master name
+    sentinel_refused,       ///< a sentinel refused AUTH or the command (credentials, ACL)
+    master_unreachable,     ///< the address the sentinels gave could not be connected to
+    not_master              ///< the server the sentinels named is not a master (ROLE)
+  };
+
+  sentinel_error(const std::string& message, reason cause)
+      : connection_error(message, false), cause_(cause) {}
+
+  /// Why no master was found.
   reason cause() const noexcept { return cause_; }
 
  private:

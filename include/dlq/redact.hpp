@@ -13,7 +13,9 @@
 ///  - a URL without '@' whose authority reads as `user:password` (no host before its ':', or
 ///    no port after it: 1..65535 without a leading zero, detail::is_port_text, the parser's
 ///    rule too) is masked up to its path: `redis://alice:pw` → `redis://***`, and so are
-///    all-digit passwords `redis://:12345`, `redis://u:123456`;
+///    all-digit passwords `redis://:12345`, `redis://u:123456`; a comma-separated list of
+///    hosts (redis+sentinel://h1:26379,h2:26379/m) is kept when every item is `host`,
+///    `host:port` or `[ipv6]:port`;
 ///  - a URL of a file scheme (`unix`, `redis+unix`, `sqlite`, `file`) whose part after `://`
 ///    starts with '/' (sqlite:///path, unix:///path) has no user-info: an '@' in its path
 ///    stays. Any other scheme's `:///` is masked like `://` (redis:///:pw@host is parsed as
@@ -92,10 +94,27 @@ inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::
   std::size_t end = from;
   while (end < to && text[end] != '/' && text[end] != '?' && text[end] != '#')
     ++end;
-  const std::size_t colon = text.find(':', from);
-  if (text[from] == '[' || colon == std::string::npos || colon >= end) return to;
-  const std::string_view port = std::string_view(text).substr(colon + 1, end - colon - 1);
-  if (colon > from && is_port_text(port)) return to;
+  // Each item of a list of hosts (redis+sentinel://h1:26379,h2:26379/…) must read as an
+  // address: `host`, `host:port` (a host before the ':', is_port_text after it) or
+  // `[ipv6]` with an optional `:port`.
+  bool addresses = true;
+  for (std::size_t item = from; item < end && addresses; ) {
+    std::size_t stop = text.find(',', item);
+    if (stop == std::string::npos || stop > end) stop = end;
+    std::size_t after_host = item;
+    if (text[item] == '[') {
+      const std::size_t close = text.find(']', item);
+      addresses = close != std::string::npos && close < stop;
+      after_host = addresses ? close + 1 : stop;
+    }
+    const std::size_t colon = text.find(':', after_host);
+    if (addresses && colon != std::string::npos && colon < stop) {
+      const std::string_view port = std::string_view(text).substr(colon + 1, stop - colon - 1);
+      addresses = colon > item && is_port_text(port);  // not `:secret`, `user:secret`
+    }
+    item = stop + 1;
+  }
+  if (addresses) return to;
   text.replace(from, end - from, "***");
   return to + 3 - (end - from);
 }

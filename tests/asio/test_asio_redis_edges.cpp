@@ -489,6 +489,19 @@ TEST_CASE("the asynchronous connection refuses rediss:// instead of connecting i
                   dlq::invalid_argument);
 }
 
+TEST_CASE("the asynchronous connection refuses redis+sentinel:// (not supported yet)",
+          "[asio][redis][sentinel]") {
+  ::asio::io_context io;
+  const char* url = "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster";
+  try {
+    dlq::asio::RedisConnection c(io.get_executor(), url);
+    FAIL("accepted a Sentinel URL");
+  } catch (const dlq::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("Sentinel") != std::string::npos);
+  }
+  CHECK_THROWS_AS(dlq::asio::RedisListStorage(io.get_executor(), url), dlq::invalid_argument);
+}
+
 TEST_CASE("replicas_to_ack is refused by the asynchronous storage (not supported yet)",
           "[asio][redis][replica_ack]") {
   asio::io_context io;

@@ -109,6 +109,7 @@ class Router {
   ///         reached, dlq::protocol_error when its answer is not CLUSTER SLOTS's (the next
   ///         call asks again).
   bool clustered() {
+    if (seed_.options().sentinel.enabled()) return false;  // a Sentinel master: plain mode
     const int m = mode_.load(std::memory_order_acquire);
     if (m != unknown) return m == cluster;
     std::lock_guard<std::mutex> detect(detect_mutex_);

@@ -12,6 +12,11 @@
 /// re-established with exponential backoff. Requests are pipelined: all commands of a call
 /// are written with one send() and all replies read afterwards.
 ///
+/// With Redis Sentinel (ConnectionOptions::sentinel) every connect first asks the sentinels
+/// where the master is and checks its ROLE; a request answered `READONLY` (a demoted
+/// master) drops the connection and, when none of its writes ran, is sent once more to the
+/// master found again (redis/detail/sentinel.hpp decides).
+///
 /// Retries are safe by construction: a read is retried once on a fresh connection after a
 /// connection loss (never after a timeout); a write is retried only when not one byte of it
 /// left this process. A write that failed after being (partly) sent throws with
@@ -40,6 +45,7 @@
 #include <vector>
 
 #include "dlq/errors.hpp"
+#include "dlq/redis/detail/sentinel.hpp"
 #include "dlq/redis/detail/tls_diagnosis.hpp"
 #include "dlq/redis/detail/transport.hpp"
 #include "dlq/redis/error_mapping.hpp"
@@ -187,6 +193,11 @@ class Connection {
   std::optional<PeerCertificate> peer_certificate() const {
     return stream_ != nullptr ? stream_->peer_certificate() : std::nullopt;
   }
+  /// The host connected to: ConnectionOptions::host, or with Sentinel the master's host the
+  /// sentinels named at the last connect (empty before it).
+  const std::string& host() const noexcept {
+    return options_.sentinel.enabled() ? master_host_ : options_.host;
+  }
   /// How many times this object has (re)connected, the first connect included.
   std::size_t connect_count() const noexcept { return connects_; }
 
@@ -195,8 +206,12 @@ class Connection {
   ///         connect_timeout/command_timeout), dlq::reply_error (AUTH or SELECT refused:
   ///         code WRONGPASS, NOAUTH, ERR…), dlq::tls_error (a certificate check failed, the
   ///         server and the URL disagree about TLS, or this build has no TLS; its cause()
-  ///         says which). Nothing is retried after a timeout, a TLS failure or a refusal of
-  ///         AUTH.
+  ///         says which), dlq::sentinel_error (Sentinel: no master found; its cause() says
+  ///         why — unreachable sentinels, an unreachable master and a server that is not a
+  ///         master are retried, an unknown name and refused sentinel credentials are not),
+  ///         dlq::invalid_argument (Sentinel without sentinels). Nothing is retried after a
+  ///         timeout, a TLS failure or a refusal of AUTH (with Sentinel, a timeout reaching
+  ///         the master is retried as master_unreachable: a failover may be under way).
   void connect() {
     drop();
     auto backoff = options_.reconnect_backoff;
@@ -205,6 +220,11 @@ class Connection {
       try {
         connect_once();
         return;
+      } catch (const dlq::sentinel_error& e) {
+        if (!detail::sentinel::worth_retrying(e.cause()) ||
+            attempt >= options_.reconnect_attempts) {
+          throw;
+        }
       } catch (const dlq::timeout_error&) {
         throw;
       } catch (const dlq::tls_error&) {
@@ -288,10 +308,20 @@ class Connection {
         throw detail::tls_configuration_error(endpoint_, p, {});
       }
     }
+    if (options_.sentinel.enabled()) {
+      connect_to_master();
+      return;
+    }
+    connect_to(options_);
+  }
+
+  // Connects to the server `o` names (its host and port; the rest is options_).
+  void connect_to(const ConnectionOptions& o) {
+    const bool tls = options_.tls.enabled;
     const auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
     detail::Fd fd;
     detail::IoFailure failure;
-    if (!detail::connect_socket(options_, deadline, fd, failure)) {
+    if (!detail::connect_socket(o, deadline, fd, failure)) {
       detail::throw_io_failure(failure, endpoint_, "connecting", false, options_.connect_timeout);
     }
     std::unique_ptr<redisReader, detail::ReaderDeleter> reader(redisReaderCreate());
@@ -312,7 +342,89 @@ class Connection {
     handshake();
   }
 
-  // AUTH, SELECT and CLIENT ID in one round trip.
+  // Asks the sentinels where the master is (in order, from the last that answered), then
+  // connects to it and checks its ROLE. Throws dlq::sentinel_error naming the cause.
+  void connect_to_master() {
+    const SentinelOptions& s = options_.sentinel;
+    const std::string where = options_.endpoint();
+    if (s.sentinels.empty()) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", where, "SentinelOptions::master_name is set but no sentinel is listed",
+          "add the sentinels' addresses to SentinelOptions::sentinels"));
+    }
+    std::vector<detail::sentinel::Asked> asked;
+    std::optional<detail::sentinel::MasterAnswer> found;
+    for (std::size_t step = 0; step < s.sentinels.size() && !found; ++step) {
+      const std::size_t i =
+          detail::sentinel::sentinel_to_ask(next_sentinel_, step, s.sentinels.size());
+      asked.push_back(ask_sentinel(s.sentinels[i]));
+      if (asked.back().type == detail::sentinel::Asked::kind::answered &&
+          asked.back().answer.type == detail::sentinel::MasterAnswer::kind::address) {
+        found = asked.back().answer;
+        next_sentinel_ = i;
+      }
+    }
+    if (!found) throw detail::sentinel::no_address_error(where, s.master_name, asked);
+    ConnectionOptions master = options_;
+    master.host = found->host;
+    master.port = found->port;
+    master.sentinel = SentinelOptions{};
+    endpoint_ = master.endpoint() + " (master '" + s.master_name + "')";
+    master_host_ = found->host;
+    master_port_ = found->port;
+    master_checked_ = std::chrono::steady_clock::now();
+    const std::string address = found->host + ":" + std::to_string(found->port);
+    try {
+      connect_to(master);
+    } catch (const dlq::tls_error&) {
+      throw;
+    } catch (const dlq::reply_error&) {
+      throw;  // AUTH or SELECT refused: the master's credentials, not a failover
+    } catch (const dlq::storage_error& e) {
+      throw detail::sentinel::master_error(where, s.master_name, address,
+                                           sentinel_error::reason::master_unreachable, e.what());
+    }
+    if (!detail::sentinel::usable_as_master(role_)) {
+      const char* names[] = {"master", "replica", "sentinel", "unknown"};
+      const std::string role = names[static_cast<int>(role_)];
+      drop();
+      throw detail::sentinel::master_error(where, s.master_name, address,
+                                           sentinel_error::reason::not_master, role);
+    }
+  }
+
+  // One sentinel's answer to SENTINEL get-master-addr-by-name (connects, asks, closes).
+  detail::sentinel::Asked ask_sentinel(const SentinelAddress& a) {
+    const SentinelOptions& s = options_.sentinel;
+    ConnectionOptions o;
+    o.host = a.host;
+    o.port = a.port;
+    o.user = s.user;
+    o.password = s.password;
+    o.connect_timeout = options_.connect_timeout;
+    o.command_timeout = options_.command_timeout;
+    o.keepalive = false;
+    o.reconnect_attempts = 0;
+    detail::sentinel::Asked asked;
+    asked.sentinel = o.endpoint();
+    try {
+      Connection c(o);
+      const Reply r =
+          c.run(std::move(Command("SENTINEL").arg("get-master-addr-by-name").arg(s.master_name)),
+                Effect::read);
+      asked.type = detail::sentinel::Asked::kind::answered;
+      asked.answer = detail::sentinel::read_master_address(*r);
+    } catch (const dlq::reply_error& e) {  // AUTH refused
+      asked.type = detail::sentinel::Asked::kind::answered;
+      asked.answer.type = detail::sentinel::MasterAnswer::kind::refused;
+      asked.answer.text = e.what();
+    } catch (const dlq::storage_error& e) {
+      asked.text = e.what();
+    }
+    return asked;
+  }
+
+  // AUTH, SELECT and CLIENT ID (and ROLE for a Sentinel master) in one round trip.
   void handshake() {
     std::vector<Command> cmds;
     cmds.reserve(3);
@@ -326,6 +438,8 @@ class Connection {
     }
     if (options_.db != 0) cmds.push_back(std::move(Command("SELECT").arg(options_.db)));
     cmds.push_back(std::move(Command("CLIENT").arg("ID").label("CLIENT ID")));
+    const bool role = options_.sentinel.enabled();
+    if (role) cmds.emplace_back("ROLE");
     std::vector<Reply> replies;
     detail::IoFailure failure;
     const Command* const first = cmds.data();
@@ -343,6 +457,11 @@ class Connection {
       }
       detail::throw_io_failure(failure, endpoint_, "connecting (" + cmds[0].label() + ")", false,
                                options_.command_timeout);
+    }
+    role_ = detail::sentinel::Role::unknown;
+    if (role) {
+      role_ = detail::sentinel::read_role(*replies.back());
+      replies.pop_back();
     }
     for (std::size_t i = 0; i < replies.size(); ++i) {
       const redisReply& r = *replies[i];
@@ -363,7 +482,26 @@ class Connection {
   void ensure_ready() {
     // Nothing is expected from the server between requests: readable = EOF or garbage.
     if (stream_ != nullptr && !stream_->idle()) drop();
+    if (stream_ != nullptr && options_.sentinel.enabled()) check_master();
     if (stream_ == nullptr) connect();
+  }
+
+  // Sentinel: once per check_interval, asks the sentinel that named the current master
+  // whether it still does; drops the connection when it names another (the next connect
+  // finds it). An unreachable sentinel changes nothing but which one is asked next time.
+  void check_master() {
+    const auto interval = options_.sentinel.check_interval;
+    const auto now = std::chrono::steady_clock::now();
+    if (interval.count() <= 0 || now - master_checked_ < interval) return;
+    if (options_.sentinel.sentinels.empty()) return;
+    master_checked_ = now;
+    const detail::sentinel::Asked a = ask_sentinel(
+        options_.sentinel.sentinels[next_sentinel_ % options_.sentinel.sentinels.size()]);
+    if (a.type != detail::sentinel::Asked::kind::answered) {
+      next_sentinel_ = (next_sentinel_ + 1) % options_.sentinel.sentinels.size();
+      return;
+    }
+    if (detail::sentinel::master_moved(a.answer, master_host_, master_port_)) drop();
   }
 
   // One request with the retry rule of run(): an I/O failure is retried once on a fresh
@@ -371,10 +509,17 @@ class Connection {
   template <class At>
   bool attempt(At at, std::size_t count, Effect effect, std::vector<Reply>& replies,
                detail::IoFailure& failure) {
+    bool resent = false;
     for (int pass = 0;; ++pass) {
       ensure_ready();
       try {
-        if (exchange(at, count, replies, failure)) return true;
+        if (exchange(at, count, replies, failure)) {
+          if (!options_.sentinel.enabled() || !demoted(at, count, effect, replies) || resent) {
+            return true;
+          }
+          resent = true;  // READONLY, nothing ran: once more to the master found again
+          continue;
+        }
       } catch (...) {  // e.g. std::bad_alloc: answers may be on their way, never to be read
         drop();
         throw;
@@ -385,6 +530,21 @@ class Connection {
       if (pass == 0 && !timeout && retry_safe) continue;
       return false;
     }
+  }
+
+  // True when the replies say the server is a demoted master (READONLY) and the request ran
+  // no write, so it may be sent again; the connection is dropped on any READONLY (the next
+  // connect asks the sentinels).
+  template <class At>
+  bool demoted(At at, std::size_t count, Effect effect, const std::vector<Reply>& replies) {
+    using detail::sentinel::AfterReplies;
+    const AfterReplies v = detail::sentinel::after_replies(
+        count,
+        [&](std::size_t i) { return at(i).args().empty() ? std::string_view{} : at(i).args()[0]; },
+        [&](std::size_t i) -> const redisReply& { return *replies[i]; }, effect == Effect::read);
+    if (v == AfterReplies::keep) return false;
+    drop();
+    return v == AfterReplies::rediscover_and_resend;
   }
 
   // One request/response exchange of the commands at(0) … at(count - 1). Returns false with
@@ -452,6 +612,11 @@ class Connection {
   std::size_t received_ = 0;                 // bytes read on this connection
   std::string first_bytes_;                  // its first two (TLS or RESP?)
   bool closed_silently_ = false;             // the last connect's server closed before answering
+  detail::sentinel::Role role_ = detail::sentinel::Role::unknown;  // ROLE at the last connect
+  std::size_t next_sentinel_ = 0;  // the sentinel asked first: the last that named a master
+  std::string master_host_;        // the master the sentinels named at the last connect
+  int master_port_ = 0;
+  std::chrono::steady_clock::time_point master_checked_{};  // when a sentinel confirmed it
 };
 
 /// Bytes of a string or status reply.

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlq/errors.hpp"
 #include "dlq/redact.hpp"
@@ -55,6 +56,43 @@ struct PeerCertificate {
   std::chrono::system_clock::time_point not_after{};
 };
 
+/// One Redis Sentinel to ask where the master is.
+struct SentinelAddress {
+  std::string host;  ///< host name or IP address
+  int port = 26379;  ///< TCP port. Default 26379 (Sentinel's).
+};
+
+/// Redis Sentinel (the master of a replicated Redis found through its sentinels): on in
+/// ConnectionOptions when master_name is set. Every connect asks the sentinels in order
+/// (`SENTINEL get-master-addr-by-name`), connects to the address given and checks that the
+/// server's ROLE is master; a lost connection, a `READONLY` answer (a demoted master) or a
+/// role mismatch makes the next connect find the master again. `redis+sentinel://` URLs set
+/// it. The blocking connection and pool (RedisListStorage) support it; Cluster and the
+/// async API refuse it with dlq::invalid_argument.
+struct SentinelOptions {
+  /// The sentinels, asked in this order (starting with the last one that answered).
+  std::vector<SentinelAddress> sentinels;
+  /// The master's name in the sentinels' configuration (`sentinel monitor <name> …`).
+  /// Default empty (= no Sentinel: host and port are the server).
+  std::string master_name;
+  /// ACL user for `AUTH` on the sentinels. Default empty.
+  std::string user;
+  /// Password for `AUTH` on the sentinels (`requirepass` of the sentinels, not of the
+  /// master: that is ConnectionOptions::password). Default empty (= no AUTH). Never appears
+  /// in any message.
+  std::string password;
+  /// How often a connection in use asks a sentinel whether its server is still the master
+  /// (before a request, once this long after the last check). A master that the sentinels
+  /// replaced but that is still up keeps accepting writes until they reconfigure it (up to
+  /// ~10 s: their INFO period), and those writes are lost; the check bounds that window to
+  /// about this interval after the promotion. Default 1000 ms; 0 = never (only a lost
+  /// connection, READONLY or a role mismatch then leads to the new master).
+  std::chrono::milliseconds check_interval{1000};
+
+  /// True when the connection goes through sentinels.
+  bool enabled() const noexcept { return !master_name.empty(); }
+};
+
 /// How to reach one Redis server and how patient to be with it. Every default is stated;
 /// a zero duration means "no limit" where said so.
 struct ConnectionOptions {
@@ -92,9 +130,25 @@ struct ConnectionOptions {
   /// TLS (off by default; `rediss://` turns it on). connect_timeout bounds the TCP connect
   /// and the TLS handshake together.
   TlsOptions tls;
+  /// Redis Sentinel (off by default; `redis+sentinel://` turns it on): host and port are
+  /// then those of the master the sentinels named at the last connect. The reconnect
+  /// options above bound how long a failover is waited for (each try asks the sentinels).
+  SentinelOptions sentinel;
 
-  /// "host:port" or "unix:/path" — for messages; never contains the password.
+  /// "host:port", "unix:/path" or "master 'name' via sentinels h1:p1,h2:p2" — for
+  /// messages; never contains the password.
   std::string endpoint() const {
+    if (sentinel.enabled()) {
+      std::string e = "master '" + sentinel.master_name + "' via sentinels ";
+      for (std::size_t i = 0; i < sentinel.sentinels.size(); ++i) {
+        const SentinelAddress& a = sentinel.sentinels[i];
+        if (i > 0) e += ",";
+        e += (a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host) + ":" +
+             std::to_string(a.port);
+      }
+      if (db != 0) e += "/" + std::to_string(db);
+      return e;
+    }
     std::string e = unix_socket.empty() ? host_for_display() + ":" + std::to_string(port)
                                         : "unix:" + unix_socket;
     if (db != 0) e += "/" + std::to_string(db);
@@ -138,7 +192,9 @@ struct PoolOptions {
 /// named in words outside the URL.
 inline constexpr std::string_view url_forms =
     "redis://host:6379/0 (port and db optional; a password as user:password@ or :password@ "
-    "before the host), rediss://… (TLS) or unix:///path/redis.sock?db=N (also redis+unix://)";
+    "before the host), rediss://… (TLS), redis+sentinel://host:26379,host:26379/master_name "
+    "(Sentinel; the master's password as in redis://) or unix:///path/redis.sock?db=N (also "
+    "redis+unix://)";
 
 namespace detail {
 
@@ -164,13 +220,15 @@ struct UrlScheme {
   std::string_view prefix;  ///< "redis://", …
   bool unix_socket;         ///< the rest is a socket path
   bool tls;                 ///< TlsOptions::enabled
+  bool sentinel = false;    ///< the hosts are sentinels, the path names the master
 };
 
 /// Every scheme parse_url accepts: the one list (parse_url and is_url read it).
 inline constexpr UrlScheme url_schemes[] = {{"redis://", false, false},
                                             {"rediss://", false, true},
                                             {"unix://", true, false},
-                                            {"redis+unix://", true, false}};
+                                            {"redis+unix://", true, false},
+                                            {"redis+sentinel://", false, false, true}};
 
 /// The entry of url_schemes `url` begins with; nullptr when none.
 inline const UrlScheme* find_url_scheme(std::string_view url) noexcept {
@@ -271,7 +329,8 @@ inline bool echoable_parameter_name(std::string_view key) {
                                        std::string_view key, bool after_secret) {
   static constexpr const char* known =
       " (known: db, user, password; with rediss://: ca_file, ca_dir, cert_file, key_file, "
-      "server_name, insecure_skip_verify)";
+      "server_name, insecure_skip_verify; with redis+sentinel://: sentinel_user, "
+      "sentinel_password)";
   if (pair.find('=') == std::string_view::npos || after_secret) {
     bad_url(url, std::string("a query part that is no parameter") +
                      (after_secret ? " follows the password or user" : " (no '=')") +
@@ -293,8 +352,17 @@ inline void apply_query(std::string_view url, std::string_view query, Connection
     const std::string_view key = pair.substr(0, eq);
     const std::string_view value =
         eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
-    const bool secret = key == "password" || key == "user" || key == "username";
-    if (key == "db") {
+    const bool secret = key == "password" || key == "user" || key == "username" ||
+                        key == "sentinel_password" || key == "sentinel_user" ||
+                        key == "sentinel_username";
+    if (key.substr(0, 9) == "sentinel_" && secret) {
+      if (!o.sentinel.enabled()) {
+        bad_url(url, "parameter '" + std::string(key) +
+                         "' outside a redis+sentinel:// URL (it is for the sentinels)");
+      }
+      (key == "sentinel_password" ? o.sentinel.password : o.sentinel.user) =
+          percent_decode(url, value);
+    } else if (key == "db") {
       o.db = static_cast<int>(parse_number(url, value, "db", 0, 1 << 20));
     } else if (key == "password") {
       o.password = percent_decode(url, value);
@@ -347,13 +415,15 @@ inline void refuse_query_in_user_info(std::string_view url, std::string_view res
       query.substr(pair_start == std::string_view::npos ? 0 : pair_start + 1);
   const std::string_view key = pair.substr(0, pair.find('='));
   if (pair.find('=') < pair.find('@')) {
-    for (const std::string_view text_key : {"user", "username", "password", "ca_file", "ca_dir",
-                                            "cert_file", "key_file", "server_name"})
+    for (const std::string_view text_key :
+         {"user", "username", "password", "ca_file", "ca_dir", "cert_file", "key_file",
+          "server_name", "sentinel_user", "sentinel_username", "sentinel_password"})
       if (key == text_key) return;
   }
-  bad_url(url, "the '@' that ends the user name and password comes after a '?', which starts "
-               "the query: write a '?' in a user name or password as %3F (and '#' as %23, "
-               "'&' as %26, '@' as %40)");
+  bad_url(url,
+          "the '@' that ends the user name and password comes after a '?', which starts "
+          "the query: write a '?' in a user name or password as %3F (and '#' as %23, "
+          "'&' as %26, '@' as %40)");
 }
 
 // The TCP part of a Redis URL (parse_url) after the user-info: host (or [ipv6]), port and
@@ -393,6 +463,35 @@ inline void parse_tcp_address(std::string_view url, std::string_view rest, Conne
   if (!path.empty()) o.db = static_cast<int>(parse_number(url, path, "db", 0, 1 << 20));
 }
 
+// The part of a redis+sentinel:// URL (parse_url) after the user-info:
+// `host[:port][,host[:port]…]/master_name[/db]`, stored in `o.sentinel` (and o.db).
+inline void parse_sentinel_address(std::string_view url, std::string_view rest,
+                                   ConnectionOptions& o) {
+  const auto slash = rest.find('/');
+  std::string_view hosts = rest.substr(0, slash);
+  const std::string_view path =
+      slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+  while (true) {
+    const auto comma = hosts.find(',');
+    ConnectionOptions one;
+    one.port = 26379;
+    parse_tcp_address(url, hosts.substr(0, comma), one);
+    o.sentinel.sentinels.push_back(SentinelAddress{one.host, one.port});
+    if (comma == std::string_view::npos) break;
+    hosts = hosts.substr(comma + 1);
+  }
+  const auto db_slash = path.find('/');
+  o.sentinel.master_name = percent_decode(url, path.substr(0, db_slash));
+  if (o.sentinel.master_name.empty()) {
+    bad_url(url, "no master name: redis+sentinel://host:26379[,…]/master_name[/db]");
+  }
+  if (db_slash != std::string_view::npos) {
+    o.db = static_cast<int>(parse_number(url, path.substr(db_slash + 1), "db", 0, 1 << 20));
+  }
+  o.host.clear();  // the master's address is what the sentinels say at each connect
+  o.port = 0;
+}
+
 }  // namespace detail
 
 /// Parses a Redis URL into connection options (timeouts and retries keep their defaults).
@@ -406,6 +505,10 @@ inline void parse_tcp_address(std::string_view url, std::string_view rest, Conne
 ///    in a `redis://` URL (never a silent plain-TCP connection).
 ///  - `unix:///path/redis.sock[?db=N&user=U&password=P]`, also `redis+unix://` and
 ///    `unix://[[user]:password@]/path`.
+///  - `redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/master_name[/db]`
+///    `[?sentinel_user=U&sentinel_password=P]` — Redis Sentinel (SentinelOptions): the
+///    hosts are the sentinels (default port 26379), user and password are the master's,
+///    sentinel_user and sentinel_password those of the sentinels.
 /// @throws dlq::invalid_argument for anything else (other schemes, a bad port or db, an
 ///         empty host or path, cert_file without key_file). The message never contains the
 ///         password. A build without OpenSSL parses `rediss://` too; connecting then fails
@@ -433,6 +536,8 @@ inline ConnectionOptions parse_url(std::string_view url) {
     o.unix_socket = detail::percent_decode(url, rest);
     o.host.clear();
     o.port = 0;
+  } else if (scheme->sentinel) {
+    detail::parse_sentinel_address(url, rest, o);
   } else {
     detail::parse_tcp_address(url, rest, o);
   }
@@ -442,9 +547,9 @@ inline ConnectionOptions parse_url(std::string_view url) {
 }
 
 /// True when `url` begins with a scheme parse_url accepts — `redis://`, `rediss://`,
-/// `unix://` or `redis+unix://` (case-sensitive, as parse_url) — so a program that takes
-/// several kinds of store URL can tell a Redis one without a list of its own. Says nothing
-/// about the rest: parse_url checks that (and throws).
+/// `redis+sentinel://`, `unix://` or `redis+unix://` (case-sensitive, as parse_url) — so a program
+/// that takes several kinds of store URL can tell a Redis one without a list of its own. Says
+/// nothing about the rest: parse_url checks that (and throws).
 inline bool is_url(std::string_view url) noexcept {
   return detail::find_url_scheme(url) != nullptr;
 }

@@ -71,6 +71,13 @@ class redis_link : public std::enable_shared_from_this<redis_link> {
           "redis", endpoint, "TLS (rediss://) is not supported by the asynchronous connection yet",
           "use the blocking dlq::RedisListStorage for a TLS server"));
     }
+    if (options.sentinel.enabled()) {
+      throw dlq::invalid_argument(dlq::detail::message(
+          "redis", endpoint,
+          "Redis Sentinel (redis+sentinel://) is not supported by the asynchronous connection "
+          "yet",
+          "use the blocking dlq::RedisListStorage, or the master's redis:// URL"));
+    }
   }
   ~redis_link() { close(); }
   redis_link(const redis_link&) = delete;
