@@ -16,7 +16,9 @@
 #   tsan       clang++, C++17, ThreadSanitizer, header-only: builds and runs only the tests in
 #              which threads share one queue (the list below), so it stays a few minutes
 # and, when named, gcc-20 (g++, C++20, ASan + UBSan, header-only). The budget: well under 45
-# minutes on the 2-core machine, where building dominates (~7 s of CPU per test object at
+# minutes on the 2-core machine. Each configuration's build runs while the tests of the one
+# before run, at nice 19 (tsan, then clang-20, then gcc-17: the longest build overlaps the
+# longest tests); still, building dominates (~7 s of CPU per test object at
 # -O0); a fourth full configuration took it past an hour. So each configuration adds what
 # the others lack: g++ and clang++, C++17 and C++20, header-only and compiled, ASan + UBSan
 # and TSan. Header self-containment objects (~80, a third of a configuration's compile time)
@@ -26,7 +28,7 @@
 # Tests that need Redis get a private redis-server on a free loopback port, started and
 # stopped by ctest (tests/support/redis_server.sh); nothing needs a server started by hand.
 #
-#   scripts/test.sh            gcc-17, clang-20 and tsan
+#   scripts/test.sh            tsan, clang-20 and gcc-17
 #   scripts/test.sh --quick    gcc-17 only
 #   scripts/test.sh gcc-20 …   the named configurations
 set -euo pipefail
@@ -68,7 +70,8 @@ if ! { [ web/node_modules/.package-lock.json -nt web/package-lock.json ] ||
   lint_failed=1
 fi
 
-configs=(gcc-17 clang-20 tsan)
+# The shortest build first: each next build overlaps the tests before it (below).
+configs=(tsan clang-20 gcc-17)
 # Tests in which several threads share one queue or store: run again under ThreadSanitizer.
 tsan_tests=(test_core test_contract_memory test_kv test_contract_kv test_kv_sqlite
             test_contract_kv_sqlite test_job_queue test_filtered_replay_concurrent_removal
@@ -88,18 +91,19 @@ failed=$lint_failed
 failed_configs=()
 [ "$lint_failed" -eq 0 ] || failed_configs+=(eslint)
 timings=()
-for config in "${configs[@]}"; do
-  start=$SECONDS
-  build_type=Debug
+mkdir -p "$root/build-test"
+
+# configure_and_build CONFIG: configures build-test/CONFIG and builds what its tests need;
+# the output goes to build-test/CONFIG.build.log. Returns the build's status.
+configure_and_build() {
+  local config=$1 cxx std build_type=Debug extra
   case "$config" in
     gcc-17)   cxx=g++;     std=17; build_type=Release; extra=(-DDLQ_CONSUMER_TESTS=ON -DDLQ_BROWSER_TESTS=ON -DDLQ_TLS_TESTS=OFF -DDLQ_SENTINEL_TESTS=OFF) ;;
     clang-20) cxx=clang++; std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_COMPILED=ON -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_HEADER_TESTS=OFF) ;;
     gcc-20)   cxx=g++;     std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_SENTINEL_TESTS=OFF -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_HEADER_TESTS=OFF) ;;
     tsan)     cxx=clang++; std=17; extra=(-DDLQ_SANITIZE=thread -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
-    *) echo "test.sh: unknown configuration '$config' (gcc-17, clang-20, gcc-20, tsan)" >&2; exit 2 ;;
   esac
-  build="$root/build-test/$config"
-  mkdir -p "$root/build-test"
+  local build="$root/build-test/$config"
   echo "=== $config: $cxx, C++$std ${extra[*]}"
   # -g1 (line tables only): failures still point at file:line, and the debug info no test
   # reads stops costing ~13 % of every compile (the build is most of this script's time).
@@ -107,15 +111,20 @@ for config in "${configs[@]}"; do
         -DCMAKE_CXX_COMPILER="$cxx" \
         -DCMAKE_CXX_STANDARD="$std" -DCMAKE_CXX_STANDARD_REQUIRED=ON -DCMAKE_CXX_EXTENSIONS=OFF \
         -DDLQ_BUILD_TESTS=ON -DDLQ_BUILD_EXAMPLES=ON "${extra[@]}" >"$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log"; exit 1; }
-  select=()
+    { cat "$build.configure.log"; return 1; }
   if [ "$config" = tsan ]; then
     cmake --build "$build" -j"$jobs" --target "${tsan_tests[@]}"
-    select=(-R "^($(IFS='|'; echo "${tsan_tests[*]}"))\$")
   else
     cmake --build "$build" -j"$jobs"
   fi
-  log="$build.ctest.log"
+}
+
+# run_tests CONFIG: runs the configuration's tests and adds them up.
+run_tests() {
+  local config=$1 build="$root/build-test/$1" select=() rc summary total nfail
+  [ "$config" != tsan ] || select=(-R "^($(IFS='|'; echo "${tsan_tests[*]}"))\$")
+  local log="$build.ctest.log"
+  echo "=== $config: tests"
   set +e
   (cd "$build" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
      TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
@@ -131,11 +140,54 @@ for config in "${configs[@]}"; do
     failed_configs+=("$config")
     [ -n "$nfail" ] && [ "$nfail" -gt 0 ] || failed=$((failed + 1))
   fi
-  timings+=("$config $((SECONDS - start)) s")
+}
+
+for config in "${configs[@]}"; do
+  case "$config" in
+    gcc-17|clang-20|gcc-20|tsan) ;;
+    *) echo "test.sh: unknown configuration '$config' (gcc-17, clang-20, gcc-20, tsan)" >&2; exit 2 ;;
+  esac
+done
+
+# The configurations are pipelined: while one configuration's tests run, the next one is
+# built at the lowest CPU priority (nice 19), so the build takes only the CPU the tests
+# leave idle (they spend much of their time waiting for servers and timers) and the tests
+# run as they would alone. The build's output is printed when it is done.
+build_pid=""
+# A build still running when this script ends (interrupted, or a set -e exit) is stopped with it.
+trap '[ -z "$build_pid" ] || kill -- -"$build_pid" 2>/dev/null || true' EXIT
+build_start=$SECONDS
+setsid bash -c "$(declare -f configure_and_build); $(declare -p root jobs tsan_tests); \
+                configure_and_build ${configs[0]}" >"$root/build-test/${configs[0]}.build.log" 2>&1 &
+build_pid=$!
+for i in "${!configs[@]}"; do
+  config=${configs[$i]}
+  build_rc=0
+  wait "$build_pid" || build_rc=$?
+  build_pid=""
+  cat "$root/build-test/$config.build.log" | grep -v '^\[[0-9]*/[0-9]*\] ' || true
+  timings+=("$config build $((SECONDS - build_start)) s")
+  next=$((i + 1))
+  if [ "$next" -lt "${#configs[@]}" ]; then
+    build_start=$SECONDS
+    setsid nice -n 19 bash -c "$(declare -f configure_and_build); $(declare -p root jobs tsan_tests); \
+                        configure_and_build ${configs[$next]}" \
+      >"$root/build-test/${configs[$next]}.build.log" 2>&1 &
+    build_pid=$!
+  fi
+  if [ "$build_rc" -ne 0 ]; then
+    echo "test.sh: $config did not build (build-test/$config.build.log)"
+    failed_configs+=("$config")
+    failed=$((failed + 1))
+    continue
+  fi
+  start=$SECONDS
+  run_tests "$config"
+  timings+=("$config tests $((SECONDS - start)) s")
 done
 
 echo
-echo "test.sh: wall time per configuration (build + tests): $(IFS=','; echo "${timings[*]}" | sed 's/,/, /g'); total ${SECONDS} s"
+echo "test.sh: wall times (a build overlaps the tests before it): $(IFS=','; echo "${timings[*]}" | sed 's/,/, /g'); total ${SECONDS} s"
 if [ ${#failed_configs[@]} -gt 0 ]; then
   echo "test.sh: FAILED in: ${failed_configs[*]}"
 fi
