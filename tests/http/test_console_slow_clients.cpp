@@ -488,9 +488,10 @@ TEST_CASE("bodies still arriving are held up to a bound in all (round 9)") {
   limits.max_unsent_bytes = std::size_t{8} << 20;
   Served s(with_token(), limits);
   const std::size_t body = std::size_t{1} << 20;
-  const std::string head = "POST /api/replay HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-                           "application/json\r\nContent-Length: " +
-                           std::to_string(body) + "\r\n\r\n";
+  const std::string head =
+      "POST /api/replay HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body) + "\r\n\r\n";
   const std::string most(body - 1, ' ');
   Peers slow;
   for (const char* address : {"127.0.0.2", "127.0.0.3"})
@@ -508,9 +509,9 @@ TEST_CASE("bodies still arriving are held up to a bound in all (round 9)") {
   }
   INFO("connections open " << c.open << ", refused " << c.requests_refused << ", bytes held "
        << c.unsent_bytes);
-  CHECK(c.requests_refused == 24);          // 8 bodies of 1 MiB fit in 8 MiB
+  CHECK(c.requests_refused == 24);  // 8 bodies of 1 MiB fit in 8 MiB
   CHECK(c.unsent_bytes <= limits.max_unsent_bytes);
-  CHECK(c.busy == 0);                       // none of them holds a worker
+  CHECK(c.busy == 0);  // none of them holds a worker
   // an operator on the host is still answered, and so is a small request of another address
   CHECK(good_round(s.port) < prompt);
 }
