@@ -358,4 +358,28 @@ TEST_CASE("every hint of the parser's errors stays readable through the redactio
   }
 }
 
+TEST_CASE("a password that lost its '@' shows no part after a '/', '?' or '#' (round 9)",
+          "[redact]") {
+  // redis://user:pass without "@host": the authority read as `user:password` was masked up
+  // to the first '/', '?' or '#', but a password may hold them: "redis://***/SECb" (a random
+  // run of 200000 URLs: 4282 parser errors showed part of such a password).
+  for (const std::string url :
+       {"redis://u:SECa/SECb", "redis://:SECa?SECb", "rediss://u:SECa#SECb/0", "redis://:SECa/SECb?db=1",
+        "redis+sentinel://h1:26379,:SECa/SECb/m", "redis+sentinel://u:SECa#SECb,h2/m"}) {
+    INFO(url);
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("at " + url + " now"), "SEC"));
+    try {
+      (void)dlq::redis::parse_url(url);
+      FAIL_CHECK("parsed");
+    } catch (const std::exception& e) {
+      CHECK_FALSE(has(e.what(), "SEC"));
+    }
+  }
+  // addresses keep their path
+  CHECK(dlq::redact_url("redis://h:6379/0?db=1") == "redis://h:6379/0?db=1");
+  CHECK(dlq::redact_url("redis+sentinel://h1:26379,[::1]:26380/m/2") ==
+        "redis+sentinel://h1:26379,[::1]:26380/m/2");
+}
+
 }  // namespace test_redact
