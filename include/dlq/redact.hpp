@@ -12,7 +12,8 @@
 ///    `ca_file=/a@b` path) therefore masks the host too — never a leak;
 ///  - a URL without '@' whose authority reads as `user:password` (no host before its ':', or
 ///    no port after it: 1..65535 without a leading zero, detail::is_port_text, the parser's
-///    rule too) is masked up to its path: `redis://alice:pw` → `redis://***`, and so are
+///    rule too) is masked to its end (the password may hold '/', '?', '#':
+///    `redis://u:pa/ss` → `redis://***`): `redis://alice:pw` → `redis://***`, and so are
 ///    all-digit passwords `redis://:12345`, `redis://u:123456`; a comma-separated list of
 ///    hosts (redis+sentinel://h1:26379,h2:26379/m) is kept when every item is `host`,
 ///    `host:port` or `[ipv6]:port`;
@@ -104,10 +105,10 @@ inline bool is_port_text(std::string_view text) noexcept {
   return v <= 65535;
 }
 
-/// Masks the authority (up to '/', '?' or '#') starting at `from` of a URL ending at `to`
-/// that has no '@' but reads as `user:password` (before its first ':' stands no host, or
-/// after it something that is not a port, is_port_text; `[ipv6]` excepted): a password whose
-/// "@host" was forgotten. Returns the new end.
+/// Masks the rest, from `from` to `to`, of a URL without '@' whose authority (up to '/', '?'
+/// or '#') reads as `user:password` (before its first ':' stands no host, or after it
+/// something that is not a port, is_port_text; `[ipv6]` excepted): a password whose "@host"
+/// was forgotten, and that may hold '/', '?' or '#' itself. Returns the new end.
 inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::size_t to) {
   std::size_t end = from;
   while (end < to && text[end] != '/' && text[end] != '?' && text[end] != '#')
@@ -133,8 +134,9 @@ inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::
     item = stop + 1;
   }
   if (addresses) return to;
-  text.replace(from, end - from, "***");
-  return to + 3 - (end - from);
+  // a password may hold '/', '?' and '#': what follows its first one is no path to show
+  text.replace(from, to - from, "***");
+  return from + 3;
 }
 
 /// True when the scheme that ends at `colon` (the ':' of "://") in `text` names files
