@@ -12,7 +12,8 @@
 ///    `ca_file=/a@b` path) therefore masks the host too — never a leak;
 ///  - a URL without '@' whose authority reads as `user:password` (no host before its ':', or
 ///    no port after it: 1..65535 without a leading zero, detail::is_port_text, the parser's
-///    rule too) is masked up to its path: `redis://alice:pw` → `redis://***`, and so are
+///    rule too) is masked to its end (the password may hold '/', '?', '#':
+///    `redis://u:pa/ss` → `redis://***`): `redis://alice:pw` → `redis://***`, and so are
 ///    all-digit passwords `redis://:12345`, `redis://u:123456`; a comma-separated list of
 ///    hosts (redis+sentinel://h1:26379,h2:26379/m) is kept when every item is `host`,
 ///    `host:port` or `[ipv6]:port`;
@@ -25,7 +26,9 @@
 ///  - the value of every `key=value` parameter whose key names a secret — it contains
 ///    `pass` (password, passwd, sentinel-password, tls_key_passphrase), `pwd`, `secret`,
 ///    `token`, `auth` or `credential`, in any case — is replaced up to the next `&key=`
-///    (so a value holding '&', ';', '#' or '@' is masked whole) or the end of the URL;
+///    whose key is a parameter a dlq URL knows (detail::is_url_parameter) or a secret's
+///    (so a value holding '&', ';', '#', '@' or `&x=` is masked whole) or the end of the
+///    URL: `?password=pa&x=y&db=1` → `?password=***&db=1`;
 ///  - in a message (redact_secrets) a URL and a value end at whitespace or a quote — except
 ///    a URL whose first word ends inside its authority (no '/', '?' or '#' after `://`): a
 ///    password may hold a space (`redis://u:pa ss@host`), so it runs on to the last '@'
@@ -64,12 +67,28 @@ inline bool is_secret_parameter(std::string_view key) {
   return false;
 }
 
-/// True when `text` at `i` holds a parameter: a name then '='.
-inline bool starts_parameter(const std::string& text, std::size_t i) noexcept {
+/// True when `key` is a parameter a dlq URL knows: those of dlq::redis::parse_url (exact
+/// case, as the parser reads them; sqlite:// URLs take none). Any other `&key=` after a
+/// secret value may be a piece of it — a password holding an unencoded "&x=", which the
+/// parser refuses without naming it — so it does not end the value.
+inline bool is_url_parameter(std::string_view key) noexcept {
+  for (const std::string_view known :
+       {"db", "user", "username", "password", "ca_file", "ca_dir", "cert_file", "key_file",
+        "server_name", "insecure_skip_verify", "sentinel_user", "sentinel_username",
+        "sentinel_password"})
+    if (key == known) return true;
+  return false;
+}
+
+/// True when `text` at `i` holds a parameter that ends a secret value: a name then '=',
+/// the name one a dlq URL knows (is_url_parameter) or itself a secret's (masked in turn).
+inline bool starts_parameter(const std::string& text, std::size_t i) {
   const std::size_t name = i;
   while (i < text.size() && is_parameter_name_char(text[i]))
     ++i;
-  return i > name && i < text.size() && text[i] == '=';
+  if (i == name || i >= text.size() || text[i] != '=') return false;
+  const std::string_view key = std::string_view(text).substr(name, i - name);
+  return is_url_parameter(key) || is_secret_parameter(key);
 }
 
 /// True when `text` is a TCP port as a URL writes it: 1..65535 in decimal, without a leading
@@ -86,10 +105,10 @@ inline bool is_port_text(std::string_view text) noexcept {
   return v <= 65535;
 }
 
-/// Masks the authority (up to '/', '?' or '#') starting at `from` of a URL ending at `to`
-/// that has no '@' but reads as `user:password` (before its first ':' stands no host, or
-/// after it something that is not a port, is_port_text; `[ipv6]` excepted): a password whose
-/// "@host" was forgotten. Returns the new end.
+/// Masks the rest, from `from` to `to`, of a URL without '@' whose authority (up to '/', '?'
+/// or '#') reads as `user:password` (before its first ':' stands no host, or after it
+/// something that is not a port, is_port_text; `[ipv6]` excepted): a password whose "@host"
+/// was forgotten, and that may hold '/', '?' or '#' itself. Returns the new end.
 inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::size_t to) {
   std::size_t end = from;
   while (end < to && text[end] != '/' && text[end] != '?' && text[end] != '#')
@@ -115,8 +134,9 @@ inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::
     item = stop + 1;
   }
   if (addresses) return to;
-  text.replace(from, end - from, "***");
-  return to + 3 - (end - from);
+  // a password may hold '/', '?' and '#': what follows its first one is no path to show
+  text.replace(from, to - from, "***");
+  return from + 3;
 }
 
 /// True when the scheme that ends at `colon` (the ':' of "://") in `text` names files

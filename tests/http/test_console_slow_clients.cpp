@@ -477,6 +477,45 @@ TEST_CASE("answers their peers do not read are held up to a bound in all") {
   CHECK(c.responses_dropped == 32 - c.open);
 }
 
+TEST_CASE("bodies still arriving are held up to a bound in all (round 9)") {
+  // Bodies are buffered whole before a worker takes a request, up to max_body_bytes (1 MiB)
+  // per connection. 31 addresses at their cap of 16 connections each sending 1 MiB - 1 byte
+  // and no more made `dlqctl serve` hold 496 of them: RSS 11 -> 512 MiB (bodies.py of round
+  // 9), 8 times the bound on answers not taken, renewed every request_timeout. Bodies and
+  // answers held for slow peers now share ServerLimits::max_unsent_bytes: a head whose body
+  // would go over it gets 503 at once. Here 8 MiB and 2 addresses x 16 bodies of 1 MiB.
+  dlq::http::ServerLimits limits;
+  limits.max_unsent_bytes = std::size_t{8} << 20;
+  Served s(with_token(), limits);
+  const std::size_t body = std::size_t{1} << 20;
+  const std::string head =
+      "POST /api/replay HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body) + "\r\n\r\n";
+  const std::string most(body - 1, ' ');
+  Peers slow;
+  for (const char* address : {"127.0.0.2", "127.0.0.3"})
+    for (int k = 0; k < 16; ++k) {
+      const int fd = connect_from(address, s.port);
+      REQUIRE(fd >= 0);
+      slow.fds.push_back(fd);
+      send_all(fd, head + most);
+    }
+  const auto until = clock_type::now() + std::chrono::seconds(10);
+  dlq::http::ServerCounts c = s.server.counts();
+  while (c.requests_refused < 24 && clock_type::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    c = s.server.counts();
+  }
+  INFO("connections open " << c.open << ", refused " << c.requests_refused << ", bytes held "
+       << c.unsent_bytes);
+  CHECK(c.requests_refused == 24);  // 8 bodies of 1 MiB fit in 8 MiB
+  CHECK(c.unsent_bytes <= limits.max_unsent_bytes);
+  CHECK(c.busy == 0);  // none of them holds a worker
+  // an operator on the host is still answered, and so is a small request of another address
+  CHECK(good_round(s.port) < prompt);
+}
+
 TEST_CASE("requests whose body could hold a worker are answered by the server at once") {
   // With a token, so that the console would otherwise take each request to its handler. Each
   // is answered within 1 s (well below the read timeout of 5 s) and its connection closed.

@@ -215,8 +215,9 @@ TEST_CASE("sentinel: URLs are redacted, hosts kept", "[redis][sentinel][url]") {
   // Without credentials, the list of sentinels is no lost user-info: it stays readable.
   CHECK(dlq::redact_url("redis+sentinel://h1:26379,h2:26380/m") ==
         "redis+sentinel://h1:26379,h2:26380/m");
-  // A password whose '@host' was forgotten is still masked.
-  CHECK(dlq::redact_url("redis+sentinel://u:pw,h2:1/m") == "redis+sentinel://***/m");
+  // A password whose '@host' was forgotten is still masked, with what follows (the password
+  // may hold '/': dlq/redact.hpp).
+  CHECK(dlq::redact_url("redis+sentinel://u:pw,h2:1/m") == "redis+sentinel://***");
   CHECK(dlq::redact_secrets("connecting to redis+sentinel://:x@h:1/m failed") ==
         "connecting to redis+sentinel://***@h:1/m failed");
 }

@@ -48,7 +48,8 @@
 ///   handler's end (else the connection is closed) and only then reads the connection's next
 ///   request. So peers that never read what they asked for hold memory but no worker: at
 ///   most ServerLimits::max_unsent_bytes of answers in all (plus those of 127.0.0.1 and ::1);
-///   a connection whose answer would go over it is closed, its answer dropped.
+///   a connection whose answer would go over it is closed, its answer dropped. Bodies still
+///   arriving count against the same bound (a head whose body would go over it: 503).
 /// - Each client address (IPv6: each /64) may hold at most
 ///   ServerLimits::max_connections_per_client connections; more are answered 503 and closed
 ///   at once. At most ServerLimits::max_busy_per_client of its requests are handled at once;
@@ -243,8 +244,8 @@ class GuardedServer : public httplib::Server {
                                            lim_.max_connections_per_client, lim_.local_reserve);
         if (full) {
           ++refused_;
-          answer(fd, "503 Service Unavailable", "too_many_connections",
-                 "too many connections from this address, or in all; close some and retry");
+          detail::answer(fd, "503 Service Unavailable", "too_many_connections",
+                         "too many connections from this address, or in all; close some and retry");
           ::shutdown(fd, SHUT_RDWR);
           ::close(fd);
           return;
@@ -294,7 +295,8 @@ class GuardedServer : public httplib::Server {
         per_client_.erase(it);
     }
 
-    // The answer of `c` is sent (or dropped): its bytes no longer count as held.
+    // The answer of `c` is sent (or dropped), or its body handed over: its bytes no longer
+    // count as held.
     void release_locked(connection& c) {
       unsent_ -= c.held;
       c.held = 0;
@@ -319,6 +321,7 @@ class GuardedServer : public httplib::Server {
         if (c.plan.status != 0) return head_state::refused;
         c.need = head + c.plan.body;
         if (c.buf.size() - c.off < c.need) {
+          if (!hold_body(c)) return head_state::refused;
           c.deadline = now + lim_.request_timeout;  // the body's own time, from the head
           if (c.plan.expect_continue) {
             static const char go_on[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -327,6 +330,26 @@ class GuardedServer : public httplib::Server {
         }
       }
       return c.buf.size() - c.off >= c.need ? head_state::ready : head_state::waiting;
+    }
+
+    // Counts the body `c` is about to receive against ServerLimits::max_unsent_bytes, as an
+    // answer its peer has not taken (detail::keep_unsent: one always, the host's regardless):
+    // a peer that sends slowly would otherwise keep max_body_bytes buffered per connection,
+    // up to max_connections of them (496 MiB). Over it: the plan becomes a 503, and false.
+    bool hold_body(connection& c) {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!detail::keep_unsent(unsent_, c.plan.body, detail::local_address(c.ip),
+                               lim_.max_unsent_bytes)) {
+        c.plan.status = 503;
+        c.plan.code = "busy";
+        c.plan.message =
+            "the server holds as many request bodies and answers as it may for "
+            "slow peers; send it again later";
+        return false;
+      }
+      c.held = c.plan.body;  // released when the request is handed over or closed
+      unsent_ += c.held;
+      return true;
     }
 
     // Reads what the socket has, until the request is complete or refused (a closing
@@ -347,23 +370,12 @@ class GuardedServer : public httplib::Server {
       }
     }
 
-    static void answer(int fd, const char* status, const std::string& code,
-                       const std::string& message) {
-      const std::string body =
-          "{\"error\":{\"code\":\"" + code + "\",\"message\":\"[dlq.http] " + message + "\"}}\n";
-      const std::string text = std::string("HTTP/1.1 ") + status +
-                               "\r\nConnection: close\r\nContent-Type: application/json; "
-                               "charset=utf-8\r\nContent-Length: " +
-                               std::to_string(body.size()) + "\r\n\r\n" + body;
-      (void)::send(fd, text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
-
     // Answers `c` with an error and half-closes it: it stays with the poller, which drops
     // what the peer still sends (so that the peer reads the answer, not a reset) until the
     // peer closes or head_timeout passes.
     void refuse_locked(connection& c, const char* status, const std::string& code,
                        const std::string& message, clock::time_point now) {
-      answer(c.fd, status, code, message);
+      detail::answer(c.fd, status, code, message);
       ::shutdown(c.fd, SHUT_WR);
       c.closing = true;
       c.buf.clear();
@@ -371,22 +383,12 @@ class GuardedServer : public httplib::Server {
       c.deadline = now + lim_.head_timeout;
     }
 
-    static const char* status_line(int status) {
-      switch (status) {
-        case 411:
-          return "411 Length Required";
-        case 413:
-          return "413 Payload Too Large";
-        default:
-          return "400 Bad Request";
-      }
-    }
-
     // Hands `c` to the workers, or answers and closes it, or keeps it waiting (returned).
     conn_ptr settle(conn_ptr c, head_state st, clock::time_point now) {
       if (st == head_state::ready) {
         {
           std::lock_guard<std::mutex> lock(m_);
+          release_locked(*c);  // its body is in: the bytes are the worker's now
           ready_.push_back(std::move(c));
         }
         work_cv_.notify_all();
@@ -408,22 +410,22 @@ class GuardedServer : public httplib::Server {
       }
       if (st == head_state::refused) {
         ++requests_refused_;
-        refuse_locked(*c, status_line(c->plan.status), c->plan.code, c->plan.message, now);
+        refuse_locked(*c, detail::status_line(c->plan.status), c->plan.code, c->plan.message, now);
         return c;
       }
       if (st == head_state::waiting) {
         if (c->need != 0) {
           ++bodies_late_;
-          answer(c->fd, "408 Request Timeout", "request_timeout",
-                 "the request body did not arrive within " +
-                     std::to_string(lim_.request_timeout.count()) +
-                     " ms of its head; send it at once");
+          detail::answer(c->fd, "408 Request Timeout", "request_timeout",
+                         "the request body did not arrive within " +
+                             std::to_string(lim_.request_timeout.count()) +
+                             " ms of its head; send it at once");
         } else {
           ++head_timeouts_;
           if (c->buf.size() > c->off)  // part of a request came: say why it ends
-            answer(c->fd, "408 Request Timeout", "request_timeout",
-                   "the request head did not arrive within " +
-                       std::to_string(lim_.head_timeout.count()) + " ms; send it at once");
+            detail::answer(c->fd, "408 Request Timeout", "request_timeout",
+                           "the request head did not arrive within " +
+                               std::to_string(lim_.head_timeout.count()) + " ms; send it at once");
         }
       }
       close_locked(*c);
@@ -617,7 +619,7 @@ class GuardedServer : public httplib::Server {
     std::uint64_t bodies_late_ = 0;
     std::uint64_t responses_late_ = 0;
     std::uint64_t responses_dropped_ = 0;
-    std::size_t unsent_ = 0;  // bytes of answers held for peers (ServerLimits::max_unsent_bytes)
+    std::size_t unsent_ = 0;  // bytes of answers and bodies held for peers (max_unsent_bytes)
     std::uint64_t requests_refused_ = 0;
     std::thread poller_;
     std::vector<std::thread> workers_;

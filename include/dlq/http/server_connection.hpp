@@ -111,6 +111,33 @@ inline bool keep_unsent(std::size_t held, std::size_t size, bool local, std::siz
   return max_unsent == 0 || local || held == 0 || (held <= max_unsent && size <= max_unsent - held);
 }
 
+// The status line of an answer the server gives itself for a body_plan's `status`.
+inline const char* status_line(int status) {
+  switch (status) {
+    case 411:
+      return "411 Length Required";
+    case 413:
+      return "413 Payload Too Large";
+    case 503:
+      return "503 Service Unavailable";
+    default:
+      return "400 Bad Request";
+  }
+}
+
+// Sends, without waiting, an answer the server gives itself: `status` (a status line) and a
+// JSON error `code` and `message`, then "Connection: close".
+inline void answer(int fd, const char* status, const std::string& code,
+                   const std::string& message) {
+  const std::string body =
+      "{\"error\":{\"code\":\"" + code + "\",\"message\":\"[dlq.http] " + message + "\"}}\n";
+  const std::string text = std::string("HTTP/1.1 ") + status +
+                           "\r\nConnection: close\r\nContent-Type: application/json; "
+                           "charset=utf-8\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n" + body;
+  (void)::send(fd, text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 // What the poller does with a request once its head (request line and headers, ending in
 // an empty line) has arrived: read `body` more bytes and then hand the request to a worker,
 // or answer `status` itself and close (a request that can never be served, or whose body
@@ -264,7 +291,8 @@ struct guarded_connection {
   bool close_after = false;  // close once out is sent (else read the next request)
   server_clock::time_point deadline;
   std::size_t requests = 0;  // served on this connection
-  std::size_t held = 0;      // bytes of `out` counted against ServerLimits::max_unsent_bytes
+  std::size_t held = 0;      // bytes of `out`, or of the body being read, counted against
+                             // ServerLimits::max_unsent_bytes
 
   // True while part of an answer is still to be sent.
   bool writing() const noexcept { return out_off < out.size(); }

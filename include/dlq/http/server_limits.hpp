@@ -47,11 +47,14 @@ struct ServerLimits {
   /// most one handler's time, and the host cannot starve the others (they get at least one
   /// worker in local_overtakes + 1 while both wait). 0 = first come, first served. Default 8.
   std::size_t local_overtakes = 8;
-  /// Bytes of answers their peers have not taken yet, held in all (a peer that does not read
-  /// would otherwise keep one whole answer per connection, up to max_connections of them). An
-  /// answer that would go over it is dropped: its connection is closed. At least one answer
-  /// is always held, and those of 127.0.0.1 and ::1 are held regardless (at most
-  /// max_connections_per_client of them). 0 = no bound. Default 64 MiB.
+  /// Bytes held for slow peers in all: answers their peers have not taken yet, and request
+  /// bodies still arriving (counted by Content-Length from their head). A peer that does not
+  /// read would otherwise keep one whole answer per connection, and one that sends slowly one
+  /// whole body, up to max_connections of them (496 MiB of 1 MiB bodies). An answer that
+  /// would go over it is dropped: its connection is closed; a head whose body would go over
+  /// it gets 503 and its connection is closed. At least one is always held, and those of
+  /// 127.0.0.1 and ::1 regardless (at most max_connections_per_client of them). 0 = no
+  /// bound. Default 64 MiB.
   std::size_t max_unsent_bytes = std::size_t{64} << 20;
 };
 

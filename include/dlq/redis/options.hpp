@@ -328,8 +328,8 @@ inline bool echoable_parameter_name(std::string_view key) {
 [[noreturn]] inline void bad_parameter(std::string_view url, std::string_view pair,
                                        std::string_view key, bool after_secret) {
   static constexpr const char* known =
-      " (known: db, user, password; with rediss://: ca_file, ca_dir, cert_file, key_file, "
-      "server_name, insecure_skip_verify; with redis+sentinel://: sentinel_user, "
+      " (known: db, user, password; for rediss (TLS): ca_file, ca_dir, cert_file, key_file, "
+      "server_name, insecure_skip_verify; for redis+sentinel: sentinel_user, "
       "sentinel_password)";
   if (pair.find('=') == std::string_view::npos || after_secret) {
     bad_url(url, std::string("a query part that is no parameter") +
@@ -483,7 +483,7 @@ inline void parse_sentinel_address(std::string_view url, std::string_view rest,
   const auto db_slash = path.find('/');
   o.sentinel.master_name = percent_decode(url, path.substr(0, db_slash));
   if (o.sentinel.master_name.empty()) {
-    bad_url(url, "no master name: redis+sentinel://host:26379[,…]/master_name[/db]");
+    bad_url(url, "no master name: the sentinels' addresses, then /master_name (and /db)");
   }
   if (db_slash != std::string_view::npos) {
     o.db = static_cast<int>(parse_number(url, path.substr(db_slash + 1), "db", 0, 1 << 20));
