@@ -46,6 +46,13 @@ namespace dlq {
 
 namespace detail {
 
+/// Test hook: the characters the redaction of this thread has examined, copied or moved since
+/// it was last set to 0 (tests/test_redact.cpp bounds it by the input's length: linear work).
+inline std::size_t& redact_work() noexcept {
+  static thread_local std::size_t work = 0;
+  return work;
+}
+
 /// True for a character that ends a URL inside free text: whitespace or a quote.
 inline bool ends_url_in_text(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\'' || c == '"';
@@ -119,6 +126,7 @@ inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::
   bool addresses = true;
   for (std::size_t item = from; item < end && addresses; ) {
     std::size_t stop = text.find(',', item);
+    redact_work() += (stop == std::string::npos ? text.size() : stop) - item;
     if (stop == std::string::npos || stop > end) stop = end;
     std::size_t after_host = item;
     if (text[item] == '[') {
@@ -157,6 +165,7 @@ inline bool is_file_scheme(const std::string& text, std::size_t colon) {
 inline std::size_t mask_userinfo(std::string& text, std::size_t from, std::size_t to) {
   if (to <= from || (text[from] == '/' && is_file_scheme(text, from - 3))) return to;
   const std::size_t at = text.rfind('@', to - 1);
+  redact_work() += to - (at == std::string::npos ? 0 : at) + text.size() - from;
   if (at == std::string::npos || at < from) return mask_lost_userinfo(text, from, to);
   text.replace(from, at - from, "***");
   return to + 3 - (at - from);
@@ -179,6 +188,7 @@ inline void mask_secret_values(std::string& text, bool in_text) {
     while (end < text.size() && !(in_text && ends_url_in_text(text[end])) &&
            !(text[end] == '&' && starts_parameter(text, end + 1)))
       ++end;
+    redact_work() += end - name + text.size() - start;
     text.replace(start, end - start, "***");
     eq = start + 3;
   }
