@@ -87,14 +87,30 @@ inline bool is_url_parameter(std::string_view key) noexcept {
   return false;
 }
 
+/// The first position of `c` in `text` within [from, to), or `to`; counted (redact_work).
+inline std::size_t find_in(std::string_view text, char c, std::size_t from, std::size_t to) {
+  std::size_t i = from;
+  while (i < to && text[i] != c)
+    ++i;
+  redact_work() += i - from;
+  return i;
+}
+
+/// Appends `text`'s [from, to) to `out`; counted (redact_work).
+inline void copy_to(std::string& out, std::string_view text, std::size_t from, std::size_t to) {
+  redact_work() += to - from;
+  out.append(text.substr(from, to - from));
+}
+
 /// True when `text` at `i` holds a parameter that ends a secret value: a name then '=',
 /// the name one a dlq URL knows (is_url_parameter) or itself a secret's (masked in turn).
-inline bool starts_parameter(const std::string& text, std::size_t i) {
+inline bool starts_parameter(std::string_view text, std::size_t i) {
   const std::size_t name = i;
   while (i < text.size() && is_parameter_name_char(text[i]))
     ++i;
+  redact_work() += i - name;
   if (i == name || i >= text.size() || text[i] != '=') return false;
-  const std::string_view key = std::string_view(text).substr(name, i - name);
+  const std::string_view key = text.substr(name, i - name);
   return is_url_parameter(key) || is_secret_parameter(key);
 }
 
@@ -112,73 +128,80 @@ inline bool is_port_text(std::string_view text) noexcept {
   return v <= 65535;
 }
 
-/// Masks the rest, from `from` to `to`, of a URL without '@' whose authority (up to '/', '?'
-/// or '#') reads as `user:password` (before its first ':' stands no host, or after it
-/// something that is not a port, is_port_text; `[ipv6]` excepted): a password whose "@host"
-/// was forgotten, and that may hold '/', '?' or '#' itself. Returns the new end.
-inline std::size_t mask_lost_userinfo(std::string& text, std::size_t from, std::size_t to) {
+/// A part of a text to replace by "***": [from, to) when `any` (it may be empty: "://@").
+struct Mask {
+  std::size_t from = 0, to = 0;
+  bool any = false;
+};
+
+/// The mask of a URL without '@' whose authority, `text`'s [from, to) up to '/', '?' or '#',
+/// reads as `user:password` (before its first ':' stands no host, or after it something that
+/// is not a port, is_port_text; `[ipv6]` excepted): a password whose "@host" was forgotten,
+/// and that may hold '/', '?' or '#' itself, so the mask runs to `to`. None for addresses.
+inline Mask lost_userinfo_mask(std::string_view text, std::size_t from, std::size_t to) {
   std::size_t end = from;
   while (end < to && text[end] != '/' && text[end] != '?' && text[end] != '#')
     ++end;
+  redact_work() += end - from;
   // Each item of a list of hosts (redis+sentinel://h1:26379,h2:26379/…) must read as an
   // address: `host`, `host:port` (a host before the ':', is_port_text after it) or
   // `[ipv6]` with an optional `:port`.
   bool addresses = true;
-  for (std::size_t item = from; item < end && addresses; ) {
-    std::size_t stop = text.find(',', item);
-    redact_work() += (stop == std::string::npos ? text.size() : stop) - item;
-    if (stop == std::string::npos || stop > end) stop = end;
+  for (std::size_t item = from; item < end && addresses;) {
+    const std::size_t stop = find_in(text, ',', item, end);
     std::size_t after_host = item;
     if (text[item] == '[') {
-      const std::size_t close = text.find(']', item);
-      addresses = close != std::string::npos && close < stop;
+      const std::size_t close = find_in(text, ']', item, stop);
+      addresses = close < stop;
       after_host = addresses ? close + 1 : stop;
     }
-    const std::size_t colon = text.find(':', after_host);
-    if (addresses && colon != std::string::npos && colon < stop) {
-      const std::string_view port = std::string_view(text).substr(colon + 1, stop - colon - 1);
+    const std::size_t colon = find_in(text, ':', after_host, stop);
+    if (addresses && colon < stop) {
+      const std::string_view port = text.substr(colon + 1, stop - colon - 1);
       addresses = colon > item && is_port_text(port);  // not `:secret`, `user:secret`
     }
     item = stop + 1;
   }
-  if (addresses) return to;
   // a password may hold '/', '?' and '#': what follows its first one is no path to show
-  text.replace(from, to - from, "***");
-  return from + 3;
+  return addresses ? Mask{} : Mask{from, to, true};
 }
 
 /// True when the scheme that ends at `colon` (the ':' of "://") in `text` names files
 /// (unix, redis+unix, sqlite, file; any case): after "://" + '/' comes a path, no user-info.
-inline bool is_file_scheme(const std::string& text, std::size_t colon) {
+inline bool is_file_scheme(std::string_view text, std::size_t colon) {
   std::size_t start = colon;
   while (start > 0 && (is_parameter_name_char(text[start - 1]) || text[start - 1] == '+'))
     --start;
-  std::string scheme = text.substr(start, colon - start);
+  redact_work() += colon - start;
+  std::string scheme(text.substr(start, colon - start));
   for (char& c : scheme)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return scheme == "unix" || scheme == "redis+unix" || scheme == "sqlite" || scheme == "file";
 }
 
-/// Masks the user-info of the URL whose authority starts at `from` and that ends at `to`
-/// (exclusive) in `text`: everything up to the last '@' before `to` (see the file
-/// comment); returns the new end.
-inline std::size_t mask_userinfo(std::string& text, std::size_t from, std::size_t to) {
-  if (to <= from || (text[from] == '/' && is_file_scheme(text, from - 3))) return to;
-  const std::size_t at = text.rfind('@', to - 1);
-  redact_work() += to - (at == std::string::npos ? 0 : at) + text.size() - from;
-  if (at == std::string::npos || at < from) return mask_lost_userinfo(text, from, to);
-  text.replace(from, at - from, "***");
-  return to + 3 - (at - from);
+/// The mask of the user-info of the URL whose authority starts at `from` and that ends at
+/// `to` (exclusive) in `text`: everything up to the last '@' before `to` (see the file
+/// comment), searched for back to `from` only.
+inline Mask userinfo_mask(std::string_view text, std::size_t from, std::size_t to) {
+  if (to <= from || (text[from] == '/' && is_file_scheme(text, from - 3))) return {};
+  std::size_t at = to;
+  while (at > from && text[at - 1] != '@')
+    --at;
+  redact_work() += to - at;
+  if (at == from) return lost_userinfo_mask(text, from, to);
+  return Mask{from, at - 1, true};
 }
 
 /// Masks the value of every secret parameter in `text` (see the file comment): up to the
 /// next `&name=`, the end, or also a character that ends a URL in free text when `in_text`.
 inline void mask_secret_values(std::string& text, bool in_text) {
-  std::size_t eq = 0;
-  while ((eq = text.find('=', eq)) != std::string::npos) {
+  std::string out;
+  std::size_t copied = 0;  // text[0, copied) is in `out`
+  for (std::size_t eq = 0; (eq = find_in(text, '=', eq, text.size())) < text.size();) {
     std::size_t name = eq;
     while (name > 0 && is_parameter_name_char(text[name - 1]))
       --name;
+    redact_work() += 2 * (eq - name);  // the walk back, and the key's copy in lower case
     const std::size_t start = eq + 1;
     if (name == eq || !is_secret_parameter(std::string_view(text).substr(name, eq - name))) {
       eq = start;
@@ -188,10 +211,32 @@ inline void mask_secret_values(std::string& text, bool in_text) {
     while (end < text.size() && !(in_text && ends_url_in_text(text[end])) &&
            !(text[end] == '&' && starts_parameter(text, end + 1)))
       ++end;
-    redact_work() += end - name + text.size() - start;
-    text.replace(start, end - start, "***");
-    eq = start + 3;
+    redact_work() += end - start;
+    copy_to(out, text, copied, start);
+    out += "***";
+    copied = end;
+    eq = end;
   }
+  if (copied == 0) return;
+  copy_to(out, text, copied, text.size());
+  text = std::move(out);
+}
+
+/// `text` with the parts `mask` names replaced by "***", appended to `out` from `copied`
+/// (text[0, copied) is in `out` already); returns the new `copied`.
+inline std::size_t apply_mask(std::string& out, std::string_view text, std::size_t copied,
+                              Mask mask) {
+  if (!mask.any) return copied;
+  copy_to(out, text, copied, mask.from);
+  out += "***";
+  return mask.to;
+}
+
+/// The position of the next "://" in `text` from `from`, or npos; counted (redact_work).
+inline std::size_t find_scheme_end(std::string_view text, std::size_t from) {
+  const std::size_t at = text.find("://", from);
+  redact_work() += (at == std::string_view::npos ? text.size() : at) - from;
+  return at;
 }
 
 }  // namespace detail
@@ -199,14 +244,19 @@ inline void mask_secret_values(std::string& text, bool in_text) {
 /// `url` (one URL, the whole string) with its credentials replaced by "***" (see the file
 /// comment): "redis://:p?ss/w:rd@host:6379/0" → "redis://***@host:6379/0".
 inline std::string redact_url(std::string_view url) {
-  std::string out(url);
-  detail::mask_secret_values(out, false);
-  const std::size_t scheme = out.find("://");
-  if (scheme != std::string::npos) {
-    detail::mask_userinfo(out, scheme + 3, out.size());
-  } else if (const std::size_t at = out.rfind('@'); at != std::string::npos) {
-    out.replace(0, at, "***");  // a mistyped scheme: redis:/:pw@host (see the file comment)
+  std::string text(url);
+  detail::mask_secret_values(text, false);
+  detail::Mask mask;
+  if (const std::size_t scheme = detail::find_scheme_end(text, 0); scheme != std::string::npos) {
+    mask = detail::userinfo_mask(text, scheme + 3, text.size());
+  } else {
+    // a mistyped scheme: redis:/:pw@host (see the file comment)
+    const std::size_t at = text.rfind('@');
+    detail::redact_work() += text.size();
+    if (at != std::string::npos) mask = detail::Mask{0, at, true};
   }
+  std::string out;
+  detail::copy_to(out, text, detail::apply_mask(out, text, 0, mask), text.size());
   return out;
 }
 
@@ -217,19 +267,23 @@ namespace detail {
 /// (no '/', '?' or '#') and an '@' follows before the end of the line, a quote or the next
 /// "://" — a password with a space, `redis://u:pa ss@host` — then the end of the word of the
 /// last such '@'.
-inline std::size_t url_end_in_text(const std::string& text, std::size_t start, std::size_t end) {
+inline std::size_t url_end_in_text(std::string_view text, std::size_t start, std::size_t end) {
+  redact_work() += end - start;
   for (std::size_t i = start; i < end; ++i)
     if (text[i] == '/' || text[i] == '?' || text[i] == '#') return end;
   std::size_t last_at = std::string::npos;
-  for (std::size_t i = end; i < text.size(); ++i) {
+  std::size_t i = end;
+  for (; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '\n' || c == '\r' || c == '\'' || c == '"' || text.compare(i, 3, "://") == 0) break;
     if (c == '@') last_at = i;
   }
+  redact_work() += i - end;
   if (last_at == std::string::npos) return end;
   std::size_t word_end = last_at;
   while (word_end < text.size() && !ends_url_in_text(text[word_end]))
     ++word_end;
+  redact_work() += word_end - last_at;
   return word_end;
 }
 
@@ -237,18 +291,23 @@ inline std::size_t url_end_in_text(const std::string& text, std::size_t start, s
 
 /// `text` (a message) with the credentials of every URL in it replaced by "***" (see the
 /// file comment); a URL ends at whitespace or a quote, unless its first word ends inside its
-/// authority and an '@' follows on the line (detail::url_end_in_text).
+/// authority and an '@' follows on the line (detail::url_end_in_text). Linear in the length
+/// of `text`.
 inline std::string redact_secrets(std::string text) {
   detail::mask_secret_values(text, true);
+  std::string out;
+  std::size_t copied = 0;  // text[0, copied) is in `out`
   std::size_t from = 0;
-  while ((from = text.find("://", from)) != std::string::npos) {
+  while ((from = detail::find_scheme_end(text, from)) != std::string::npos) {
     const std::size_t start = from + 3;
     std::size_t end = start;
     while (end < text.size() && !detail::ends_url_in_text(text[end]))
       ++end;
-    from = detail::mask_userinfo(text, start, detail::url_end_in_text(text, start, end));
+    from = detail::url_end_in_text(text, start, end);
+    copied = detail::apply_mask(out, text, copied, detail::userinfo_mask(text, start, from));
   }
-  return text;
+  detail::copy_to(out, text, copied, text.size());
+  return out;
 }
 
 }  // namespace dlq
