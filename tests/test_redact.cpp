@@ -425,3 +425,52 @@ TEST_CASE("the redaction's work is linear in its input (round 10)", "[redact]") 
 }
 
 }  // namespace test_redact
+
+namespace test_redact {
+
+TEST_CASE("a known parameter the parser refuses after a secret is part of it (round 10)",
+          "[redact]") {
+  // `?password=SECa&db=SECb`: the value ended before any `&db=`, so the parser's "db is not a
+  // number" showed `?password=***&db=SECb` — the rest of a password holding "&db=". Rule: a
+  // secret value ends only where every parameter to the URL's end is one the parser takes.
+  const std::vector<std::string> refused = {
+      "redis://h:1/0?password=SECa&db=SECb",
+      "redis://h:1/0?password=SECa&db=1&SECb",
+      "redis://h:1/0?password=SECa&db=99999999",
+      "redis://h:1/0?password=SECa&ca_file=SECb",
+      "redis://h:1/0?password=SECa&sentinel_user=SECb",
+      "rediss://h:1/0?password=SECa&insecure_skip_verify=SECb",
+      "rediss://h:1/0?password=SECa&server_name=",
+      "redis://h:1/0?password=SECa&user=SECb%zz",
+      "redis+sentinel://h:1/m?sentinel_password=SECa&db=SECb",
+  };
+  for (const auto& url : refused) {
+    INFO(url);
+    std::string what;
+    try {
+      (void)dlq::redis::parse_url(url);
+      FAIL_CHECK("parsed");
+    } catch (const std::exception& e) {
+      what = e.what();
+    }
+    INFO(what);
+    CHECK_FALSE(has(what, "SEC"));
+    CHECK_FALSE(has(what, "99999999"));
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_url(url), "99999999"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store '" + url + "': bad"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("at " + url + " now"), "SEC"));
+  }
+  // a password holding "&db=" in the user-info is masked whole
+  const std::string info = "redis://u:SECa&db=SECb@host/0";
+  CHECK(dlq::redis::parse_url(info).password == "SECa&db=SECb");
+  CHECK(dlq::redact_url(info) == "redis://***@host/0");
+  CHECK(dlq::redact_secrets("at " + info + " now") == "at redis://***@host/0 now");
+  // what the parser takes after the value stays readable
+  CHECK(dlq::redact_url("redis://h:1/0?password=SECa&db=SECb&user=u") ==
+        "redis://h:1/0?password=***&user=u");
+  CHECK(dlq::redact_url("rediss://h:1/0?password=pw&insecure_skip_verify=true&db=2") ==
+        "rediss://h:1/0?password=***&insecure_skip_verify=true&db=2");
+}
+
+}  // namespace test_redact
