@@ -25,10 +25,19 @@
 ///    `redis:/:pw@host`, `:pw@host`) is masked up to its last '@': `***@host`;
 ///  - the value of every `key=value` parameter whose key names a secret — it contains
 ///    `pass` (password, passwd, sentinel-password, tls_key_passphrase), `pwd`, `secret`,
-///    `token`, `auth` or `credential`, in any case — is replaced up to the next `&key=`
-///    whose key is a parameter a dlq URL knows (detail::is_url_parameter) or a secret's
-///    (so a value holding '&', ';', '#', '@' or `&x=` is masked whole) or the end of the
-///    URL: `?password=pa&x=y&db=1` → `?password=***&db=1`;
+///    `token`, `auth` or `credential`, in any case — is replaced up to the first '&' after
+///    which every parameter to the URL's end is a secret's (masked in turn) or one the
+///    parser takes as it stands (detail::takes_parameter): a key a dlq URL knows
+///    (detail::is_url_parameter) with a value dlq::redis::parse_url accepts (db 0..1048576,
+///    insecure_skip_verify a boolean, a TLS text not empty, whole %-escapes), in a URL whose
+///    scheme takes it (TLS keys in rediss://, sentinel_ keys in redis+sentinel://; a text
+///    naming no scheme, or another one: any). Else to the URL's end. A password may hold an
+///    unencoded "&db=x": what the parser refuses after the value may be a piece of it, so a
+///    value holding '&', ';', '#', '@', `&x=` or `&db=x` is masked whole
+///    (`?password=pa&db=x` → `?password=***`), while what it takes is what the URL means and
+///    stays readable (`?password=pa&x=y&db=1` → `?password=***&db=1`: a password ending in a
+///    valid "&db=1" is read as the parser reads it — write '&' as %26). Checks across
+///    parameters (cert_file without key_file) are not made;
 ///  - in a message (redact_secrets) a URL and a value end at whitespace or a quote — except
 ///    a URL whose first word ends inside its authority (no '/', '?' or '#' after `://`): a
 ///    password may hold a space (`redis://u:pa ss@host`), so it runs on to the last '@'
@@ -77,7 +86,7 @@ inline bool is_secret_parameter(std::string_view key) {
 /// True when `key` is a parameter a dlq URL knows: those of dlq::redis::parse_url (exact
 /// case, as the parser reads them; sqlite:// URLs take none). Any other `&key=` after a
 /// secret value may be a piece of it — a password holding an unencoded "&x=", which the
-/// parser refuses without naming it — so it does not end the value.
+/// parser refuses without naming it — so it does not end the value (takes_parameter).
 inline bool is_url_parameter(std::string_view key) noexcept {
   for (const std::string_view known :
        {"db", "user", "username", "password", "ca_file", "ca_dir", "cert_file", "key_file",
@@ -100,18 +109,6 @@ inline std::size_t find_in(std::string_view text, char c, std::size_t from, std:
 inline void copy_to(std::string& out, std::string_view text, std::size_t from, std::size_t to) {
   redact_work() += to - from;
   out.append(text.substr(from, to - from));
-}
-
-/// True when `text` at `i` holds a parameter that ends a secret value: a name then '=',
-/// the name one a dlq URL knows (is_url_parameter) or itself a secret's (masked in turn).
-inline bool starts_parameter(std::string_view text, std::size_t i) {
-  const std::size_t name = i;
-  while (i < text.size() && is_parameter_name_char(text[i]))
-    ++i;
-  redact_work() += i - name;
-  if (i == name || i >= text.size() || text[i] != '=') return false;
-  const std::string_view key = text.substr(name, i - name);
-  return is_url_parameter(key) || is_secret_parameter(key);
 }
 
 /// True when `text` is a TCP port as a URL writes it: 1..65535 in decimal, without a leading
@@ -166,16 +163,22 @@ inline Mask lost_userinfo_mask(std::string_view text, std::size_t from, std::siz
   return addresses ? Mask{} : Mask{from, to, true};
 }
 
-/// True when the scheme that ends at `colon` (the ':' of "://") in `text` names files
-/// (unix, redis+unix, sqlite, file; any case): after "://" + '/' comes a path, no user-info.
-inline bool is_file_scheme(std::string_view text, std::size_t colon) {
+/// The scheme that ends at `colon` (the ':' of "://") in `text`, in lower case.
+inline std::string scheme_before(std::string_view text, std::size_t colon) {
   std::size_t start = colon;
   while (start > 0 && (is_parameter_name_char(text[start - 1]) || text[start - 1] == '+'))
     --start;
-  redact_work() += colon - start;
+  redact_work() += 2 * (colon - start);
   std::string scheme(text.substr(start, colon - start));
   for (char& c : scheme)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return scheme;
+}
+
+/// True when the scheme that ends at `colon` (the ':' of "://") in `text` names files
+/// (unix, redis+unix, sqlite, file; any case): after "://" + '/' comes a path, no user-info.
+inline bool is_file_scheme(std::string_view text, std::size_t colon) {
+  const std::string scheme = scheme_before(text, colon);
   return scheme == "unix" || scheme == "redis+unix" || scheme == "sqlite" || scheme == "file";
 }
 
@@ -192,30 +195,116 @@ inline Mask userinfo_mask(std::string_view text, std::size_t from, std::size_t t
   return Mask{from, at - 1, true};
 }
 
-/// Masks the value of every secret parameter in `text` (see the file comment): up to the
-/// next `&name=`, the end, or also a character that ends a URL in free text when `in_text`.
-inline void mask_secret_values(std::string& text, bool in_text) {
-  std::string out;
-  std::size_t copied = 0;  // text[0, copied) is in `out`
-  for (std::size_t eq = 0; (eq = find_in(text, '=', eq, text.size())) < text.size();) {
+/// True when `text` is a db number dlq::redis::parse_url takes: 1..9 digits, 0..1048576.
+inline bool is_db_text(std::string_view text) noexcept {
+  if (text.empty() || text.size() > 9) return false;
+  long v = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  return v <= (1L << 20);
+}
+
+/// True when every '%' of `text` starts an escape of two hex digits, as the parser requires.
+inline bool decodes(std::string_view text) noexcept {
+  const auto hex = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') continue;
+    if (i + 2 >= text.size() || !hex(text[i + 1]) || !hex(text[i + 2])) return false;
+    i += 2;
+  }
+  return true;
+}
+
+/// True when `piece` (`key=value`, after a '&') is a parameter that ends a secret value in a
+/// URL of `scheme` (lower case; empty when none is named): a secret's (masked in turn), or one
+/// dlq::redis::parse_url takes as it stands (see the file comment).
+inline bool takes_parameter(std::string_view scheme, std::string_view piece) {
+  redact_work() += 2 * piece.size();
+  const std::size_t eq = piece.find('=');
+  if (eq == std::string_view::npos || eq == 0) return false;
+  const std::string_view key = piece.substr(0, eq);
+  const std::string_view value = piece.substr(eq + 1);
+  for (const char c : key)
+    if (!is_parameter_name_char(c)) return false;
+  if (is_secret_parameter(key)) return true;
+  if (!is_url_parameter(key) || !decodes(value)) return false;
+  const bool redis = scheme == "redis" || scheme == "rediss" || scheme == "unix" ||
+                     scheme == "redis+unix" || scheme == "redis+sentinel";
+  const bool tls = key == "ca_file" || key == "ca_dir" || key == "cert_file" ||
+                   key == "key_file" || key == "server_name" || key == "insecure_skip_verify";
+  if (redis && tls && scheme != "rediss") return false;
+  if (redis && key.substr(0, 9) == "sentinel_" && scheme != "redis+sentinel") return false;
+  if (key == "db") return is_db_text(value);
+  if (key == "insecure_skip_verify") {
+    for (const std::string_view b : {"true", "1", "yes", "false", "0", "no"})
+      if (value == b) return true;
+    return false;
+  }
+  return !tls || !value.empty();
+}
+
+/// The first '&' of `text`'s [from, to) after which every parameter up to `to` is one that
+/// ends a secret value in a URL of `scheme` (takes_parameter); `to` when there is none.
+inline std::size_t taken_tail(std::string_view text, std::string_view scheme, std::size_t from,
+                              std::size_t to) {
+  std::size_t tail = to;
+  for (std::size_t piece_end = to; piece_end > from;) {
+    std::size_t amp = piece_end;
+    while (amp > from && text[amp - 1] != '&')
+      --amp;
+    redact_work() += piece_end - amp;
+    if (amp == from || !takes_parameter(scheme, text.substr(amp, piece_end - amp))) break;
+    tail = amp - 1;
+    piece_end = amp - 1;
+  }
+  return tail;
+}
+
+/// Masks the value of every secret parameter in `text`'s [from, to) — one URL, or one word
+/// of a message — into `out` (text[0, copied) is in it already); returns the new `copied`.
+inline std::size_t mask_values_in(std::string& out, std::string_view text, std::size_t copied,
+                                  std::size_t from, std::size_t to) {
+  const std::size_t colon = text.substr(0, to).find("://", from);
+  redact_work() += (colon == std::string_view::npos ? to : colon) - from;
+  const std::string scheme = colon == std::string_view::npos ? "" : scheme_before(text, colon);
+  const std::size_t tail = taken_tail(text, scheme, from, to);
+  for (std::size_t eq = from; (eq = find_in(text, '=', eq, to)) < to;) {
     std::size_t name = eq;
-    while (name > 0 && is_parameter_name_char(text[name - 1]))
+    while (name > from && is_parameter_name_char(text[name - 1]))
       --name;
     redact_work() += 2 * (eq - name);  // the walk back, and the key's copy in lower case
     const std::size_t start = eq + 1;
-    if (name == eq || !is_secret_parameter(std::string_view(text).substr(name, eq - name))) {
+    if (name == eq || !is_secret_parameter(text.substr(name, eq - name))) {
       eq = start;
       continue;
     }
-    std::size_t end = start;
-    while (end < text.size() && !(in_text && ends_url_in_text(text[end])) &&
-           !(text[end] == '&' && starts_parameter(text, end + 1)))
-      ++end;
-    redact_work() += end - start;
+    // up to the first '&' after which the parser takes every parameter
+    const std::size_t end = tail >= start ? tail : find_in(text, '&', start, to);
     copy_to(out, text, copied, start);
     out += "***";
     copied = end;
     eq = end;
+  }
+  return copied;
+}
+
+/// Masks the value of every secret parameter in `text` (see the file comment), a whole URL,
+/// or a message whose URLs and values end at a character that ends a URL in free text when
+/// `in_text`.
+inline void mask_secret_values(std::string& text, bool in_text) {
+  std::string out;
+  std::size_t copied = 0;  // text[0, copied) is in `out`
+  for (std::size_t from = 0; from < text.size();) {
+    std::size_t to = from;
+    while (to < text.size() && !(in_text && ends_url_in_text(text[to])))
+      ++to;
+    redact_work() += to - from;
+    copied = mask_values_in(out, text, copied, from, to);
+    from = to + 1;
   }
   if (copied == 0) return;
   copy_to(out, text, copied, text.size());
