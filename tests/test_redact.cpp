@@ -474,3 +474,37 @@ TEST_CASE("a known parameter the parser refuses after a secret is part of it (ro
 }
 
 }  // namespace test_redact
+
+namespace test_redact {
+
+TEST_CASE("a user name holding '/', '?', '#' or '@' whose '@host' was lost (round 10)",
+          "[redact]") {
+  // redis://us/er:SECa (user "us/er", password "SECa", "@host" forgotten) read as host "us"
+  // and path "er:SECa": the authority looked like an address, so the parser's "db is not a
+  // number" showed the password. After the host list of a Redis URL, a ':' outside every
+  // parameter value is the one between such a user name and its password.
+  for (const std::string url :
+       {"redis://us/er:SECa", "redis://us?er:SECa", "redis://us#er:SECa", "redis://us@er:SECa",
+        "redis://us/er:SECa/0", "redis://us?er:SECa&db=1", "rediss://u/s?e#r:SECa",
+        "redis://us@er:SECa/0", "unix://us/er:SECa", "redis+sentinel://h1,us/er:SECa",
+        "redis://h:1/0?x=1&us:SECa"}) {
+    INFO(url);
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("at " + url + " now"), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("--store '" + url + "': bad"), "SEC"));
+    try {
+      (void)dlq::redis::parse_url(url);
+    } catch (const std::exception& e) {
+      CHECK_FALSE(has(e.what(), "SEC"));
+    }
+  }
+  // a ':' in a parameter's value, an address after the '@', another scheme: kept
+  for (const std::string url :
+       {"rediss://h:1/0?ca_file=/a:b.pem", "redis://h:1/0?user=a:b", "redis://***@h:1/0",
+        "redis+sentinel://h1:26379,[::1]:26380/m/2", "http://h:8080/a:b", "redis://h/0?foo"}) {
+    INFO(url);
+    CHECK(dlq::redact_url(url) == url);
+  }
+}
+
+}  // namespace test_redact
