@@ -17,6 +17,14 @@
 ///    all-digit passwords `redis://:12345`, `redis://u:123456`; a comma-separated list of
 ///    hosts (redis+sentinel://h1:26379,h2:26379/m) is kept when every item is `host`,
 ///    `host:port` or `[ipv6]:port`;
+///  - a user name may hold '/', '?', '#' or '@' too (`redis://us/er:pw`, `redis://us@er:pw`
+///    with their "@host" lost): the whole URL is masked when what follows its last '@' (or,
+///    without one, its authority) is no list of addresses (after an '@' any digits pass for
+///    a port: `h:99999` is the parser's complaint and stays readable), or — in a URL of a
+///    scheme of dlq::redis::parse_url, whose path is only a db or a master name — when a
+///    ':' stands after the host list outside every parameter value (`/er:pw`, `?er:pw`,
+///    `#er:pw`, `?x=1&er:pw`): `redis://us/er:pw` → `redis://***`. In a message, closing
+///    punctuation after a URL (`)`, `,`, `.`, `:` …) is no part of it;
 ///  - a URL of a file scheme (`unix`, `redis+unix`, `sqlite`, `file`) whose part after `://`
 ///    starts with '/' (sqlite:///path, unix:///path) has no user-info: an '@' in its path
 ///    stays. Any other scheme's `:///` is masked like `://` (redis:///:pw@host is parsed as
@@ -131,36 +139,59 @@ struct Mask {
   bool any = false;
 };
 
-/// The mask of a URL without '@' whose authority, `text`'s [from, to) up to '/', '?' or '#',
-/// reads as `user:password` (before its first ':' stands no host, or after it something that
-/// is not a port, is_port_text; `[ipv6]` excepted): a password whose "@host" was forgotten,
-/// and that may hold '/', '?' or '#' itself, so the mask runs to `to`. None for addresses.
-inline Mask lost_userinfo_mask(std::string_view text, std::size_t from, std::size_t to) {
-  std::size_t end = from;
-  while (end < to && text[end] != '/' && text[end] != '?' && text[end] != '#')
-    ++end;
-  redact_work() += end - from;
-  // Each item of a list of hosts (redis+sentinel://h1:26379,h2:26379/…) must read as an
-  // address: `host`, `host:port` (a host before the ':', is_port_text after it) or
-  // `[ipv6]` with an optional `:port`.
-  bool addresses = true;
-  for (std::size_t item = from; item < end && addresses;) {
+/// True when `text`'s [from, end), an authority, is a list of addresses: each item (a
+/// comma-separated list of hosts, redis+sentinel://h1:26379,h2:26379/…) is `host`,
+/// `host:port` (a host before the ':') or `[ipv6]` with an optional `:port`. The port is
+/// is_port_text, or any digits when `any_digits` (after an '@': `h:99999` is the parser's
+/// complaint, shown). Else the authority may be `user:password` whose "@host" was lost.
+inline bool reads_as_addresses(std::string_view text, std::size_t from, std::size_t end,
+                               bool any_digits) {
+  for (std::size_t item = from; item < end;) {
     const std::size_t stop = find_in(text, ',', item, end);
     std::size_t after_host = item;
     if (text[item] == '[') {
       const std::size_t close = find_in(text, ']', item, stop);
-      addresses = close < stop;
-      after_host = addresses ? close + 1 : stop;
+      if (close == stop) return false;
+      after_host = close + 1;
     }
     const std::size_t colon = find_in(text, ':', after_host, stop);
-    if (addresses && colon < stop) {
+    if (colon < stop) {
       const std::string_view port = text.substr(colon + 1, stop - colon - 1);
-      addresses = colon > item && is_port_text(port);  // not `:secret`, `user:secret`
+      bool digits = !port.empty();
+      for (const char c : port)
+        digits = digits && c >= '0' && c <= '9';
+      if (colon == item || !(any_digits ? digits : is_port_text(port))) return false;
     }
     item = stop + 1;
   }
-  // a password may hold '/', '?' and '#': what follows its first one is no path to show
-  return addresses ? Mask{} : Mask{from, to, true};
+  return true;
+}
+
+/// True when `text`'s [from, to) — what follows the host list of a Redis URL: its path and
+/// query — holds a ':' outside every parameter value (the part after '=' of a `key=value`
+/// after the first '?'): the ':' between a user name holding '/', '?', '#' or '@' and its
+/// password, whose "@host" was lost (`redis://us/er:pw`).
+inline bool stray_colon(std::string_view text, std::size_t from, std::size_t to) {
+  bool query = false;
+  bool value = false;
+  for (std::size_t i = from; i < to; ++i) {
+    const char c = text[i];
+    if (c == ':' && !value) {
+      redact_work() += i - from;
+      return true;
+    }
+    if (c == '?' && !query) query = true;
+    if (query && (c == '&' || c == '=')) value = c == '=';
+  }
+  redact_work() += to - from;
+  return false;
+}
+
+/// True for a scheme (lower case) of dlq::redis::parse_url: redis, rediss, unix, redis+unix,
+/// redis+sentinel.
+inline bool is_redis_scheme(std::string_view scheme) noexcept {
+  return scheme == "redis" || scheme == "rediss" || scheme == "unix" || scheme == "redis+unix" ||
+         scheme == "redis+sentinel";
 }
 
 /// The scheme that ends at `colon` (the ':' of "://") in `text`, in lower case.
@@ -182,17 +213,39 @@ inline bool is_file_scheme(std::string_view text, std::size_t colon) {
   return scheme == "unix" || scheme == "redis+unix" || scheme == "sqlite" || scheme == "file";
 }
 
+/// The end of `text`'s [from, to) without the punctuation that may close a sentence or a
+/// bracket after a URL in a message: `(store redis://h:6379)`.
+inline std::size_t without_closing_punctuation(std::string_view text, std::size_t from,
+                                               std::size_t to) {
+  const std::string_view closing = ")]}>,.;:!";
+  while (to > from && closing.find(text[to - 1]) != std::string_view::npos)
+    --to;
+  return to;
+}
+
 /// The mask of the user-info of the URL whose authority starts at `from` and that ends at
-/// `to` (exclusive) in `text`: everything up to the last '@' before `to` (see the file
-/// comment), searched for back to `from` only.
-inline Mask userinfo_mask(std::string_view text, std::size_t from, std::size_t to) {
+/// `to` (exclusive) in `text`: everything up to the last '@' before `to` (searched for back
+/// to `from` only), or the whole URL when what follows that '@' (or, without one, the
+/// authority) reads as `user:password` whose "@host" was lost (see the file comment).
+/// `in_text`: a message, whose closing punctuation after the URL is no part of it.
+inline Mask userinfo_mask(std::string_view text, std::size_t from, std::size_t to,
+                          bool in_text) {
   if (to <= from || (text[from] == '/' && is_file_scheme(text, from - 3))) return {};
   std::size_t at = to;
   while (at > from && text[at - 1] != '@')
     --at;
   redact_work() += to - at;
-  if (at == from) return lost_userinfo_mask(text, from, to);
-  return Mask{from, at - 1, true};
+  const std::size_t end = in_text ? without_closing_punctuation(text, at, to) : to;
+  std::size_t authority = at;
+  while (authority < end && text[authority] != '/' && text[authority] != '?' &&
+         text[authority] != '#')
+    ++authority;
+  redact_work() += authority - at;
+  // a password may hold '/', '?' and '#': what follows its first one is no path to show
+  if (!reads_as_addresses(text, at, authority, at > from) ||
+      (is_redis_scheme(scheme_before(text, from - 3)) && stray_colon(text, authority, end)))
+    return Mask{from, to, true};
+  return at > from ? Mask{from, at - 1, true} : Mask{};
 }
 
 /// True when `text` is a db number dlq::redis::parse_url takes: 1..9 digits, 0..1048576.
@@ -232,8 +285,7 @@ inline bool takes_parameter(std::string_view scheme, std::string_view piece) {
     if (!is_parameter_name_char(c)) return false;
   if (is_secret_parameter(key)) return true;
   if (!is_url_parameter(key) || !decodes(value)) return false;
-  const bool redis = scheme == "redis" || scheme == "rediss" || scheme == "unix" ||
-                     scheme == "redis+unix" || scheme == "redis+sentinel";
+  const bool redis = is_redis_scheme(scheme);
   const bool tls = key == "ca_file" || key == "ca_dir" || key == "cert_file" ||
                    key == "key_file" || key == "server_name" || key == "insecure_skip_verify";
   if (redis && tls && scheme != "rediss") return false;
@@ -337,7 +389,7 @@ inline std::string redact_url(std::string_view url) {
   detail::mask_secret_values(text, false);
   detail::Mask mask;
   if (const std::size_t scheme = detail::find_scheme_end(text, 0); scheme != std::string::npos) {
-    mask = detail::userinfo_mask(text, scheme + 3, text.size());
+    mask = detail::userinfo_mask(text, scheme + 3, text.size(), false);
   } else {
     // a mistyped scheme: redis:/:pw@host (see the file comment)
     const std::size_t at = text.rfind('@');
@@ -393,7 +445,7 @@ inline std::string redact_secrets(std::string text) {
     while (end < text.size() && !detail::ends_url_in_text(text[end]))
       ++end;
     from = detail::url_end_in_text(text, start, end);
-    copied = detail::apply_mask(out, text, copied, detail::userinfo_mask(text, start, from));
+    copied = detail::apply_mask(out, text, copied, detail::userinfo_mask(text, start, from, true));
   }
   detail::copy_to(out, text, copied, text.size());
   return out;
