@@ -25,6 +25,8 @@
 namespace test_tls_cluster {
 
 using namespace dlq;
+using dlq::test::failure;
+using dlq::test::queues_on;
 using dlq::test::RawCluster;
 
 namespace {
@@ -60,24 +62,6 @@ std::string url(int port, bool mtls = true) {
 // The test cluster, every node reached over TLS.
 RawCluster raw_cluster() {
   return RawCluster(ports(), [](int port) { return url(port); });
-}
-
-Failure failure(std::string error) {
-  Failure f;
-  f.error = std::move(error);
-  f.worker = "w";
-  return f;
-}
-
-// Queue names whose dead lists are on `port`.
-std::vector<std::string> queues_on(RawCluster& raw, const RedisListStorage& s, int port,
-                                   std::size_t n, const std::string& stem) {
-  std::vector<std::string> out;
-  for (int i = 0; out.size() < n && i < 10000; ++i) {
-    const std::string q = stem + std::to_string(i);
-    if (raw.owner(s.key(q, ListKind::dead)) == port) out.push_back(q);
-  }
-  return out;
 }
 
 }  // namespace
