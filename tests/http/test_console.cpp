@@ -599,6 +599,46 @@ TEST_CASE("/healthz checks reachability without listing the queues (issue 27)") 
   t.join();
 }
 
+// Asks `path` of a console over `backend`, whose store calls hang 300 ms and fail, from 12
+// clients at once: every answer is `expected`, within two such calls (at most the one
+// running when it came, then one).
+template <class Backend>
+void ask_at_once(Backend& backend, const char* path, int expected) {
+  dlq::http::Console console(backend, {});
+  dlq::http::GuardedServer server;
+  console.mount(server);
+  const int port = server.bind_to_any_port("127.0.0.1");
+  REQUIRE(port > 0);
+  std::thread t([&] { server.listen_after_bind(); });
+  while (!server.is_running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  constexpr int kAsking = 12;
+  std::vector<int> status(kAsking, 0);
+  std::vector<long long> took_ms(kAsking, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kAsking; ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(30, 0);
+      const auto start = std::chrono::steady_clock::now();
+      auto r = c.Get(path);
+      took_ms[i] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+      status[i] = r ? r->status : -1;
+    });
+  }
+  for (auto& c : clients)
+    c.join();
+  for (int i = 0; i < kAsking; ++i) {
+    INFO("request " << i << " took " << took_ms[i] << " ms");
+    CHECK(status[i] == expected);
+    CHECK(took_ms[i] < 2 * 300 + 250);
+  }
+  server.stop();
+  t.join();
+}
+
 // A backend whose reachability check hangs for `delay` (a frozen Redis: SIGSTOP) and fails.
 struct FrozenBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
   using QueueBackend::QueueBackend;
@@ -617,40 +657,8 @@ TEST_CASE("/healthz answers within one probe time however many ask at once (roun
   // Probes asked while one runs share its answer.
   dlq::DeadLetterQueue<dlq::MemoryStorage> queue;
   FrozenBackend backend(queue);
-  dlq::http::Console console(backend, {});
-  dlq::http::GuardedServer server;
-  console.mount(server);
-  const int port = server.bind_to_any_port("127.0.0.1");
-  REQUIRE(port > 0);
-  std::thread t([&] { server.listen_after_bind(); });
-  while (!server.is_running())
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  constexpr int kAsking = 12;
-  std::vector<int> status(kAsking, 0);
-  std::vector<long long> took_ms(kAsking, 0);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kAsking; ++i) {
-    clients.emplace_back([&, i] {
-      httplib::Client c("127.0.0.1", port);
-      c.set_read_timeout(30, 0);
-      const auto start = std::chrono::steady_clock::now();
-      auto r = c.Get("/healthz");
-      took_ms[i] = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
-      status[i] = r ? r->status : -1;
-    });
-  }
-  for (auto& c : clients)
-    c.join();
-  for (int i = 0; i < kAsking; ++i) {
-    INFO("request " << i << " took " << took_ms[i] << " ms");
-    CHECK(status[i] == 503);
-    CHECK(took_ms[i] < 2 * 300 + 250);  // at most the probe running when it came, then one
-  }
+  ask_at_once(backend, "/healthz", 503);
   CHECK(backend.probes <= 3);
-  server.stop();
-  t.join();
 }
 
 // A backend whose metrics_text hangs for `delay` (a frozen Redis: SIGSTOP) and fails.
@@ -670,40 +678,8 @@ TEST_CASE("/metrics answers within one read time however many ask at once (round
   // read of the store, as /healthz did before its shared probe.
   dlq::DeadLetterQueue<dlq::MemoryStorage> queue;
   FrozenMetricsBackend backend(queue);
-  dlq::http::Console console(backend, {});
-  dlq::http::GuardedServer server;
-  console.mount(server);
-  const int port = server.bind_to_any_port("127.0.0.1");
-  REQUIRE(port > 0);
-  std::thread t([&] { server.listen_after_bind(); });
-  while (!server.is_running())
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  constexpr int kAsking = 12;
-  std::vector<int> status(kAsking, 0);
-  std::vector<long long> took_ms(kAsking, 0);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kAsking; ++i) {
-    clients.emplace_back([&, i] {
-      httplib::Client c("127.0.0.1", port);
-      c.set_read_timeout(30, 0);
-      const auto start = std::chrono::steady_clock::now();
-      auto r = c.Get("/metrics");
-      took_ms[i] = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
-      status[i] = r ? r->status : -1;
-    });
-  }
-  for (auto& c : clients)
-    c.join();
-  for (int i = 0; i < kAsking; ++i) {
-    INFO("request " << i << " took " << took_ms[i] << " ms");
-    CHECK(status[i] == 504);            // store_timeout
-    CHECK(took_ms[i] < 2 * 300 + 250);  // at most the read running when it came, then one
-  }
+  ask_at_once(backend, "/metrics", 504);  // store_timeout
   CHECK(backend.reads <= 3);
-  server.stop();
-  t.join();
 }
 
 // A memory backend that records the stored bytes of its largest corrupt() read.

@@ -2,7 +2,8 @@
 // Helpers for the Redis Cluster tests: the test cluster's URL and ports (ctest fixture
 // `redis_cluster`, tests/support/redis_cluster.sh), and a raw client that follows MOVED by
 // itself (independent of dlq::redis::Router) for setting up and checking data, and for
-// migrating slots between masters; a private cluster for a test alone (PrivateCluster).
+// migrating slots between masters; a private cluster for a test alone (PrivateCluster); the
+// failures and the queue names on a given master the cluster tests send with.
 #pragma once
 
 #include <arpa/inet.h>
@@ -25,7 +26,9 @@
 #include <thread>
 #include <vector>
 
+#include "dlq/entry.hpp"
 #include "dlq/redis/connection.hpp"
+#include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 
 namespace dlq::test {
@@ -182,6 +185,26 @@ class RawCluster {
   std::function<std::string(int)> node_url_;  // empty: redis://127.0.0.1:<port>
   std::map<int, std::unique_ptr<RawClient>> nodes_;
 };
+
+/// A failure with `error`, worker "w", for the entries the cluster tests send.
+inline Failure failure(std::string error) {
+  Failure f;
+  f.error = std::move(error);
+  f.worker = "w";
+  return f;
+}
+
+/// `n` queue names `stem`0, `stem`1, … (the hash tag of their keys) whose dead lists are on
+/// the master on `port` (asked with MOVED); fewer when 10000 names hold too few.
+inline std::vector<std::string> queues_on(RawCluster& raw, const RedisListStorage& s, int port,
+                                          std::size_t n, const std::string& stem) {
+  std::vector<std::string> out;
+  for (int i = 0; out.size() < n && i < 10000; ++i) {
+    const std::string q = stem + std::to_string(i);
+    if (raw.owner(s.key(q, ListKind::dead)) == port) out.push_back(q);
+  }
+  return out;
+}
 
 #ifdef DLQ_CLUSTER_SCRIPT
 /// A cluster of three masters for one test alone (tests/support/redis_cluster.sh, its path in

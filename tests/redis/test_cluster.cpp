@@ -22,30 +22,14 @@
 namespace test_cluster {
 
 using namespace dlq;
+using dlq::test::failure;
+using dlq::test::queues_on;
 using dlq::test::RawCluster;
 
 namespace {
 
-Failure failure(std::string error) {
-  Failure f;
-  f.error = std::move(error);
-  f.worker = "w";
-  return f;
-}
-
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
-}
-
-// Queue names (the hash tag of their keys) whose dead lists are on `port`.
-std::vector<std::string> queues_on(RawCluster& raw, const RedisListStorage& s, int port,
-                                   std::size_t n, const std::string& stem) {
-  std::vector<std::string> out;
-  for (int i = 0; out.size() < n && i < 10000; ++i) {
-    const std::string q = stem + std::to_string(i);
-    if (raw.owner(s.key(q, ListKind::dead)) == port) out.push_back(q);
-  }
-  return out;
 }
 
 }  // namespace

@@ -342,15 +342,22 @@ Outcome send_through_failover(PrivateSentinel& s, int threads, int acks, Fail fa
 
 void nothing() {}
 
-TEST_CASE("sentinel: SENTINEL FAILOVER — sends resume on the promoted replica",
-          "[redis][sentinel]") {
+// The replicas_to_ack of this run of the calling test case: 1 in the section `with_one`, 0 in
+// `with_zero` (Catch2 runs the test case once for each).
+int acks_by_section(const char* with_one, const char* with_zero) {
   int acks = 1;
-  SECTION("replicas_to_ack = 1") {
+  SECTION(with_one) {
     acks = 1;
   }
-  SECTION("replicas_to_ack = 0") {
+  SECTION(with_zero) {
     acks = 0;
   }
+  return acks;
+}
+
+TEST_CASE("sentinel: SENTINEL FAILOVER — sends resume on the promoted replica",
+          "[redis][sentinel]") {
+  const int acks = acks_by_section("replicas_to_ack = 1", "replicas_to_ack = 0");
   PrivateSentinel s;
   const Outcome o = send_through_failover(
       s, 1, acks,
@@ -404,13 +411,9 @@ void freeze_replica_at_random(const PrivateSentinel& s) {
 
 TEST_CASE("sentinel: 8 senders, replica frozen at random, master killed — acknowledged = kept",
           "[redis][sentinel][load]") {
-  int acks = 1;
-  SECTION("replicas_to_ack = 1: every acknowledged entry is on the new master, once") {
-    acks = 1;
-  }
-  SECTION("replicas_to_ack = 0: how many acknowledged entries the failover lost") {
-    acks = 0;
-  }
+  const int acks =
+      acks_by_section("replicas_to_ack = 1: every acknowledged entry is on the new master, once",
+                      "replicas_to_ack = 0: how many acknowledged entries the failover lost");
   PrivateSentinel s;
   const Outcome o = send_through_failover(
       s, 8, acks, [&] { REQUIRE(::kill(s.master_pid(), SIGKILL) == 0); },

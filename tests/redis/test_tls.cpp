@@ -17,6 +17,7 @@
 #include "dlq/redis/list_storage.hpp"
 #include "dlq/redis/pool.hpp"
 #include "redis/redis_test_util.hpp"
+#include "redis/tls_test_util.hpp"
 #include "support/catch.hpp"
 
 using namespace dlq;
@@ -26,25 +27,8 @@ namespace {
 
 // The fixture's DIR/env (KEY=VALUE lines). Throws — failing the test — without it.
 const std::map<std::string, std::string>& env() {
-  static const std::map<std::string, std::string> values = [] {
-    const char* file = std::getenv("DLQ_TEST_REDIS_TLS_ENV_FILE");
-    if (file == nullptr || *file == '\0') {
-      throw std::runtime_error(
-          "DLQ_TEST_REDIS_TLS_ENV_FILE is not set: run this test through ctest (fixture "
-          "`redis_tls` starts the servers)");
-    }
-    std::ifstream in(file);
-    std::map<std::string, std::string> m;
-    for (std::string line; std::getline(in, line);) {
-      const auto eq = line.find('=');
-      if (eq != std::string::npos) m[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    if (m.count("TLS_PORT") == 0 || m.count("WRONGHOST_PORT") == 0) {
-      throw std::runtime_error(std::string("incomplete ") + file +
-                               ": did redis_tls_server_start fail?");
-    }
-    return m;
-  }();
+  static const std::map<std::string, std::string> values = test::read_fixture_env(
+      "DLQ_TEST_REDIS_TLS_ENV_FILE", "redis_tls_server_start", {"TLS_PORT", "WRONGHOST_PORT"});
   return values;
 }
 std::string port(const char* name) {

@@ -19,36 +19,22 @@
 #include "dlq/redis/list_storage.hpp"
 #include "redis/cluster_test_util.hpp"
 #include "redis/redis_test_util.hpp"
+#include "redis/tls_test_util.hpp"
 #include "support/catch.hpp"
 
 namespace test_tls_cluster {
 
 using namespace dlq;
+using dlq::test::failure;
+using dlq::test::queues_on;
 using dlq::test::RawCluster;
 
 namespace {
 
 // The fixture's DIR/env (KEY=VALUE lines). Throws — failing the test — without it.
 const std::map<std::string, std::string>& env() {
-  static const std::map<std::string, std::string> values = [] {
-    const char* file = std::getenv("DLQ_TEST_REDIS_TLS_CLUSTER_ENV_FILE");
-    if (file == nullptr || *file == '\0') {
-      throw std::runtime_error(
-          "DLQ_TEST_REDIS_TLS_CLUSTER_ENV_FILE is not set: run this test through ctest "
-          "(fixture `redis_tls_cluster` starts the cluster)");
-    }
-    std::ifstream in(file);
-    std::map<std::string, std::string> m;
-    for (std::string line; std::getline(in, line);) {
-      const auto eq = line.find('=');
-      if (eq != std::string::npos) m[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    if (m.count("PORTS") == 0 || m.count("CERTS") == 0) {
-      throw std::runtime_error(std::string("incomplete ") + file +
-                               ": did redis_tls_cluster_start fail?");
-    }
-    return m;
-  }();
+  static const std::map<std::string, std::string> values = test::read_fixture_env(
+      "DLQ_TEST_REDIS_TLS_CLUSTER_ENV_FILE", "redis_tls_cluster_start", {"PORTS", "CERTS"});
   return values;
 }
 
@@ -76,24 +62,6 @@ std::string url(int port, bool mtls = true) {
 // The test cluster, every node reached over TLS.
 RawCluster raw_cluster() {
   return RawCluster(ports(), [](int port) { return url(port); });
-}
-
-Failure failure(std::string error) {
-  Failure f;
-  f.error = std::move(error);
-  f.worker = "w";
-  return f;
-}
-
-// Queue names whose dead lists are on `port`.
-std::vector<std::string> queues_on(RawCluster& raw, const RedisListStorage& s, int port,
-                                   std::size_t n, const std::string& stem) {
-  std::vector<std::string> out;
-  for (int i = 0; out.size() < n && i < 10000; ++i) {
-    const std::string q = stem + std::to_string(i);
-    if (raw.owner(s.key(q, ListKind::dead)) == port) out.push_back(q);
-  }
-  return out;
 }
 
 }  // namespace

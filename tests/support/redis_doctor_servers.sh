@@ -13,11 +13,8 @@
 #                an ACL user `limited` (password `limited`) denied scripts and SCAN
 # It fails loudly when a server cannot be started: the doctor tests never skip.
 set -euo pipefail
-cmd=${1:?usage: redis_doctor_servers.sh start|stop DIR}
-dir=${2:?usage: redis_doctor_servers.sh start|stop DIR}
-server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
-
-. "$(dirname "$0")/redis_support.sh"  # free_port, wait_ping, stop_pidfiles
+. "$(dirname "$0")/redis_support.sh"  # fixture_args, need_server, free_port, wait_ping, stop_pidfiles
+fixture_args "start|stop DIR" "$@"
 
 # The configuration lines of server NAME (beyond port, dir, pidfile and log).
 config_of() {
@@ -64,7 +61,7 @@ stop_all() { stop_pidfiles "$dir"/*/pid; }
 
 case "$cmd" in
 start)
-  [ -n "$server" ] || { echo "redis_doctor_servers.sh: redis-server not found (apt-get install redis-server)" >&2; exit 1; }
+  need_server
   [ -d "$dir" ] && { stop_all; rm -rf "$dir"; }
   mkdir -p "$dir"
   : >"$dir/env"

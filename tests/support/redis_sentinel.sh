@@ -14,11 +14,8 @@
 # MASTER_PID=…, REPLICA_PID=… and SENTINEL_PORTS="p1 p2 p3"; tests read it. It fails loudly
 # when the deployment cannot be started: the tests never skip.
 set -euo pipefail
-cmd=${1:?usage: redis_sentinel.sh start|stop DIR}
-dir=${2:?usage: redis_sentinel.sh start|stop DIR}
-server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
-
-. "$(dirname "$0")/redis_support.sh"  # free_port, wait_ping, stop_pidfiles
+. "$(dirname "$0")/redis_support.sh"  # fixture_args, need_server, free_port, wait_ping, stop_pidfiles
+fixture_args "start|restart|stop DIR" "$@"
 
 pidfiles() {
   echo "$dir"/s1/pid "$dir"/s2/pid "$dir"/s3/pid "$dir"/replica/pid "$dir"/master/pid
@@ -66,7 +63,7 @@ ready() {  # every sentinel sees the replica and 2 other sentinels; the replica 
 
 case "$cmd" in
 start)
-  [ -n "$server" ] || { echo "redis_sentinel.sh: redis-server not found" >&2; exit 1; }
+  need_server
   if [ -d "$dir" ]; then "$0" stop "$dir" || true; fi
   mkdir -p "$dir"
   for attempt in 1 2 3; do

@@ -1,7 +1,11 @@
 # Shared by the fixture scripts that start private redis-servers for the tests
 # (redis_server.sh, redis_cluster.sh, redis_replica.sh, redis_tls_server.sh,
-# redis_tls_cluster.sh, redis_doctor_servers.sh) and the TLS benchmark
+# redis_tls_cluster.sh, redis_doctor_servers.sh, redis_sentinel.sh) and the TLS benchmark
 # (tests/benchmarks/redis/run.sh): sourced, never run.
+#   fixture_args USAGE CMD DIR the arguments of a fixture script `SCRIPT CMD DIR`: sets cmd and
+#                              dir (a missing one fails with "usage: SCRIPT USAGE") and server
+#                              (redis-server: $DLQ_REDIS_SERVER, else the one on PATH, else "")
+#   need_server                fails the script unless $server names a redis-server
 #   free_port                  a free loopback TCP port (python3; shuf as a fallback)
 #   wait_ping PORT [ARGS…]     0 once redis-cli (with ARGS, e.g. --tls …) gets PONG from PORT,
 #                              within 5 s; 1 otherwise
@@ -17,6 +21,20 @@
 #                              not empty: nodes listen on --tls-port only, with these options)
 #                              and CLUSTER_CLI_ARGS (redis-cli options, e.g. --tls --cacert …)
 #   cluster_stop DIR           stops the nodes of cluster_start
+
+fixture_args() {
+  local usage
+  usage="usage: $(basename "$0") $1"
+  cmd=${2:?$usage}
+  dir=${3:?$usage}
+  server=${DLQ_REDIS_SERVER:-$(command -v redis-server || true)}
+}
+
+need_server() {
+  [ -n "$server" ] && return 0
+  echo "$(basename "$0"): redis-server not found (apt-get install redis-server)" >&2
+  exit 1
+}
 
 free_port() {
   python3 - <<'PY' 2>/dev/null || shuf -i 20000-60000 -n 1

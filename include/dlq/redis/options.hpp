@@ -282,10 +282,11 @@ inline long parse_number(std::string_view url, std::string_view s, const char* w
   return v;
 }
 
+// The text is not echoed either: after a password it may be a piece of it (dlq/redact.hpp).
 inline bool parse_bool(std::string_view url, std::string_view key, std::string_view v) {
   if (v == "true" || v == "1" || v == "yes") return true;
   if (v == "false" || v == "0" || v == "no") return false;
-  bad_url(url, std::string(key) + " must be true or false, not '" + std::string(v) + "'");
+  bad_url(url, std::string(key) + " must be true or false (or 1/0, yes/no)");
 }
 
 /// Applies one TLS query parameter (ca_file, ca_dir, cert_file, key_file, server_name,
