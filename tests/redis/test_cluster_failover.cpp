@@ -336,6 +336,7 @@ ReplayOutcome replay_through_failover(bool kill) {
       kill ? "SIGKILL" : "CLUSTER FAILOVER", victim, replica, o.reported_at_fault, o.reported,
       o.completed ? "completed" : "stopped", o.in_source, o.missing, o.twice, o.resumed_ms,
       o.error.empty() ? "-" : o.error.c_str());
+  CHECK(o.reported_at_fault < 3000);  // failed over mid-replay
   CHECK(o.missing == 0);
   CHECK(o.twice == 0);
   if (!kill) CHECK(o.in_source >= o.reported);  // a coordinated failover keeps every step

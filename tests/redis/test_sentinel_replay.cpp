@@ -180,6 +180,7 @@ void check_first_run(const FirstRun& run, RawClient& now_master, const std::stri
       t.twice, unreported, run.unconfirmed.size(), run.unconfirmed_entries, unconfirmed_in_dead,
       run.promoted_ms, run.resumed_ms, run.error.empty() ? "-" : run.error.c_str());
   std::fflush(stdout);
+  CHECK(run.reported_at_kill < static_cast<std::size_t>(kEntries));  // killed mid-replay
   CHECK(t.missing == 0);
   CHECK(t.twice == 0);
   if (acks == 1) CHECK(unreported >= 0);  // every step reported survived the failover
