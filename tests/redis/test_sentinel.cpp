@@ -319,7 +319,7 @@ void freeze_replica_at_random(const PrivateSentinel& s) {
 }
 
 TEST_CASE("sentinel: 8 senders, replica frozen at random, master killed — acknowledged = kept",
-          "[redis][sentinel][load]") {
+          "[redis][sentinel][.load]") {
   int acks = 1;
   SECTION("replicas_to_ack = 1: every acknowledged entry is on the new master, once") {
     acks = 1;
