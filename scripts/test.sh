@@ -10,9 +10,10 @@
 #   clang-20   clang++, C++20, warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer,
 #              compiled mode (-DDLQ_COMPILED=ON: the library targets hold the shipped
 #              instantiations; the others are header-only), and the TLS tests against real
-#              TLS redis-servers and the Redis Sentinel tests (master, replica, three
-#              sentinels, failovers; label `sentinel`) — server-heavy: this configuration
-#              only, under the sanitizers
+#              TLS redis-servers, the Redis Sentinel tests (master, replica, three
+#              sentinels, failovers; label `sentinel`) and the Redis Cluster failover tests
+#              (three masters with a replica each; label `failover`) — server-heavy: this
+#              configuration only, under the sanitizers
 #   tsan       clang++, C++17, ThreadSanitizer, header-only: builds and runs only the tests in
 #              which threads share one queue (the list below), so it stays a few minutes
 # and, when named, gcc-20 (g++, C++20, ASan + UBSan, header-only). The budget: well under 45
@@ -98,9 +99,9 @@ mkdir -p "$root/build-test"
 configure_and_build() {
   local config=$1 cxx std build_type=Debug extra
   case "$config" in
-    gcc-17)   cxx=g++;     std=17; build_type=Release; extra=(-DDLQ_CONSUMER_TESTS=ON -DDLQ_BROWSER_TESTS=ON -DDLQ_TLS_TESTS=OFF -DDLQ_SENTINEL_TESTS=OFF) ;;
+    gcc-17)   cxx=g++;     std=17; build_type=Release; extra=(-DDLQ_CONSUMER_TESTS=ON -DDLQ_BROWSER_TESTS=ON -DDLQ_TLS_TESTS=OFF -DDLQ_SENTINEL_TESTS=OFF -DDLQ_FAILOVER_TESTS=OFF) ;;
     clang-20) cxx=clang++; std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_COMPILED=ON -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_HEADER_TESTS=OFF) ;;
-    gcc-20)   cxx=g++;     std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_SENTINEL_TESTS=OFF -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_HEADER_TESTS=OFF) ;;
+    gcc-20)   cxx=g++;     std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_SENTINEL_TESTS=OFF -DDLQ_FAILOVER_TESTS=OFF -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_HEADER_TESTS=OFF) ;;
     tsan)     cxx=clang++; std=17; extra=(-DDLQ_SANITIZE=thread -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
   esac
   local build="$root/build-test/$config"

@@ -208,7 +208,8 @@ inline std::vector<std::string> queues_on(RawCluster& raw, const RedisListStorag
 
 #ifdef DLQ_CLUSTER_SCRIPT
 /// A cluster of three masters for one test alone (tests/support/redis_cluster.sh, its path in
-/// DLQ_CLUSTER_SCRIPT); stopped, and its directory removed, by the destructor.
+/// DLQ_CLUSTER_SCRIPT, or redis_cluster_replicas.sh: a replica each); stopped, and its
+/// directory removed, by the destructor.
 class PrivateCluster {
  public:
   PrivateCluster() {
@@ -237,6 +238,15 @@ class PrivateCluster {
     in >> p;
     if (p <= 0) throw std::runtime_error("PrivateCluster: no pid for port " + std::to_string(port));
     return p;
+  }
+  /// The replicas of a cluster started with one per master (redis_cluster_replicas.sh):
+  /// the replica's port for each master's port; empty for a cluster of masters alone.
+  std::map<int, int> replicas() const {
+    std::ifstream in(dir_ + "/c/replicas");
+    std::map<int, int> out;
+    for (int replica = 0, master = 0; in >> replica >> master;)
+      out[master] = replica;
+    return out;
   }
   void freeze(int port) const { ::kill(pid(port), SIGSTOP); }
   void thaw(int port) const { ::kill(pid(port), SIGCONT); }

@@ -32,6 +32,7 @@
 #include "dlq/dlq.hpp"
 #include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
+#include "redis/sentinel_test_util.hpp"
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
 
@@ -39,105 +40,20 @@ namespace test_sentinel {
 
 using namespace dlq;
 using dlq::test::RawClient;
+using dlq::test::PrivateSentinel;
+using dlq::test::counts_of;
+using dlq::test::patient;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// A master, a replica and three sentinels for one test case alone; stopped, and its
-// directory removed, by the destructor.
-class PrivateSentinel {
- public:
-  PrivateSentinel() {
-    char tmpl[] = "/tmp/dlq-sentinel-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("PrivateSentinel: mkdtemp failed");
-    dir_ = tmpl;
-    const std::string cmd = std::string("'") + DLQ_SENTINEL_SCRIPT + "' start '" + dir_ + "/s'";
-    if (std::system(cmd.c_str()) != 0) {
-      stop();
-      throw std::runtime_error("PrivateSentinel: " + cmd + " failed");
-    }
-    std::ifstream in(dir_ + "/s/env");
-    for (std::string line; std::getline(in, line);) {
-      const auto eq = line.find('=');
-      if (eq != std::string::npos) env_[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    if (env_["URL"].empty()) throw std::runtime_error("PrivateSentinel: no env file");
-    std::istringstream ports(env_["SENTINEL_PORTS"]);
-    for (int p = 0; ports >> p;)
-      sentinel_ports_.push_back(p);
-  }
-  PrivateSentinel(const PrivateSentinel&) = delete;
-  PrivateSentinel& operator=(const PrivateSentinel&) = delete;
-  ~PrivateSentinel() { stop(); }
-
-  std::string url() const { return env_.at("URL"); }
-  int master_port() const { return std::stoi(env_.at("MASTER_PORT")); }
-  int replica_port() const { return std::stoi(env_.at("REPLICA_PORT")); }
-  pid_t master_pid() const { return static_cast<pid_t>(std::stol(env_.at("MASTER_PID"))); }
-  const std::vector<int>& sentinel_ports() const { return sentinel_ports_; }
-  pid_t replica_pid() const { return static_cast<pid_t>(std::stol(env_.at("REPLICA_PID"))); }
-
-  // Starts the killed master again (the sentinels make it a replica of the new master).
-  void restart_master() const {
-    const std::string cmd =
-        std::string("'") + DLQ_SENTINEL_SCRIPT + "' restart '" + dir_ + "/s' master";
-    if (std::system(cmd.c_str()) != 0) throw std::runtime_error(cmd + " failed");
-  }
-
-  // The port the first sentinel names as the master now.
-  int named_master_port() const {
-    RawClient s("redis://127.0.0.1:" + std::to_string(sentinel_ports_.at(0)));
-    const auto a = s.strings({"SENTINEL", "get-master-addr-by-name", "mymaster"});
-    return a.size() == 2 ? std::stoi(a[1]) : 0;
-  }
-
- private:
-  void stop() {
-    const std::string cmd = std::string("'") + DLQ_SENTINEL_SCRIPT + "' stop '" + dir_ + "/s'";
-    if (std::system(cmd.c_str()) != 0) {  // best effort; nothing else to do in a destructor
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  std::string dir_;
-  std::map<std::string, std::string> env_;
-  std::vector<int> sentinel_ports_;
-};
-
-// The options of a storage that waits for a failover: a connect fails within 500 ms, and
-// 40 tries with backoff up to 250 ms give the sentinels ~10 s to promote the replica.
-redis::ConnectionOptions patient(const std::string& url) {
-  redis::ConnectionOptions o = redis::parse_url(url);
-  o.connect_timeout = milliseconds(500);
-  o.command_timeout = milliseconds(2000);
-  o.reconnect_attempts = 40;
-  o.reconnect_backoff = milliseconds(50);
-  o.reconnect_backoff_max = milliseconds(250);
-  return o;
-}
-
 std::string url_with(const PrivateSentinel& s, const std::string& tail) {
   std::string u = "redis+sentinel://";
   for (std::size_t i = 0; i < s.sentinel_ports().size(); ++i)
     u += (i > 0 ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(s.sentinel_ports()[i]);
   return u + tail;
-}
-
-// How many times each value of `field` occurs in `list` (entries carry "field":"…").
-std::map<std::string, int> counts_of(const std::vector<std::string>& list,
-                                     const std::string& field) {
-  const std::string pattern = "\"" + field + "\":\"";
-  std::map<std::string, int> n;
-  for (const std::string& item : list) {
-    const auto at = item.find(pattern);
-    if (at == std::string::npos) continue;
-    const auto from = at + pattern.size();
-    ++n[item.substr(from, item.find('"', from) - from)];
-  }
-  return n;
 }
 
 // What the senders saw while the master failed over.
@@ -410,7 +326,7 @@ void freeze_replica_at_random(const PrivateSentinel& s) {
 }
 
 TEST_CASE("sentinel: 8 senders, replica frozen at random, master killed — acknowledged = kept",
-          "[redis][sentinel][load]") {
+          "[redis][sentinel][.load]") {
   const int acks =
       acks_by_section("replicas_to_ack = 1: every acknowledged entry is on the new master, once",
                       "replicas_to_ack = 0: how many acknowledged entries the failover lost");

@@ -5,6 +5,7 @@
 // answered READONLY may be sent again. Also the redis+sentinel:// URL and its redaction.
 #include <hiredis/hiredis.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -220,6 +221,65 @@ TEST_CASE("sentinel: URLs are redacted, hosts kept", "[redis][sentinel][url]") {
   CHECK(dlq::redact_url("redis+sentinel://u:pw,h2:1/m") == "redis+sentinel://***");
   CHECK(dlq::redact_secrets("connecting to redis+sentinel://:x@h:1/m failed") ==
         "connecting to redis+sentinel://***@h:1/m failed");
+}
+
+TEST_CASE("sentinel: a pool's shared view asks once per interval, trusts newer answers",
+          "[redis][sentinel][view]") {
+  using clock = SharedView::clock;
+  using std::chrono::milliseconds;
+  SharedView v;
+  const clock::time_point t0 = clock::now();
+  // 8 connections checking every 10 ms over 1 s with a 100 ms interval: 10 questions.
+  int asked = 0;
+  for (int ms = 0; ms < 1000; ms += 10) {
+    for (int c = 0; c < 8; ++c) {
+      if (!v.begin_check(t0 + milliseconds(ms), milliseconds(100))) continue;
+      ++asked;
+      MasterAnswer a;
+      a.type = MasterAnswer::kind::address;
+      a.host = "10.0.0.1";
+      a.port = 6379;
+      v.answered(a);
+    }
+  }
+  CHECK(asked == 10);
+  // Interval 0: never.
+  SharedView off;
+  CHECK_FALSE(off.begin_check(t0, milliseconds(0)));
+
+  // While one question is under way nobody else asks, however late it is.
+  SharedView w;
+  REQUIRE(w.begin_check(t0, milliseconds(100)));
+  CHECK_FALSE(w.begin_check(t0 + milliseconds(500), milliseconds(100)));
+  w.failed(3);  // unanswered: the next sentinel, and a question again after the interval
+  CHECK(w.sentinel() == 1);
+  CHECK_FALSE(w.begin_check(t0 + milliseconds(50), milliseconds(100)));
+  REQUIRE(w.begin_check(t0 + milliseconds(100), milliseconds(100)));
+  w.failed(3);
+  REQUIRE(w.begin_check(t0 + milliseconds(200), milliseconds(100)));
+  w.failed(3);
+  CHECK(w.sentinel() == 0);  // round the list
+
+  // must_go: only an answer naming another master, asked after the connection's master was
+  // named (an older answer may predate the failover that connection followed already).
+  SharedView m;
+  CHECK_FALSE(m.must_go("10.0.0.1", 6379, t0));  // no answer yet
+  REQUIRE(m.begin_check(t0 + milliseconds(100), milliseconds(100)));
+  MasterAnswer b;
+  b.type = MasterAnswer::kind::address;
+  b.host = "10.0.0.2";
+  b.port = 6380;
+  m.answered(b);
+  CHECK(m.must_go("10.0.0.1", 6379, t0));                          // named before: go
+  CHECK_FALSE(m.must_go("10.0.0.2", 6380, t0));                    // the named master
+  CHECK_FALSE(m.must_go("10.0.0.1", 6379, t0 + milliseconds(100)));  // named at the question
+  CHECK_FALSE(m.must_go("10.0.0.1", 6379, t0 + milliseconds(150)));  // named after it
+  // An answer that names no master changes nothing.
+  REQUIRE(m.begin_check(t0 + milliseconds(200), milliseconds(100)));
+  MasterAnswer none;
+  none.type = MasterAnswer::kind::unknown_master;
+  m.answered(none);
+  CHECK_FALSE(m.must_go("10.0.0.1", 6379, t0));
 }
 
 }  // namespace test_sentinel_decisions

@@ -6,8 +6,9 @@
 #   redis_sentinel.sh start DIR   start them, wait until the replica is in sync and every
 #                                 sentinel sees the replica and the two other sentinels,
 #                                 write DIR/env
-#   redis_sentinel.sh restart DIR NAME   start the server NAME (master, replica) again after a
-#                                 test killed it, with the arguments it was started with
+#   redis_sentinel.sh restart DIR NAME [ARGS…]   start the server NAME (master, replica) again
+#                                 after a test killed it, with the arguments it was started
+#                                 with and ARGS
 #   redis_sentinel.sh stop DIR    stop them all (SIGCONT first: a test may have frozen one)
 #                                 and remove DIR
 # DIR/env holds the lines URL=redis+sentinel://…/mymaster, MASTER_PORT=…, REPLICA_PORT=…,
@@ -99,11 +100,13 @@ start)
   cat "$dir"/*/*.log >&2 || true
   exit 1
   ;;
-restart)  # restart DIR NAME: start the (killed) server NAME again, as it was started; the
-          # sentinels make it a replica of the current master (its data is gone: no RDB)
-  name=${3:?usage: redis_sentinel.sh restart DIR master|replica}
+restart)  # restart DIR NAME [ARGS…]: start the (killed) server NAME again, as it was started
+          # and with ARGS (e.g. --replicaof 127.0.0.1 PORT: a replica of the new master at
+          # once, not after the sentinels' reconfiguration, ~10 s); without, the sentinels
+          # make it a replica of the current master (its data is gone: no RDB)
+  name=${3:?usage: redis_sentinel.sh restart DIR master|replica [ARGS…]}
   eval "args=($(cat "$dir/$name/args"))"
-  start_server "$name" "${args[@]}"
+  start_server "$name" "${args[@]}" "${@:4}"
   ;;
 stop)
   # shellcheck disable=SC2046

@@ -19,7 +19,10 @@
 #                              cluster and waits until all agree; writes DIR/ports. Uses
 #                              $server and $cli, and the arrays CLUSTER_TLS_SERVER_ARGS (when
 #                              not empty: nodes listen on --tls-port only, with these options)
-#                              and CLUSTER_CLI_ARGS (redis-cli options, e.g. --tls --cacert …)
+#                              and CLUSTER_CLI_ARGS (redis-cli options, e.g. --tls --cacert …);
+#                              CLUSTER_REPLICAS (default 0; 1: a replica per master, waited
+#                              for until in sync, DIR/replicas holds "replica-port
+#                              master-port" lines) and CLUSTER_NODE_TIMEOUT (ms, default 5000)
 #   cluster_stop DIR           stops the nodes of cluster_start
 
 fixture_args() {
@@ -144,7 +147,7 @@ _cluster_node() {
     fi
     "$server" "${ports_args[@]}" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
       --cluster-enabled yes --cluster-config-file "$dir/nodes-$port.conf" \
-      --cluster-node-timeout 5000 --daemonize yes --pidfile "$dir/pid-$port" \
+      --cluster-node-timeout "${CLUSTER_NODE_TIMEOUT:-5000}" --daemonize yes --pidfile "$dir/pid-$port" \
       --logfile "$dir/redis-$port.log" >/dev/null || true
     if wait_ping "$port" "${CLUSTER_CLI_ARGS[@]}"; then echo "$port"; return 0; fi
     [ -f "$dir/pid-$port" ] && kill "$(cat "$dir/pid-$port")" 2>/dev/null || true
@@ -168,21 +171,51 @@ _cluster_all_say() {
   return 1
 }
 
+# Whether every replica port of $@ reports its master link up (ROLE: connected), within 20 s.
+_cluster_replicas_synced() {
+  local ok p
+  for _ in $(seq 1 400); do
+    ok=0
+    for p in "$@"; do
+      "$cli" "${CLUSTER_CLI_ARGS[@]}" -p "$p" role 2>/dev/null | grep -qx connected && ok=$((ok + 1))
+    done
+    [ "$ok" -eq $# ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
 cluster_start() {
-  local dir=$1 ports=() port i
+  local dir=$1 ports=() port i replicas=${CLUSTER_REPLICAS:-0}
   mkdir -p "$dir"
-  for i in 1 2 3; do
+  for i in $(seq 1 $((3 * (1 + replicas)))); do
     port=$(_cluster_node "$dir") || { _cluster_fail "$dir" "could not start redis-server node $i"; return 1; }
     ports+=("$port")
   done
-  "$cli" "${CLUSTER_CLI_ARGS[@]}" --cluster create "127.0.0.1:${ports[0]}" \
-    "127.0.0.1:${ports[1]}" "127.0.0.1:${ports[2]}" --cluster-replicas 0 --cluster-yes \
-    >"$dir/create.log" 2>&1 ||
+  local addrs=()
+  for port in "${ports[@]}"; do addrs+=("127.0.0.1:$port"); done
+  "$cli" "${CLUSTER_CLI_ARGS[@]}" --cluster create "${addrs[@]}" --cluster-replicas "$replicas" \
+    --cluster-yes >"$dir/create.log" 2>&1 ||
     { cat "$dir/create.log" >&2; _cluster_fail "$dir" "redis-cli --cluster create failed"; return 1; }
   # Every node must agree before tests start, on the state and on the slot map (all 16384
   # slots assigned, as seen from each node).
   _cluster_all_say cluster_state:ok "${ports[@]}" ||
-    { _cluster_fail "$dir" "cluster_state is not ok on all three nodes after 20 s"; return 1; }
+    { _cluster_fail "$dir" "cluster_state is not ok on all nodes after 20 s"; return 1; }
   _cluster_all_say cluster_slots_ok:16384 "${ports[@]}" || true
-  printf '%s\n' "${ports[@]}" >"$dir/ports"
+  local masters=() pairs=() role
+  for port in "${ports[@]}"; do
+    role=$("$cli" "${CLUSTER_CLI_ARGS[@]}" -p "$port" role 2>/dev/null | tr '\n' ' ')
+    case "$role" in
+      master*) masters+=("$port") ;;
+      slave*) pairs+=("$port $(awk '{print $3}' <<<"$role")") ;;
+    esac
+  done
+  [ ${#masters[@]} -eq 3 ] || { _cluster_fail "$dir" "expected 3 masters, found ${#masters[@]}"; return 1; }
+  if [ "$replicas" -gt 0 ]; then
+    [ ${#pairs[@]} -eq 3 ] || { _cluster_fail "$dir" "expected 3 replicas, found ${#pairs[@]}"; return 1; }
+    _cluster_replicas_synced $(printf '%s\n' "${pairs[@]}" | awk '{print $1}') ||
+      { _cluster_fail "$dir" "the replicas are not in sync after 20 s"; return 1; }
+    printf '%s\n' "${pairs[@]}" >"$dir/replicas"
+  fi
+  printf '%s\n' "${masters[@]}" >"$dir/ports"
 }

@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -193,6 +194,16 @@ class Connection {
   std::optional<PeerCertificate> peer_certificate() const {
     return stream_ != nullptr ? stream_->peer_certificate() : std::nullopt;
   }
+  /// Sentinel: the check of SentinelOptions::check_interval goes through `must_go(host,
+  /// port, named_at)` — whether the connection to the master `host`:`port` that the
+  /// sentinels named at `named_at` must go — instead of a short connection to a sentinel of
+  /// this connection's own (a ConnectionPool shares one detail::SentinelLink among its
+  /// connections). Empty = the connection's own check.
+  void share_sentinel_check(
+      std::function<bool(const std::string&, int, std::chrono::steady_clock::time_point)> must_go) {
+    shared_check_ = std::move(must_go);
+  }
+
   /// The host connected to: ConnectionOptions::host, or with Sentinel the master's host the
   /// sentinels named at the last connect (empty before it).
   const std::string& host() const noexcept {
@@ -492,7 +503,12 @@ class Connection {
   void check_master() {
     const auto interval = options_.sentinel.check_interval;
     const auto now = std::chrono::steady_clock::now();
-    if (interval.count() <= 0 || now - master_checked_ < interval) return;
+    if (interval.count() <= 0) return;
+    if (shared_check_) {  // the pool's view (redis/detail/sentinel_link.hpp)
+      if (shared_check_(master_host_, master_port_, master_checked_)) drop();
+      return;
+    }
+    if (now - master_checked_ < interval) return;
     if (options_.sentinel.sentinels.empty()) return;
     master_checked_ = now;
     const detail::sentinel::Asked a = ask_sentinel(
@@ -617,6 +633,8 @@ class Connection {
   std::string master_host_;        // the master the sentinels named at the last connect
   int master_port_ = 0;
   std::chrono::steady_clock::time_point master_checked_{};  // when a sentinel confirmed it
+  // The pool's shared check (share_sentinel_check); empty = this connection's own.
+  std::function<bool(const std::string&, int, std::chrono::steady_clock::time_point)> shared_check_;
 };
 
 /// Bytes of a string or status reply.

@@ -29,6 +29,7 @@
 
 #include "dlq/errors.hpp"
 #include "dlq/redis/connection.hpp"
+#include "dlq/redis/detail/sentinel_link.hpp"
 #include "dlq/redis/options.hpp"
 
 namespace dlq::redis {
@@ -65,6 +66,8 @@ class ConnectionPool {
   explicit ConnectionPool(ConnectionOptions options, PoolOptions pool = {})
       : options_(std::move(options)), pool_(pool), endpoint_(options_.endpoint()) {
     if (pool_.size == 0) pool_.size = 1;
+    if (options_.sentinel.enabled() && options_.sentinel.check_interval.count() > 0)
+      sentinel_ = std::make_shared<detail::SentinelLink>(options_);
   }
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
@@ -97,7 +100,15 @@ class ConnectionPool {
     }
     ++created_;
     lock.unlock();
-    return Lease(this, std::make_unique<Connection>(options_));
+    auto conn = std::make_unique<Connection>(options_);
+    if (sentinel_) {  // one view of the sentinels for all the pool's connections
+      conn->share_sentinel_check(
+          [link = sentinel_](const std::string& host, int port,
+                             std::chrono::steady_clock::time_point named_at) {
+            return link->must_go(host, port, named_at);
+          });
+    }
+    return Lease(this, std::move(conn));
   }
 
   /// Runs one command on a pooled connection and returns its reply (an error reply is
@@ -434,6 +445,7 @@ class ConnectionPool {
   }
 
   ConnectionOptions options_;
+  std::shared_ptr<detail::SentinelLink> sentinel_;  // Sentinel with check_interval: shared
   PoolOptions pool_;
   std::string endpoint_;
   std::mutex mutex_;

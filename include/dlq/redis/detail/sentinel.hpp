@@ -4,7 +4,8 @@
 /// sentinel's answer to `SENTINEL get-master-addr-by-name` and a server's answer to `ROLE`
 /// mean, in which order the sentinels are asked, which failure of a discovery is worth
 /// another try, the dlq::sentinel_error that names the cause, and whether a request
-/// answered `READONLY` (a demoted master) may be sent again to the new master. The blocking
+/// answered `READONLY` (a demoted master) may be sent again to the new master, and a pool's
+/// shared view of the sentinels for the master checks (SharedView). The blocking
 /// Connection (redis/connection.hpp) does the I/O; everything it decides from it is here,
 /// tested without a server (tests/redis/test_sentinel_decisions.cpp).
 ///
@@ -16,7 +17,9 @@
 
 #include <hiredis/hiredis.h>
 
+#include <chrono>
 #include <cstddef>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -223,6 +226,66 @@ inline sentinel_error master_error(const std::string& where, const std::string& 
 inline bool master_moved(const MasterAnswer& a, const std::string& host, int port) noexcept {
   return a.type == MasterAnswer::kind::address && (a.host != host || a.port != port);
 }
+
+/// One pool's view of the sentinels, shared by its connections (SentinelOptions::
+/// check_interval): at most one question to a sentinel per interval for all of them, the
+/// latest answer with the moment its question was asked, and which sentinel to ask. The
+/// caller (detail::SentinelLink, redis/detail/sentinel_link.hpp) asks; this decides.
+/// Thread-safe.
+class SharedView {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// Whether the caller is to ask a sentinel now: true for one caller once `interval` has
+  /// passed since the last question (never while a question is under way, never when
+  /// `interval` is 0). A caller that gets true must report answered() or failed().
+  bool begin_check(clock::time_point now, std::chrono::milliseconds interval) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (interval.count() <= 0 || asking_) return false;
+    if (asked_once_ && now - last_asked_ < interval) return false;
+    asking_ = true;
+    asked_once_ = true;
+    last_asked_ = now;
+    return true;
+  }
+  /// The sentinel asked answered `a` (to the question begun at the last begin_check).
+  /// An answer that names no master is kept too: it changes nothing (master_moved).
+  void answered(const MasterAnswer& a) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    asking_ = false;
+    latest_ = a;
+    latest_asked_ = last_asked_;
+    have_answer_ = true;
+  }
+  /// The sentinel asked did not answer: the next one of `sentinels` is asked next time.
+  void failed(std::size_t sentinels) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    asking_ = false;
+    if (sentinels > 0) next_ = (next_ + 1) % sentinels;
+  }
+  /// The index of the sentinel to ask.
+  std::size_t sentinel() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return next_;
+  }
+  /// Whether a connection to `host`:`port`, whose master was named at `named_at`, must go:
+  /// the latest answer names another master and its question was asked after `named_at`
+  /// (an older answer may predate the failover that connection already followed).
+  bool must_go(const std::string& host, int port, clock::time_point named_at) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return have_answer_ && latest_asked_ > named_at && master_moved(latest_, host, port);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  bool asking_ = false;
+  bool asked_once_ = false;
+  bool have_answer_ = false;
+  clock::time_point last_asked_{};
+  clock::time_point latest_asked_{};
+  MasterAnswer latest_;
+  std::size_t next_ = 0;
+};
 
 /// True for a `READONLY` error reply: the server is a replica (a demoted master) and did
 /// not execute the command.
