@@ -1046,6 +1046,19 @@ inline void add_doctor_command(CLI::App& app, Args& a) {
       ->capture_default_str();
 }
 
+/// What `serve` does, in the command list and in serve.hpp's own parser (one wording).
+inline constexpr const char* serve_summary =
+    "serve the operator console: the web UI, /metrics, /healthz (dlqctl serve --help)";
+
+// `serve` in the command list: the binary parses it apart (serve.hpp) when it has the
+// console; this entry names it in --help and, in a dlqctl without it, says how to get it.
+inline void add_serve_entry(CLI::App& app) {
+  app.add_subcommand("serve", serve_summary)
+      ->fallthrough(false)  // its options are serve.hpp's: taken whole, never the globals'
+      ->allow_extras()
+      ->prefix_command();
+}
+
 // Runs `dlqctl doctor` through io.doctor (the binary sets it when built with Redis).
 inline int run_doctor(Io& io, Args& a) {
   if (!io.doctor) {
@@ -1103,6 +1116,11 @@ inline int run_command(Io& io, const Opener& open, Args& a, const std::string& c
     a.store.create_if_missing = command == "send";
     if (a.store.actor.empty()) a.store.actor = os_user();
     if (command == "doctor") return run_doctor(io, a);
+    if (command == "serve") {  // the binary handles serve before run() when it has it
+      throw dlq::invalid_argument(dlq::detail::message(
+          "dlqctl", "serve", "this dlqctl was built without the console",
+          "rebuild it with cpp-httplib installed (apt-get install libcpp-httplib-dev)"));
+    }
     Commands commands(io, open, a, command);
     return commands.run();
   } catch (const usage_error& e) {
@@ -1156,6 +1174,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   detail::add_report_commands(app, a);
   detail::add_ops_commands(app, a, replay);
   detail::add_doctor_command(app, a);
+  detail::add_serve_entry(app);
 
   std::vector<const char*> argv;
   argv.push_back("dlqctl");

@@ -349,6 +349,7 @@ TEST_CASE("dlqctl --help lists serve; without the console serve says how to buil
   CHECK(r.out.find("operator console") != std::string::npos);
 
   r = run({"serve", "--listen", "127.0.0.1:0"}, false);  // a dlqctl built without cpp-httplib
+  INFO(r.err);
   CHECK(r.code == dlqctl::exit_usage);
   CHECK(r.err.find("built without the console") != std::string::npos);
   CHECK(r.err.find("libcpp-httplib-dev") != std::string::npos);
