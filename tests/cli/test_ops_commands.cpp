@@ -63,6 +63,24 @@ TEST_CASE("search prints the matches of its filters and a continuation for more"
   CHECK(r.lines().size() == 20 - 3);
   CHECK(json::parse(r.lines()[0])["id"] == ids[5]);
 
+  // The hint is the command to run for the next page: the same arguments, quoted for a
+  // shell, the old --continuation replaced, a store URL's password masked.
+  r = f.run({"search", "orders", "--error-contains", "bad", "--limit", "3", "--continuation",
+             token, "--worker", "it's w"});
+  REQUIRE(r.code == 0);
+  CHECK_FALSE(contains(r.err, "\xE2\x80\xA6"));  // no literal "…" to fill in
+  CHECK(contains(r.err, "more: dlqctl search orders --error-contains bad --limit 3 --worker "
+                        "'it'\\''s w' --continuation "));
+  CHECK_FALSE(contains(r.err, token + " "));  // the old token is not repeated
+  r = f.run({"--store=redis://:s3cret@db:6379", "search", "orders", "--error-contains", "bad",
+             "--limit", "3", "--continuation=" + token});
+  REQUIRE(r.code == 0);
+  INFO(r.err);
+  CHECK_FALSE(contains(r.err, "s3cret"));
+  CHECK(contains(r.err, "more: dlqctl --store=redis://"));
+  CHECK(contains(r.err, " search orders --error-contains bad --limit 3 --continuation "));
+  CHECK_FALSE(contains(r.err, "--continuation=" + token));
+
   r = f.run({"search", "orders", "--payload-contains", "\"i\":17}"});
   CHECK(contains(r.out, ids[17]));
   CHECK(contains(r.out, "(1 match; end of the list)"));
