@@ -101,6 +101,7 @@ inline const std::string& payload_bytes(const dlq::Entry& e) {
 
 /// Every argument of every command (CLI11 writes into these).
 struct Args {
+  std::vector<std::string> command_line;  ///< as given, without the program name
   StoreSettings store;
   std::string timeout = "5s";
   std::string audit_max_age = "90d";
@@ -1158,6 +1159,7 @@ inline int run_command(Io& io, const Opener& open, Args& a, const std::string& c
 /// code. Never throws: every failure is one line on io.err and an exit code.
 inline int run(const std::vector<std::string>& args, Io& io, const Opener& open) {
   detail::Args a;
+  a.command_line = args;
   CLI::App app(description(), "dlqctl");
   app.fallthrough();  // global options are accepted after the command too
   app.require_subcommand(1);

@@ -524,7 +524,7 @@ int ops_search(IoT& io, Store& store, const A& a) {
            << (done ? "; end of the list" : "") << ")\n";
   }
   if (!done)
-    io.err << "more: dlqctl search " << printable(a.queue) << " … --continuation " << token << '\n';
+    io.err << dlq::redact_secrets("more: " + next_page_command(a.command_line, token)) << '\n';
   return 0;
 }
 
