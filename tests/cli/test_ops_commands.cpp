@@ -162,6 +162,35 @@ TEST_CASE("replay --id --set-payload replays one entry with the file's bytes", "
         dlq::detail::sha256_hex("{\"i\":5,\"fixed\":true}"));
 }
 
+// A file saved by an editor, `echo`, or `jq -c` ends in a newline the job never had
+// (48 -> 49 bytes): one final line ending is removed and said; --keep-newline keeps it.
+TEST_CASE("an edited payload's final newline is removed and said; --keep-newline keeps it",
+          "[cli][ops]") {
+  CliFixture f;
+  const auto ids = fill(f);
+  auto r = f.run({"replay", "orders", "--id", ids[1], "--set-payload", "-"}, "{\"i\":1}\n");
+  REQUIRE(r.code == 0);
+  CHECK(f.storage.source_range("orders").back() == "{\"i\":1}");
+  CHECK(contains(r.err, "removed the payload's final newline (8 -> 7 bytes)"));
+  CHECK(contains(r.err, "--keep-newline"));
+  r = f.run({"replay", "orders", "--id", ids[2], "--transform-cmd", "printf '{\"i\":2}\\r\\n'"});
+  REQUIRE(r.code == 0);
+  CHECK(f.storage.source_range("orders").back() == "{\"i\":2}");
+  CHECK(contains(r.err, "(9 -> 7 bytes)"));
+  r = f.run({"replay", "orders", "--id", ids[3], "--set-payload", "-", "--keep-newline"},
+            "{\"i\":3}\n\n");
+  REQUIRE(r.code == 0);
+  CHECK(f.storage.source_range("orders").back() == "{\"i\":3}\n\n");
+  CHECK_FALSE(contains(r.err, "newline"));
+  r = f.run({"replay", "orders", "--id", ids[4], "--set-payload", "-"}, "{\"i\":4}\n\n");
+  REQUIRE(r.code == 0);
+  CHECK(f.storage.source_range("orders").back() == "{\"i\":4}\n");  // one line ending only
+  r = f.run({"replay", "orders", "--id", ids[5], "--set-payload", "-"}, "{\"i\":5}");
+  REQUIRE(r.code == 0);
+  CHECK(f.storage.source_range("orders").back() == "{\"i\":5}");
+  CHECK_FALSE(contains(r.err, "newline"));
+}
+
 TEST_CASE("replay --id --transform-cmd replays one entry with what the command printed",
           "[cli][ops]") {
   CliFixture f;
