@@ -144,6 +144,14 @@ inline std::string next_page_command(const std::vector<std::string>& args,
   return out + " --continuation " + shell_word(token);
 }
 
+/// Removes one final line ending ("\n" or "\r\n") from `s`; true when there was one.
+inline bool strip_final_line_ending(std::string& s) {
+  if (s.empty() || s.back() != '\n') return false;
+  s.pop_back();
+  if (!s.empty() && s.back() == '\r') s.pop_back();
+  return true;
+}
+
 /// Display width of printable UTF-8 text, counting one column per code point.
 inline std::size_t width(std::string_view s) {
   std::size_t w = 0;

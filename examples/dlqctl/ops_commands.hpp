@@ -53,6 +53,7 @@ struct OpsArgs {
   std::string set_payload;        ///< replay: file with the new payload ("-" = stdin)
   std::string transform_cmd;      ///< replay: shell command, old payload in, new payload out
   std::string transform_timeout;  ///< replay: how long transform_cmd may run ("" = 30s)
+  bool keep_newline = false;      ///< replay: keep the edited payload's final line ending
   std::string error_type;  ///< filters beyond Args' (ids, error_contains, worker, older_than)
   std::string job_id;
   std::string newer_than;
@@ -372,6 +373,13 @@ std::optional<std::string> edited_payload(IoT& io, const A& a, const std::string
     }
     source = "--transform-cmd '" + printable(a.ops.transform_cmd) + "' exited 0 and printed ";
   }
+  // A file saved by an editor or `echo`, and `jq -c`, end in a line ending the job never had:
+  // one is removed (and said) unless --keep-newline. The library itself stores bytes as given.
+  const std::size_t given = payload.size();
+  if (!a.ops.keep_newline && strip_final_line_ending(payload)) {
+    io.err << "dlqctl replay: removed the payload's final newline (" << given << " -> "
+           << payload.size() << " bytes); --keep-newline keeps it\n";
+  }
   // The library refuses such an edit too (dlq::invalid_argument); here the message can say
   // which option gave it.
   if (dlq::detail::blank_payload(payload))
@@ -587,6 +595,9 @@ void add_ops_commands(CLI::App& app, A& a, CLI::App* replay) {
   replay->add_option("--transform-cmd", a.ops.transform_cmd,
                      "with one --id: replay it with what CMD prints (its stdin: the payload; "
                      "run by bash, else /bin/sh, with pipefail; empty output is refused)");
+  replay->add_flag("--keep-newline", a.ops.keep_newline,
+                   "keep the new payload's final newline (by default one final \\n or \\r\\n "
+                   "of the file or the command's output is removed, and said)");
   replay->add_option("--transform-timeout", a.ops.transform_timeout,
                      "kill --transform-cmd (its whole process group) after this long and "
                      "replay nothing (default 30s)");
