@@ -399,24 +399,23 @@ class Commands {
   }
 
   // The options of `dlqctl replay` (without an edit), checked.
+  // The selection: --all, --count N or --id, each narrowed by the filters (search's and
+  // discard's grammar, filter_of), or the filters alone: every entry they match.
   dlq::ReplayOptions replay_options() const {
-    const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (a_.ids.empty() ? 0 : 1);
-    if (chosen != 1)
-      throw usage_error(
-          "say which entries to replay with exactly one of --all, --count N, --id ID...");
     dlq::ReplayOptions o;
+    static_cast<dlq::Filter&>(o) = filter_of(a_);
+    dlq::Filter beyond_id = o;
+    beyond_id.ids.clear();
+    const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (o.ids.empty() ? 0 : 1);
+    if (chosen > 1 || (chosen == 0 && beyond_id.empty()))
+      throw usage_error("say which entries to replay with one of --all, --count N, --id ID..., "
+                        "or filters alone (" +
+                        std::string(filter_option_names) + "; they narrow --all and --count)");
+    if (!o.ids.empty() && !beyond_id.empty())
+      throw usage_error("--id replays exactly those entries; the other filters do not apply "
+                        "with it");
     o.limit = a_.replay_count;
-    o.ids = a_.ids;
     o.to_queue = a_.to;
-    o.error_contains = a_.error_contains;
-    o.worker = a_.worker;
-    if (!a_.older_than.empty())
-      o.older_than = std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          parse_duration(a_.older_than));
-    if (!o.ids.empty() && (!o.error_contains.empty() || !o.worker.empty() || o.older_than))
-      throw usage_error(
-          "--id replays exactly those entries; --error-contains, --worker and "
-          "--older-than do not apply with it");
     if (a_.rate < 0) throw usage_error("--rate must be 0 (no limit) or more entries per second");
     o.rate = a_.rate;
     o.dry_run = a_.dry_run;
@@ -938,13 +937,8 @@ inline CLI::App* add_replay_command(CLI::App& app, Args& a) {
   replay->add_flag("--all", a.all, "every entry present when the replay starts");
   replay->add_option("--count", a.replay_count, "at most N entries, oldest first")
       ->check(whole_number(true));
-  replay->add_option("--id", a.ids, "exactly these entries (one or more ids)");
+  add_filter_options(replay, a);  // search's and discard's (ops_commands.hpp): one grammar
   replay->add_option("--to", a.to, "replay to this queue instead of the source queue");
-  replay->add_option("--error-contains", a.error_contains,
-                     "only entries whose error contains TEXT");
-  replay->add_option("--worker", a.worker, "only entries dead-lettered by this worker");
-  replay->add_option("--older-than", a.older_than,
-                     "only entries dead-lettered at least this long ago (90s, 15m, 2h, 7d)");
   replay->add_option("--rate", a.rate, "at most N entries per second (0 = no limit)")
       ->capture_default_str();
   replay->add_flag("--dry-run", a.dry_run, "report what would be replayed; move nothing");

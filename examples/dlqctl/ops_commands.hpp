@@ -80,6 +80,11 @@ inline std::string os_user() {
 }
 
 /// Adds the filter options of search and discard to `c`.
+/// The filter options of replay, search and discard (one grammar), for messages.
+inline constexpr const char* filter_option_names =
+    "--error-contains, --error-type, --worker, --job-id, --older-than, --newer-than, "
+    "--payload-contains, --id";
+
 template <class A>
 void add_filter_options(CLI::App* c, A& a) {
   c->add_option("--id", a.ids, "only these entries (one or more ids)");
@@ -400,8 +405,9 @@ template <class A, class IoT>
 int ops_replay_edited(IoT& io, Store& store, const A& a) {
   if (!a.ops.set_payload.empty() && !a.ops.transform_cmd.empty())
     throw usage_error("give either --set-payload or --transform-cmd, not both");
-  if (a.ids.size() != 1 || a.all || a.replay_count > 0 || !a.error_contains.empty() ||
-      !a.worker.empty() || !a.older_than.empty())
+  dlq::Filter beyond_id = filter_of(a);
+  beyond_id.ids.clear();
+  if (a.ids.size() != 1 || a.all || a.replay_count > 0 || !beyond_id.empty())
     throw usage_error("an edited replay is for one entry: give exactly one --id and no filter");
   const std::string shown_timeout = a.ops.transform_timeout.empty()
                                         ? std::to_string(default_transform_timeout.count()) + "s"
@@ -457,11 +463,9 @@ int ops_discard(IoT& io, Store& store, const A& a) {
   dlq::DiscardOptions o;
   static_cast<dlq::Filter&>(o) = filter_of(a);
   if (o.empty())
-    throw usage_error(
-        "say which entries to discard with a filter (--error-contains, "
-        "--error-type, --worker, --job-id, --older-than, --newer-than, "
-        "--payload-contains, --id); to delete them all use: dlqctl purge " +
-        printable(a.queue) + " --yes");
+    throw usage_error("say which entries to discard with a filter (" +
+                      std::string(filter_option_names) + "); to delete them all use: dlqctl purge " +
+                      printable(a.queue) + " --yes");
   o.limit = a.ops.limit;
   o.dry_run = a.dry_run || !a.yes;
   o.cancel = io.cancel;
