@@ -95,7 +95,11 @@ trap cleanup EXIT
 bold=""; off=""
 if [ -t 1 ]; then bold=$(printf '\033[1m'); off=$(printf '\033[0m'); fi
 step() { printf '\n%s== %s%s\n' "$bold" "$*" "$off"; }
-show() { printf '$ %s\n' "$*" | sed "s#$dlqctl#dlqctl#; s#$worker#worker#"; "$@"; }
+say_command() { printf '$ %s\n' "$*" | sed "s#$dlqctl#dlqctl#; s#$worker#worker#"; }
+show() { say_command "$@"; "$@"; }
+# Shows a command and its report (stderr); its stdout, a number for scripts, goes to
+# $work/stdout for the checks.
+report() { say_command "$@"; "$@" 2>&1 >"$work/stdout"; }
 indent() { sed 's/^/   /'; }
 number() {  # the number in the first match of pattern $1 on stdin; 0 when none
   local n
@@ -143,15 +147,14 @@ show "$dlqctl" show "$queue" "$first" | indent
 
 # --- 4. fix and replay ------------------------------------------------------------------------
 step "4. The fix is deployed (handler v2); replay brings the dead letters back"
-show "$dlqctl" replay "$queue" --all --dry-run 2>&1 | indent
-show "$dlqctl" replay "$queue" --all >"$work/replay.out" 2>&1
-indent <"$work/replay.out"
-replayed=$(tail -1 "$work/replay.out")
+report "$dlqctl" replay "$queue" --all --dry-run | indent
+report "$dlqctl" replay "$queue" --all | indent
+replayed=$(cat "$work/stdout")
 "$worker" --store "$store" --queue "$queue" --worker billing-1 --fixed --done "$work/done" \
   >"$work/w3.log" 2>&1 || { cat "$work/w3.log"; exit 1; }
 indent <"$work/w3.log"
 processed_v2=$(number '[0-9]+ processed' <"$work/w3.log")
-left=$("$dlqctl" count "$queue")
+left=$("$dlqctl" count "$queue" 2>/dev/null)  # its note on stderr: "no dead letters in …"
 distinct=$(sort -u "$work/done" | wc -l)
 total_lines=$(wc -l <"$work/done")
 

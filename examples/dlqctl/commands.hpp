@@ -101,6 +101,7 @@ inline const std::string& payload_bytes(const dlq::Entry& e) {
 
 /// Every argument of every command (CLI11 writes into these).
 struct Args {
+  std::vector<std::string> command_line;  ///< as given, without the program name
   StoreSettings store;
   std::string timeout = "5s";
   std::string audit_max_age = "90d";
@@ -398,24 +399,23 @@ class Commands {
   }
 
   // The options of `dlqctl replay` (without an edit), checked.
+  // The selection: --all, --count N or --id, each narrowed by the filters (search's and
+  // discard's grammar, filter_of), or the filters alone: every entry they match.
   dlq::ReplayOptions replay_options() const {
-    const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (a_.ids.empty() ? 0 : 1);
-    if (chosen != 1)
-      throw usage_error(
-          "say which entries to replay with exactly one of --all, --count N, --id ID...");
     dlq::ReplayOptions o;
+    static_cast<dlq::Filter&>(o) = filter_of(a_);
+    dlq::Filter beyond_id = o;
+    beyond_id.ids.clear();
+    const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (o.ids.empty() ? 0 : 1);
+    if (chosen > 1 || (chosen == 0 && beyond_id.empty()))
+      throw usage_error("say which entries to replay with one of --all, --count N, --id ID..., "
+                        "or filters alone (" +
+                        std::string(filter_option_names) + "; they narrow --all and --count)");
+    if (!o.ids.empty() && !beyond_id.empty())
+      throw usage_error("--id replays exactly those entries; the other filters do not apply "
+                        "with it");
     o.limit = a_.replay_count;
-    o.ids = a_.ids;
     o.to_queue = a_.to;
-    o.error_contains = a_.error_contains;
-    o.worker = a_.worker;
-    if (!a_.older_than.empty())
-      o.older_than = std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          parse_duration(a_.older_than));
-    if (!o.ids.empty() && (!o.error_contains.empty() || !o.worker.empty() || o.older_than))
-      throw usage_error(
-          "--id replays exactly those entries; --error-contains, --worker and "
-          "--older-than do not apply with it");
     if (a_.rate < 0) throw usage_error("--rate must be 0 (no limit) or more entries per second");
     o.rate = a_.rate;
     o.dry_run = a_.dry_run;
@@ -937,13 +937,8 @@ inline CLI::App* add_replay_command(CLI::App& app, Args& a) {
   replay->add_flag("--all", a.all, "every entry present when the replay starts");
   replay->add_option("--count", a.replay_count, "at most N entries, oldest first")
       ->check(whole_number(true));
-  replay->add_option("--id", a.ids, "exactly these entries (one or more ids)");
+  add_filter_options(replay, a);  // search's and discard's (ops_commands.hpp): one grammar
   replay->add_option("--to", a.to, "replay to this queue instead of the source queue");
-  replay->add_option("--error-contains", a.error_contains,
-                     "only entries whose error contains TEXT");
-  replay->add_option("--worker", a.worker, "only entries dead-lettered by this worker");
-  replay->add_option("--older-than", a.older_than,
-                     "only entries dead-lettered at least this long ago (90s, 15m, 2h, 7d)");
   replay->add_option("--rate", a.rate, "at most N entries per second (0 = no limit)")
       ->capture_default_str();
   replay->add_flag("--dry-run", a.dry_run, "report what would be replayed; move nothing");
@@ -1046,6 +1041,19 @@ inline void add_doctor_command(CLI::App& app, Args& a) {
       ->capture_default_str();
 }
 
+/// What `serve` does, in the command list and in serve.hpp's own parser (one wording).
+inline constexpr const char* serve_summary =
+    "serve the operator console: the web UI, /metrics, /healthz (dlqctl serve --help)";
+
+// `serve` in the command list: the binary parses it apart (serve.hpp) when it has the
+// console; this entry names it in --help and, in a dlqctl without it, says how to get it.
+inline void add_serve_entry(CLI::App& app) {
+  app.add_subcommand("serve", serve_summary)
+      ->fallthrough(false)  // its options are serve.hpp's: taken whole, never the globals'
+      ->allow_extras()
+      ->prefix_command();
+}
+
 // Runs `dlqctl doctor` through io.doctor (the binary sets it when built with Redis).
 inline int run_doctor(Io& io, Args& a) {
   if (!io.doctor) {
@@ -1103,6 +1111,11 @@ inline int run_command(Io& io, const Opener& open, Args& a, const std::string& c
     a.store.create_if_missing = command == "send";
     if (a.store.actor.empty()) a.store.actor = os_user();
     if (command == "doctor") return run_doctor(io, a);
+    if (command == "serve") {  // the binary handles serve before run() when it has it
+      throw dlq::invalid_argument(dlq::detail::message(
+          "dlqctl", "serve", "this dlqctl was built without the console",
+          "rebuild it with cpp-httplib installed (apt-get install libcpp-httplib-dev)"));
+    }
     Commands commands(io, open, a, command);
     return commands.run();
   } catch (const usage_error& e) {
@@ -1140,6 +1153,7 @@ inline int run_command(Io& io, const Opener& open, Args& a, const std::string& c
 /// code. Never throws: every failure is one line on io.err and an exit code.
 inline int run(const std::vector<std::string>& args, Io& io, const Opener& open) {
   detail::Args a;
+  a.command_line = args;
   CLI::App app(description(), "dlqctl");
   app.fallthrough();  // global options are accepted after the command too
   app.require_subcommand(1);
@@ -1156,6 +1170,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   detail::add_report_commands(app, a);
   detail::add_ops_commands(app, a, replay);
   detail::add_doctor_command(app, a);
+  detail::add_serve_entry(app);
 
   std::vector<const char*> argv;
   argv.push_back("dlqctl");

@@ -111,6 +111,47 @@ inline std::string printable_cut(std::string_view s, std::size_t max_bytes = 64)
   return "'" + printable(s.substr(0, cut)) + "…' (" + std::to_string(s.size()) + " bytes)";
 }
 
+/// One argument as a POSIX shell word: as is when no character needs quoting, else in single
+/// quotes (a ' inside as '\''); an argument with a control byte goes through printable (the
+/// line stays one line; such an argument must be retyped).
+inline std::string shell_word(std::string_view s) {
+  const auto plain = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("_-./:=@%+,").find(c) != std::string_view::npos;
+  };
+  if (!s.empty() && std::all_of(s.begin(), s.end(), plain)) return std::string(s);
+  if (printable(s) != s) return "'" + printable(s) + "'";
+  std::string out = "'";
+  for (const char c : s)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+/// `dlqctl` and `args` (a command line without the program name) as shell words, without
+/// its --continuation (`--continuation T` or `--continuation=T`), then `--continuation
+/// token`: the command that reads the next page.
+inline std::string next_page_command(const std::vector<std::string>& args,
+                                     const std::string& token) {
+  std::string out = "dlqctl";
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--continuation") {
+      ++i;  // and its value
+      continue;
+    }
+    if (args[i].rfind("--continuation=", 0) == 0) continue;
+    out += " " + shell_word(args[i]);
+  }
+  return out + " --continuation " + shell_word(token);
+}
+
+/// Removes one final line ending ("\n" or "\r\n") from `s`; true when there was one.
+inline bool strip_final_line_ending(std::string& s) {
+  if (s.empty() || s.back() != '\n') return false;
+  s.pop_back();
+  if (!s.empty() && s.back() == '\r') s.pop_back();
+  return true;
+}
+
 /// Display width of printable UTF-8 text, counting one column per code point.
 inline std::size_t width(std::string_view s) {
   std::size_t w = 0;

@@ -53,6 +53,7 @@ struct OpsArgs {
   std::string set_payload;        ///< replay: file with the new payload ("-" = stdin)
   std::string transform_cmd;      ///< replay: shell command, old payload in, new payload out
   std::string transform_timeout;  ///< replay: how long transform_cmd may run ("" = 30s)
+  bool keep_newline = false;      ///< replay: keep the edited payload's final line ending
   std::string error_type;  ///< filters beyond Args' (ids, error_contains, worker, older_than)
   std::string job_id;
   std::string newer_than;
@@ -79,6 +80,11 @@ inline std::string os_user() {
 }
 
 /// Adds the filter options of search and discard to `c`.
+/// The filter options of replay, search and discard (one grammar), for messages.
+inline constexpr const char* filter_option_names =
+    "--error-contains, --error-type, --worker, --job-id, --older-than, --newer-than, "
+    "--payload-contains, --id";
+
 template <class A>
 void add_filter_options(CLI::App* c, A& a) {
   c->add_option("--id", a.ids, "only these entries (one or more ids)");
@@ -372,6 +378,13 @@ std::optional<std::string> edited_payload(IoT& io, const A& a, const std::string
     }
     source = "--transform-cmd '" + printable(a.ops.transform_cmd) + "' exited 0 and printed ";
   }
+  // A file saved by an editor or `echo`, and `jq -c`, end in a line ending the job never had:
+  // one is removed (and said) unless --keep-newline. The library itself stores bytes as given.
+  const std::size_t given = payload.size();
+  if (!a.ops.keep_newline && strip_final_line_ending(payload)) {
+    io.err << "dlqctl replay: removed the payload's final newline (" << given << " -> "
+           << payload.size() << " bytes); --keep-newline keeps it\n";
+  }
   // The library refuses such an edit too (dlq::invalid_argument); here the message can say
   // which option gave it.
   if (dlq::detail::blank_payload(payload))
@@ -392,8 +405,9 @@ template <class A, class IoT>
 int ops_replay_edited(IoT& io, Store& store, const A& a) {
   if (!a.ops.set_payload.empty() && !a.ops.transform_cmd.empty())
     throw usage_error("give either --set-payload or --transform-cmd, not both");
-  if (a.ids.size() != 1 || a.all || a.replay_count > 0 || !a.error_contains.empty() ||
-      !a.worker.empty() || !a.older_than.empty())
+  dlq::Filter beyond_id = filter_of(a);
+  beyond_id.ids.clear();
+  if (a.ids.size() != 1 || a.all || a.replay_count > 0 || !beyond_id.empty())
     throw usage_error("an edited replay is for one entry: give exactly one --id and no filter");
   const std::string shown_timeout = a.ops.transform_timeout.empty()
                                         ? std::to_string(default_transform_timeout.count()) + "s"
@@ -449,11 +463,9 @@ int ops_discard(IoT& io, Store& store, const A& a) {
   dlq::DiscardOptions o;
   static_cast<dlq::Filter&>(o) = filter_of(a);
   if (o.empty())
-    throw usage_error(
-        "say which entries to discard with a filter (--error-contains, "
-        "--error-type, --worker, --job-id, --older-than, --newer-than, "
-        "--payload-contains, --id); to delete them all use: dlqctl purge " +
-        printable(a.queue) + " --yes");
+    throw usage_error("say which entries to discard with a filter (" +
+                      std::string(filter_option_names) + "); to delete them all use: dlqctl purge " +
+                      printable(a.queue) + " --yes");
   o.limit = a.ops.limit;
   o.dry_run = a.dry_run || !a.yes;
   o.cancel = io.cancel;
@@ -524,7 +536,7 @@ int ops_search(IoT& io, Store& store, const A& a) {
            << (done ? "; end of the list" : "") << ")\n";
   }
   if (!done)
-    io.err << "more: dlqctl search " << printable(a.queue) << " … --continuation " << token << '\n';
+    io.err << dlq::redact_secrets("more: " + next_page_command(a.command_line, token)) << '\n';
   return 0;
 }
 
@@ -587,6 +599,9 @@ void add_ops_commands(CLI::App& app, A& a, CLI::App* replay) {
   replay->add_option("--transform-cmd", a.ops.transform_cmd,
                      "with one --id: replay it with what CMD prints (its stdin: the payload; "
                      "run by bash, else /bin/sh, with pipefail; empty output is refused)");
+  replay->add_flag("--keep-newline", a.ops.keep_newline,
+                   "keep the new payload's final newline (by default one final \\n or \\r\\n "
+                   "of the file or the command's output is removed, and said)");
   replay->add_option("--transform-timeout", a.ops.transform_timeout,
                      "kill --transform-cmd (its whole process group) after this long and "
                      "replay nothing (default 30s)");

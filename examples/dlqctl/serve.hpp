@@ -171,7 +171,7 @@ using Log = std::function<void(dlq::LogLevel, std::string_view)>;
 inline CLI::App* add_options(CLI::App& app, Settings& s) {
   add_global_options(app, s.store, s.timeout, s.audit_max_age_text);
   app.fallthrough();  // before add_subcommand: `serve` inherits it (global options after it)
-  auto* sub = app.add_subcommand("serve", "serve the operator console");
+  auto* sub = app.add_subcommand("serve", detail::serve_summary);
   sub->add_option("--listen", s.listen,
                   "HOST:PORT to listen on (port 0 = any free port); a non-loopback host needs "
                   "--token-file")

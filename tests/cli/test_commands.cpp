@@ -278,6 +278,29 @@ TEST_CASE("replay selects with --count, --id, filters, --to and --dry-run", "[cl
     CHECK(q.size("orders") == 10);
     CHECK(f.storage.source_size("orders") == 0);
   }
+  // One filter grammar (ops_commands.hpp's add_filter_options) for replay, search and
+  // discard; a filter alone selects every entry it matches, as discard's does.
+  SECTION("search's filters select a replay, alone or with --count") {
+    auto r = f.run({"replay", "orders", "--error-type", "ValidationError", "--dry-run"});
+    INFO(r.err);
+    CHECK(r.code == 0);
+    CHECK(r.lines().back() == "0");  // no entry has that error type: nothing would move
+    r = f.run({"replay", "orders", "--payload-contains", "\"n\":3"});
+    INFO(r.err);
+    CHECK(r.code == 0);
+    CHECK(r.lines().back() == "1");
+    CHECK(f.storage.source_range("orders") == std::vector<std::string>{R"({"n":3})"});
+    r = f.run({"replay", "orders", "--error-contains", "timeout", "--count", "2"});
+    CHECK(r.lines().back() == "2");
+    CHECK(f.storage.source_size("orders") == 3);  // n 1 and 5 after n 3
+    r = f.run({"replay", "orders", "--newer-than", "1h", "--worker", "new-worker",
+               "--error-contains", "currency"});
+    CHECK(r.lines().back() == "2");  // n 6, 8 (n 4 is old-worker's)
+    CHECK(q.size("orders") == 10 - 1 - 2 - 2);
+    r = f.run({"replay", "orders", "--job-id", "nope"});
+    CHECK(r.code == 0);
+    CHECK(r.lines().back() == "0");
+  }
   SECTION("--rate paces the replay") {
     auto r = f.run({"replay", "orders", "--all", "--rate", "5"});
     CHECK(r.lines().back() == "10");
@@ -293,6 +316,8 @@ TEST_CASE("replay needs exactly one of --all, --count, --id and sane options", "
       {"replay", "orders", "--all", "--count", "2"},
       {"replay", "orders", "--all", "--id", "x"},
       {"replay", "orders", "--id", "x", "--error-contains", "e"},
+      {"replay", "orders", "--id", "x", "--payload-contains", "e"},
+      {"replay", "orders", "--dry-run"},  // no selection
       {"replay", "orders", "--all", "--older-than", "yesterday"},
       {"replay", "orders", "--all", "--older-than", "5 parsecs"},
       {"replay", "orders", "--all", "--older-than", "200000d"},  // past 64-bit nanoseconds

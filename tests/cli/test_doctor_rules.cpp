@@ -336,3 +336,23 @@ TEST_CASE("doctor: hostile queue names print on one line, escaped and cut (round
 }
 
 }  // namespace test_doctor_rules
+
+namespace test_doctor_rules {
+
+// `dlqctl serve` is parsed apart (serve.hpp) when the binary has the console; the main
+// command list names it either way, and a dlqctl built without it says how to get it.
+TEST_CASE("dlqctl --help lists serve; without the console serve says how to build it",
+          "[cli][serve]") {
+  Ran r = run({"--help"}, false);
+  CHECK(r.code == dlqctl::exit_ok);
+  CHECK(r.out.find("\n  serve ") != std::string::npos);
+  CHECK(r.out.find("operator console") != std::string::npos);
+
+  r = run({"serve", "--listen", "127.0.0.1:0"}, false);  // a dlqctl built without cpp-httplib
+  INFO(r.err);
+  CHECK(r.code == dlqctl::exit_usage);
+  CHECK(r.err.find("built without the console") != std::string::npos);
+  CHECK(r.err.find("libcpp-httplib-dev") != std::string::npos);
+}
+
+}  // namespace test_doctor_rules

@@ -63,6 +63,25 @@ TEST_CASE("search prints the matches of its filters and a continuation for more"
   CHECK(r.lines().size() == 20 - 3);
   CHECK(json::parse(r.lines()[0])["id"] == ids[5]);
 
+  // The hint is the command to run for the next page: the same arguments, quoted for a
+  // shell, the old --continuation replaced, a store URL's password masked.
+  r = f.run({"search", "orders", "--error-contains", "bad", "--limit", "3", "--continuation",
+             token, "--actor", "it's me"});
+  REQUIRE(r.code == 0);
+  INFO(r.err);
+  CHECK_FALSE(contains(r.err, "\xE2\x80\xA6"));  // no literal "…" to fill in
+  CHECK(contains(r.err, "more: dlqctl search orders --error-contains bad --limit 3 --actor "
+                        "'it'\\''s me' --continuation "));
+  CHECK_FALSE(contains(r.err, token + " "));  // the old token is not repeated
+  r = f.run({"--store=redis://:s3cret@db:6379", "search", "orders", "--error-contains", "bad",
+             "--limit", "3", "--continuation=" + token});
+  REQUIRE(r.code == 0);
+  INFO(r.err);
+  CHECK_FALSE(contains(r.err, "s3cret"));
+  CHECK(contains(r.err, "more: dlqctl --store=redis://"));
+  CHECK(contains(r.err, " search orders --error-contains bad --limit 3 --continuation "));
+  CHECK_FALSE(contains(r.err, "--continuation=" + token));
+
   r = f.run({"search", "orders", "--payload-contains", "\"i\":17}"});
   CHECK(contains(r.out, ids[17]));
   CHECK(contains(r.out, "(1 match; end of the list)"));
@@ -141,6 +160,35 @@ TEST_CASE("replay --id --set-payload replays one entry with the file's bytes", "
   CHECK(rec["detail"]["edits"][0]["old_sha256"] == dlq::detail::sha256_hex("{\"i\":5}"));
   CHECK(rec["detail"]["edits"][0]["new_sha256"] ==
         dlq::detail::sha256_hex("{\"i\":5,\"fixed\":true}"));
+}
+
+// A file saved by an editor, `echo`, or `jq -c` ends in a newline the job never had
+// (48 -> 49 bytes): one final line ending is removed and said; --keep-newline keeps it.
+TEST_CASE("an edited payload's final newline is removed and said; --keep-newline keeps it",
+          "[cli][ops]") {
+  CliFixture f;
+  const auto ids = fill(f);
+  auto r = f.run({"replay", "orders", "--id", ids[1], "--set-payload", "-"}, "{\"i\":1}\n");
+  REQUIRE(r.code == 0);
+  CHECK(f.storage.source_range("orders").back() == "{\"i\":1}");
+  CHECK(contains(r.err, "removed the payload's final newline (8 -> 7 bytes)"));
+  CHECK(contains(r.err, "--keep-newline"));
+  r = f.run({"replay", "orders", "--id", ids[2], "--transform-cmd", "printf '{\"i\":2}\\r\\n'"});
+  REQUIRE(r.code == 0);
+  CHECK(f.storage.source_range("orders").back() == "{\"i\":2}");
+  CHECK(contains(r.err, "(9 -> 7 bytes)"));
+  r = f.run({"replay", "orders", "--id", ids[3], "--set-payload", "-", "--keep-newline"},
+            "{\"i\":3}\n\n");
+  REQUIRE(r.code == 0);
+  CHECK(f.storage.source_range("orders").back() == "{\"i\":3}\n\n");
+  CHECK_FALSE(contains(r.err, "newline"));
+  r = f.run({"replay", "orders", "--id", ids[4], "--set-payload", "-"}, "{\"i\":4}\n\n");
+  REQUIRE(r.code == 0);
+  CHECK(f.storage.source_range("orders").back() == "{\"i\":4}\n");  // one line ending only
+  r = f.run({"replay", "orders", "--id", ids[5], "--set-payload", "-"}, "{\"i\":5}");
+  REQUIRE(r.code == 0);
+  CHECK(f.storage.source_range("orders").back() == "{\"i\":5}");
+  CHECK_FALSE(contains(r.err, "newline"));
 }
 
 TEST_CASE("replay --id --transform-cmd replays one entry with what the command printed",
