@@ -154,7 +154,7 @@ while more and at < lim do
     local len = #w
     seen = seen + len
     local first, last, v
-    local h = lead[len]
+    local h, e = lead[len], ends[len]
     if h and find(w, h, 1, true) == 1 then
       v = heads[h]
     else
@@ -167,12 +167,13 @@ while more and at < lim do
           v = find(h, '{"payload_bytes":', 1, true) == 1 and find(t, '^[1-9]%d*$') ~= nil and tonum(t)
           heads[h] = v
         end
-        if v then lead[len] = h end
+        -- A head is remembered for a length seen before: lengths that each come once
+        -- (payload sizes all different) cost no entry.
+        if v and e then lead[len] = h end
       end
     end
     if v then
       local l = #h + v
-      local e = ends[len]
       if not e then
         e = ',"envelope_bytes":' .. len .. '}'
         ends[len] = e
