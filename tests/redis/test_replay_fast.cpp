@@ -1250,6 +1250,42 @@ std::string hostile_edit(std::string w, std::mt19937& rng) {
 
 }  // namespace
 
+TEST_CASE("an item holding a proved head after other bytes proves nothing by that head",
+          "[redis][replay][fast]") {
+  // For a length it has seen before, the script proves an item's head by finding the head
+  // proved last for that length at the item's start. The same head further in — here after
+  // a parked flag, over a payload shortened by as much, so that the id, queue and end are
+  // where that head would put them — must not pass for it.
+  const std::string url = test::shared_redis_url();
+  RedisListStorage storage(url, test::unique_layout());
+  RawClient raw(url);
+  const std::string dead = storage.key("orders", ListKind::dead);
+  const std::string payload = "\"" + std::string(30, 'x') + "\"";
+  const std::string a = new_id(), b = new_id(), c = new_id();
+  const std::string good = dlq_envelope(payload, false, a);
+  std::string twin = good;  // the same length: the second one makes the head remembered
+  twin.replace(twin.find(a), a.size(), b);
+  const std::size_t mark = good.find(R"(,"original_payload":)");
+  REQUIRE(mark != std::string::npos);
+  const std::string head = good.substr(0, mark + 20);
+  const std::string flag = R"({"parked":true,)";
+  std::string bad = flag + head + "\"" + std::string(payload.size() - 2 - flag.size(), 'x') +
+                    "\"" + good.substr(head.size() + payload.size());
+  bad.replace(bad.find(a), a.size(), c);
+  REQUIRE(bad.size() == good.size());
+  REQUIRE(bad.find(head) == flag.size());
+  std::string cut, id;
+  REQUIRE_FALSE(frame_rule(bad, cut, id));
+  raw.rpush(dead, {good, twin, bad, dlq_envelope("1")});
+  RedisListStorage::replay_cursor cursor;
+  const FastStep f = storage.replay_fast("orders", cursor, 100, "orders", true);
+  CHECK(f.moved == 2);
+  CHECK(f.unprovable == 1);
+  CHECK(f.ids == std::vector<std::string>{a, b});
+  CHECK(raw.list(storage.source_key("orders")) == std::vector<std::string>{payload, payload});
+  replays_as_compare_and_move({good, twin, bad, dlq_envelope("2")});
+}
+
 TEST_CASE("hostile items after items sharing their head or length: the fast step keeps its rule",
           "[redis][replay][fast]") {
   // Thousands of dlq entries and edits of them (the same head over another item, the same

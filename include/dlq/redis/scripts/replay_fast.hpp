@@ -29,8 +29,10 @@ namespace dlq::redis::scripts {
 /// between the queue marker and the end is read. What a head up to `"original_payload":`
 /// proves (N, or nothing) and the end an item of a given length must have are worked out
 /// once per call and looked up for the next item with the same head or length (payload
-/// sizes repeat; docs/benchmarks.md has what that saves); every item's own bytes are still
-/// compared.
+/// sizes repeat; docs/benchmarks.md has what that saves); an item that starts with the head
+/// proved last for its length needs one plain find for its head (each call into a string
+/// function costs the server ~700 instructions, more than the bytes it compares); every
+/// item's own bytes are still compared.
 ///
 /// The end proves the item is the whole of one envelope as dlq wrote it: an item cut off
 /// anywhere (even right after a `}` inside a context holding a nested dead_lettered_at or
@@ -136,40 +138,52 @@ local out, ids, rest, m, bytes, unprovable, at = {}, {}, {}, 0, 0, 0, 0
 local seen, spare, n, more = 0, 0, 1, true
 local floor, min, max1 = math.floor, math.min, math.max
 -- Per call: the payload length an item's head up to ,"original_payload": proves (false:
--- none) and the end an item of a given length must have. Heads and lengths repeat, so each
--- is worked out once, not a pattern match, a tonumber, a number-to-string and a concatenation
--- per item (docs/benchmarks.md). At most one entry each per item read.
-local heads, ends = {}, {}
+-- none), the end an item of a given length must have, and per length the last head that
+-- proved a length. An item that starts with the head proved last for its length has that
+-- head's payload length, so one plain find proves its head: no substring, pattern match,
+-- tonumber or concatenation per item — a call into a string function is most of what the
+-- proof costs an item (docs/benchmarks.md). Heads and lengths repeat (payload sizes do);
+-- at most one entry each per item read.
+local heads, ends, lead = {}, {}, {}
 while more and at < lim do
   n = math.min(n, lim - at)
   local items = redis.call('LRANGE', dead, at, at + n - 1)
   more = #items == n
   for i = 1, #items do
     local w = items[i]
-    seen = seen + #w
-    local first, last
-    local c = find(w, ',"original_payload":', 18, true)
-    if c and c < 30 then
-      local h = sub(w, 1, c + 19)
-      local v = heads[h]
-      if v == nil then
-        local t = sub(h, 18, c - 1)
-        v = find(h, '{"payload_bytes":', 1, true) == 1 and find(t, '^[1-9]%d*$') ~= nil and tonum(t)
-        heads[h] = v
+    local len = #w
+    seen = seen + len
+    local first, last, v
+    local h, e = lead[len], ends[len]
+    if h and find(w, h, 1, true) == 1 then
+      v = heads[h]
+    else
+      local c = find(w, ',"original_payload":', 18, true)
+      if c and c < 30 then
+        h = sub(w, 1, c + 19)
+        v = heads[h]
+        if v == nil then
+          local t = sub(h, 18, c - 1)
+          v = find(h, '{"payload_bytes":', 1, true) == 1 and find(t, '^[1-9]%d*$') ~= nil and tonum(t)
+          heads[h] = v
+        end
+        -- A head is remembered for a length seen before: lengths that each come once
+        -- (payload sizes all different) cost no entry.
+        if v and e then lead[len] = h end
       end
-      if v then
-        local len, l = #w, c + 19 + v
-        local e = ends[len]
-        if not e then
-          e = ',"envelope_bytes":' .. len .. '}'
-          ends[len] = e
-        end
-        -- The end compared in place (a plain find that can only match at s): no substring.
-        local s = len - #e + 1
-        if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
-            and s > l + 54 and find(w, e, s, true) == s then
-          first, last = c + 20, l
-        end
+    end
+    if v then
+      local l = #h + v
+      if not e then
+        e = ',"envelope_bytes":' .. len .. '}'
+        ends[len] = e
+      end
+      -- The markers and the end compared in place (a plain find that can only match at its
+      -- one position): no substring.
+      local s = len - #e + 1
+      if find(w, ',"id":"', l, true) == l + 1 and find(w, '","queue":"', l + 44, true) == l + 44
+          and s > l + 54 and find(w, e, s, true) == s then
+        first, last = #h + 1, l
       end
     end
     if first and unprovable > 0 then
@@ -179,7 +193,7 @@ while more and at < lim do
       m = m + 1
       out[m] = sub(w, first, last)
       if want then ids[m] = sub(w, last + 8, last + 43) end
-      bytes = bytes + #w + (last - first + 1)
+      bytes = bytes + len + (last - first + 1)
       if m >= max or bytes >= budget then
         more = false
         break
