@@ -240,15 +240,23 @@ TEST_CASE("an audit record keeps at most audit_max_id_bytes of an id (round 10)"
     return largest;
   };
   CHECK(q.remove_ids("orders", {ids[0]}).removed.size() == 1);
-  CHECK(largest_id() <= 256 + 3);  // dlq::detail::audit_max_id_bytes, + "…"
+  CHECK(largest_id() <= dlq::detail::audit_max_id_bytes + 3);  // + "…"
   CHECK(q.replay("orders", dlq::ReplayOptions::by_ids({ids[1]})).replayed == 1);
-  CHECK(largest_id() <= 256 + 3);
+  CHECK(largest_id() <= dlq::detail::audit_max_id_bytes + 3);
   dlq::DiscardOptions d;
   d.error_contains = "boom";
   CHECK(q.discard("orders", d).discarded == 2);
   INFO("largest id kept in the trail: " << largest_id() << " bytes");
-  CHECK(largest_id() <= 256 + 3);
+  CHECK(largest_id() <= dlq::detail::audit_max_id_bytes + 3);
   CHECK(q.audit("orders").size() == 3);
+  // a cut id says so; a short one is kept as it is
+  const auto trail = q.audit("orders");
+  CHECK(trail[0].ids.at(0) == ids[0].substr(0, dlq::detail::audit_max_id_bytes) + "\xE2\x80\xA6");
+  CHECK(dlq::detail::audit_id("0190c000-0000-7000-8000-000000000000") ==
+        "0190c000-0000-7000-8000-000000000000");
+  // never inside a UTF-8 sequence: 255 ASCII bytes, then a 2-byte sequence across byte 256
+  CHECK(dlq::detail::audit_id(std::string(255, 'a') + "\xC3\xA9" + "tail") ==
+        std::string(255, 'a') + "\xE2\x80\xA6");
 }
 
 TEST_CASE("range_bytes reads a prefix within a byte budget", "[memory]") {
