@@ -49,9 +49,8 @@
 ///   request. So peers that never read what they asked for hold memory but no worker: at
 ///   most ServerLimits::max_unsent_bytes of answers in all (plus those of 127.0.0.1 and ::1);
 ///   a connection whose answer would go over it is closed, its answer dropped. Bodies still
-///   arriving, or arrived and waiting for a worker, count against the same bound (a head
-///   whose body would go over it: 503). A connection kept alive keeps no large buffer of a
-///   request or answer it is done with.
+///   arriving or waiting for a worker count against the same bound (a head whose body
+///   would go over it: 503); an idle connection keeps no large buffer (detail::drop_front).
 /// - Each client address (IPv6: each /64) may hold at most
 ///   ServerLimits::max_connections_per_client connections; more are answered 503 and closed
 ///   at once. At most ServerLimits::max_busy_per_client of its requests are handled at once;
@@ -324,9 +323,7 @@ class GuardedServer : public httplib::Server {
         c.need = head + c.plan.body;
         if (c.buf.size() - c.off < c.need) {
           if (!hold_body(c)) return head_state::refused;
-          // room for the whole request and one more read (fill): the bytes held are the
-          // bytes counted, not twice as many by the string's growth
-          c.buf.reserve(c.off + c.need + fill_chunk);
+          c.buf.reserve(c.off + c.need + detail::fill_chunk);  // held = counted, not 2x
           c.deadline = now + lim_.request_timeout;  // the body's own time, from the head
           if (c.plan.expect_continue) {
             static const char go_on[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -357,16 +354,13 @@ class GuardedServer : public httplib::Server {
       return true;
     }
 
-    // Bytes fill() reads at once.
-    static constexpr std::size_t fill_chunk = 16384;
-
     // Reads what the socket has, until the request is complete or refused (a closing
     // connection: drops what it reads, until the peer's end).
     head_state fill(connection& c, clock::time_point now) {
       for (;;) {
         const head_state st = c.closing ? head_state::waiting : classify(c, now);
         if (st != head_state::waiting) return st;
-        char chunk[fill_chunk];
+        char chunk[detail::fill_chunk];
         const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
         if (n > 0) {
           if (!c.closing) c.buf.append(chunk, static_cast<std::size_t>(n));
@@ -396,9 +390,7 @@ class GuardedServer : public httplib::Server {
       if (st == head_state::ready) {
         {
           std::lock_guard<std::mutex> lock(m_);
-          // its body is in, and still held until a worker takes it (take_locked): with
-          // every worker busy, bodies arrived whole would otherwise pile up uncounted
-          ready_.push_back(std::move(c));
+          ready_.push_back(std::move(c));  // its body still counted until take_locked
         }
         work_cv_.notify_all();
         return nullptr;

@@ -273,6 +273,11 @@ inline body_plan plan_body(std::string_view head, std::size_t max_body) {
   return p;
 }
 
+// Bytes the poller reads from a socket at once. A body being read gets room for itself and
+// one such read, so that the bytes it holds are those counted against max_unsent_bytes, not
+// up to twice as many by a string's growth.
+inline constexpr std::size_t fill_chunk = 16384;
+
 // Drops the first `n` bytes of `s` (all of them: npos). When what it keeps is far smaller
 // than its capacity (the bytes of a large body or answer, consumed), its memory is given back:
 // a connection kept alive after a 1 MiB body would otherwise hold that MiB, counted nowhere,
