@@ -2,6 +2,7 @@
 // audit trail's retention (AuditRetention) and its visible cap.
 #include "dlq/storage/memory.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -209,6 +210,53 @@ TEST_CASE("MemoryStorage keeps audit records by age; its cap's drops are counted
     CHECK(dlq::metrics::prometheus_text({}, c).find(
               "dlq_audit_dropped_total " + std::to_string(c.audit_dropped)) != std::string::npos);
   }
+}
+
+TEST_CASE("an audit record keeps at most audit_max_id_bytes of an id (round 10)",
+          "[memory][audit]") {
+  // Round 10 of issue 27. Entries written by other programs may carry ids of any length, and
+  // every operation copied the ids it changed (up to audit_max_ids) into its record whole: a
+  // discard of 100 such entries with 1 MiB ids (RPUSHed by another program) wrote one audit
+  // record of 117 MB to Redis (MEMORY USAGE of the stream), kept 90 days after the entries
+  // were gone; the trail's cap on records then bounds nothing. Ids are now cut like the
+  // filter's texts (dlq/audit.hpp), here 4 entries with 1 MiB ids.
+  dlq::DeadLetterQueue<dlq::MemoryStorage> q;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(std::to_string(i) + std::string(std::size_t{1} << 20, 'I'));
+    q.storage().push(rec("orders", R"({"original_payload":{"n":1},"queue":"orders",)"
+                                   R"("error":"boom","attempt":1,"worker":"w",)"
+                                   R"("dead_lettered_at":"2026-12-07T07:00:00+00:00","id":")" +
+                                       ids.back() + "\"}"));
+  }
+  const auto largest_id = [&q] {
+    std::size_t largest = 0;
+    for (const auto& r : q.audit("orders")) {
+      for (const auto& id : r.ids)
+        largest = std::max(largest, id.size());
+      for (const auto& id : r.filter.value("ids", nlohmann::ordered_json::array()))
+        largest = std::max(largest, id.get<std::string>().size());
+    }
+    return largest;
+  };
+  CHECK(q.remove_ids("orders", {ids[0]}).removed.size() == 1);
+  CHECK(largest_id() <= dlq::detail::audit_max_id_bytes + 3);  // + "…"
+  CHECK(q.replay("orders", dlq::ReplayOptions::by_ids({ids[1]})).replayed == 1);
+  CHECK(largest_id() <= dlq::detail::audit_max_id_bytes + 3);
+  dlq::DiscardOptions d;
+  d.error_contains = "boom";
+  CHECK(q.discard("orders", d).discarded == 2);
+  INFO("largest id kept in the trail: " << largest_id() << " bytes");
+  CHECK(largest_id() <= dlq::detail::audit_max_id_bytes + 3);
+  CHECK(q.audit("orders").size() == 3);
+  // a cut id says so; a short one is kept as it is
+  const auto trail = q.audit("orders");
+  CHECK(trail[0].ids.at(0) == ids[0].substr(0, dlq::detail::audit_max_id_bytes) + "\xE2\x80\xA6");
+  CHECK(dlq::detail::audit_id("0190c000-0000-7000-8000-000000000000") ==
+        "0190c000-0000-7000-8000-000000000000");
+  // never inside a UTF-8 sequence: 255 ASCII bytes, then a 2-byte sequence across byte 256
+  CHECK(dlq::detail::audit_id(std::string(255, 'a') + "\xC3\xA9" + "tail") ==
+        std::string(255, 'a') + "\xE2\x80\xA6");
 }
 
 TEST_CASE("range_bytes reads a prefix within a byte budget", "[memory]") {

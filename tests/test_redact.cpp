@@ -264,6 +264,26 @@ TEST_CASE("a password with a space in a message is masked whole (round 7)", "[re
         "redis://h2 and unix://***@/s.sock");
 }
 
+TEST_CASE("a quote in a password, a space in a password= value, in a message (round 10)",
+          "[redact][!mayfail]") {
+  // Round 10 of issue 27, NOT fixed yet ([!mayfail]: reported, left for the change of
+  // redact.hpp under way). parse_url accepts each password below, and redact_url masks each
+  // URL whole (0 of 100k random URLs leaked: repro/redact_fuzz.cpp); in free text
+  // (redact_secrets) a URL and a parameter value end at whitespace or a quote. Round 7's
+  // exception (a URL whose first word ends inside its authority runs on to the last '@')
+  // covers spaces only: a quote inside the password ends the URL and the exception is not
+  // tried, so the rest shows ("redis://***'SECb@h:1/0"); a `password=` value ends at a space
+  // ("?password=*** SECb"). No message of dlq itself carries such a raw URL (they are masked
+  // by redact_url first); a user's own text through the public redact_secrets does.
+  for (const std::string text :
+       {"cannot reach redis://u:SECa'SECb@h:1/0 now", "cannot reach redis://:SECa\"SECb@h now",
+        "redis://u:SECa SECb\"SECc@h:1 down", "(store rediss://u:SECa'SECb@h/0?ca_file=/x)",
+        "at redis://h:1/0?password=SECa SECb now", "at redis://h:1/0?password=SECa'SECb&db=1 now"}) {
+    INFO(text << " -> " << dlq::redact_secrets(text));
+    CHECK_FALSE(has(dlq::redact_secrets(text), "SEC"));
+  }
+}
+
 TEST_CASE("an all-digit password is not taken for a port (round 7)", "[redact]") {
   // redis://:12345 (the "@host" forgotten) read as an empty host and port 12345: the
   // lost-user-info rule let it through, and so did the parser's "empty host" message.

@@ -223,9 +223,10 @@ inline Setup configure(Settings& s, const Log& log) {
   options.max_operations = s.max_operations;
   options.log = log;
   // The library's own messages (e.g. [dlq.audit] when the trail's cap removed records)
-  // go to the same log, URL passwords masked.
+  // go to the same log as the console's: URL passwords masked, control characters as '?'
+  // (a queue name may hold a line break).
   store.log = [log](dlq::LogLevel level, std::string_view line) {
-    log(level, dlq::http::redact_secrets(std::string(line)));
+    log(level, dlq::http::detail::log_text(std::string(line)));
   };
   return setup;
 }

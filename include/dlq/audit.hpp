@@ -7,7 +7,9 @@
 /// drown the trail.
 ///
 /// One write per operation (remove_ids: per call, however many ids), never per entry. Ids
-/// are listed up to Options::audit_max_ids (default 100) with a count of the rest; each text
+/// are listed up to Options::audit_max_ids (default 100) with a count of the rest, each cut
+/// to its first 256 bytes and "…" (an entry written by another program may carry an id of any
+/// length: detail::audit_max_id_bytes); each text
 /// condition of the filter (error_contains, worker, ...) up to its first 1024 bytes, with its
 /// length in "<name>_bytes" when it was cut. So every record is of bounded size.
 ///
@@ -197,43 +199,65 @@ nlohmann::ordered_json object_of(const Members&... members) {
   return j;
 }
 
-/// Collects the ids of one audit record: the first `max` kept, the rest counted.
+/// The longest text condition an audit record keeps of a filter, in bytes.
+inline constexpr std::size_t audit_max_filter_text_bytes = 1024;
+
+/// The longest id an audit record keeps, in bytes. dlq's own ids have 36; an entry written by
+/// another program may carry an id of any length, and a record copies the ids it changed:
+/// one of 100 entries with 1 MiB ids made a record of 117 MB. A longer id is cut (audit_id).
+inline constexpr std::size_t audit_max_id_bytes = 256;
+
+/// The first bytes of `text`, at most `max`, never cut inside a UTF-8 sequence.
+inline std::size_t utf8_prefix(std::string_view text, std::size_t max) {
+  if (text.size() <= max) return text.size();
+  std::size_t keep = max;
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80)
+    --keep;  // text[keep] continues a sequence: cut before the sequence's lead byte
+  return keep;
+}
+
+/// `id` as an audit record keeps it: whole up to audit_max_id_bytes, else its first bytes
+/// and "…" (U+2026), so a reader sees it was cut.
+inline std::string audit_id(std::string_view id) {
+  if (id.size() <= audit_max_id_bytes) return std::string(id);
+  return std::string(id.substr(0, utf8_prefix(id, audit_max_id_bytes))) + "\xE2\x80\xA6";
+}
+
+/// Collects the ids of one audit record: the first `max` kept (each by audit_id), the rest
+/// counted.
 struct audit_ids {
   std::size_t max = 100;
   std::vector<std::string> ids;
   std::size_t omitted = 0;
   void add(std::string_view id) {
     if (ids.size() < max)
-      ids.emplace_back(id);
+      ids.push_back(audit_id(id));
     else
       ++omitted;
   }
 };
 
-/// The longest text condition an audit record keeps of a filter, in bytes.
-inline constexpr std::size_t audit_max_filter_text_bytes = 1024;
-
 /// A filter for an audit record (Filter::describe()): its "ids" cut to the first `max`, the
-/// rest counted in "ids_omitted" — as the record's own ids — and each text longer than
-/// audit_max_filter_text_bytes cut to its first bytes (never inside a UTF-8 sequence), its
-/// length in "<name>_bytes", so that a call naming many ids or long texts writes a record of
-/// bounded size (the trail's record cap bounds its memory only then).
+/// rest counted in "ids_omitted" — as the record's own ids — each by audit_id, and each text
+/// longer than audit_max_filter_text_bytes cut to its first bytes (never inside a UTF-8
+/// sequence), its length in "<name>_bytes", so that a call naming many ids or long texts
+/// writes a record of bounded size (the trail's record cap bounds its memory only then).
 inline nlohmann::ordered_json audit_filter(nlohmann::ordered_json filter, std::size_t max) {
   std::vector<std::pair<std::string, std::size_t>> cut;
   for (auto& [name, value] : filter.items()) {
     if (!value.is_string()) continue;
     auto& text = value.template get_ref<std::string&>();
     if (text.size() <= audit_max_filter_text_bytes) continue;
-    std::size_t keep = audit_max_filter_text_bytes;
-    while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80)
-      --keep;  // text[keep] continues a sequence: cut before the sequence's lead byte
     cut.emplace_back(name, text.size());
-    text.resize(keep);
+    text.resize(utf8_prefix(text, audit_max_filter_text_bytes));
   }
   for (const auto& [name, bytes] : cut)
     filter[name + "_bytes"] = bytes;
   const auto it = filter.find("ids");
-  if (it == filter.end() || !it->is_array() || it->size() <= max) return filter;
+  if (it == filter.end() || !it->is_array()) return filter;
+  for (auto& id : *it)
+    if (id.is_string()) id = audit_id(id.template get_ref<const std::string&>());
+  if (it->size() <= max) return filter;
   const std::size_t omitted = it->size() - max;
   it->erase(it->begin() + static_cast<std::ptrdiff_t>(max), it->end());
   filter["ids_omitted"] = omitted;

@@ -69,6 +69,7 @@ def main():
     check(p.returncode == 0, "dlqctl queues exits 0", f"(rc {p.returncode}: {p.stderr!r:.300})")
     check(q.encode() in p.stdout, "dlqctl queues lists the normal queue", f"{p.stdout!r:.300}")
     wrong_types(args, url, r, q)
+    forged_log_line(args, url, r)
     r.flushdb()
     finish("test_console_foreign_keys")
 
@@ -105,6 +106,33 @@ def wrong_types(args, url, r, q):
               f"(rc {p.returncode}: {p.stderr!r:.300})")
         check(q.encode() in p.stdout, f"wrong types: dlqctl {argv[0]} shows the normal queue",
               f"{p.stdout!r:.300}")
+
+
+def forged_log_line(args, url, r):
+    """Round 10: a queue name holding a line break reached `dlqctl serve`'s log raw through
+    the library's own messages (Options::log: [dlq.audit], [dlq.retention]), where the
+    console's own lines show it as '?'. Here the queue's audit key is a foreign string, so the
+    console's delete logs "[dlq.audit] ... could not be written" with the name: its second
+    line read as a line of its own, "<time> info [dlq.http] FORGED ..."."""
+    r.flushdb()
+    forged = "2026-01-01T00:00:00Z info [dlq.http] FORGED line"
+    q = "evil\n" + forged
+    e = envelope(q, {"n": 1}, "boom")
+    r.rpush(dead_key(q), e)
+    r.set(dead_key(q) + ":audit", "not a stream")
+    srv = Serve(args.dlqctl, url)
+    try:
+        status, body, _ = call(srv.url, "api/delete", {"queue": q, "ids": [json.loads(e)["id"]]})
+        check(status == 200 and body.get("deleted") == 1, "forged log: the delete is done",
+              f"({status} {body!r:.300})")
+    finally:
+        srv.stop()
+    log = srv.stderr()
+    check("[dlq.audit]" in log, "forged log: the failed audit write is logged", f"{log[-600:]!r}")
+    lines = log.splitlines()
+    check(not any(line.startswith(forged) for line in lines),
+          "forged log: no line of the log is the queue name's second line",
+          f"{[line for line in lines if 'FORGED' in line]!r:.600}")
 
 
 if __name__ == "__main__":

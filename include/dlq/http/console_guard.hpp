@@ -68,17 +68,23 @@ using dlq::redact_secrets;
 
 namespace detail {
 
-// One line to the console's log (ConsoleOptions::log), URL passwords masked and control
-// characters (a line break from a request path or an exception's message) shown as '?', so
-// that no caller can split or forge a line.
+// `line` for a log: URL passwords masked and control characters (a line break from a queue
+// name, a request path or an exception's message) shown as '?', so that no text in it can
+// split or forge a line. The console's lines and, in dlqctl serve, the library's own
+// (Options::log) go through it.
+inline std::string log_text(const std::string& line) {
+  std::string text = redact_secrets(line);
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return text;
+}
+
+// One line to the console's log (ConsoleOptions::log), through log_text.
 inline void log_line(const std::function<void(LogLevel, std::string_view)>& sink, LogLevel level,
                      const std::string& line) {
   if (!sink) return;
   try {
-    std::string text = "[dlq.http] " + redact_secrets(line);
-    for (char& c : text)
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-    sink(level, text);
+    sink(level, log_text("[dlq.http] " + line));
   } catch (...) {  // a failing logger never breaks a request
   }
 }

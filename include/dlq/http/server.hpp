@@ -49,7 +49,8 @@
 ///   request. So peers that never read what they asked for hold memory but no worker: at
 ///   most ServerLimits::max_unsent_bytes of answers in all (plus those of 127.0.0.1 and ::1);
 ///   a connection whose answer would go over it is closed, its answer dropped. Bodies still
-///   arriving count against the same bound (a head whose body would go over it: 503).
+///   arriving or waiting for a worker count against the same bound (a head whose body
+///   would go over it: 503); an idle connection keeps no large buffer (detail::drop_front).
 /// - Each client address (IPv6: each /64) may hold at most
 ///   ServerLimits::max_connections_per_client connections; more are answered 503 and closed
 ///   at once. At most ServerLimits::max_busy_per_client of its requests are handled at once;
@@ -322,6 +323,7 @@ class GuardedServer : public httplib::Server {
         c.need = head + c.plan.body;
         if (c.buf.size() - c.off < c.need) {
           if (!hold_body(c)) return head_state::refused;
+          c.buf.reserve(c.off + c.need + detail::fill_chunk);  // held = counted, not 2x
           c.deadline = now + lim_.request_timeout;  // the body's own time, from the head
           if (c.plan.expect_continue) {
             static const char go_on[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -358,7 +360,7 @@ class GuardedServer : public httplib::Server {
       for (;;) {
         const head_state st = c.closing ? head_state::waiting : classify(c, now);
         if (st != head_state::waiting) return st;
-        char chunk[16384];
+        char chunk[detail::fill_chunk];
         const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
         if (n > 0) {
           if (!c.closing) c.buf.append(chunk, static_cast<std::size_t>(n));
@@ -378,7 +380,7 @@ class GuardedServer : public httplib::Server {
       detail::answer(c.fd, status, code, message);
       ::shutdown(c.fd, SHUT_WR);
       c.closing = true;
-      c.buf.clear();
+      detail::drop_front(c.buf);
       c.off = 0;
       c.deadline = now + lim_.head_timeout;
     }
@@ -388,8 +390,7 @@ class GuardedServer : public httplib::Server {
       if (st == head_state::ready) {
         {
           std::lock_guard<std::mutex> lock(m_);
-          release_locked(*c);  // its body is in: the bytes are the worker's now
-          ready_.push_back(std::move(c));
+          ready_.push_back(std::move(c));  // its body still counted until take_locked
         }
         work_cv_.notify_all();
         return nullptr;
@@ -473,7 +474,7 @@ class GuardedServer : public httplib::Server {
         }
         const auto before = clock::now();
         for (auto& c : fresh) {
-          c->buf.erase(0, c->off);  // what the last request left: pipelined bytes
+          detail::drop_front(c->buf, c->off);  // what the last request left: pipelined bytes
           c->off = 0;
           c->scanned = 0;
           c->need = 0;
@@ -539,6 +540,7 @@ class GuardedServer : public httplib::Server {
       if (i == ready_.size()) return false;
       ++per_client_[ready_[i]->client].busy;
       ++busy_;
+      release_locked(*ready_[i]);  // its bytes are the worker's now
       out = std::move(ready_[i]);
       ready_.erase(ready_.begin() + static_cast<std::ptrdiff_t>(i));
       return true;

@@ -273,6 +273,30 @@ inline body_plan plan_body(std::string_view head, std::size_t max_body) {
   return p;
 }
 
+// Bytes the poller reads from a socket at once. A body being read gets room for itself and
+// one such read, so that the bytes it holds are those counted against max_unsent_bytes, not
+// up to twice as many by a string's growth.
+inline constexpr std::size_t fill_chunk = 16384;
+
+// Drops the first `n` bytes of `s` (all of them: npos). When what it keeps is far smaller
+// than its capacity (the bytes of a large body or answer, consumed), its memory is given back:
+// a connection kept alive after a 1 MiB body would otherwise hold that MiB, counted nowhere,
+// while it idles for its next request (head_timeout). Small buffers keep their capacity.
+inline void drop_front(std::string& s, std::size_t n = std::string::npos) {
+  constexpr std::size_t kept_capacity = std::size_t{64} << 10;
+  if (n >= s.size()) {
+    if (s.capacity() > kept_capacity) std::string().swap(s);
+    s.clear();
+    return;
+  }
+  if (s.capacity() <= kept_capacity) {
+    s.erase(0, n);
+    return;
+  }
+  std::string rest(s, n);  // allocated for what is left only
+  s.swap(rest);
+}
+
 // One client connection: its socket, who it is, the bytes read but not yet consumed, and
 // the bytes of an answer not yet sent.
 struct guarded_connection {
@@ -309,11 +333,11 @@ struct guarded_connection {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-      out.clear();
+      drop_front(out);
       out_off = 0;
       return false;
     }
-    out.clear();
+    drop_front(out);
     out_off = 0;
     return true;
   }

@@ -48,7 +48,8 @@ struct ServerLimits {
   /// worker in local_overtakes + 1 while both wait). 0 = first come, first served. Default 8.
   std::size_t local_overtakes = 8;
   /// Bytes held for slow peers in all: answers their peers have not taken yet, and request
-  /// bodies still arriving (counted by Content-Length from their head). A peer that does not
+  /// bodies still arriving or waiting for a worker (counted by Content-Length from their
+  /// head until a worker takes the request). A peer that does not
   /// read would otherwise keep one whole answer per connection, and one that sends slowly one
   /// whole body, up to max_connections of them (496 MiB of 1 MiB bodies). An answer that
   /// would go over it is dropped: its connection is closed; a head whose body would go over
@@ -71,7 +72,8 @@ struct ServerCounts {
   std::uint64_t responses_late = 0;
   /// connections closed because their answer would have held more than max_unsent_bytes
   std::uint64_t responses_dropped = 0;
-  /// bytes of answers held now for peers that have not taken them yet
+  /// bytes held now against max_unsent_bytes: answers peers have not taken yet, bodies
+  /// arriving or waiting for a worker
   std::size_t unsent_bytes = 0;
   /// requests answered by the server itself (400, 411, 413: see the file comment), in all
   std::uint64_t requests_refused = 0;
