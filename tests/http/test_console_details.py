@@ -3,6 +3,8 @@
 over the test Redis (database 4, its own):
 
   - the JSON payload view keeps the stored key order and each token's bytes;
+  - switching queue resets the filter, and a filtered replay that matches nothing moves
+    nothing (it gave "Replay 0 matching entries" and confirming moved the unreadable item);
 
     test_console_details.py --dlqctl PATH     (ctest: fixture `redis`, DLQ_BROWSER_TESTS)
 """
@@ -15,6 +17,7 @@ from test_console_browser import browser, click_queue, leave, raw_envelope, wait
 
 DB = 4
 ORDER = "console-order"
+HOOKS = "console-hooks"
 ORDER_PAYLOAD = '{"zeta":1,"alpha":2.50,"mid":"caf\\u00e9","list":[3e2,{"b":1,"a":[]}],"empty":{}}'
 
 
@@ -35,6 +38,49 @@ def payload_order(d):
     d.find_element(By.ID, "drawer-close").click()
 
 
+def corrupt_key(queue):
+    return dead_key(queue) + ":corrupt"
+
+
+def toast_text(d):
+    t = d.find_element(By.ID, "toast")
+    return t.text if t.is_displayed() else ""
+
+
+def filters_per_queue(d, r):
+    """Item 2: a filter set on one queue is not carried to the next; a replay of what a
+    filter matches, when nothing matches, moves nothing."""
+    click_queue(d, ORDER)
+    wait(d, lambda: len(rows(d)) == 1, "filters: order shown")
+    d.find_element(By.ID, "f-error").send_keys("no such error")
+    d.find_element(By.ID, "apply-filter").click()
+    wait(d, lambda: len(rows(d)) == 0 and "matching" in d.find_element(By.ID, "scan-info").text, "filters: nothing matches")
+    click_queue(d, HOOKS)
+    wait(d, lambda: d.find_element(By.ID, "queue-title").text == HOOKS, "filters: hooks selected")
+    wait(d, lambda: len(rows(d)) == 2, "filters: both hook rows shown, no filter carried over",
+         timeout=5)
+    check(d.find_element(By.ID, "f-error").get_attribute("value") == "", "filters: the error field is empty",
+          d.find_element(By.ID, "f-error").get_attribute("value"))
+    # a filter of this queue that matches nothing: nothing may move
+    d.find_element(By.ID, "f-error").clear()
+    d.find_element(By.ID, "f-error").send_keys("no such error")
+    d.find_element(By.ID, "apply-filter").click()
+    wait(d, lambda: len(rows(d)) == 0 and "matching" in d.find_element(By.ID, "scan-info").text, "filters: no hook matches")
+    d.find_element(By.ID, "btn-replay-filter").click()
+    wait(d, lambda: d.find_element(By.ID, "modal").is_displayed() or "Nothing matches" in toast_text(d),
+         "filters: replay answers (a dialog or a note)")
+    if d.find_element(By.ID, "modal").is_displayed():
+        text = d.find_element(By.ID, "modal-text").text
+        check(False, "filters: no replay offered when nothing matches", text)
+        d.find_element(By.ID, "confirm-ok").click()
+        wait(d, lambda: d.find_element(By.ID, "op-state").text.lower() in ("done", "failed", "cancelled"), "filters: replay ends")
+        d.find_element(By.ID, "op-close").click()
+    check(r.llen(dead_key(HOOKS)) == 2 and r.llen(corrupt_key(HOOKS)) == 0, "filters: nothing moved",
+          f"(dead {r.llen(dead_key(HOOKS))}, corrupt {r.llen(corrupt_key(HOOKS))})")
+    d.find_element(By.ID, "clear-filter").click()
+    wait(d, lambda: len(rows(d)) == 2, "filters: cleared")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dlqctl", required=True)
@@ -44,6 +90,8 @@ def main():
     for k in r.scan_iter("*console-*"):
         r.delete(k)
     r.rpush(dead_key(ORDER), raw_envelope(ORDER, ORDER_PAYLOAD, "bad order", error_type="OrderError"))
+    r.rpush(dead_key(HOOKS), raw_envelope(HOOKS, '{"hook":1}', "webhook 502", error_type="HTTPError"),
+            b'{"original_payload": not json')
 
     d = browser()
     srv = Serve(args.dlqctl, url)
@@ -51,6 +99,7 @@ def main():
         d.get(srv.url)
         wait(d, lambda: d.find_elements(By.CSS_SELECTOR, f'.queue-item[data-queue="{ORDER}"]'), "queue list shows the queues")
         payload_order(d)
+        filters_per_queue(d, r)
     finally:
         leave(d)
         srv.stop()
