@@ -393,7 +393,9 @@ R"DLQPAGE('use strict';
     $('stat-oldest').textContent = age(s.oldest_age_seconds);
     $('tab-corrupt-count').textContent = s.corrupt ? fmt(s.corrupt) : '';
   }
+  function clearFilter() { for (const i of $('filters').querySelectorAll('input')) i.value = ''; S.filter = {}; }
   function selectQueue(name) {
+    if (name !== S.queue) clearFilter();  // a filter belongs to the queue it was set on
     S.queue = name; $('welcome').hidden = true; $('queue-view').hidden = false;
     $('queue-title').textContent = name;
     for (const li of document.querySelectorAll('.queue-item')) li.classList.toggle('active', li.getAttribute('data-queue') === name);
@@ -528,10 +530,10 @@ R"DLQPAGE('use strict';
     refresh();
   }
 
-  // --- actions --------------------------------------------------------------------------
-  async function deleteIds(ids) {
 )DLQPAGE",
-R"DLQPAGE(    const ok = await modal({ title: 'Delete ' + ids.length + ' dead letter' + (ids.length > 1 ? 's' : ''), text: 'Delete ' + ids.length + ' entr' + (ids.length > 1 ? 'ies' : 'y') + ' from “' + S.queue + '” for good? They are not replayed.', ok: 'Delete', danger: true });
+R"DLQPAGE(  // --- actions --------------------------------------------------------------------------
+  async function deleteIds(ids) {
+    const ok = await modal({ title: 'Delete ' + ids.length + ' dead letter' + (ids.length > 1 ? 's' : ''), text: 'Delete ' + ids.length + ' entr' + (ids.length > 1 ? 'ies' : 'y') + ' from “' + S.queue + '” for good? They are not replayed.', ok: 'Delete', danger: true });
     if (!ok) return;
     try { const d = await api('api/delete', { queue: S.queue, ids }); toast('Deleted ' + d.deleted + (d.missing.length ? ' (' + d.missing.length + ' already gone)' : '')); $('drawer').hidden = true; refresh(); } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
   }
@@ -550,7 +552,10 @@ R"DLQPAGE(    const ok = await modal({ title: 'Delete ' + ids.length + ' dead le
       toast('Counting matching entries…');
       while (op.state === 'running') { await new Promise((r) => setTimeout(r, 300)); op = await api('api/operation?' + q({ id: op.id })); }
       if (!op.report) { toast(op.error ? op.error.message : 'dry run failed', true); return; }
-      replay({ filter: f }, 'matching entries', fmt(op.report.replayed) + ' matching entr' + (op.report.replayed === 1 ? 'y' : 'ies'));
+      const n = op.report.replayed, aside = op.report.set_aside;
+      if (n === 0) { toast('Nothing matches the filter: nothing to replay'); return; }
+      replay({ filter: f }, 'matching entries', fmt(n) + ' matching entr' + (n === 1 ? 'y' : 'ies') +
+        (aside ? ' (and set ' + fmt(aside) + ' unreadable entr' + (aside === 1 ? 'y' : 'ies') + ' aside to the corrupt list)' : ''));
     } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
   }
   async function opResult(op) {
@@ -591,7 +596,7 @@ R"DLQPAGE(    const ok = await modal({ title: 'Delete ' + ids.length + ' dead le
     $('tab-dead').addEventListener('click', () => setTab('dead'));
     $('tab-corrupt').addEventListener('click', () => setTab('corrupt'));
     $('filters').addEventListener('submit', (ev) => { ev.preventDefault(); S.filter = readFilter(); reloadEntries(); });
-    $('clear-filter').addEventListener('click', () => { for (const i of $('filters').querySelectorAll('input')) i.value = ''; S.filter = {}; reloadEntries(); });
+    $('clear-filter').addEventListener('click', () => { clearFilter(); reloadEntries(); });
     $('load-more').addEventListener('click', loadPage);
     $('select-all').addEventListener('change', (ev) => {
       const on = ev.target.checked;
