@@ -5,6 +5,8 @@ over the test Redis (database 4, its own):
   - the JSON payload view keeps the stored key order and each token's bytes;
   - switching queue resets the filter, and a filtered replay that matches nothing moves
     nothing (it gave "Replay 0 matching entries" and confirming moved the unreadable item);
+  - --read-only: no mutating control shows (row checkboxes, select-all, the drawer's
+    buttons, the corrupt list's purge);
 
     test_console_details.py --dlqctl PATH     (ctest: fixture `redis`, DLQ_BROWSER_TESTS)
 """
@@ -81,6 +83,21 @@ def filters_per_queue(d, r):
     wait(d, lambda: len(rows(d)) == 2, "filters: cleared")
 
 
+def read_only_controls(d):
+    """Item 3: in read-only mode no control that would change anything is shown."""
+    wait(d, lambda: d.find_element(By.ID, "readonly-badge").is_displayed(), "read-only: badge shown")
+    click_queue(d, HOOKS)
+    wait(d, lambda: len(rows(d)) == 2, "read-only: rows shown")
+    shown = [c for c in d.find_elements(By.CSS_SELECTOR, "#entries input[type=checkbox]") if c.is_displayed()]
+    check(not shown, "read-only: no row or select-all checkbox shown", f"({len(shown)} shown)")
+    check(not d.find_element(By.ID, "selection-info").is_displayed(), "read-only: no selection count")
+    rows(d)[0].click()
+    wait(d, lambda: d.find_element(By.ID, "drawer").is_displayed(), "read-only: drawer opens")
+    for b in ("drawer-replay", "drawer-delete", "btn-purge-corrupt", "btn-delete-filter", "btn-recover"):
+        check(not d.find_element(By.ID, b).is_displayed(), f"read-only: {b} hidden")
+    d.find_element(By.ID, "drawer-close").click()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dlqctl", required=True)
@@ -100,6 +117,13 @@ def main():
         wait(d, lambda: d.find_elements(By.CSS_SELECTOR, f'.queue-item[data-queue="{ORDER}"]'), "queue list shows the queues")
         payload_order(d)
         filters_per_queue(d, r)
+    finally:
+        leave(d)
+        srv.stop()
+    srv = Serve(args.dlqctl, url, "--read-only")
+    try:
+        d.get(srv.url)
+        read_only_controls(d)
     finally:
         leave(d)
         srv.stop()
