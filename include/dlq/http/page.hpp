@@ -277,7 +277,7 @@ input:focus{outline:2px solid #c7d2fe;border-color:var(--brand)}
 .toast{position:fixed;left:50%;bottom:24px;transform:translateX(-50%);background:#111827;color:#fff;padding:9px 16px;border-radius:8px;z-index:50;max-width:80vw}
 .toast.bad{background:var(--danger)}
 [hidden]{display:none!important}
-body.ro .mut{display:none!important}
+body.ro .mut,body.ro .col-check,body.ro #selection-info{display:none!important}
 )DLQPAGE",
   });
   return text.c_str();
