@@ -5,6 +5,8 @@ over the test Redis (database 4, its own):
   - the JSON payload view keeps the stored key order and each token's bytes;
   - switching queue resets the filter, and a filtered replay that matches nothing moves
     nothing (it gave "Replay 0 matching entries" and confirming moved the unreadable item);
+  - an unreadable entry in the list and the card of the corrupt list say what each counts
+    (the row said CORRUPT while the Corrupt card said 0);
   - --read-only: no mutating control shows (row checkboxes, select-all, the drawer's
     buttons, the corrupt list's purge);
 
@@ -83,6 +85,23 @@ def filters_per_queue(d, r):
     wait(d, lambda: len(rows(d)) == 2, "filters: cleared")
 
 
+def unreadable_words(d, r):
+    """Item 4: an unreadable row is not called CORRUPT while the corrupt card (the list
+    replay sets such items aside to) says 0; each says what it counts."""
+    click_queue(d, HOOKS)
+    wait(d, lambda: len(rows(d)) == 2, "unreadable: rows shown")
+    check(r.llen(corrupt_key(HOOKS)) == 0 and d.find_element(By.ID, "stat-corrupt").text == "0",
+          "unreadable: the corrupt list is empty", d.find_element(By.ID, "stat-corrupt").text)
+    tags = d.find_elements(By.CSS_SELECTOR, "#entries .corrupt-tag")
+    check(len(tags) == 1 and tags[0].text == "UNREADABLE", "unreadable: the row says UNREADABLE",
+          [t.text for t in tags])
+    check(len(tags) == 1 and "replay" in (tags[0].get_attribute("title") or "").lower(),
+          "unreadable: the row's tag says what replay does with it", tags and tags[0].get_attribute("title"))
+    card = d.find_element(By.ID, "stat-corrupt").find_element(By.XPATH, "..")
+    label = card.find_element(By.CLASS_NAME, "card-label").text.lower()
+    check("set aside" in label, "unreadable: the card says it counts the items set aside", label)
+
+
 def read_only_controls(d):
     """Item 3: in read-only mode no control that would change anything is shown."""
     wait(d, lambda: d.find_element(By.ID, "readonly-badge").is_displayed(), "read-only: badge shown")
@@ -117,6 +136,7 @@ def main():
         wait(d, lambda: d.find_elements(By.CSS_SELECTOR, f'.queue-item[data-queue="{ORDER}"]'), "queue list shows the queues")
         payload_order(d)
         filters_per_queue(d, r)
+        unreadable_words(d, r)
     finally:
         leave(d)
         srv.stop()
