@@ -152,7 +152,7 @@
     const cb = el('input', { type: 'checkbox', class: 'row-check', 'aria-label': 'select' });
     cb.addEventListener('click', (ev) => { ev.stopPropagation(); toggle(e.id, cb.checked, tr); });
     const err = e.ok ? el('td', { title: (e.error_type ? e.error_type + ': ' : '') + e.error }, e.error_type ? el('span', { class: 'err-type', text: e.error_type }) : null, el('span', { class: 'err-msg', text: e.error }))
-                     : el('td', { title: e.problem }, el('span', { class: 'corrupt-tag', text: 'CORRUPT' }), el('span', { class: 'err-msg', text: e.problem }));
+                     : el('td', { title: e.problem }, el('span', { class: 'corrupt-tag', text: 'UNREADABLE', title: 'This entry cannot be read. It stays in the dead-letter list until a replay meets it and sets it aside to the corrupt list (the card “Set aside (corrupt)”).' }), el('span', { class: 'err-msg', text: e.problem }));
     const tr = el('tr', { 'data-id': e.id, onclick: () => openEntry(e.id) },
       el('td', { class: 'col-check' }, cb),
       el('td', { title: e.dead_lettered_at || '' , text: e.ok ? age(e.age_seconds) + ' ago' : '–' }),

@@ -79,13 +79,13 @@ R"DLQPAGE(<!doctype html>
       </div>
       <div class="cards">
         <div class="card"><div class="card-label">Dead letters</div><div class="card-value" id="stat-dead">–</div></div>
-        <div class="card"><div class="card-label">Corrupt</div><div class="card-value" id="stat-corrupt">–</div></div>
+        <div class="card" title="Unreadable items a replay set aside to the corrupt list (the Set aside tab). Unreadable entries still in the dead-letter list show as UNREADABLE rows and count as dead letters."><div class="card-label">Set aside (corrupt)</div><div class="card-value" id="stat-corrupt">–</div></div>
         <div class="card"><div class="card-label">Waiting in source</div><div class="card-value" id="stat-waiting">–</div></div>
         <div class="card"><div class="card-label">Oldest dead letter</div><div class="card-value" id="stat-oldest">–</div></div>
       </div>
       <div class="tabs">
         <button class="tab active" id="tab-dead" type="button">Dead letters</button>
-        <button class="tab" id="tab-corrupt" type="button">Corrupt <span id="tab-corrupt-count" class="pill"></span></button>
+        <button class="tab" id="tab-corrupt" type="button">Set aside (corrupt) <span id="tab-corrupt-count" class="pill"></span></button>
       </div>
       <div id="dead-pane">
         <form id="filters" class="filters" autocomplete="off">
@@ -440,7 +440,7 @@ R"DLQPAGE('use strict';
     const cb = el('input', { type: 'checkbox', class: 'row-check', 'aria-label': 'select' });
     cb.addEventListener('click', (ev) => { ev.stopPropagation(); toggle(e.id, cb.checked, tr); });
     const err = e.ok ? el('td', { title: (e.error_type ? e.error_type + ': ' : '') + e.error }, e.error_type ? el('span', { class: 'err-type', text: e.error_type }) : null, el('span', { class: 'err-msg', text: e.error }))
-                     : el('td', { title: e.problem }, el('span', { class: 'corrupt-tag', text: 'CORRUPT' }), el('span', { class: 'err-msg', text: e.problem }));
+                     : el('td', { title: e.problem }, el('span', { class: 'corrupt-tag', text: 'UNREADABLE', title: 'This entry cannot be read. It stays in the dead-letter list until a replay meets it and sets it aside to the corrupt list (the card “Set aside (corrupt)”).' }), el('span', { class: 'err-msg', text: e.problem }));
     const tr = el('tr', { 'data-id': e.id, onclick: () => openEntry(e.id) },
       el('td', { class: 'col-check' }, cb),
       el('td', { title: e.dead_lettered_at || '' , text: e.ok ? age(e.age_seconds) + ' ago' : '–' }),
@@ -525,13 +525,13 @@ R"DLQPAGE('use strict';
     $('op-cancel').hidden = true; $('op-close').hidden = false;
     const r = o.report;
     if (r && o.kind === 'delete') toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.deleted) + ' deleted');
-    else if (r) toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.replayed) + ' replayed' + (r.skipped_total ? ', ' + fmt(r.skipped_total) + ' skipped' : ''));
+)DLQPAGE",
+R"DLQPAGE(    else if (r) toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.replayed) + ' replayed' + (r.skipped_total ? ', ' + fmt(r.skipped_total) + ' skipped' : ''));
     else if (o.error) toast(o.error.message, true);
     refresh();
   }
 
-)DLQPAGE",
-R"DLQPAGE(  // --- actions --------------------------------------------------------------------------
+  // --- actions --------------------------------------------------------------------------
   async function deleteIds(ids) {
     const ok = await modal({ title: 'Delete ' + ids.length + ' dead letter' + (ids.length > 1 ? 's' : ''), text: 'Delete ' + ids.length + ' entr' + (ids.length > 1 ? 'ies' : 'y') + ' from “' + S.queue + '” for good? They are not replayed.', ok: 'Delete', danger: true });
     if (!ok) return;
