@@ -7,6 +7,7 @@ over the test Redis (database 4, its own):
     nothing (it gave "Replay 0 matching entries" and confirming moved the unreadable item);
   - an unreadable entry in the list and the card of the corrupt list say what each counts
     (the row said CORRUPT while the Corrupt card said 0);
+  - the rows' ages advance as the sidebar's do, without a reload;
   - --read-only: no mutating control shows (row checkboxes, select-all, the drawer's
     buttons, the corrupt list's purge);
 
@@ -22,6 +23,7 @@ from test_console_browser import browser, click_queue, leave, raw_envelope, wait
 DB = 4
 ORDER = "console-order"
 HOOKS = "console-hooks"
+FRESH = "console-fresh"
 ORDER_PAYLOAD = '{"zeta":1,"alpha":2.50,"mid":"caf\\u00e9","list":[3e2,{"b":1,"a":[]}],"empty":{}}'
 
 
@@ -102,6 +104,25 @@ def unreadable_words(d, r):
     check("set aside" in label, "unreadable: the card says it counts the items set aside", label)
 
 
+def seconds(text):
+    """'7s ago' -> 7 (None for any other form)."""
+    t = text.split(" ")[0]
+    return int(t[:-1]) if t.endswith("s") and t[:-1].isdigit() else None
+
+
+def ages_advance(d):
+    """Item 5: a row's age advances while the page stays open (the sidebar's did, the
+    rows' stayed as first drawn)."""
+    click_queue(d, FRESH)
+    wait(d, lambda: len(rows(d)) == 1, "ages: the fresh row shown")
+    cell = lambda: d.find_element(By.CSS_SELECTOR, "#entries tbody tr td:nth-child(2)").text
+    first = cell()
+    check(seconds(first) is not None, "ages: a fresh entry's age is in seconds", first)
+    later = wait(d, lambda: cell() if cell() != first else None, "ages: the row's age changes", timeout=15)
+    if later is not None and seconds(first) is not None:
+        check(seconds(later) is not None and seconds(later) > seconds(first), "ages: the age grows", f"{first} -> {later}")
+
+
 def read_only_controls(d):
     """Item 3: in read-only mode no control that would change anything is shown."""
     wait(d, lambda: d.find_element(By.ID, "readonly-badge").is_displayed(), "read-only: badge shown")
@@ -128,6 +149,7 @@ def main():
     r.rpush(dead_key(ORDER), raw_envelope(ORDER, ORDER_PAYLOAD, "bad order", error_type="OrderError"))
     r.rpush(dead_key(HOOKS), raw_envelope(HOOKS, '{"hook":1}', "webhook 502", error_type="HTTPError"),
             b'{"original_payload": not json')
+    r.rpush(dead_key(FRESH), raw_envelope(FRESH, '{"fresh":1}', "just failed"))
 
     d = browser()
     srv = Serve(args.dlqctl, url)
@@ -137,6 +159,7 @@ def main():
         payload_order(d)
         filters_per_queue(d, r)
         unreadable_words(d, r)
+        ages_advance(d)
     finally:
         leave(d)
         srv.stop()
