@@ -443,13 +443,23 @@ R"DLQPAGE('use strict';
                      : el('td', { title: e.problem }, el('span', { class: 'corrupt-tag', text: 'UNREADABLE', title: 'This entry cannot be read. It stays in the dead-letter list until a replay meets it and sets it aside to the corrupt list (the card “Set aside (corrupt)”).' }), el('span', { class: 'err-msg', text: e.problem }));
     const tr = el('tr', { 'data-id': e.id, onclick: () => openEntry(e.id) },
       el('td', { class: 'col-check' }, cb),
-      el('td', { title: e.dead_lettered_at || '' , text: e.ok ? age(e.age_seconds) + ' ago' : '–' }),
+      el('td', { class: 'row-age', title: e.dead_lettered_at || '', text: e.ok ? age(e.age_seconds) + ' ago' : '–',
+                 'data-age': e.ok && e.age_seconds !== null ? String(e.age_seconds) : '', 'data-at': String(performance.now()) }),
       err,
       el('td', { text: e.worker || '', title: e.worker || '' }),
       el('td', { class: 'num', text: e.ok ? String(e.attempt) : '' }),
       el('td', { class: 'mono', text: e.job_id || '', title: e.job_id || '' }),
       el('td', { class: 'mono payload-preview', text: e.preview, title: e.preview }));
     return tr;
+  }
+  // Redraws the rows' ages from the age the server gave plus the time since (no request).
+  function tickAges() {
+    const now = performance.now();
+    for (const td of document.querySelectorAll('#entries td.row-age[data-age]')) {
+      const a = td.getAttribute('data-age'); if (a === '') continue;
+      const t = age(Number(a) + (now - Number(td.getAttribute('data-at'))) / 1000) + ' ago';
+      if (td.textContent !== t) td.textContent = t;
+    }
   }
   function toggle(id, on, tr) {
     if (on) S.selected.add(id); else S.selected.delete(id);
@@ -517,7 +527,8 @@ R"DLQPAGE('use strict';
     const done = o.mode === 'ids' ? p.replayed + (o.report ? o.report.skipped_total : 0) : p.examined;
     const pct = o.state === 'done' ? 100 : total ? Math.min(100, Math.round(100 * done / total)) : 0;
     $('op-progress').style.width = pct + '%';
-    $('op-counts').textContent = 'replayed ' + fmt(p.replayed) + ' · examined ' + fmt(p.examined) + ' of ' + fmt(total) +
+)DLQPAGE",
+R"DLQPAGE(    $('op-counts').textContent = 'replayed ' + fmt(p.replayed) + ' · examined ' + fmt(p.examined) + ' of ' + fmt(total) +
       (p.set_aside ? ' · set aside ' + fmt(p.set_aside) : '') + (o.rate ? ' · ' + o.rate + '/s' : '') +
       (o.error ? ' · ' + o.error.message : '');
   }
@@ -525,8 +536,7 @@ R"DLQPAGE('use strict';
     $('op-cancel').hidden = true; $('op-close').hidden = false;
     const r = o.report;
     if (r && o.kind === 'delete') toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.deleted) + ' deleted');
-)DLQPAGE",
-R"DLQPAGE(    else if (r) toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.replayed) + ' replayed' + (r.skipped_total ? ', ' + fmt(r.skipped_total) + ' skipped' : ''));
+    else if (r) toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.replayed) + ' replayed' + (r.skipped_total ? ', ' + fmt(r.skipped_total) + ' skipped' : ''));
     else if (o.error) toast(o.error.message, true);
     refresh();
   }
@@ -617,6 +627,7 @@ R"DLQPAGE(    else if (r) toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done
     $('confirm-ok').addEventListener('click', () => closeModal(true));
     $('confirm-cancel').addEventListener('click', () => closeModal(false));
     document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape') { if (!$('modal').hidden && !$('confirm-cancel').hidden) closeModal(false); else $('drawer').hidden = true; } });
+    setInterval(tickAges, 1000);
     setInterval(() => { if ($('auto-refresh').checked && $('modal').hidden && !asking) loadQueues().catch(() => {}); }, 5000);
     boot();
   });
