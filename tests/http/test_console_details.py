@@ -8,6 +8,7 @@ over the test Redis (database 4, its own):
   - an unreadable entry in the list and the card of the corrupt list say what each counts
     (the row said CORRUPT while the Corrupt card said 0);
   - the rows' ages advance as the sidebar's do, without a reload;
+  - each filter field's placeholder fits in the field (it read "Min age (15");
   - --read-only: no mutating control shows (row checkboxes, select-all, the drawer's
     buttons, the corrupt list's purge);
 
@@ -123,6 +124,32 @@ def ages_advance(d):
         check(seconds(later) is not None and seconds(later) > seconds(first), "ages: the age grows", f"{first} -> {later}")
 
 
+PLACEHOLDER_ROOM = """
+const out = [];
+const c = document.createElement('canvas').getContext('2d');
+for (const i of document.querySelectorAll('#filters input')) {
+  const st = getComputedStyle(i);
+  c.font = st.font;
+  const room = i.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+  out.push([i.id, i.placeholder, Math.ceil(c.measureText(i.placeholder).width), Math.floor(room)]);
+}
+return out;
+"""
+
+
+def placeholders_fit(d):
+    """Item 6: the filter fields are wide enough for their placeholders, at the test's
+    1440-pixel window and at 1024."""
+    click_queue(d, HOOKS)
+    wait(d, lambda: d.find_element(By.ID, "f-min-age").is_displayed(), "placeholders: filters shown")
+    for width in (1440, 1024):
+        d.set_window_size(width, 900)
+        wait(d, lambda: d.execute_script("return window.innerWidth") <= width, f"placeholders: window {width}")
+        for fid, text, need, room in d.execute_script(PLACEHOLDER_ROOM):
+            check(need <= room, f"placeholders: '{text}' fits at {width} px", f"(needs {need} px, has {room})")
+    d.set_window_size(1440, 900)
+
+
 def read_only_controls(d):
     """Item 3: in read-only mode no control that would change anything is shown."""
     wait(d, lambda: d.find_element(By.ID, "readonly-badge").is_displayed(), "read-only: badge shown")
@@ -160,6 +187,7 @@ def main():
         filters_per_queue(d, r)
         unreadable_words(d, r)
         ages_advance(d)
+        placeholders_fit(d)
     finally:
         leave(d)
         srv.stop()
