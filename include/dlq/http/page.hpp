@@ -231,9 +231,10 @@ h1{font-size:22px;margin:0}
 .tabs{display:flex;gap:4px;border-bottom:1px solid var(--line);margin-bottom:14px}
 .tab{background:none;border:0;padding:9px 14px;font:inherit;color:var(--muted);cursor:pointer;border-bottom:2px solid transparent;margin-bottom:-1px}
 .tab.active{color:var(--brand-d);border-bottom-color:var(--brand);font-weight:600}
-.filters{display:grid;grid-template-columns:minmax(0,2fr) repeat(3,minmax(0,1fr)) minmax(0,1.5fr) repeat(2,minmax(0,1fr)) auto auto;gap:8px;margin-bottom:12px}
-.filters input{min-width:0;width:100%}
-@media (max-width:1100px){.filters{grid-template-columns:repeat(4,minmax(0,1fr))}}
+.filters{display:flex;flex-wrap:wrap;gap:8px;margin-bottom:12px}
+.filters input{flex:1 0 9.5em;min-width:9.5em;width:9.5em}
+.filters #f-error,.filters #f-payload{flex:2 0 12em;min-width:12em}
+.filters .btn{flex:none}
 input{font:inherit;padding:7px 10px;border:1px solid #d1d5db;border-radius:7px;background:#fff;color:var(--ink)}
 input:focus{outline:2px solid #c7d2fe;border-color:var(--brand)}
 .btn{font:inherit;font-weight:600;padding:7px 14px;border-radius:7px;border:1px solid #d1d5db;background:#fff;color:var(--ink);cursor:pointer;white-space:nowrap}
