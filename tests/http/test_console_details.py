@@ -9,6 +9,8 @@ over the test Redis (database 4, its own):
     (the row said CORRUPT while the Corrupt card said 0);
   - the rows' ages advance as the sidebar's do, without a reload;
   - each filter field's placeholder fits in the field (it read "Min age (15");
+  - a long error is collapsed in the drawer with a control to show it all, and the payload
+    stays in view (it was pushed off the drawer);
   - --read-only: no mutating control shows (row checkboxes, select-all, the drawer's
     buttons, the corrupt list's purge);
 
@@ -25,6 +27,10 @@ DB = 4
 ORDER = "console-order"
 HOOKS = "console-hooks"
 FRESH = "console-fresh"
+LONG = "console-long"
+LONG_ERROR = "Traceback (most recent call last):\n" + "".join(
+    f'  File "/srv/app/handlers/step_{i}.py", line {i + 10}, in handle\n    result = next_step(payload, attempt={i})\n'
+    for i in range(120)) + "RuntimeError: the end of a long error"
 ORDER_PAYLOAD = '{"zeta":1,"alpha":2.50,"mid":"caf\\u00e9","list":[3e2,{"b":1,"a":[]}],"empty":{}}'
 
 
@@ -150,6 +156,26 @@ def placeholders_fit(d):
     d.set_window_size(1440, 900)
 
 
+def long_error(d):
+    """Item 7: a long error does not push the payload off the drawer, and can be read whole."""
+    click_queue(d, LONG)
+    wait(d, lambda: len(rows(d)) == 1, "long error: the row shown")
+    rows(d)[0].click()
+    wait(d, lambda: d.find_element(By.ID, "drawer").is_displayed()
+         and d.find_element(By.ID, "drawer-payload").text, "long error: drawer opens")
+    body = d.find_element(By.CSS_SELECTOR, "#drawer .drawer-body").rect
+    payload = d.find_element(By.ID, "drawer-payload").rect
+    check(payload["y"] < body["y"] + body["height"], "long error: the payload is in view when the drawer opens",
+          f"(payload at {payload['y']:.0f}, drawer body ends at {body['y'] + body['height']:.0f})")
+    more = d.find_elements(By.CSS_SELECTOR, "#drawer-fields .expand")
+    check(len(more) == 1, "long error: one control to show the whole error", f"({len(more)})")
+    if more:
+        more[0].click()
+        wait(d, lambda: "RuntimeError: the end of a long error" in d.find_element(By.ID, "drawer-fields").text,
+             "long error: the whole error shows after expanding")
+    d.find_element(By.ID, "drawer-close").click()
+
+
 def read_only_controls(d):
     """Item 3: in read-only mode no control that would change anything is shown."""
     wait(d, lambda: d.find_element(By.ID, "readonly-badge").is_displayed(), "read-only: badge shown")
@@ -177,6 +203,7 @@ def main():
     r.rpush(dead_key(HOOKS), raw_envelope(HOOKS, '{"hook":1}', "webhook 502", error_type="HTTPError"),
             b'{"original_payload": not json')
     r.rpush(dead_key(FRESH), raw_envelope(FRESH, '{"fresh":1}', "just failed"))
+    r.rpush(dead_key(LONG), raw_envelope(LONG, '{"long":1}', LONG_ERROR, error_type="RuntimeError"))
 
     d = browser()
     srv = Serve(args.dlqctl, url)
@@ -188,6 +215,7 @@ def main():
         unreadable_words(d, r)
         ages_advance(d)
         placeholders_fit(d)
+        long_error(d)
     finally:
         leave(d)
         srv.stop()
