@@ -194,7 +194,12 @@
       S.current = d;
       $('drawer-id').textContent = d.id;
       const dl = $('drawer-fields'); dl.replaceChildren();
-      const add = (k, v) => { if (v === undefined || v === null || v === '') return; dl.appendChild(el('dt', { text: k })); dl.appendChild(el('dd', { text: String(v) })); };
+      const add = (k, v) => {
+        if (v === undefined || v === null || v === '') return;
+        const text = String(v); const dd = el('dd', { text });
+        dl.appendChild(el('dt', { text: k })); dl.appendChild(dd);
+        if (text.length > 400 || text.split('\n').length > 6) collapse(dd, text);
+      };
       if (!d.ok) add('Problem', d.problem);
       add('Error', d.error); add('Error type', d.error_type); add('Worker', d.worker); add('Attempt', d.attempt);
       add('Job id', d.job_id); add('Source queue', d.queue); add('Dead-lettered', d.dead_lettered_at ? d.dead_lettered_at + '  (' + age(d.age_seconds) + ' ago)' : '');
@@ -207,6 +212,14 @@
       $('drawer-stored').textContent = d.stored_text || '';
       $('drawer').hidden = false;
     } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
+  }
+
+  // A long field shows its first lines and a button to show it all (and to collapse again).
+  function collapse(dd, text) {
+    dd.classList.add('clamped');
+    const b = el('button', { type: 'button', class: 'btn btn-ghost expand', text: 'Show all (' + fmt(text.split('\n').length) + ' lines)' });
+    b.addEventListener('click', () => { const on = dd.classList.toggle('clamped'); b.textContent = on ? 'Show all (' + fmt(text.split('\n').length) + ' lines)' : 'Collapse'; });
+    dd.insertAdjacentElement('afterend', el('dd', { class: 'expand-row' }, b));
   }
 
   // --- operations -----------------------------------------------------------------------

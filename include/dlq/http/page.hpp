@@ -262,6 +262,8 @@ input:focus{outline:2px solid #c7d2fe;border-color:var(--brand)}
 .drawer-head{display:flex;justify-content:space-between;align-items:flex-start;padding:16px 20px;border-bottom:1px solid var(--line)}
 .drawer-body{flex:1;overflow:auto;padding:16px 20px}.drawer-foot{display:flex;gap:8px;padding:12px 20px;border-top:1px solid var(--line)}
 .fields{display:grid;grid-template-columns:140px 1fr;gap:6px 12px;margin:0 0 16px}.fields dt{color:var(--muted)}.fields dd{margin:0;word-break:break-word;white-space:pre-wrap}
+.fields dd.clamped{max-height:7.3em;overflow:hidden;-webkit-mask-image:linear-gradient(#000 70%,transparent)}
+.fields .expand-row{grid-column:2}.fields .expand{padding:2px 8px;font-size:12px}
 .section-title{font-size:12px;font-weight:700;text-transform:uppercase;letter-spacing:.05em;color:var(--muted);margin:14px 0 6px}
 .code{background:#0f172a;color:#e2e8f0;border-radius:8px;padding:12px;overflow:auto;max-height:360px;white-space:pre-wrap;word-break:break-all;margin:0}
 .op-panel{position:fixed;right:20px;bottom:20px;width:380px;background:var(--panel);border:1px solid var(--line);border-radius:12px;box-shadow:0 10px 30px rgba(17,24,39,.18);padding:14px 16px;z-index:30}
@@ -483,7 +485,12 @@ R"DLQPAGE('use strict';
       S.current = d;
       $('drawer-id').textContent = d.id;
       const dl = $('drawer-fields'); dl.replaceChildren();
-      const add = (k, v) => { if (v === undefined || v === null || v === '') return; dl.appendChild(el('dt', { text: k })); dl.appendChild(el('dd', { text: String(v) })); };
+      const add = (k, v) => {
+        if (v === undefined || v === null || v === '') return;
+        const text = String(v); const dd = el('dd', { text });
+        dl.appendChild(el('dt', { text: k })); dl.appendChild(dd);
+        if (text.length > 400 || text.split('\n').length > 6) collapse(dd, text);
+      };
       if (!d.ok) add('Problem', d.problem);
       add('Error', d.error); add('Error type', d.error_type); add('Worker', d.worker); add('Attempt', d.attempt);
       add('Job id', d.job_id); add('Source queue', d.queue); add('Dead-lettered', d.dead_lettered_at ? d.dead_lettered_at + '  (' + age(d.age_seconds) + ' ago)' : '');
@@ -496,6 +503,14 @@ R"DLQPAGE('use strict';
       $('drawer-stored').textContent = d.stored_text || '';
       $('drawer').hidden = false;
     } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
+  }
+
+  // A long field shows its first lines and a button to show it all (and to collapse again).
+  function collapse(dd, text) {
+    dd.classList.add('clamped');
+    const b = el('button', { type: 'button', class: 'btn btn-ghost expand', text: 'Show all (' + fmt(text.split('\n').length) + ' lines)' });
+    b.addEventListener('click', () => { const on = dd.classList.toggle('clamped'); b.textContent = on ? 'Show all (' + fmt(text.split('\n').length) + ' lines)' : 'Collapse'; });
+    dd.insertAdjacentElement('afterend', el('dd', { class: 'expand-row' }, b));
   }
 
   // --- operations -----------------------------------------------------------------------
@@ -519,7 +534,8 @@ R"DLQPAGE('use strict';
       $('op-state').textContent = o.state; $('op-state').className = 'badge ' + o.state;
       const dp = o.progress; const tot = Math.max(o.requested, dp.examined);
       $('op-progress').style.width = (o.state === 'done' ? 100 : tot ? Math.min(100, Math.round(100 * dp.examined / tot)) : 0) + '%';
-      $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' · matched ' + fmt(dp.matched) + ' · examined ' + fmt(dp.examined) + ' of ' + fmt(tot) + (o.error ? ' · ' + o.error.message : '');
+)DLQPAGE",
+R"DLQPAGE(      $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' · matched ' + fmt(dp.matched) + ' · examined ' + fmt(dp.examined) + ' of ' + fmt(tot) + (o.error ? ' · ' + o.error.message : '');
       return;
     }
     $('op-title').textContent = (o.dry_run ? 'Dry run: ' : 'Replay: ') + o.queue + (o.to ? ' → ' + o.to : '');
@@ -528,8 +544,7 @@ R"DLQPAGE('use strict';
     const done = o.mode === 'ids' ? p.replayed + (o.report ? o.report.skipped_total : 0) : p.examined;
     const pct = o.state === 'done' ? 100 : total ? Math.min(100, Math.round(100 * done / total)) : 0;
     $('op-progress').style.width = pct + '%';
-)DLQPAGE",
-R"DLQPAGE(    $('op-counts').textContent = 'replayed ' + fmt(p.replayed) + ' · examined ' + fmt(p.examined) + ' of ' + fmt(total) +
+    $('op-counts').textContent = 'replayed ' + fmt(p.replayed) + ' · examined ' + fmt(p.examined) + ' of ' + fmt(total) +
       (p.set_aside ? ' · set aside ' + fmt(p.set_aside) : '') + (o.rate ? ' · ' + o.rate + '/s' : '') +
       (o.error ? ' · ' + o.error.message : '');
   }
