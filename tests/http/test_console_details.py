@@ -117,9 +117,12 @@ def seconds(text):
     return int(t[:-1]) if t.endswith("s") and t[:-1].isdigit() else None
 
 
-def ages_advance(d):
+def ages_advance(d, r):
     """Item 5: a row's age advances while the page stays open (the sidebar's did, the
-    rows' stayed as first drawn)."""
+    rows' stayed as first drawn). The entry is written just before, so its age is seconds."""
+    r.rpush(dead_key(FRESH), raw_envelope(FRESH, '{"fresh":1}', "just failed"))
+    d.find_element(By.ID, "refresh").click()
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, f'.queue-item[data-queue="{FRESH}"]'), "ages: the fresh queue listed")
     click_queue(d, FRESH)
     wait(d, lambda: len(rows(d)) == 1, "ages: the fresh row shown")
     cell = lambda: d.find_element(By.CSS_SELECTOR, "#entries tbody tr td:nth-child(2)").text
@@ -202,7 +205,6 @@ def main():
     r.rpush(dead_key(ORDER), raw_envelope(ORDER, ORDER_PAYLOAD, "bad order", error_type="OrderError"))
     r.rpush(dead_key(HOOKS), raw_envelope(HOOKS, '{"hook":1}', "webhook 502", error_type="HTTPError"),
             b'{"original_payload": not json')
-    r.rpush(dead_key(FRESH), raw_envelope(FRESH, '{"fresh":1}', "just failed"))
     r.rpush(dead_key(LONG), raw_envelope(LONG, '{"long":1}', LONG_ERROR, error_type="RuntimeError"))
 
     d = browser()
@@ -213,7 +215,7 @@ def main():
         payload_order(d)
         filters_per_queue(d, r)
         unreadable_words(d, r)
-        ages_advance(d)
+        ages_advance(d, r)
         placeholders_fit(d)
         long_error(d)
     finally:
