@@ -105,7 +105,9 @@
     $('stat-oldest').textContent = age(s.oldest_age_seconds);
     $('tab-corrupt-count').textContent = s.corrupt ? fmt(s.corrupt) : '';
   }
+  function clearFilter() { for (const i of $('filters').querySelectorAll('input')) i.value = ''; S.filter = {}; }
   function selectQueue(name) {
+    if (name !== S.queue) clearFilter();  // a filter belongs to the queue it was set on
     S.queue = name; $('welcome').hidden = true; $('queue-view').hidden = false;
     $('queue-title').textContent = name;
     for (const li of document.querySelectorAll('.queue-item')) li.classList.toggle('active', li.getAttribute('data-queue') === name);
@@ -150,16 +152,26 @@
     const cb = el('input', { type: 'checkbox', class: 'row-check', 'aria-label': 'select' });
     cb.addEventListener('click', (ev) => { ev.stopPropagation(); toggle(e.id, cb.checked, tr); });
     const err = e.ok ? el('td', { title: (e.error_type ? e.error_type + ': ' : '') + e.error }, e.error_type ? el('span', { class: 'err-type', text: e.error_type }) : null, el('span', { class: 'err-msg', text: e.error }))
-                     : el('td', { title: e.problem }, el('span', { class: 'corrupt-tag', text: 'CORRUPT' }), el('span', { class: 'err-msg', text: e.problem }));
+                     : el('td', { title: e.problem }, el('span', { class: 'corrupt-tag', text: 'UNREADABLE', title: 'This entry cannot be read. It stays in the dead-letter list until a replay meets it and sets it aside to the corrupt list (the card “Set aside (corrupt)”).' }), el('span', { class: 'err-msg', text: e.problem }));
     const tr = el('tr', { 'data-id': e.id, onclick: () => openEntry(e.id) },
       el('td', { class: 'col-check' }, cb),
-      el('td', { title: e.dead_lettered_at || '' , text: e.ok ? age(e.age_seconds) + ' ago' : '–' }),
+      el('td', { class: 'row-age', title: e.dead_lettered_at || '', text: e.ok ? age(e.age_seconds) + ' ago' : '–',
+                 'data-age': e.ok && e.age_seconds !== null ? String(e.age_seconds) : '', 'data-at': String(performance.now()) }),
       err,
       el('td', { text: e.worker || '', title: e.worker || '' }),
       el('td', { class: 'num', text: e.ok ? String(e.attempt) : '' }),
       el('td', { class: 'mono', text: e.job_id || '', title: e.job_id || '' }),
       el('td', { class: 'mono payload-preview', text: e.preview, title: e.preview }));
     return tr;
+  }
+  // Redraws the rows' ages from the age the server gave plus the time since (no request).
+  function tickAges() {
+    const now = performance.now();
+    for (const td of document.querySelectorAll('#entries td.row-age[data-age]')) {
+      const a = td.getAttribute('data-age'); if (a === '') continue;
+      const t = age(Number(a) + (now - Number(td.getAttribute('data-at'))) / 1000) + ' ago';
+      if (td.textContent !== t) td.textContent = t;
+    }
   }
   function toggle(id, on, tr) {
     if (on) S.selected.add(id); else S.selected.delete(id);
@@ -182,7 +194,12 @@
       S.current = d;
       $('drawer-id').textContent = d.id;
       const dl = $('drawer-fields'); dl.replaceChildren();
-      const add = (k, v) => { if (v === undefined || v === null || v === '') return; dl.appendChild(el('dt', { text: k })); dl.appendChild(el('dd', { text: String(v) })); };
+      const add = (k, v) => {
+        if (v === undefined || v === null || v === '') return;
+        const text = String(v); const dd = el('dd', { text });
+        dl.appendChild(el('dt', { text: k })); dl.appendChild(dd);
+        if (text.length > 400 || text.split('\n').length > 6) collapse(dd, text);
+      };
       if (!d.ok) add('Problem', d.problem);
       add('Error', d.error); add('Error type', d.error_type); add('Worker', d.worker); add('Attempt', d.attempt);
       add('Job id', d.job_id); add('Source queue', d.queue); add('Dead-lettered', d.dead_lettered_at ? d.dead_lettered_at + '  (' + age(d.age_seconds) + ' ago)' : '');
@@ -195,6 +212,14 @@
       $('drawer-stored').textContent = d.stored_text || '';
       $('drawer').hidden = false;
     } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
+  }
+
+  // A long field shows its first lines and a button to show it all (and to collapse again).
+  function collapse(dd, text) {
+    dd.classList.add('clamped');
+    const b = el('button', { type: 'button', class: 'btn btn-ghost expand', text: 'Show all (' + fmt(text.split('\n').length) + ' lines)' });
+    b.addEventListener('click', () => { const on = dd.classList.toggle('clamped'); b.textContent = on ? 'Show all (' + fmt(text.split('\n').length) + ' lines)' : 'Collapse'; });
+    dd.insertAdjacentElement('afterend', el('dd', { class: 'expand-row' }, b));
   }
 
   // --- operations -----------------------------------------------------------------------
@@ -261,7 +286,10 @@
       toast('Counting matching entries…');
       while (op.state === 'running') { await new Promise((r) => setTimeout(r, 300)); op = await api('api/operation?' + q({ id: op.id })); }
       if (!op.report) { toast(op.error ? op.error.message : 'dry run failed', true); return; }
-      replay({ filter: f }, 'matching entries', fmt(op.report.replayed) + ' matching entr' + (op.report.replayed === 1 ? 'y' : 'ies'));
+      const n = op.report.replayed, aside = op.report.set_aside;
+      if (n === 0) { toast('Nothing matches the filter: nothing to replay'); return; }
+      replay({ filter: f }, 'matching entries', fmt(n) + ' matching entr' + (n === 1 ? 'y' : 'ies') +
+        (aside ? ' (and set ' + fmt(aside) + ' unreadable entr' + (aside === 1 ? 'y' : 'ies') + ' aside to the corrupt list)' : ''));
     } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
   }
   async function opResult(op) {
@@ -302,7 +330,7 @@
     $('tab-dead').addEventListener('click', () => setTab('dead'));
     $('tab-corrupt').addEventListener('click', () => setTab('corrupt'));
     $('filters').addEventListener('submit', (ev) => { ev.preventDefault(); S.filter = readFilter(); reloadEntries(); });
-    $('clear-filter').addEventListener('click', () => { for (const i of $('filters').querySelectorAll('input')) i.value = ''; S.filter = {}; reloadEntries(); });
+    $('clear-filter').addEventListener('click', () => { clearFilter(); reloadEntries(); });
     $('load-more').addEventListener('click', loadPage);
     $('select-all').addEventListener('change', (ev) => {
       const on = ev.target.checked;
@@ -323,6 +351,7 @@
     $('confirm-ok').addEventListener('click', () => closeModal(true));
     $('confirm-cancel').addEventListener('click', () => closeModal(false));
     document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape') { if (!$('modal').hidden && !$('confirm-cancel').hidden) closeModal(false); else $('drawer').hidden = true; } });
+    setInterval(tickAges, 1000);
     setInterval(() => { if ($('auto-refresh').checked && $('modal').hidden && !asking) loadQueues().catch(() => {}); }, 5000);
     boot();
   });

@@ -16,6 +16,7 @@ export default [
         document: 'readonly',
         fetch: 'readonly',
         sessionStorage: 'readonly',
+        performance: 'readonly',
         localStorage: 'readonly',
         location: 'readonly',
         history: 'readonly',

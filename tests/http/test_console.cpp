@@ -86,6 +86,20 @@ struct DefaultMetricsBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
 };
 }  // namespace
 
+TEST_CASE("indent_json changes only the whitespace between tokens") {
+  using dlq::http::detail::indent_json;
+  // keys in their stored order, numbers and escapes as stored
+  CHECK(indent_json(R"({"z":1,"a":2.50,"m":"caf\u00e9","l":[3e2]})") ==
+        "{\n  \"z\": 1,\n  \"a\": 2.50,\n  \"m\": \"caf\\u00e9\",\n  \"l\": [\n    3e2\n  ]\n}");
+  // empty containers stay on one line; whitespace in the input is dropped between tokens
+  CHECK(indent_json("{ \"e\" : { } ,\n \"f\":[ ] }") == "{\n  \"e\": {},\n  \"f\": []\n}");
+  // structural characters and escaped quotes inside strings are copied as they are
+  CHECK(indent_json(R"(["a,{b}:[c]", "q\"{,", "\\"])") ==
+        "[\n  \"a,{b}:[c]\",\n  \"q\\\"{,\",\n  \"\\\\\"\n]");
+  CHECK(indent_json("42") == "42");
+  CHECK(indent_json("\"s p a c e\"") == "\"s p a c e\"");
+}
+
 TEST_CASE("the console's default /metrics labels names that differ in non-UTF-8 bytes apart") {
   dlq::DeadLetterQueue<dlq::MemoryStorage> q;
   q.send_to_dlq("a\xff", "{}", "boom");

@@ -197,6 +197,49 @@ inline std::string hex_dump(std::string_view bytes) {
   return out;
 }
 
+// Lays valid JSON text out on lines, two spaces per level, changing only the whitespace
+// between tokens: keys keep their stored order and every token its bytes (2.50, 3e2 and
+// \u00e9 stay as stored), which is the byte-exact promise a re-dump would break.
+inline std::string indent_json(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 4);
+  std::size_t depth = 0;
+  const auto newline = [&] { out += '\n'; out.append(2 * depth, ' '); };
+  const auto space = [](char x) { return x == ' ' || x == '\t' || x == '\n' || x == '\r'; };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {  // a string: copied as is, up to its unescaped closing quote
+      const std::size_t start = i++;
+      while (i < text.size() && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+      out.append(text.substr(start, i - start + 1));
+    } else if (c == '{' || c == '[') {
+      std::size_t k = i + 1;
+      while (k < text.size() && space(text[k])) ++k;
+      if (k < text.size() && (text[k] == '}' || text[k] == ']')) {  // empty: {} or []
+        out += c;
+        out += text[k];
+        i = k;
+      } else {
+        out += c;
+        ++depth;
+        newline();
+      }
+    } else if (c == '}' || c == ']') {
+      depth = depth > 0 ? depth - 1 : 0;
+      newline();
+      out += c;
+    } else if (c == ',') {
+      out += c;
+      newline();
+    } else if (c == ':') {
+      out += ": ";
+    } else if (!space(c)) {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // /api/entry: every field within max_payload_view (see ConsoleOptions::max_payload_view).
 // Nothing here copies a whole large entry: the envelope is parsed and pretty-printed only
 // when it is within the limit, the payload only when it is shown whole.
@@ -218,12 +261,9 @@ inline nlohmann::json full_json(const Entry& e, std::size_t max_payload_view) {
     return out;
   };
   if (e.ok() && e.payload_encoding == PayloadEncoding::json && !cut) {
-    const auto parsed = e.payload_json();
     j["payload_kind"] = "json";
     j["payload_text"] = text_field(
-        "payload", parsed.is_discarded()
-                       ? e.payload
-                       : parsed.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+        "payload", nlohmann::json::accept(e.payload) ? indent_json(e.payload) : e.payload);
   } else if (dlq::detail::json::is_valid_utf8(shown)) {
     j["payload_kind"] = "text";
     j["payload_text"] = std::string(shown);

@@ -79,13 +79,13 @@ R"DLQPAGE(<!doctype html>
       </div>
       <div class="cards">
         <div class="card"><div class="card-label">Dead letters</div><div class="card-value" id="stat-dead">–</div></div>
-        <div class="card"><div class="card-label">Corrupt</div><div class="card-value" id="stat-corrupt">–</div></div>
+        <div class="card" title="Unreadable items a replay set aside to the corrupt list (the Set aside tab). Unreadable entries still in the dead-letter list show as UNREADABLE rows and count as dead letters."><div class="card-label">Set aside (corrupt)</div><div class="card-value" id="stat-corrupt">–</div></div>
         <div class="card"><div class="card-label">Waiting in source</div><div class="card-value" id="stat-waiting">–</div></div>
         <div class="card"><div class="card-label">Oldest dead letter</div><div class="card-value" id="stat-oldest">–</div></div>
       </div>
       <div class="tabs">
         <button class="tab active" id="tab-dead" type="button">Dead letters</button>
-        <button class="tab" id="tab-corrupt" type="button">Corrupt <span id="tab-corrupt-count" class="pill"></span></button>
+        <button class="tab" id="tab-corrupt" type="button">Set aside (corrupt) <span id="tab-corrupt-count" class="pill"></span></button>
       </div>
       <div id="dead-pane">
         <form id="filters" class="filters" autocomplete="off">
@@ -231,9 +231,10 @@ h1{font-size:22px;margin:0}
 .tabs{display:flex;gap:4px;border-bottom:1px solid var(--line);margin-bottom:14px}
 .tab{background:none;border:0;padding:9px 14px;font:inherit;color:var(--muted);cursor:pointer;border-bottom:2px solid transparent;margin-bottom:-1px}
 .tab.active{color:var(--brand-d);border-bottom-color:var(--brand);font-weight:600}
-.filters{display:grid;grid-template-columns:minmax(0,2fr) repeat(3,minmax(0,1fr)) minmax(0,1.5fr) repeat(2,minmax(0,1fr)) auto auto;gap:8px;margin-bottom:12px}
-.filters input{min-width:0;width:100%}
-@media (max-width:1100px){.filters{grid-template-columns:repeat(4,minmax(0,1fr))}}
+.filters{display:flex;flex-wrap:wrap;gap:8px;margin-bottom:12px}
+.filters input{flex:1 0 9.5em;min-width:9.5em;width:9.5em}
+.filters #f-error,.filters #f-payload{flex:2 0 12em;min-width:12em}
+.filters .btn{flex:none}
 input{font:inherit;padding:7px 10px;border:1px solid #d1d5db;border-radius:7px;background:#fff;color:var(--ink)}
 input:focus{outline:2px solid #c7d2fe;border-color:var(--brand)}
 .btn{font:inherit;font-weight:600;padding:7px 14px;border-radius:7px;border:1px solid #d1d5db;background:#fff;color:var(--ink);cursor:pointer;white-space:nowrap}
@@ -261,6 +262,8 @@ input:focus{outline:2px solid #c7d2fe;border-color:var(--brand)}
 .drawer-head{display:flex;justify-content:space-between;align-items:flex-start;padding:16px 20px;border-bottom:1px solid var(--line)}
 .drawer-body{flex:1;overflow:auto;padding:16px 20px}.drawer-foot{display:flex;gap:8px;padding:12px 20px;border-top:1px solid var(--line)}
 .fields{display:grid;grid-template-columns:140px 1fr;gap:6px 12px;margin:0 0 16px}.fields dt{color:var(--muted)}.fields dd{margin:0;word-break:break-word;white-space:pre-wrap}
+.fields dd.clamped{max-height:7.3em;overflow:hidden;-webkit-mask-image:linear-gradient(#000 70%,transparent)}
+.fields .expand-row{grid-column:2}.fields .expand{padding:2px 8px;font-size:12px}
 .section-title{font-size:12px;font-weight:700;text-transform:uppercase;letter-spacing:.05em;color:var(--muted);margin:14px 0 6px}
 .code{background:#0f172a;color:#e2e8f0;border-radius:8px;padding:12px;overflow:auto;max-height:360px;white-space:pre-wrap;word-break:break-all;margin:0}
 .op-panel{position:fixed;right:20px;bottom:20px;width:380px;background:var(--panel);border:1px solid var(--line);border-radius:12px;box-shadow:0 10px 30px rgba(17,24,39,.18);padding:14px 16px;z-index:30}
@@ -277,7 +280,7 @@ input:focus{outline:2px solid #c7d2fe;border-color:var(--brand)}
 .toast{position:fixed;left:50%;bottom:24px;transform:translateX(-50%);background:#111827;color:#fff;padding:9px 16px;border-radius:8px;z-index:50;max-width:80vw}
 .toast.bad{background:var(--danger)}
 [hidden]{display:none!important}
-body.ro .mut{display:none!important}
+body.ro .mut,body.ro .col-check,body.ro #selection-info{display:none!important}
 )DLQPAGE",
   });
   return text.c_str();
@@ -393,7 +396,9 @@ R"DLQPAGE('use strict';
     $('stat-oldest').textContent = age(s.oldest_age_seconds);
     $('tab-corrupt-count').textContent = s.corrupt ? fmt(s.corrupt) : '';
   }
+  function clearFilter() { for (const i of $('filters').querySelectorAll('input')) i.value = ''; S.filter = {}; }
   function selectQueue(name) {
+    if (name !== S.queue) clearFilter();  // a filter belongs to the queue it was set on
     S.queue = name; $('welcome').hidden = true; $('queue-view').hidden = false;
     $('queue-title').textContent = name;
     for (const li of document.querySelectorAll('.queue-item')) li.classList.toggle('active', li.getAttribute('data-queue') === name);
@@ -438,16 +443,26 @@ R"DLQPAGE('use strict';
     const cb = el('input', { type: 'checkbox', class: 'row-check', 'aria-label': 'select' });
     cb.addEventListener('click', (ev) => { ev.stopPropagation(); toggle(e.id, cb.checked, tr); });
     const err = e.ok ? el('td', { title: (e.error_type ? e.error_type + ': ' : '') + e.error }, e.error_type ? el('span', { class: 'err-type', text: e.error_type }) : null, el('span', { class: 'err-msg', text: e.error }))
-                     : el('td', { title: e.problem }, el('span', { class: 'corrupt-tag', text: 'CORRUPT' }), el('span', { class: 'err-msg', text: e.problem }));
+                     : el('td', { title: e.problem }, el('span', { class: 'corrupt-tag', text: 'UNREADABLE', title: 'This entry cannot be read. It stays in the dead-letter list until a replay meets it and sets it aside to the corrupt list (the card “Set aside (corrupt)”).' }), el('span', { class: 'err-msg', text: e.problem }));
     const tr = el('tr', { 'data-id': e.id, onclick: () => openEntry(e.id) },
       el('td', { class: 'col-check' }, cb),
-      el('td', { title: e.dead_lettered_at || '' , text: e.ok ? age(e.age_seconds) + ' ago' : '–' }),
+      el('td', { class: 'row-age', title: e.dead_lettered_at || '', text: e.ok ? age(e.age_seconds) + ' ago' : '–',
+                 'data-age': e.ok && e.age_seconds !== null ? String(e.age_seconds) : '', 'data-at': String(performance.now()) }),
       err,
       el('td', { text: e.worker || '', title: e.worker || '' }),
       el('td', { class: 'num', text: e.ok ? String(e.attempt) : '' }),
       el('td', { class: 'mono', text: e.job_id || '', title: e.job_id || '' }),
       el('td', { class: 'mono payload-preview', text: e.preview, title: e.preview }));
     return tr;
+  }
+  // Redraws the rows' ages from the age the server gave plus the time since (no request).
+  function tickAges() {
+    const now = performance.now();
+    for (const td of document.querySelectorAll('#entries td.row-age[data-age]')) {
+      const a = td.getAttribute('data-age'); if (a === '') continue;
+      const t = age(Number(a) + (now - Number(td.getAttribute('data-at'))) / 1000) + ' ago';
+      if (td.textContent !== t) td.textContent = t;
+    }
   }
   function toggle(id, on, tr) {
     if (on) S.selected.add(id); else S.selected.delete(id);
@@ -470,7 +485,12 @@ R"DLQPAGE('use strict';
       S.current = d;
       $('drawer-id').textContent = d.id;
       const dl = $('drawer-fields'); dl.replaceChildren();
-      const add = (k, v) => { if (v === undefined || v === null || v === '') return; dl.appendChild(el('dt', { text: k })); dl.appendChild(el('dd', { text: String(v) })); };
+      const add = (k, v) => {
+        if (v === undefined || v === null || v === '') return;
+        const text = String(v); const dd = el('dd', { text });
+        dl.appendChild(el('dt', { text: k })); dl.appendChild(dd);
+        if (text.length > 400 || text.split('\n').length > 6) collapse(dd, text);
+      };
       if (!d.ok) add('Problem', d.problem);
       add('Error', d.error); add('Error type', d.error_type); add('Worker', d.worker); add('Attempt', d.attempt);
       add('Job id', d.job_id); add('Source queue', d.queue); add('Dead-lettered', d.dead_lettered_at ? d.dead_lettered_at + '  (' + age(d.age_seconds) + ' ago)' : '');
@@ -483,6 +503,14 @@ R"DLQPAGE('use strict';
       $('drawer-stored').textContent = d.stored_text || '';
       $('drawer').hidden = false;
     } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
+  }
+
+  // A long field shows its first lines and a button to show it all (and to collapse again).
+  function collapse(dd, text) {
+    dd.classList.add('clamped');
+    const b = el('button', { type: 'button', class: 'btn btn-ghost expand', text: 'Show all (' + fmt(text.split('\n').length) + ' lines)' });
+    b.addEventListener('click', () => { const on = dd.classList.toggle('clamped'); b.textContent = on ? 'Show all (' + fmt(text.split('\n').length) + ' lines)' : 'Collapse'; });
+    dd.insertAdjacentElement('afterend', el('dd', { class: 'expand-row' }, b));
   }
 
   // --- operations -----------------------------------------------------------------------
@@ -506,7 +534,8 @@ R"DLQPAGE('use strict';
       $('op-state').textContent = o.state; $('op-state').className = 'badge ' + o.state;
       const dp = o.progress; const tot = Math.max(o.requested, dp.examined);
       $('op-progress').style.width = (o.state === 'done' ? 100 : tot ? Math.min(100, Math.round(100 * dp.examined / tot)) : 0) + '%';
-      $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' · matched ' + fmt(dp.matched) + ' · examined ' + fmt(dp.examined) + ' of ' + fmt(tot) + (o.error ? ' · ' + o.error.message : '');
+)DLQPAGE",
+R"DLQPAGE(      $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' · matched ' + fmt(dp.matched) + ' · examined ' + fmt(dp.examined) + ' of ' + fmt(tot) + (o.error ? ' · ' + o.error.message : '');
       return;
     }
     $('op-title').textContent = (o.dry_run ? 'Dry run: ' : 'Replay: ') + o.queue + (o.to ? ' → ' + o.to : '');
@@ -530,8 +559,7 @@ R"DLQPAGE('use strict';
 
   // --- actions --------------------------------------------------------------------------
   async function deleteIds(ids) {
-)DLQPAGE",
-R"DLQPAGE(    const ok = await modal({ title: 'Delete ' + ids.length + ' dead letter' + (ids.length > 1 ? 's' : ''), text: 'Delete ' + ids.length + ' entr' + (ids.length > 1 ? 'ies' : 'y') + ' from “' + S.queue + '” for good? They are not replayed.', ok: 'Delete', danger: true });
+    const ok = await modal({ title: 'Delete ' + ids.length + ' dead letter' + (ids.length > 1 ? 's' : ''), text: 'Delete ' + ids.length + ' entr' + (ids.length > 1 ? 'ies' : 'y') + ' from “' + S.queue + '” for good? They are not replayed.', ok: 'Delete', danger: true });
     if (!ok) return;
     try { const d = await api('api/delete', { queue: S.queue, ids }); toast('Deleted ' + d.deleted + (d.missing.length ? ' (' + d.missing.length + ' already gone)' : '')); $('drawer').hidden = true; refresh(); } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
   }
@@ -550,7 +578,10 @@ R"DLQPAGE(    const ok = await modal({ title: 'Delete ' + ids.length + ' dead le
       toast('Counting matching entries…');
       while (op.state === 'running') { await new Promise((r) => setTimeout(r, 300)); op = await api('api/operation?' + q({ id: op.id })); }
       if (!op.report) { toast(op.error ? op.error.message : 'dry run failed', true); return; }
-      replay({ filter: f }, 'matching entries', fmt(op.report.replayed) + ' matching entr' + (op.report.replayed === 1 ? 'y' : 'ies'));
+      const n = op.report.replayed, aside = op.report.set_aside;
+      if (n === 0) { toast('Nothing matches the filter: nothing to replay'); return; }
+      replay({ filter: f }, 'matching entries', fmt(n) + ' matching entr' + (n === 1 ? 'y' : 'ies') +
+        (aside ? ' (and set ' + fmt(aside) + ' unreadable entr' + (aside === 1 ? 'y' : 'ies') + ' aside to the corrupt list)' : ''));
     } catch (e) { if (e.message !== 'unauthorized') toast(e.message, true); }
   }
   async function opResult(op) {
@@ -591,7 +622,7 @@ R"DLQPAGE(    const ok = await modal({ title: 'Delete ' + ids.length + ' dead le
     $('tab-dead').addEventListener('click', () => setTab('dead'));
     $('tab-corrupt').addEventListener('click', () => setTab('corrupt'));
     $('filters').addEventListener('submit', (ev) => { ev.preventDefault(); S.filter = readFilter(); reloadEntries(); });
-    $('clear-filter').addEventListener('click', () => { for (const i of $('filters').querySelectorAll('input')) i.value = ''; S.filter = {}; reloadEntries(); });
+    $('clear-filter').addEventListener('click', () => { clearFilter(); reloadEntries(); });
     $('load-more').addEventListener('click', loadPage);
     $('select-all').addEventListener('change', (ev) => {
       const on = ev.target.checked;
@@ -612,6 +643,7 @@ R"DLQPAGE(    const ok = await modal({ title: 'Delete ' + ids.length + ' dead le
     $('confirm-ok').addEventListener('click', () => closeModal(true));
     $('confirm-cancel').addEventListener('click', () => closeModal(false));
     document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape') { if (!$('modal').hidden && !$('confirm-cancel').hidden) closeModal(false); else $('drawer').hidden = true; } });
+    setInterval(tickAges, 1000);
     setInterval(() => { if ($('auto-refresh').checked && $('modal').hidden && !asking) loadQueues().catch(() => {}); }, 5000);
     boot();
   });
