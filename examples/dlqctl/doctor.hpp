@@ -193,7 +193,6 @@ inline SentinelFacts ask_sentinel(const dlq::redis::SentinelAddress& a,
                                   const dlq::redis::SentinelOptions& s,
                                   std::chrono::milliseconds timeout) {
   SentinelFacts f;
-  f.address = a.host + ":" + std::to_string(a.port);
   dlq::redis::ConnectionOptions o;
   o.host = a.host;
   o.port = a.port;
@@ -201,7 +200,9 @@ inline SentinelFacts ask_sentinel(const dlq::redis::SentinelAddress& a,
   o.password = s.password;
   o.connect_timeout = timeout;
   o.command_timeout = timeout;
+  o.keepalive = false;
   o.reconnect_attempts = 0;
+  f.address = o.endpoint();  // "host:port", [v6]:port: as the library's messages name it
   try {
     Connection c(o);
     const std::string& name = s.master_name;
