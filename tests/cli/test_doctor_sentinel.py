@@ -141,6 +141,8 @@ def run_steps(d, env):
     check(flags is not None and {"s_down", "o_down"} <= set(flags.group(1).split(",")) and
           has(rows, "ERROR", "sentinel-master"), "ERROR sentinel-master: s_down, o_down", out)
     check(has(rows, "ERROR", "master", "cannot be used"), "ERROR master: cannot be used", out)
+    check(not any(r[1] == "queues" for r in rows), "no queues finding: the master was not scanned",
+          out)
 
 
 def main():
