@@ -291,6 +291,7 @@ inline int run(const Request& req, std::ostream& out) {
   ScanFacts scan;
   scan.pattern = req.dlq_key;
   std::vector<Finding> lua;
+  bool scanned = true;  // false: the master the sentinels name could not be used
   if (!c.sentinel.enabled()) {
     cluster = io::check_servers(c, pool, req, pattern, scan, findings, lua);
   } else {
@@ -299,13 +300,14 @@ inline int run(const Request& req, std::ostream& out) {
       cluster = io::check_servers(c, pool, req, pattern, scan, findings, lua);
     } catch (const dlq::connection_error& e) {
       if (findings.front().level == Level::error) throw;  // no sentinel answered: exit 2
+      scanned = false;
       findings.push_back({Level::error, "master", {},
                           std::string("the master the sentinels name cannot be used: ") + e.what(),
                           "see the sentinel findings: bring the master back or let the "
                           "sentinels fail over to a replica"});
     }
   }
-  findings.push_back(judge_queues(scan));
+  if (scanned) findings.push_back(judge_queues(scan));  // else no all-clear on unseen lists
   findings.insert(findings.end(), lua.begin(), lua.end());
   const std::string server = dlq::redact_url(req.url);
   if (req.json) {
