@@ -4,7 +4,11 @@
 /// cluster detection through dlq::redis::Router) and asks each server what the rules of
 /// doctor_rules.hpp judge: INFO, CONFIG GET (refusal = unknown, never a failure), CLUSTER
 /// INFO, EVAL, and a bounded SCAN of the dead-letter key pattern with LLEN and MEMORY USAGE.
-/// On a cluster every master is asked (its findings name it). Read-only: it writes nothing.
+/// On a cluster every master is asked (its findings name it). With a redis+sentinel:// URL
+/// every listed sentinel is asked first (SENTINEL MASTER, REPLICAS, SENTINELS, CKQUORUM: the
+/// sentinel view), then the master they name is checked as any server; a master that cannot
+/// be used is an ERROR finding after the sentinel view (no sentinel answering: exit 2).
+/// Read-only: it writes nothing.
 #pragma once
 
 #include <chrono>
@@ -163,6 +167,107 @@ inline std::optional<std::string> lua_error(Connection& c) {
   return std::nullopt;
 }
 
+/// The strings of an array reply (non-strings as ""); empty for anything else.
+inline std::vector<std::string> strings(const redisReply& r) {
+  std::vector<std::string> out;
+  if (r.type != REDIS_REPLY_ARRAY) return out;
+  for (std::size_t i = 0; i < r.elements; ++i)
+    out.emplace_back(dlq::redis::view(*r.element[i]));
+  return out;
+}
+
+/// The entries of SENTINEL REPLICAS / SENTINELS (an array of flat field/value arrays).
+inline std::vector<Info> entries(const redisReply& r) {
+  std::vector<Info> out;
+  if (r.type != REDIS_REPLY_ARRAY) return out;
+  for (std::size_t i = 0; i < r.elements; ++i)
+    out.push_back(pairs_info(strings(*r.element[i])));
+  return out;
+}
+
+/// Asks the sentinel at `a` SENTINEL MASTER, REPLICAS, SENTINELS and CKQUORUM of the
+/// master `s.master_name` (pipelined, on a connection of its own, with the sentinels'
+/// credentials as the library uses them). A sentinel that cannot be reached or refuses is a
+/// finding: the error's words are kept, nothing is thrown but std::bad_alloc.
+inline SentinelFacts ask_sentinel(const dlq::redis::SentinelAddress& a,
+                                  const dlq::redis::SentinelOptions& s,
+                                  std::chrono::milliseconds timeout) {
+  SentinelFacts f;
+  dlq::redis::ConnectionOptions o;
+  o.host = a.host;
+  o.port = a.port;
+  o.user = s.user;
+  o.password = s.password;
+  o.connect_timeout = timeout;
+  o.command_timeout = timeout;
+  o.keepalive = false;
+  o.reconnect_attempts = 0;
+  f.address = o.endpoint();  // "host:port", [v6]:port: as the library's messages name it
+  try {
+    Connection c(o);
+    const std::string& name = s.master_name;
+    std::vector<Command> cmds;
+    for (const char* sub : {"MASTER", "REPLICAS", "SENTINELS", "CKQUORUM"})
+      cmds.push_back(std::move(Command("SENTINEL").arg(sub).arg(std::string_view(name))));
+    const auto r = c.run(cmds, Effect::read);
+    if (r[0]->type != REDIS_REPLY_ARRAY) {
+      f.error = r[0]->type == REDIS_REPLY_ERROR ? std::string(dlq::redis::view(*r[0]))
+                                                : "SENTINEL MASTER answered no master";
+      return f;
+    }
+    f.answered = true;
+    f.master = pairs_info(strings(*r[0]));
+    f.replicas = entries(*r[1]);
+    f.sentinels = entries(*r[2]);
+    f.ckquorum = text(r[3]).value_or(std::string(dlq::redis::view(*r[3])));
+    f.ckquorum_ok = r[3]->type == REDIS_REPLY_STATUS && f.ckquorum.rfind("OK", 0) == 0;
+  } catch (const dlq::error& e) {  // unreachable, refused AUTH: the words, redacted by dlq
+    f.error = e.what();
+  }
+  return f;
+}
+
+/// The sentinel view of a redis+sentinel:// URL: every listed sentinel asked (doctor_rules.hpp
+/// judges), in the URL's order.
+inline std::vector<Finding> sentinel_view(const dlq::redis::SentinelOptions& s,
+                                          std::chrono::milliseconds timeout) {
+  std::vector<SentinelFacts> all;
+  for (const auto& a : s.sentinels)
+    all.push_back(ask_sentinel(a, s, timeout));
+  return {judge_sentinels(all, s.master_name), judge_sentinel_master(all),
+          judge_sentinel_quorum(all), judge_sentinel_replicas(all)};
+}
+
+/// The usual checks on the URL's server (with Sentinel: the master the sentinels name; on a
+/// cluster: every master), appended to `findings` (lua's apart: it is reported last).
+/// @returns whether the server is a cluster.
+/// @throws the dlq::storage_error subclasses when a server cannot be reached.
+inline bool check_servers(const dlq::redis::ConnectionOptions& c,
+                          const dlq::redis::PoolOptions& pool, const Request& req,
+                          const Patterns& pattern, ScanFacts& scan, std::vector<Finding>& findings,
+                          std::vector<Finding>& lua) {
+  dlq::redis::Router router(c, pool);
+  {
+    auto seed = router.seed().acquire();
+    seed->connect();
+    findings.push_back(judge_tls(tls_facts(*seed)));
+  }
+  const bool cluster = router.clustered();
+  {
+    auto seed = router.seed().acquire();
+    if (cluster) {
+      const auto r = seed->run(Command("CLUSTER").arg("INFO"), Effect::read);
+      findings.push_back(judge_cluster(parse_info(text(r).value_or(""))));
+    }
+    lua.push_back(judge_lua(lua_error(*seed)));
+  }
+  for (dlq::redis::ConnectionPool* p : router.masters()) {
+    auto lease = p->acquire();
+    check_node(*lease, cluster ? p->endpoint() : std::string(), req, pattern, scan, findings);
+  }
+  return cluster;
+}
+
 }  // namespace io
 
 /// Runs `dlqctl doctor` (see the file comment) and prints its report on out.
@@ -181,32 +286,29 @@ inline int run(const Request& req, std::ostream& out) {
   dlq::redis::PoolOptions pool;
   pool.size = 1;
   pool.wait_timeout = req.timeout;
-  dlq::redis::Router router(c, pool);
   std::vector<Finding> findings;
   bool cluster = false;
   ScanFacts scan;
   scan.pattern = req.dlq_key;
-  {
-    auto seed = router.seed().acquire();
-    seed->connect();
-    findings.push_back(judge_tls(io::tls_facts(*seed)));
-  }
-  cluster = router.clustered();
   std::vector<Finding> lua;
-  {
-    auto seed = router.seed().acquire();
-    if (cluster) {
-      const auto r = seed->run(io::Command("CLUSTER").arg("INFO"), io::Effect::read);
-      findings.push_back(judge_cluster(parse_info(io::text(r).value_or(""))));
+  bool scanned = true;  // false: the master the sentinels name could not be used
+  if (!c.sentinel.enabled()) {
+    cluster = io::check_servers(c, pool, req, pattern, scan, findings, lua);
+  } else {
+    findings = io::sentinel_view(c.sentinel, req.timeout);
+    try {
+      cluster = io::check_servers(c, pool, req, pattern, scan, findings, lua);
+    } catch (const dlq::connection_error& e) {
+      if (findings.front().level == Level::error) throw;  // no sentinel answered: exit 2
+      scanned = false;
+      findings.push_back({Level::error, "master", {},
+                          std::string("the master the sentinels name cannot be used: ") + e.what(),
+                          "see the sentinel findings: bring the master back or let the "
+                          "sentinels fail over to a replica"});
     }
-    lua.push_back(judge_lua(io::lua_error(*seed)));
   }
-  for (dlq::redis::ConnectionPool* p : router.masters()) {
-    auto lease = p->acquire();
-    io::check_node(*lease, cluster ? p->endpoint() : std::string(), req, pattern, scan, findings);
-  }
-  findings.push_back(judge_queues(scan));
-  findings.push_back(lua.front());
+  if (scanned) findings.push_back(judge_queues(scan));  // else no all-clear on unseen lists
+  findings.insert(findings.end(), lua.begin(), lua.end());
   const std::string server = dlq::redact_url(req.url);
   if (req.json) {
     out << to_json(server, cluster, findings, scan, req.strict)

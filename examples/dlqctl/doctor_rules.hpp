@@ -18,6 +18,11 @@
 ///    at 75 % WARN; the dead-letter lists' share is reported.
 ///  - queues: every dead-letter list found and its length (OK; the scan is capped, and says so).
 ///  - lua: EVAL refused ERROR (dlq's sends and replays run scripts).
+///  - redis+sentinel:// URLs — sentinels: every listed sentinel that did not answer WARN
+///    (none ERROR); sentinel-master: the sentinels naming different masters ERROR, master
+///    flags s_down/o_down/disconnected ERROR, a failover in progress WARN; sentinel-quorum:
+///    CKQUORUM failing ERROR, fewer than 3 sentinels known WARN; sentinel-replicas: none
+///    known WARN, any down (flags, master link not ok) WARN.
 ///
 /// Exit code: exit_doctor_problem (4) when a finding is ERROR, or WARN under --strict; else 0.
 #pragma once
@@ -50,7 +55,8 @@ inline const char* level_name(Level l) {
 /// One finding: a check's verdict on one server (node) or on the whole deployment.
 struct Finding {
   Level level = Level::ok;
-  std::string check;    ///< tls, role, cluster, maxmemory-policy, persistence, memory, queues, lua
+  std::string check;    ///< tls, role, cluster, maxmemory-policy, persistence, memory, queues, lua,
+                        ///< sentinels, sentinel-master, sentinel-quorum, sentinel-replicas
   std::string node;     ///< "host:port" of a cluster node; "" for the URL's server or all
   std::string finding;  ///< what was found
   std::string fix;      ///< what to do ("" when nothing)
@@ -405,6 +411,193 @@ inline Finding judge_lua(const std::optional<std::string>& error) {
       error->rfind("NOPERM", 0) == 0
           ? "grant dlq's user +@scripting (ACL SETUSER … +eval +evalsha +script)"
           : "enable Lua scripting (EVAL, EVALSHA, SCRIPT LOAD): dlq's sends and replays need it";
+  return f;
+}
+
+// --- sentinel ------------------------------------------------------------------------------
+
+/// What one sentinel of a redis+sentinel:// URL answered about master `name`.
+struct SentinelFacts {
+  std::string address;      ///< "host:port" as the URL lists it
+  bool answered = false;    ///< the connection was made and SENTINEL MASTER answered
+  std::string error;        ///< why not: the connection error, or SENTINEL MASTER's error reply
+  Info master;              ///< SENTINEL MASTER <name>: its field/value pairs
+  std::vector<Info> replicas;   ///< SENTINEL REPLICAS <name>
+  std::vector<Info> sentinels;  ///< SENTINEL SENTINELS <name> (the others it knows)
+  bool ckquorum_ok = false;     ///< SENTINEL CKQUORUM <name> answered +OK
+  std::string ckquorum;         ///< its answer's text (the OK sentence or the error)
+};
+
+/// The field/value pairs of a flat array (SENTINEL MASTER's answer, one of SENTINEL
+/// REPLICAS'), as `fields` lists them: name, value, name, value, … (an odd last one dropped).
+inline Info pairs_info(const std::vector<std::string>& fields) {
+  Info out;
+  for (std::size_t i = 0; i + 1 < fields.size(); i += 2)
+    out.emplace(fields[i], fields[i + 1]);
+  return out;
+}
+
+/// The flags of a SENTINEL MASTER/REPLICAS entry ("master,s_down") that mean trouble:
+/// s_down, o_down, disconnected, failover_in_progress, promoted… ("" = none of them).
+inline std::string bad_flags(const Info& entry) {
+  const std::string flags = get(entry, "flags").value_or("");
+  std::string bad;
+  for (const char* f : {"s_down", "o_down", "disconnected", "failover_in_progress",
+                        "promoted", "reconf_sent", "reconf_inprog"}) {
+    const std::string flag(f);
+    const std::string padded = "," + flags + ",";
+    if (padded.find("," + flag + ",") != std::string::npos) bad += (bad.empty() ? "" : ",") + flag;
+  }
+  return bad;
+}
+
+/// "host:port" of a SENTINEL MASTER/REPLICAS/SENTINELS entry.
+inline std::string entry_address(const Info& entry) {
+  return get(entry, "ip").value_or("?") + ":" + get(entry, "port").value_or("?");
+}
+
+/// sentinels: which sentinels of the URL answered. None: ERROR; some not: WARN.
+inline Finding judge_sentinels(const std::vector<SentinelFacts>& all, const std::string& name) {
+  Finding f{Level::ok, "sentinels", {}, {}, {}};
+  std::string ok, bad;
+  std::size_t answered = 0;
+  for (const auto& s : all) {
+    if (s.answered) {
+      ++answered;
+      ok += (ok.empty() ? "" : ", ") + s.address;
+    } else {
+      bad += (bad.empty() ? "" : "; ") + s.address + " (" + s.error + ")";
+    }
+  }
+  f.finding = std::to_string(answered) + "/" + std::to_string(all.size()) +
+              " sentinels of the URL answered for '" + name + "'" + (ok.empty() ? "" : ": " + ok);
+  if (bad.empty()) return f;
+  f.finding += "; not: " + bad;
+  f.level = answered == 0 ? Level::error : Level::warn;
+  f.fix = answered == 0 ? "no sentinel can name the master: start the sentinels, check the URL's "
+                          "addresses and that each monitors '" + name + "' (sentinel monitor)"
+                        : "start the sentinels that did not answer (or fix the URL's list): the "
+                          "library asks each in turn, and fewer sentinels up means fewer votes "
+                          "for a failover";
+  return f;
+}
+
+/// sentinel-master: whether the sentinels that answered agree on the master's address, and
+/// its flags (s_down, o_down, disconnected: ERROR; a failover in progress: WARN).
+inline Finding judge_sentinel_master(const std::vector<SentinelFacts>& all) {
+  Finding f{Level::ok, "sentinel-master", {}, {}, {}};
+  std::map<std::string, std::vector<std::string>> named;  // address -> the sentinels naming it
+  const SentinelFacts* first = nullptr;
+  for (const auto& s : all) {
+    if (!s.answered) continue;
+    if (first == nullptr) first = &s;
+    named[entry_address(s.master)].push_back(s.address);
+  }
+  if (first == nullptr) {
+    f.level = Level::error;
+    f.finding = "no sentinel answered SENTINEL MASTER";
+    f.fix = "see the sentinels finding";
+    return f;
+  }
+  if (named.size() > 1) {
+    f.level = Level::error;
+    f.finding = "the sentinels disagree on the master:";
+    for (const auto& [address, who] : named) {
+      f.finding += " " + address + " (by";
+      for (const auto& w : who) f.finding += " " + w;
+      f.finding += ")";
+    }
+    f.fix = "a failover may be under way (run doctor again in a few seconds); if it stays, the "
+            "sentinels watch different masters: fix `sentinel monitor` and SENTINEL RESET them";
+    return f;
+  }
+  const std::string flags = get(first->master, "flags").value_or("?");
+  f.finding = named.begin()->first + " (flags " + flags + ")";
+  const std::string bad = bad_flags(first->master);
+  if (bad.empty()) return f;
+  const bool down = bad.find("down") != std::string::npos || bad.find("disconnected") != std::string::npos;
+  f.level = down ? Level::error : Level::warn;
+  f.fix = down ? "the master is down or unreachable from the sentinels: bring it back, or check "
+                 "that the sentinels can fail over (a replica and the quorum)"
+               : "a failover is in progress: dlq finds the new master once it ends";
+  return f;
+}
+
+/// sentinel-quorum: the quorum, whether SENTINEL CKQUORUM passed on every sentinel that
+/// answered (ERROR when not), and how many sentinels are known: fewer than 3 WARN.
+inline Finding judge_sentinel_quorum(const std::vector<SentinelFacts>& all) {
+  Finding f{Level::ok, "sentinel-quorum", {}, {}, {}};
+  std::size_t known = 0;
+  std::string quorum = "?", failing;
+  bool any = false;
+  for (const auto& s : all) {
+    if (!s.answered) continue;
+    any = true;
+    known = std::max(known, s.sentinels.size() + 1);
+    quorum = get(s.master, "quorum").value_or(quorum);
+    if (!s.ckquorum_ok) failing += (failing.empty() ? "" : "; ") + s.address + ": " + s.ckquorum;
+  }
+  if (!any) {
+    f.level = Level::error;
+    f.finding = "unknown: no sentinel answered";
+    f.fix = "see the sentinels finding";
+    return f;
+  }
+  f.finding = "quorum " + quorum + ", " + std::to_string(known) + " sentinel" +
+              (known == 1 ? "" : "s") + " known, CKQUORUM " + (failing.empty() ? "OK" : "fails");
+  if (!failing.empty()) {
+    f.level = Level::error;
+    f.finding += " (" + failing + ")";
+    f.fix = "no failover can be authorized: start sentinels until a majority and the quorum are "
+            "reachable, or lower the quorum (sentinel monitor … <quorum>)";
+    return f;
+  }
+  if (known < 3) {
+    f.level = Level::warn;
+    f.finding += known == 1 ? ": a single sentinel is a single point of failure"
+                            : ": two sentinels lose the majority when one fails";
+    f.fix = "run at least 3 sentinels on separate hosts (quorum 2)";
+  }
+  return f;
+}
+
+/// sentinel-replicas: the replicas the sentinels know and their flags; none, or every one
+/// down (s_down, o_down, disconnected, master-link-status err), leaves nothing to promote.
+inline Finding judge_sentinel_replicas(const std::vector<SentinelFacts>& all) {
+  Finding f{Level::ok, "sentinel-replicas", {}, {}, {}};
+  const SentinelFacts* most = nullptr;  // the sentinel that knows the most replicas
+  for (const auto& s : all)
+    if (s.answered && (most == nullptr || s.replicas.size() > most->replicas.size())) most = &s;
+  if (most == nullptr) {
+    f.level = Level::error;
+    f.finding = "unknown: no sentinel answered";
+    f.fix = "see the sentinels finding";
+    return f;
+  }
+  if (most->replicas.empty()) {
+    f.level = Level::warn;
+    f.finding = "no replica known: a failover has nothing to promote, and dead letters live on the "
+                "master alone";
+    f.fix = "add a replica (replicaof <master>); the sentinels find it within seconds";
+    return f;
+  }
+  std::size_t healthy = 0;
+  std::string list;
+  for (const auto& r : most->replicas) {
+    const std::string bad = bad_flags(r);
+    const std::string link = get(r, "master-link-status").value_or("?");
+    list += (list.empty() ? " " : ", ") + entry_address(r) + " (flags " +
+            get(r, "flags").value_or("?") + ", master link " + link + ")";
+    if (bad.empty() && link == "ok") ++healthy;
+  }
+  f.finding = std::to_string(most->replicas.size()) + " replica" +
+              (most->replicas.size() == 1 ? "" : "s") + " known:" + list;
+  if (healthy < most->replicas.size()) {
+    f.level = Level::warn;
+    f.finding += "; " + std::to_string(most->replicas.size() - healthy) + " down or not in sync";
+    f.fix = healthy == 0 ? "no replica can be promoted: bring one back in sync with the master"
+                         : "bring the replicas that are down back (their master link must be ok)";
+  }
   return f;
 }
 

@@ -356,3 +356,158 @@ TEST_CASE("dlqctl --help lists serve; without the console serve says how to buil
 }
 
 }  // namespace test_doctor_rules
+
+namespace test_doctor_rules {
+
+// Sentinel answers shaped as Redis 7.0's sentinels give them (flat field/value arrays).
+Info sentinel_master(const std::string& port, const std::string& flags = "master",
+                     const std::string& quorum = "2") {
+  return pairs_info({"name", "mymaster", "ip", "127.0.0.1", "port", port, "runid", "abc", "flags",
+                     flags, "quorum", quorum, "num-slaves", "1", "num-other-sentinels", "2"});
+}
+
+Info sentinel_replica(const std::string& port, const std::string& flags = "slave",
+                      const std::string& link = "ok") {
+  return pairs_info({"name", "127.0.0.1:" + port, "ip", "127.0.0.1", "port", port, "flags", flags,
+                     "master-link-status", link});
+}
+
+SentinelFacts answering(const std::string& address, const std::string& master_port,
+                        std::size_t others = 2) {
+  SentinelFacts s;
+  s.address = address;
+  s.answered = true;
+  s.master = sentinel_master(master_port);
+  s.replicas = {sentinel_replica("7001")};
+  for (std::size_t i = 0; i < others; ++i)
+    s.sentinels.push_back(pairs_info({"ip", "127.0.0.1", "port", std::to_string(27000 + i)}));
+  s.ckquorum_ok = true;
+  s.ckquorum = "OK 3 usable Sentinels. Quorum and failover authorization can be reached";
+  return s;
+}
+
+SentinelFacts silent(const std::string& address, const std::string& why) {
+  SentinelFacts s;
+  s.address = address;
+  s.error = why;
+  return s;
+}
+
+TEST_CASE("doctor sentinel: three agreeing sentinels, a replica in sync, CKQUORUM OK",
+          "[cli][doctor][sentinel]") {
+  const std::vector<SentinelFacts> all = {answering("h1:26379", "7000"),
+                                          answering("h2:26379", "7000"),
+                                          answering("h3:26379", "7000")};
+  const std::vector<Finding> f = {judge_sentinels(all, "mymaster"), judge_sentinel_master(all),
+                                  judge_sentinel_quorum(all), judge_sentinel_replicas(all)};
+  for (const auto& x : f) {
+    INFO(line(x));
+    CHECK(x.level == Level::ok);
+  }
+  CHECK(line(f[0]) == "OK sentinels: 3/3 sentinels of the URL answered for 'mymaster': h1:26379, "
+                      "h2:26379, h3:26379");
+  CHECK(line(f[1]) == "OK sentinel-master: 127.0.0.1:7000 (flags master)");
+  CHECK(line(f[2]) == "OK sentinel-quorum: quorum 2, 3 sentinels known, CKQUORUM OK");
+  CHECK(line(f[3]) ==
+        "OK sentinel-replicas: 1 replica known: 127.0.0.1:7001 (flags slave, master link ok)");
+  CHECK(exit_code(f, true) == 0);
+}
+
+TEST_CASE("doctor sentinel: a silent sentinel WARN, none answering ERROR",
+          "[cli][doctor][sentinel]") {
+  std::vector<SentinelFacts> all = {answering("h1:26379", "7000"),
+                                    silent("h2:26379", "connection refused")};
+  Finding f = judge_sentinels(all, "mymaster");
+  CHECK(f.level == Level::warn);
+  CHECK(f.finding.find("1/2 sentinels") != std::string::npos);
+  CHECK(f.finding.find("not: h2:26379 (connection refused)") != std::string::npos);
+  CHECK_FALSE(f.fix.empty());
+  all = {silent("h1:26379", "timed out"), silent("h2:26379", "ERR No such master with that name")};
+  f = judge_sentinels(all, "mymaster");
+  CHECK(f.level == Level::error);
+  CHECK(f.fix.find("sentinel monitor") != std::string::npos);
+  CHECK(judge_sentinel_master(all).level == Level::error);
+  CHECK(judge_sentinel_quorum(all).level == Level::error);
+  CHECK(judge_sentinel_replicas(all).level == Level::error);
+}
+
+TEST_CASE("doctor sentinel: sentinels naming different masters ERROR, each named",
+          "[cli][doctor][sentinel]") {
+  const std::vector<SentinelFacts> all = {answering("h1:26379", "7000"),
+                                          answering("h2:26379", "7000"),
+                                          answering("h3:26379", "7002")};
+  const Finding f = judge_sentinel_master(all);
+  INFO(line(f));
+  CHECK(f.level == Level::error);
+  CHECK(f.finding.find("127.0.0.1:7000 (by h1:26379 h2:26379)") != std::string::npos);
+  CHECK(f.finding.find("127.0.0.1:7002 (by h3:26379)") != std::string::npos);
+}
+
+TEST_CASE("doctor sentinel: master flags s_down/o_down ERROR, failover in progress WARN",
+          "[cli][doctor][sentinel]") {
+  std::vector<SentinelFacts> all = {answering("h1:26379", "7000")};
+  all[0].master = sentinel_master("7000", "master,s_down,o_down");
+  Finding f = judge_sentinel_master(all);
+  CHECK(f.level == Level::error);
+  CHECK(f.finding == "127.0.0.1:7000 (flags master,s_down,o_down)");
+  all[0].master = sentinel_master("7000", "master,disconnected");
+  CHECK(judge_sentinel_master(all).level == Level::error);
+  all[0].master = sentinel_master("7000", "master,failover_in_progress");
+  f = judge_sentinel_master(all);
+  CHECK(f.level == Level::warn);
+  CHECK(f.fix.find("failover is in progress") != std::string::npos);
+  all[0].master = sentinel_master("7000", "master,s_downish");  // a whole flag, not a prefix
+  CHECK(judge_sentinel_master(all).level == Level::ok);
+}
+
+TEST_CASE("doctor sentinel: CKQUORUM failing ERROR; fewer than 3 sentinels WARN",
+          "[cli][doctor][sentinel]") {
+  std::vector<SentinelFacts> all = {answering("h1:26379", "7000", 0)};
+  Finding f = judge_sentinel_quorum(all);
+  INFO(line(f));
+  CHECK(f.level == Level::warn);
+  CHECK(f.finding == "quorum 2, 1 sentinel known, CKQUORUM OK: a single sentinel is a single "
+                     "point of failure");
+  CHECK(f.fix.find("at least 3 sentinels") != std::string::npos);
+  all = {answering("h1:26379", "7000", 1)};
+  CHECK(judge_sentinel_quorum(all).level == Level::warn);
+  CHECK(judge_sentinel_quorum(all).finding.find("2 sentinels known") != std::string::npos);
+  all = {answering("h1:26379", "7000"), answering("h2:26379", "7000")};
+  all[1].ckquorum_ok = false;
+  all[1].ckquorum = "NOQUORUM 1 usable Sentinels. Not enough available Sentinels to reach the "
+                    "majority and authorize a failover";
+  f = judge_sentinel_quorum(all);
+  CHECK(f.level == Level::error);
+  CHECK(f.finding.find("CKQUORUM fails (h2:26379: NOQUORUM 1 usable") != std::string::npos);
+}
+
+TEST_CASE("doctor sentinel: no replica, or one down or out of sync, WARN",
+          "[cli][doctor][sentinel]") {
+  std::vector<SentinelFacts> all = {answering("h1:26379", "7000")};
+  all[0].replicas.clear();
+  Finding f = judge_sentinel_replicas(all);
+  CHECK(f.level == Level::warn);
+  CHECK(f.finding.find("no replica known") != std::string::npos);
+  all[0].replicas = {sentinel_replica("7001", "slave,s_down,disconnected"),
+                     sentinel_replica("7003", "slave", "err")};
+  f = judge_sentinel_replicas(all);
+  INFO(line(f));
+  CHECK(f.level == Level::warn);
+  CHECK(f.finding.find("127.0.0.1:7001 (flags slave,s_down,disconnected, master link ok)") !=
+        std::string::npos);
+  CHECK(f.finding.find("127.0.0.1:7003 (flags slave, master link err)") != std::string::npos);
+  CHECK(f.finding.find("2 down or not in sync") != std::string::npos);
+  CHECK(f.fix.find("no replica can be promoted") != std::string::npos);
+  all[0].replicas.push_back(sentinel_replica("7004"));
+  CHECK(judge_sentinel_replicas(all).fix.find("bring the replicas") != std::string::npos);
+}
+
+TEST_CASE("doctor sentinel: pairs_info reads a flat field/value array",
+          "[cli][doctor][sentinel]") {
+  const Info i = pairs_info({"ip", "10.0.0.1", "port", "6379", "dangling"});
+  CHECK(get(i, "ip") == "10.0.0.1");
+  CHECK(get(i, "port") == "6379");
+  CHECK(i.size() == 2);
+}
+
+}  // namespace test_doctor_rules
