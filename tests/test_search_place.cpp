@@ -296,8 +296,8 @@ TEST_CASE("search and the console's scan skip nothing when entries go before eve
     for (const std::size_t budget : {std::size_t{0}, std::size_t{8} << 20, std::size_t{4096}}) {
       if (budget == 4096 && per_read > 5) continue;
       const bool console = budget != 0;
-      INFO((console ? "console scan, " : "library search, ") << per_read << " removed per read, "
-                                                             << budget << " bytes a read");
+      INFO((console ? "console scan, " : "library search, ")
+           << per_read << " removed per read, " << budget << " bytes a read");
       dlq::MemoryStorage storage;
       dlq::DeadLetterQueue<dlq::MemoryStorage&> q(storage);
       std::vector<dlq::FailedJob> jobs;
@@ -384,8 +384,8 @@ TEST_CASE("the console's scan sizes each read by the bytes of the entries (issue
   std::optional<dlq::http::Cursor> at;
   std::vector<std::string> returned;
   do {
-    const auto page = dlq::http::scan(peek, list.size(), "q", f, at, limits,
-                                      std::chrono::system_clock::now());
+    const auto page =
+        dlq::http::scan(peek, list.size(), "q", f, at, limits, std::chrono::system_clock::now());
     CHECK_FALSE(page.restarted);
     for (const auto& e : page.entries)
       returned.push_back(e.id);
@@ -405,7 +405,6 @@ TEST_CASE("the console's scan sizes each read by the bytes of the entries (issue
                         std::chrono::system_clock::now());
   CHECK(most >= 300);
 }
-
 
 namespace {
 

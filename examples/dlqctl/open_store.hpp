@@ -2,7 +2,8 @@
 /// @file dlqctl/open_store.hpp
 /// Opens the store a dlqctl URL names, with whichever backends this build has:
 ///  - every URL dlq::redis::parse_url takes (redis://, rediss:// for TLS, redis+sentinel://,
-///    unix://, redis+unix://, as dlq::redis::is_url tells)  dlq::RedisListStorage (key patterns from
+///    unix://, redis+unix://, as dlq::redis::is_url tells)  dlq::RedisListStorage (key patterns
+///    from
 ///    --dlq-key/--queue-key/--corrupt-key); replay pushes to the source lists; `waiting` is
 ///    the source list's length.
 ///  - sqlite:///path/file.db              dlq::KeyValueStorage over dlq::kv::SqliteStore,

@@ -464,8 +464,8 @@ int ops_discard(IoT& io, Store& store, const A& a) {
   static_cast<dlq::Filter&>(o) = filter_of(a);
   if (o.empty())
     throw usage_error("say which entries to discard with a filter (" +
-                      std::string(filter_option_names) + "); to delete them all use: dlqctl purge " +
-                      printable(a.queue) + " --yes");
+                      std::string(filter_option_names) +
+                      "); to delete them all use: dlqctl purge " + printable(a.queue) + " --yes");
   o.limit = a.ops.limit;
   o.dry_run = a.dry_run || !a.yes;
   o.cancel = io.cancel;

@@ -185,9 +185,8 @@ class replication_error : public storage_error {
   /// @param wanted       replicas asked for (RedisListOptions::replicas_to_ack)
   /// @param acknowledged replicas that confirmed; -1 when their answer was not received
   /// @param timeout      how long the master waited for them
-  replication_error(const std::string& message, std::vector<std::string> ids,
-                    std::size_t entries, int wanted, int acknowledged,
-                    std::chrono::milliseconds timeout)
+  replication_error(const std::string& message, std::vector<std::string> ids, std::size_t entries,
+                    int wanted, int acknowledged, std::chrono::milliseconds timeout)
       : storage_error(message, false),
         ids_(std::move(ids)),
         entries_(entries),

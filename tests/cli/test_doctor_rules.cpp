@@ -322,7 +322,7 @@ TEST_CASE("doctor: hostile queue names print on one line, escaped and cut (round
   s.pattern = "dlq:{*}";
   const std::string huge(1 << 20, 'x');
   for (const std::string& name : {std::string("a\nOK persistence: AOF on"), std::string("a\rX"),
-                                 std::string("a\0b", 3), std::string("\x1b[2J"), huge})
+                                  std::string("a\0b", 3), std::string("\x1b[2J"), huge})
     s.queues.push_back({name, "dlq:{" + name + "}", 1, {}});
   const std::string text = line(judge_queues(s));
   INFO(text.substr(0, 300));
@@ -395,17 +395,17 @@ SentinelFacts silent(const std::string& address, const std::string& why) {
 
 TEST_CASE("doctor sentinel: three agreeing sentinels, a replica in sync, CKQUORUM OK",
           "[cli][doctor][sentinel]") {
-  const std::vector<SentinelFacts> all = {answering("h1:26379", "7000"),
-                                          answering("h2:26379", "7000"),
-                                          answering("h3:26379", "7000")};
+  const std::vector<SentinelFacts> all = {
+      answering("h1:26379", "7000"), answering("h2:26379", "7000"), answering("h3:26379", "7000")};
   const std::vector<Finding> f = {judge_sentinels(all, "mymaster"), judge_sentinel_master(all),
                                   judge_sentinel_quorum(all), judge_sentinel_replicas(all)};
   for (const auto& x : f) {
     INFO(line(x));
     CHECK(x.level == Level::ok);
   }
-  CHECK(line(f[0]) == "OK sentinels: 3/3 sentinels of the URL answered for 'mymaster': h1:26379, "
-                      "h2:26379, h3:26379");
+  CHECK(line(f[0]) ==
+        "OK sentinels: 3/3 sentinels of the URL answered for 'mymaster': h1:26379, "
+        "h2:26379, h3:26379");
   CHECK(line(f[1]) == "OK sentinel-master: 127.0.0.1:7000 (flags master)");
   CHECK(line(f[2]) == "OK sentinel-quorum: quorum 2, 3 sentinels known, CKQUORUM OK");
   CHECK(line(f[3]) ==
@@ -433,9 +433,8 @@ TEST_CASE("doctor sentinel: a silent sentinel WARN, none answering ERROR",
 
 TEST_CASE("doctor sentinel: sentinels naming different masters ERROR, each named",
           "[cli][doctor][sentinel]") {
-  const std::vector<SentinelFacts> all = {answering("h1:26379", "7000"),
-                                          answering("h2:26379", "7000"),
-                                          answering("h3:26379", "7002")};
+  const std::vector<SentinelFacts> all = {
+      answering("h1:26379", "7000"), answering("h2:26379", "7000"), answering("h3:26379", "7002")};
   const Finding f = judge_sentinel_master(all);
   INFO(line(f));
   CHECK(f.level == Level::error);
@@ -466,16 +465,18 @@ TEST_CASE("doctor sentinel: CKQUORUM failing ERROR; fewer than 3 sentinels WARN"
   Finding f = judge_sentinel_quorum(all);
   INFO(line(f));
   CHECK(f.level == Level::warn);
-  CHECK(f.finding == "quorum 2, 1 sentinel known, CKQUORUM OK: a single sentinel is a single "
-                     "point of failure");
+  CHECK(f.finding ==
+        "quorum 2, 1 sentinel known, CKQUORUM OK: a single sentinel is a single "
+        "point of failure");
   CHECK(f.fix.find("at least 3 sentinels") != std::string::npos);
   all = {answering("h1:26379", "7000", 1)};
   CHECK(judge_sentinel_quorum(all).level == Level::warn);
   CHECK(judge_sentinel_quorum(all).finding.find("2 sentinels known") != std::string::npos);
   all = {answering("h1:26379", "7000"), answering("h2:26379", "7000")};
   all[1].ckquorum_ok = false;
-  all[1].ckquorum = "NOQUORUM 1 usable Sentinels. Not enough available Sentinels to reach the "
-                    "majority and authorize a failover";
+  all[1].ckquorum =
+      "NOQUORUM 1 usable Sentinels. Not enough available Sentinels to reach the "
+      "majority and authorize a failover";
   f = judge_sentinel_quorum(all);
   CHECK(f.level == Level::error);
   CHECK(f.finding.find("CKQUORUM fails (h2:26379: NOQUORUM 1 usable") != std::string::npos);
@@ -502,8 +503,7 @@ TEST_CASE("doctor sentinel: no replica, or one down or out of sync, WARN",
   CHECK(judge_sentinel_replicas(all).fix.find("bring the replicas") != std::string::npos);
 }
 
-TEST_CASE("doctor sentinel: pairs_info reads a flat field/value array",
-          "[cli][doctor][sentinel]") {
+TEST_CASE("doctor sentinel: pairs_info reads a flat field/value array", "[cli][doctor][sentinel]") {
   const Info i = pairs_info({"ip", "10.0.0.1", "port", "6379", "dangling"});
   CHECK(get(i, "ip") == "10.0.0.1");
   CHECK(get(i, "port") == "6379");

@@ -65,13 +65,14 @@ TEST_CASE("search prints the matches of its filters and a continuation for more"
 
   // The hint is the command to run for the next page: the same arguments, quoted for a
   // shell, the old --continuation replaced, a store URL's password masked.
-  r = f.run({"search", "orders", "--error-contains", "bad", "--limit", "3", "--continuation",
-             token, "--actor", "it's me"});
+  r = f.run({"search", "orders", "--error-contains", "bad", "--limit", "3", "--continuation", token,
+             "--actor", "it's me"});
   REQUIRE(r.code == 0);
   INFO(r.err);
   CHECK_FALSE(contains(r.err, "\xE2\x80\xA6"));  // no literal "…" to fill in
-  CHECK(contains(r.err, "more: dlqctl search orders --error-contains bad --limit 3 --actor "
-                        "'it'\\''s me' --continuation "));
+  CHECK(contains(r.err,
+                 "more: dlqctl search orders --error-contains bad --limit 3 --actor "
+                 "'it'\\''s me' --continuation "));
   CHECK_FALSE(contains(r.err, token + " "));  // the old token is not repeated
   r = f.run({"--store=redis://:s3cret@db:6379", "search", "orders", "--error-contains", "bad",
              "--limit", "3", "--continuation=" + token});

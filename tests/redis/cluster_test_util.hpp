@@ -84,9 +84,9 @@ class RawCluster {
     auto it = nodes_.find(port);
     if (it == nodes_.end()) {
       it = nodes_
-               .emplace(port, std::make_unique<RawClient>(
-                                  node_url_ ? node_url_(port)
-                                            : "redis://127.0.0.1:" + std::to_string(port)))
+               .emplace(port, std::make_unique<RawClient>(node_url_ ? node_url_(port)
+                                                                    : "redis://127.0.0.1:" +
+                                                                          std::to_string(port)))
                .first;
     }
     return *it->second;

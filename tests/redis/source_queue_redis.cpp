@@ -36,12 +36,8 @@ struct RedisSource {
     if (cluster_run() != queue.storage().cluster_mode())
       throw std::runtime_error(cluster_run() ? "expected a Redis Cluster" : "expected one server");
   }
-  dlq::RedisSourceQueue& jobs() {
-    return source;
-  }
-  Queue& dlq() {
-    return queue;
-  }
+  dlq::RedisSourceQueue& jobs() { return source; }
+  Queue& dlq() { return queue; }
 };
 
 #define DLQ_SOURCE_FIXTURES RedisSource

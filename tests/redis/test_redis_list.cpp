@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "dlq/redis/list_storage.hpp"
 #include "contract/range_bytes_checks.hpp"
+#include "dlq/redis/list_storage.hpp"
 #include "redis/redis_test_util.hpp"
 #include "support/catch.hpp"
 #include "support/redis_process.hpp"
@@ -688,8 +688,8 @@ TEST_CASE("range_bytes reads at most 8 items at a time past min_count", "[redis]
   f.raw.rpush(key, std::vector<std::string>(64, std::string(64 * 1024, 'L')));
   const std::string out = "/tmp/dlq-monitor-" + f.prefix + ".txt";
   const std::string pid_file = out + ".pid";
-  const std::string start = "redis-cli -u '" + f.url + "' monitor > '" + out +
-                            "' 2>&1 & echo $! > '" + pid_file + "'";
+  const std::string start =
+      "redis-cli -u '" + f.url + "' monitor > '" + out + "' 2>&1 & echo $! > '" + pid_file + "'";
   REQUIRE(std::system(start.c_str()) == 0);
   auto monitoring = [&] {
     const auto list = f.raw.cmd({"CLIENT", "LIST"});

@@ -39,10 +39,10 @@
 namespace test_sentinel {
 
 using namespace dlq;
-using dlq::test::RawClient;
-using dlq::test::PrivateSentinel;
 using dlq::test::counts_of;
 using dlq::test::patient;
+using dlq::test::PrivateSentinel;
+using dlq::test::RawClient;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
@@ -394,8 +394,8 @@ class FakeSentinel {
         const std::string name = r->elements > 0 ? std::string(r->element[0]->str) : "";
         if (name == "SENTINEL") {
           const std::string port = std::to_string(master_.load());
-          out += "*2\r\n$9\r\n127.0.0.1\r\n$" + std::to_string(port.size()) + "\r\n" + port +
-                 "\r\n";
+          out +=
+              "*2\r\n$9\r\n127.0.0.1\r\n$" + std::to_string(port.size()) + "\r\n" + port + "\r\n";
         } else if (name == "AUTH") {
           out += "+OK\r\n";
         } else {
@@ -441,12 +441,12 @@ TEST_CASE("sentinel: a send refused READONLY by a demoted master runs once on th
   redis::Connection c(o);
   RawClient ra(a.url());
   RawClient rb(b.url());
-  REQUIRE(c.run(std::move(redis::Command("RPUSH").arg("k").arg("x")), redis::Effect::write)
-              ->integer == 1);
+  REQUIRE(
+      c.run(std::move(redis::Command("RPUSH").arg("k").arg("x")), redis::Effect::write)->integer ==
+      1);
 
   // a becomes a replica of b (the sentinels now name b); c's connection to a stays open.
-  REQUIRE(ra.cmd({"REPLICAOF", "127.0.0.1", std::to_string(b.port())})->type ==
-          REDIS_REPLY_STATUS);
+  REQUIRE(ra.cmd({"REPLICAOF", "127.0.0.1", std::to_string(b.port())})->type == REDIS_REPLY_STATUS);
   sentinel.name_master(b.port());
   const redis::Reply r =
       c.run(std::move(redis::Command("RPUSH").arg("k").arg("y")), redis::Effect::write);
@@ -457,8 +457,7 @@ TEST_CASE("sentinel: a send refused READONLY by a demoted master runs once on th
 
   // A transaction refused at queueing (READONLY, then EXECABORT) is sent again whole.
   REQUIRE(ra.cmd({"REPLICAOF", "NO", "ONE"})->type == REDIS_REPLY_STATUS);
-  REQUIRE(rb.cmd({"REPLICAOF", "127.0.0.1", std::to_string(a.port())})->type ==
-          REDIS_REPLY_STATUS);
+  REQUIRE(rb.cmd({"REPLICAOF", "127.0.0.1", std::to_string(a.port())})->type == REDIS_REPLY_STATUS);
   sentinel.name_master(a.port());
   std::vector<redis::Command> tx;
   tx.emplace_back("MULTI");

@@ -282,9 +282,9 @@ class search_place {
  private:
   std::size_t position_ = 0;
   std::vector<std::uint64_t> anchors_;
-  std::size_t back_ = overlap;           // items re-read before the place (set_read_sizes)
+  std::size_t back_ = overlap;          // items re-read before the place (set_read_sizes)
   std::size_t search_window_ = window;  // items per read while searching (set_read_sizes)
-  std::size_t examined_ = 0;  // items examined since made or restarted (set_back_for)
+  std::size_t examined_ = 0;            // items examined since made or restarted (set_back_for)
   bool searching_ = false;
   bool restarted_ = false;
 };

@@ -252,9 +252,9 @@ class ConnectionPool {
     // The exchange failed: how. One object shared by the batch, so that handing it over
     // copies a pointer and cannot fail to allocate.
     std::shared_ptr<const detail::IoFailure> failure;
-    std::exception_ptr error;  // acquiring or connecting failed
-    bool sending = false;      // its caller is sending a batch (guarded by share_mutex_)
-    ReplicaAck ack;            // replicas that must confirm it (a WAIT ends its batch)
+    std::exception_ptr error;           // acquiring or connecting failed
+    bool sending = false;               // its caller is sending a batch (guarded by share_mutex_)
+    ReplicaAck ack;                     // replicas that must confirm it (a WAIT ends its batch)
     std::shared_ptr<const Reply> wait;  // that WAIT's reply, when it was read
   };
 

@@ -52,8 +52,8 @@ inline AckDecision decide_replica_ack(int wanted, const WaitReply& reply) {
       d.acknowledged = n > 1'000'000 ? 1'000'000 : static_cast<int>(n);
       d.confirmed = d.acknowledged >= wanted;
       if (!d.confirmed) {
-        d.why = "confirmed by " + std::to_string(d.acknowledged) + " of " +
-                std::to_string(wanted) + (wanted == 1 ? " replica" : " replicas");
+        d.why = "confirmed by " + std::to_string(d.acknowledged) + " of " + std::to_string(wanted) +
+                (wanted == 1 ? " replica" : " replicas");
       }
       return d;
     }
@@ -66,8 +66,9 @@ inline AckDecision decide_replica_ack(int wanted, const WaitReply& reply) {
     case WaitReply::kind::missing:
       break;
   }
-  d.why = "the replicas' confirmation was not received (the connection failed after the "
-          "write's own answer)";
+  d.why =
+      "the replicas' confirmation was not received (the connection failed after the "
+      "write's own answer)";
   return d;
 }
 
@@ -103,9 +104,8 @@ enum class AckedWrite : unsigned char { store, move, remove };
 inline dlq::replication_error replication_failure(const AckDecision& decision,
                                                   const std::string& endpoint,
                                                   const std::string& what,
-                                                  std::vector<std::string> ids,
-                                                  std::size_t entries, int wanted,
-                                                  std::chrono::milliseconds timeout,
+                                                  std::vector<std::string> ids, std::size_t entries,
+                                                  int wanted, std::chrono::milliseconds timeout,
                                                   AckedWrite kind = AckedWrite::store) {
   static constexpr const char* done[] = {" written on the master", " moved on the master",
                                          " removed on the master"};
@@ -129,17 +129,17 @@ inline dlq::replication_error replication_failure(const AckDecision& decision,
       ("do not undo it; check the replicas (INFO replication: link status, lag), keep the ids "
        "until they have caught up, or raise RedisListOptions::replica_ack_timeout")};
   const auto k = static_cast<std::size_t>(kind);
-  std::string text = std::to_string(entries) + (entries == 1 ? " entry" : " entries") +
-                     done[k] + " but " + decision.why + " within " +
-                     std::to_string(timeout.count()) + " ms (replicas_to_ack)" + risk[k];
+  std::string text = std::to_string(entries) + (entries == 1 ? " entry" : " entries") + done[k] +
+                     " but " + decision.why + " within " + std::to_string(timeout.count()) +
+                     " ms (replicas_to_ack)" + risk[k];
   if (!ids.empty()) {
     text += " (id " + ids.front();
     if (ids.size() > 1) text += " and " + std::to_string(ids.size() - 1) + " more";
     text += ")";
   }
   return dlq::replication_error(
-      dlq::detail::message("redis", endpoint, what + ": " + text, hint[k]), std::move(ids),
-      entries, wanted, decision.acknowledged, timeout);
+      dlq::detail::message("redis", endpoint, what + ": " + text, hint[k]), std::move(ids), entries,
+      wanted, decision.acknowledged, timeout);
 }
 
 }  // namespace dlq::redis::detail
