@@ -764,4 +764,31 @@ TEST_CASE("/api/queues and /metrics answer at most 1000 queues, the rest counted
   CHECK(metrics->body.find("101000" + std::string(994, 'L')) == std::string::npos);
 }
 
+TEST_CASE("the listings' bound by bytes of names and its setting (round 10)") {
+  // 300 queues of 1000-byte names under a 100,000-byte bound: 100 answered, 200 counted;
+  // a few short names: all answered, 0 omitted (the gauge is there, at 0, for an alert).
+  dlq::http::ConsoleOptions o;
+  o.max_listed_name_bytes = 100000;
+  Served s(o);
+  for (int i = 0; i < 300; ++i)
+    s.queue.storage().push({std::to_string(100000 + i) + std::string(994, 'L'), {}, {}, "x"});
+  auto c = s.client();
+  const auto queues = c.Get("/api/queues");
+  REQUIRE(queues);
+  const auto j = nlohmann::json::parse(queues->body);
+  CHECK(j["queues"].size() == 100);
+  CHECK(j["omitted_queues"] == 200);
+  const auto metrics = c.Get("/metrics");
+  REQUIRE(metrics);
+  CHECK(metrics->body.find("\ndlq_queues_omitted 200\n") != std::string::npos);
+
+  Served few;
+  few.queue.storage().push({"a", {}, {}, "x"});
+  few.queue.storage().push({"b", {}, {}, "x"});
+  auto fc = few.client();
+  const auto small = nlohmann::json::parse(fc.Get("/api/queues")->body);
+  CHECK(small["queues"].size() == 2);
+  CHECK(small["omitted_queues"] == 0);
+  CHECK(fc.Get("/metrics")->body.find("\ndlq_queues_omitted 0\n") != std::string::npos);
+}
 }  // namespace test_console
