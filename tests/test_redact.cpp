@@ -287,7 +287,11 @@ TEST_CASE("a quote in a password, a space in a password= value, in a message (ro
         "redis://u:SECa SECb\"SECc@h:1 down", "(store rediss://u:SECa'SECb@h/0?ca_file=/x)",
         "at redis://h:1/0?password=SECa SECb now", "at redis://h:1/0?password=SECa'SECb&db=1 now",
         "at redis://u:SECa/SECb SECc@h:1/0 now", "at redis://u:SECa?SECb'SECc@h now",
-        "'redis://h:1/0?password=SECa'SECb' failed", "password=SECa\tSECb\"SECc&db=1 x"}) {
+        "'redis://h:1/0?password=SECa'SECb' failed", "password=SECa\tSECb\"SECc&db=1 x",
+        // a password holding '@' and then a space or a quote, whose first word is garbled
+        "redis://:SECa?@SECb SECc@h:1/0", "at redis://u:SECa@?SECb SECc@h:1/0: refused",
+        "(store redis://:SECa@#SECb'SECc@h:1/0)", "<redis://u:SECa@SECb{/SECc SECd@h1:1,h2:2/m>",
+        "[redis://u:SECa@SECb,#SECc SECd@h/0]", "url=redis://u:SECa@SECb>#SECc'SECd@h/0, next"}) {
     INFO(text << " -> " << dlq::redact_secrets(text));
     CHECK_FALSE(has(dlq::redact_secrets(text), "SEC"));
   }
