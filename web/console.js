@@ -84,6 +84,9 @@
       ul.appendChild(li);
     }
     $('queues-empty').hidden = d.queues.length > 0;
+  const omitted = d.omitted_queues || 0;  // past the listing's cap (max_listed_queues)
+  $('queues-omitted').hidden = omitted === 0;
+  $('queues-omitted').textContent = fmt(omitted) + ' more queue' + (omitted === 1 ? '' : 's') + ' not shown';
     const ob = $('overview').tBodies[0]; ob.replaceChildren();
     let total = 0;
     for (const qs of d.queues) {
@@ -95,7 +98,7 @@
         el('td', { class: 'num', text: age(qs.oldest_age_seconds) })));
     }
     $('overview-empty').hidden = d.queues.length > 0;
-    $('overview-total').textContent = fmt(total) + ' dead letters in ' + d.queues.length + ' queue' + (d.queues.length === 1 ? '' : 's');
+    $('overview-total').textContent = fmt(total) + ' dead letters in ' + d.queues.length + ' queue' + (d.queues.length === 1 ? '' : 's') + (omitted ? ' (' + fmt(omitted) + ' more not shown)' : '');
     if (S.queue) showStats(d.queues.find((x) => x.name === S.queue));
   }
   function showStats(s) {

@@ -53,7 +53,41 @@ inline const char* queue_name_problem(std::string_view name) noexcept {
 struct QueueNames {
   std::vector<std::string> names;    ///< names dlq serves, sorted, each once
   std::vector<std::string> skipped;  ///< names found that it refuses, sorted, each once
+  /// Names dlq serves that a capped listing left out of `names` (cap_queue_names).
+  std::size_t omitted = 0;
 };
+
+/// The most queues the console's /api/queues and /metrics answer with (the default of
+/// dlq::http::ConsoleOptions::max_listed_queues): a store may hold any number of queues (20,000
+/// foreign lists of 900-byte names made 20 MB and 38 MB answers), one answer stays bounded.
+inline constexpr std::size_t default_max_listed_queues = 1000;
+
+/// The most bytes of queue names those answers hold (ConsoleOptions::max_listed_name_bytes):
+/// 1 MiB, so 1000 names of up to 1024 bytes fit; /metrics writes each name twice or three
+/// times and /api/queues once, so an answer stays within a few MiB.
+inline constexpr std::size_t default_max_listed_name_bytes = std::size_t{1} << 20;
+
+/// The bounds of a listing answer (cap_queue_names).
+struct ListingLimits {
+  std::size_t max_queues = default_max_listed_queues;         ///< queues at most
+  std::size_t max_name_bytes = default_max_listed_name_bytes;  ///< sum of their names' bytes
+};
+
+/// Keeps the first names of `found.names`, in the order the listing gives them (sorted), while
+/// there are at most `limits.max_queues` and their bytes sum to at most
+/// `limits.max_name_bytes`; the names after them are dropped and counted in `found.omitted`
+/// (/api/queues `omitted_queues`, the gauge dlq_queues_omitted of /metrics).
+inline void cap_queue_names(QueueNames& found, const ListingLimits& limits) {
+  std::size_t kept = 0;
+  std::size_t bytes = 0;
+  while (kept < found.names.size() && kept < limits.max_queues &&
+         found.names[kept].size() <= limits.max_name_bytes - bytes) {
+    bytes += found.names[kept].size();
+    ++kept;
+  }
+  found.omitted += found.names.size() - kept;
+  found.names.resize(kept);
+}
 
 /// Sorts `found`, drops repeats, and moves the names queue_name_problem refuses to
 /// QueueNames::skipped.

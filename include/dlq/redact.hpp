@@ -46,15 +46,33 @@
 ///    stays readable (`?password=pa&x=y&db=1` → `?password=***&db=1`: a password ending in a
 ///    valid "&db=1" is read as the parser reads it — write '&' as %26). Checks across
 ///    parameters (cert_file without key_file) are not made;
-///  - in a message (redact_secrets) a URL and a value end at whitespace or a quote — except
-///    a URL whose first word ends inside its authority (no '/', '?' or '#' after `://`): a
-///    password may hold a space (`redis://u:pa ss@host`), so it runs on to the last '@'
-///    before the end of the line, a quote or the next `://`. That may mask a host too
-///    (`redis://h:1 is down, ask ops@example.com` → `redis://***@example.com`) — never a
-///    leak;
+///  - in a message (redact_secrets) a password may hold whitespace and quotes (parse_url
+///    takes them), and nothing tells where it ends, so the rule over-masks to the end of the
+///    line rather than leak (round 10):
+///     - a URL's first word ends at whitespace or a quote, and ends the URL when it reached
+///       its path ('/', '?' or '#' after `://`) — unless it holds no '@' and reads as
+///       `user:password` whose "@host" was lost (masked whole: `redis://u:pa/ss pa@host`),
+///       or holds an '@' and is garbled (detail::garbled_word: its user-info holds '/', '?',
+///       '#' or a character RFC 3986 refuses there, its hosts are not plain names or
+///       `[ipv6]` with digits for ports, or its path and query hold '#' or a character RFC
+///       3986 refuses: `redis://:pa@?ss wd@host`). A password holding an '@' followed by a
+///       plain host and a well-formed path or query, and then a space or a quote
+///       (`redis://:pa@h/0 ss@host`), cannot be told from a URL and the next word: that
+///       one form still shows the part after the space (fuzz, passwords of letters and all
+///       punctuation: 8 of 100,000 messages).
+///       Else (it ended inside its authority, or reads so) the URL runs on, over whitespace
+///       and quotes, to the word of the last '@' before the end of the line or the next
+///       `://` (`redis://u:pa'ss@host` → `redis://***@host`). That may mask a host too
+///       (`'redis://h:1' is down, ask ops@example.com` → `'redis://***@example.com`);
+///     - a secret parameter's value runs to the end of its line, whitespace and quotes
+///       included (`?password=pa ss now` → `?password=***`; the rule of '&' above applies at
+///       the line's end), unless it is `***` before whitespace, a quote or the end (a value
+///       masked already, by redact_url: the message after it stays). A password that is
+///       itself `***` followed by a space is the one form this reads wrongly;
 ///  - %-escapes are not decoded: `%40` stays inside the masked part.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -344,18 +362,35 @@ inline std::size_t mask_values_in(std::string& out, std::string_view text, std::
   return copied;
 }
 
-/// Masks the value of every secret parameter in `text` (see the file comment), a whole URL,
-/// or a message whose URLs and values end at a character that ends a URL in free text when
-/// `in_text`.
+/// True for a character that ends a line of a message: a secret value in free text runs on
+/// to it (a password may hold whitespace and quotes).
+inline bool ends_line(char c) noexcept {
+  return c == '\n' || c == '\r';
+}
+
+/// True when `text` at `at` is a value already masked: "***" at the end of `text` or before
+/// whitespace or a quote (a message built from a redacted URL keeps what follows it).
+inline bool masked_already(std::string_view text, std::size_t at) {
+  redact_work() += 4;
+  return text.compare(at, 3, "***") == 0 &&
+         (at + 3 == text.size() || ends_url_in_text(text[at + 3]));
+}
+
+/// Masks the value of every secret parameter in `text` (see the file comment): a whole URL,
+/// or, when `in_text`, a message, each of whose lines is one piece (a value runs on over
+/// whitespace and quotes), except that a value already masked ("***") ends there.
 inline void mask_secret_values(std::string& text, bool in_text) {
   std::string out;
   std::size_t copied = 0;  // text[0, copied) is in `out`
   for (std::size_t from = 0; from < text.size();) {
     std::size_t to = from;
-    while (to < text.size() && !(in_text && ends_url_in_text(text[to])))
+    while (to < text.size() && !(in_text && (ends_line(text[to]) ||
+                                             (text[to] == '=' && masked_already(text, to + 1)))))
       ++to;
+    // "=***" ends the piece (it is masked again, to the same text)
+    if (to < text.size() && text[to] == '=') to += 4;
     redact_work() += to - from;
-    copied = mask_values_in(out, text, copied, from, to);
+    copied = mask_values_in(out, text, copied, from, std::min(to, text.size()));
     from = to + 1;
   }
   if (copied == 0) return;
@@ -403,20 +438,89 @@ inline std::string redact_url(std::string_view url) {
 
 namespace detail {
 
+/// True for a character RFC 3986 allows in a URL's user-info (unreserved, sub-delims, ':',
+/// '%'), or in its path and query when `rest` (those and '@', '/', '?').
+inline bool is_uri_char(char c, bool rest) noexcept {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  if (std::string_view("-._~!$&'()*+,;=:%").find(c) != std::string_view::npos) return true;
+  return rest && (c == '@' || c == '/' || c == '?');
+}
+
+/// True when `text`'s [from, to), a list of hosts, is plain: each comma-separated item a
+/// non-empty host of letters, digits, '.', '-', '_' (or `[ipv6]`), with an optional `:digits`.
+inline bool plain_hosts(std::string_view text, std::size_t from, std::size_t to) {
+  redact_work() += to - from;
+  bool host = false, port = false, digits = false, v6 = false;
+  for (std::size_t i = from; i <= to; ++i) {
+    const char c = i < to ? text[i] : ',';
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (c == ',') {
+      if (!host || v6 || (port && !digits)) return false;
+      host = port = digits = false;
+    } else if (v6) {
+      v6 = c != ']';
+    } else if (port) {
+      if (c < '0' || c > '9') return false;
+      digits = true;
+    } else if (c == '[' && !host) {
+      host = v6 = true;
+    } else if (c == ':' && host) {
+      port = true;
+    } else if (alnum || c == '.' || c == '-' || c == '_') {
+      host = true;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// True when the first word [start, end) of a URL in free text, holding an '@', is garbled
+/// (its password may go on after a space or a quote): its user-info (up to the last '@') holds
+/// '/', '?', '#' or a character RFC 3986 refuses there, its hosts are not plain_hosts, or
+/// what follows them holds a '#' or a character refused in a path or query.
+inline bool garbled_word(std::string_view text, std::size_t start, std::size_t end) {
+  end = without_closing_punctuation(text, start, end);
+  std::size_t at = end;
+  while (at > start && text[at - 1] != '@')
+    --at;
+  redact_work() += 2 * (end - start);
+  for (std::size_t i = start; i + 1 < at; ++i)
+    if (!is_uri_char(text[i], false)) return true;
+  std::size_t hosts = at;
+  while (hosts < end && text[hosts] != '/' && text[hosts] != '?' && text[hosts] != '#')
+    ++hosts;
+  if (!plain_hosts(text, at, hosts)) return true;
+  for (std::size_t i = hosts; i < end; ++i)
+    if (!is_uri_char(text[i], true)) return true;
+  return false;
+}
+
 /// The end of the URL in free text whose authority starts at `start` and whose first word
 /// ends at `end` (whitespace or a quote): `end`, unless that word ends inside the authority
-/// (no '/', '?' or '#') and an '@' follows before the end of the line, a quote or the next
-/// "://" — a password with a space, `redis://u:pa ss@host` — then the end of the word of the
-/// last such '@'.
+/// (no '/', '?' or '#'), or holds no '@' and is masked whole (`user:password`, "@host" lost),
+/// and an '@' follows before the end of the line or the next "://" — a password with a space
+/// or a quote, `redis://u:pa ss@host` — then the end of the word of the last such '@'.
 inline std::size_t url_end_in_text(std::string_view text, std::size_t start, std::size_t end) {
   redact_work() += end - start;
-  for (std::size_t i = start; i < end; ++i)
-    if (text[i] == '/' || text[i] == '?' || text[i] == '#') return end;
+  bool at_in_word = false;
+  bool path = false;
+  for (std::size_t i = start; i < end; ++i) {
+    path = path || text[i] == '/' || text[i] == '?' || text[i] == '#';
+    at_in_word = at_in_word || text[i] == '@';
+  }
+  // a first word reaching its path ends the URL unless it is garbled (with an '@') or reads
+  // as a `user:password` whose "@host" was lost (without: `redis://u:pa/ss pa@host`)
+  if (path && at_in_word && !garbled_word(text, start, end)) return end;
+  if (path && !at_in_word) {
+    const Mask whole = userinfo_mask(text, start, end, true);
+    if (!whole.any || whole.from != start || whole.to != end) return end;
+  }
   std::size_t last_at = std::string::npos;
   std::size_t i = end;
   for (; i < text.size(); ++i) {
     const char c = text[i];
-    if (c == '\n' || c == '\r' || c == '\'' || c == '"' || text.compare(i, 3, "://") == 0) break;
+    if (c == '\n' || c == '\r' || text.compare(i, 3, "://") == 0) break;
     if (c == '@') last_at = i;
   }
   redact_work() += i - end;
@@ -432,8 +536,9 @@ inline std::size_t url_end_in_text(std::string_view text, std::size_t start, std
 
 /// `text` (a message) with the credentials of every URL in it replaced by "***" (see the
 /// file comment); a URL ends at whitespace or a quote, unless its first word ends inside its
-/// authority and an '@' follows on the line (detail::url_end_in_text). Linear in the length
-/// of `text`.
+/// authority (or reads as `user:password`) and an '@' follows on the line
+/// (detail::url_end_in_text); a secret value runs to the end of its line. Linear in the
+/// length of `text`.
 inline std::string redact_secrets(std::string text) {
   detail::mask_secret_values(text, true);
   std::string out;

@@ -48,7 +48,8 @@ TEST_CASE("redact_secrets masks passwords the Redis URL parser accepts ('/', '@'
   const std::string c =
       dlq::http::redact_secrets("cannot reach redis://127.0.0.1:1/0?password=hunter2 now");
   CHECK(c.find("hunter2") == std::string::npos);
-  CHECK(c.find(" now") != std::string::npos);
+  // a secret value runs to the end of its line (a password may hold a space: round 10)
+  CHECK(c == "cannot reach redis://127.0.0.1:1/0?password=***");
   // what it did right stays right
   CHECK(dlq::http::redact_secrets("redis://:pw@h/0 and redis://h2/1") ==
         "redis://***@h/0 and redis://h2/1");

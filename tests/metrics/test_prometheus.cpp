@@ -190,6 +190,47 @@ TEST_CASE("scrape skips a queue name the library refuses and counts it", "[metri
   CHECK(q.stats().size() == 1);
 }
 
+TEST_CASE("cap_queue_names: the first queues by count and bytes, the rest counted",
+          "[metrics]") {
+  // The one decision behind the console's /api/queues (`omitted_queues`) and /metrics
+  // (dlq_queues_omitted): at most max_queues names, in the listing's order, within
+  // max_name_bytes of names; the rest dropped and counted (round 10 of issue 27).
+  const auto names = [](std::size_t n, std::size_t len) {
+    std::vector<std::string> v;
+    for (std::size_t i = 0; i < n; ++i)
+      v.push_back(std::to_string(1000 + i) + std::string(len - 4, 'x'));
+    return dlq::split_queue_names(v);
+  };
+  dlq::QueueNames by_count = names(1500, 10);
+  dlq::cap_queue_names(by_count, {});
+  CHECK(by_count.names.size() == dlq::default_max_listed_queues);
+  CHECK(by_count.omitted == 500);
+  CHECK(by_count.names.back() == "1999" + std::string(6, 'x'));
+  // 1024-byte names: 1000 of them are 1,024,000 bytes, within 1 MiB
+  dlq::QueueNames longest = names(1200, 1024);
+  dlq::cap_queue_names(longest, {});
+  CHECK(longest.names.size() == 1000);
+  CHECK(longest.omitted == 200);
+  // the bound by bytes: a name that would pass it is not added, nor any after it
+  dlq::QueueNames by_bytes = names(10, 100);
+  dlq::cap_queue_names(by_bytes, {100, 350});
+  CHECK(by_bytes.names.size() == 3);
+  CHECK(by_bytes.omitted == 7);
+  dlq::QueueNames exact = names(10, 100);
+  dlq::cap_queue_names(exact, {4, 400});
+  CHECK(exact.names.size() == 4);
+  CHECK(exact.omitted == 6);
+  dlq::QueueNames few = names(3, 10);
+  dlq::cap_queue_names(few, {});
+  CHECK(few.names.size() == 3);
+  CHECK(few.omitted == 0);
+  // the gauge an alert reads
+  std::string out;
+  dlq::metrics::write_omitted_queues(out, 7);
+  CHECK(out.find("# TYPE dlq_queues_omitted gauge\n") != std::string::npos);
+  CHECK(out.find("\ndlq_queues_omitted 7\n") != std::string::npos);
+}
+
 TEST_CASE("split_queue_names: one rule for validation and listings", "[metrics]") {
   const auto found = dlq::split_queue_names(
       {"orders", std::string("nul\0byte", 8), "", "bad\xff", "orders", std::string(1, '\0')});

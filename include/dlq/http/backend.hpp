@@ -245,12 +245,28 @@ class ConsoleBackend {
   virtual std::optional<Counters> counters() { return std::nullopt; }
 
   /// The Prometheus text exposition served at /metrics. Default: a minimal exposition from
-  /// stats() and counters() (see docs/console.md); a richer library exposition replaces it.
+  /// stats() and counters() (see docs/console.md) of at most the queues listing_limits()
+  /// allows, the rest counted by the gauge dlq_queues_omitted; a richer library exposition
+  /// replaces it (an override should keep to listing_limits() too).
   virtual std::string metrics_text();
+
+  /// The bounds of the listings /api/queues and /metrics answer with (dlq::cap_queue_names):
+  /// the Console sets them from ConsoleOptions::max_listed_queues and max_listed_name_bytes.
+  ListingLimits listing_limits() const { return {max_queues_.load(), max_name_bytes_.load()}; }
+  /// Sets listing_limits() (the Console does, when it is made).
+  void set_listing_limits(const ListingLimits& limits) {
+    max_queues_.store(limits.max_queues);
+    max_name_bytes_.store(limits.max_name_bytes);
+  }
+
+ private:
+  std::atomic<std::size_t> max_queues_{default_max_listed_queues};
+  std::atomic<std::size_t> max_name_bytes_{default_max_listed_name_bytes};
 };
 
 inline std::string ConsoleBackend::metrics_text() {
   QueueNames found = list_queues();
+  cap_queue_names(found, listing_limits());
   const auto all = listed_stats(found, [this](const auto& names) { return stats(names); });
   const auto now = std::chrono::system_clock::now();
   std::string out;
@@ -284,6 +300,7 @@ inline std::string ConsoleBackend::metrics_text() {
     out += "dlq_corrupt_total " + std::to_string(c->corrupt) + "\n";
   }
   metrics::write_skipped_queues(out, found.skipped.size());
+  metrics::write_omitted_queues(out, found.omitted);
   return out;
 }
 
@@ -355,9 +372,10 @@ class QueueBackend : public ConsoleBackend {
   }
   std::size_t recover(std::string_view queue) override { return q_.recover(queue); }
   std::optional<Counters> counters() override { return q_.counters(); }
-  /// The library's exposition (dlq/metrics/prometheus.hpp): every queue with entries, the
-  /// depths and ages from one stats() call, and this process's counters.
-  std::string metrics_text() override { return metrics::scrape(q_); }
+  /// The library's exposition (dlq/metrics/prometheus.hpp): the queues listing_limits()
+  /// allows (the rest counted by dlq_queues_omitted), the depths and ages from one stats()
+  /// call, and this process's counters.
+  std::string metrics_text() override { return metrics::scrape(q_, {}, listing_limits()); }
   /// The library's discard (dlq/operations.hpp) through discard_with: atomic per batch of the
   /// replay step, exactly the entries present when it starts, audited as one "discard"
   /// record. `progress` is called once, with the final report.

@@ -92,6 +92,10 @@ class Console {
     if (opts_.max_page == 0) opts_.max_page = 500;
     if (opts_.max_examined == 0) opts_.max_examined = 20000;
     if (opts_.max_operations == 0) opts_.max_operations = 2;
+    if (opts_.max_listed_queues == 0) opts_.max_listed_queues = default_max_listed_queues;
+    if (opts_.max_listed_name_bytes == 0)
+      opts_.max_listed_name_bytes = default_max_listed_name_bytes;
+    backend_.set_listing_limits({opts_.max_listed_queues, opts_.max_listed_name_bytes});
   }
 
   Console(const Console&) = delete;
@@ -137,12 +141,14 @@ class Console {
     });
     get(server, "/api/queues", [this](const httplib::Request&, httplib::Response& r) {
       QueueNames found = backend_.list_queues();  // names dlq refuses are skipped
+      cap_queue_names(found, backend_.listing_limits());  // the rest counted
       nlohmann::json out = detail::info_json(opts_);
       out["queues"] = nlohmann::json::array();
       for (const auto& s :
            listed_stats(found, [this](const auto& names) { return backend_.stats(names); }))
         out["queues"].push_back(detail::stats_json(s));
       out["skipped_queues"] = found.skipped.size();
+      out["omitted_queues"] = found.omitted;
       detail::send_json(r, 200, out);
     });
     get(server, "/api/queue", [this](const httplib::Request& q, httplib::Response& r) {

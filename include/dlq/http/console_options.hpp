@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include <dlq/policies.hpp>
+#include <dlq/queue_names.hpp>
 
 namespace dlq {
 namespace http {
@@ -45,6 +46,13 @@ struct ConsoleOptions {
   /// that reaches this many (at least one entry per page), and its `next` goes on from there.
   /// Default 8 MiB.
   std::size_t max_page_bytes = std::size_t{8} << 20;
+  /// Most queues /api/queues and /metrics answer with, in the order the store lists them
+  /// (sorted); the rest are counted (`omitted_queues`, gauge dlq_queues_omitted). Default
+  /// 1000 (dlq::default_max_listed_queues).
+  std::size_t max_listed_queues = default_max_listed_queues;
+  /// Most bytes of queue names those answers hold: queues past them are counted the same way.
+  /// Default 1 MiB (dlq::default_max_listed_name_bytes).
+  std::size_t max_listed_name_bytes = default_max_listed_name_bytes;
   /// Where the console logs mutations and unexpected errors (one line each, URL passwords
   /// masked). Called from the server's threads and the replay threads, possibly at once; an
   /// exception it throws is swallowed. Empty (the default) = nowhere.

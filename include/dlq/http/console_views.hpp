@@ -87,7 +87,8 @@ inline nlohmann::json info_json(const ConsoleOptions& opts) {
             {"max_ids", opts.max_ids},
             {"max_examined", opts.max_examined},
             {"max_operations", opts.max_operations},
-            {"max_body_bytes", opts.max_body_bytes}}}};
+            {"max_body_bytes", opts.max_body_bytes},
+            {"max_listed_queues", opts.max_listed_queues}}}};
 }
 
 inline double age_seconds(std::chrono::system_clock::time_point t) {

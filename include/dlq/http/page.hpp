@@ -57,6 +57,7 @@ R"DLQPAGE(<!doctype html>
     <div class="side-title">Queues</div>
     <ul id="queue-list" class="queue-list"></ul>
     <div id="queues-empty" class="muted side-empty" hidden>No dead letters anywhere.</div>
+    <div id="queues-omitted" class="muted side-empty" hidden></div>
   </nav>
   <main class="main">
     <section id="welcome">
@@ -375,6 +376,9 @@ R"DLQPAGE('use strict';
       ul.appendChild(li);
     }
     $('queues-empty').hidden = d.queues.length > 0;
+  const omitted = d.omitted_queues || 0;  // past the listing's cap (max_listed_queues)
+  $('queues-omitted').hidden = omitted === 0;
+  $('queues-omitted').textContent = fmt(omitted) + ' more queue' + (omitted === 1 ? '' : 's') + ' not shown';
     const ob = $('overview').tBodies[0]; ob.replaceChildren();
     let total = 0;
     for (const qs of d.queues) {
@@ -386,7 +390,7 @@ R"DLQPAGE('use strict';
         el('td', { class: 'num', text: age(qs.oldest_age_seconds) })));
     }
     $('overview-empty').hidden = d.queues.length > 0;
-    $('overview-total').textContent = fmt(total) + ' dead letters in ' + d.queues.length + ' queue' + (d.queues.length === 1 ? '' : 's');
+    $('overview-total').textContent = fmt(total) + ' dead letters in ' + d.queues.length + ' queue' + (d.queues.length === 1 ? '' : 's') + (omitted ? ' (' + fmt(omitted) + ' more not shown)' : '');
     if (S.queue) showStats(d.queues.find((x) => x.name === S.queue));
   }
   function showStats(s) {
@@ -553,7 +557,8 @@ R"DLQPAGE(      $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' ·
     const r = o.report;
     if (r && o.kind === 'delete') toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.deleted) + ' deleted');
     else if (r) toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.replayed) + ' replayed' + (r.skipped_total ? ', ' + fmt(r.skipped_total) + ' skipped' : ''));
-    else if (o.error) toast(o.error.message, true);
+)DLQPAGE",
+R"DLQPAGE(    else if (o.error) toast(o.error.message, true);
     refresh();
   }
 

@@ -255,6 +255,19 @@ inline void write_skipped_queues(std::string& out, std::size_t skipped,
   w.sample("dlq_skipped_queues", {}, std::to_string(skipped));
 }
 
+/// Appends the gauge dlq_queues_omitted: `omitted` queues dlq serves that a capped listing
+/// left out of this exposition (dlq::cap_queue_names; the console's /metrics).
+inline void write_omitted_queues(std::string& out, std::size_t omitted,
+                                 const PrometheusOptions& options = {}) {
+  const std::string constant = detail::constant_labels(options);
+  detail::family_writer w(out, constant);
+  w.header("dlq_queues_omitted", "gauge",
+           "Queues found in the store but left out of this exposition: it reports at most "
+           "max_listed_queues queues (default 1000) and 1 MiB of their names, in the order "
+           "the store lists them, so that its size stays bounded.");
+  w.sample("dlq_queues_omitted", {}, std::to_string(omitted));
+}
+
 namespace detail {
 
 // The queues of `stats`, one per distinct escaped queue label (see the file comment): the
@@ -406,6 +419,21 @@ std::string scrape(Queue& queue, const PrometheusOptions& options = {}) {
   const auto all = listed_stats(found, [&](const auto& names) { return queue.stats(names); });
   std::string out = prometheus_text(all, queue.counters(), options);
   write_skipped_queues(out, found.skipped.size(), options);
+  return out;
+}
+
+/// A scrape of `queue` as above, of at most the queues `limits` allows (dlq::cap_queue_names,
+/// in the order the store lists them), plus the gauge dlq_queues_omitted counting the rest:
+/// the console's /metrics.
+/// @throws what DeadLetterQueue::stats throws.
+template <class Queue>
+std::string scrape(Queue& queue, const PrometheusOptions& options, const ListingLimits& limits) {
+  QueueNames found = queue.list_queues();
+  cap_queue_names(found, limits);
+  const auto all = listed_stats(found, [&](const auto& names) { return queue.stats(names); });
+  std::string out = prometheus_text(all, queue.counters(), options);
+  write_skipped_queues(out, found.skipped.size(), options);
+  write_omitted_queues(out, found.omitted, options);
   return out;
 }
 
