@@ -536,10 +536,10 @@ R"DLQPAGE('use strict';
     if (o.kind === 'delete') {
       $('op-title').textContent = (o.dry_run ? 'Counting: ' : 'Delete: ') + o.queue;
       $('op-state').textContent = o.state; $('op-state').className = 'badge ' + o.state;
-      const dp = o.progress; const tot = Math.max(o.requested, dp.examined);
-      $('op-progress').style.width = (o.state === 'done' ? 100 : tot ? Math.min(100, Math.round(100 * dp.examined / tot)) : 0) + '%';
 )DLQPAGE",
-R"DLQPAGE(      $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' · matched ' + fmt(dp.matched) + ' · examined ' + fmt(dp.examined) + ' of ' + fmt(tot) + (o.error ? ' · ' + o.error.message : '');
+R"DLQPAGE(      const dp = o.progress; const tot = Math.max(o.requested, dp.examined);
+      $('op-progress').style.width = (o.state === 'done' ? 100 : tot ? Math.min(100, Math.round(100 * dp.examined / tot)) : 0) + '%';
+      $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' · matched ' + fmt(dp.matched) + ' · examined ' + fmt(dp.examined) + ' of ' + fmt(tot) + (o.error ? ' · ' + o.error.message : '');
       return;
     }
     $('op-title').textContent = (o.dry_run ? 'Dry run: ' : 'Replay: ') + o.queue + (o.to ? ' → ' + o.to : '');
@@ -557,8 +557,7 @@ R"DLQPAGE(      $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' ·
     const r = o.report;
     if (r && o.kind === 'delete') toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.deleted) + ' deleted');
     else if (r) toast((o.state === 'cancelled' ? 'Cancelled: ' : 'Done: ') + fmt(r.replayed) + ' replayed' + (r.skipped_total ? ', ' + fmt(r.skipped_total) + ' skipped' : ''));
-)DLQPAGE",
-R"DLQPAGE(    else if (o.error) toast(o.error.message, true);
+    else if (o.error) toast(o.error.message, true);
     refresh();
   }
 
