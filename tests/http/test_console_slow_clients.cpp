@@ -578,7 +578,24 @@ TEST_CASE("whole bodies waiting for a worker are held up to the same bound (roun
   CHECK(good_round(s.port) < prompt);
 }
 
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+// The heap measure is glibc's mallinfo2 (2.33 on): a sanitizer's allocator is not glibc's,
+// so under one the case is not built (the gcc-17 configuration runs it). Catch2 2 has no
+// SKIP, and a case that asserts nothing would pass for the wrong reason.
+#define DLQ_TEST_GLIBC_HEAP 0
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#undef DLQ_TEST_GLIBC_HEAP
+#define DLQ_TEST_GLIBC_HEAP 1
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#undef DLQ_TEST_GLIBC_HEAP
+#define DLQ_TEST_GLIBC_HEAP 0
+#endif
+#endif
+#endif
+
+#if DLQ_TEST_GLIBC_HEAP
 namespace {
 // Bytes the process's malloc has handed out and not had back (glibc, every arena).
 std::size_t heap_in_use() {
@@ -615,14 +632,6 @@ TEST_CASE("a kept-alive connection holds no buffer of its last request's body (r
   // nowhere, until head_timeout (10 s) closed it. 30 addresses x 16 connections sending a
   // 1 MiB body whole, reading the answer (403 or 401, no token needed) and idling: `dlqctl
   // serve` at 499 MiB for 10 s, renewed at will (repro/serve_bodies_queued.py of round 10).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  SKIP("the sanitizer's allocator is not glibc's: mallinfo2 tells nothing");
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-  SKIP("the sanitizer's allocator is not glibc's: mallinfo2 tells nothing");
-#endif
-#endif
   Served s(with_token());
   const std::size_t body = std::size_t{1} << 20;
   const std::string request =
