@@ -193,15 +193,9 @@ inline SentinelFacts ask_sentinel(const dlq::redis::SentinelAddress& a,
                                   const dlq::redis::SentinelOptions& s,
                                   std::chrono::milliseconds timeout) {
   SentinelFacts f;
-  dlq::redis::ConnectionOptions o;
-  o.host = a.host;
-  o.port = a.port;
-  o.user = s.user;
-  o.password = s.password;
-  o.connect_timeout = timeout;
-  o.command_timeout = timeout;
+  dlq::redis::ConnectionOptions o =
+      dlq::redis::sentinel_connection_options(a, s, timeout, timeout);
   o.keepalive = false;
-  o.reconnect_attempts = 0;
   f.address = o.endpoint();  // "host:port", [v6]:port: as the library's messages name it
   try {
     Connection c(o);

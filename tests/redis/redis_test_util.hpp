@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 #include <stdexcept>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,20 @@ inline long long elapsed_ms(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                start)
       .count();
+}
+
+// How many times each value of `field` occurs in `list` (entries carry "field":"…").
+inline std::map<std::string, int> counts_of(const std::vector<std::string>& list,
+                                     const std::string& field) {
+  const std::string pattern = "\"" + field + "\":\"";
+  std::map<std::string, int> n;
+  for (const std::string& item : list) {
+    const auto at = item.find(pattern);
+    if (at == std::string::npos) continue;
+    const auto from = at + pattern.size();
+    ++n[item.substr(from, item.find('"', from) - from)];
+  }
+  return n;
 }
 
 }  // namespace dlq::test

@@ -97,18 +97,5 @@ inline redis::ConnectionOptions patient(const std::string& url) {
   return o;
 }
 
-// How many times each value of `field` occurs in `list` (entries carry "field":"…").
-inline std::map<std::string, int> counts_of(const std::vector<std::string>& list,
-                                     const std::string& field) {
-  const std::string pattern = "\"" + field + "\":\"";
-  std::map<std::string, int> n;
-  for (const std::string& item : list) {
-    const auto at = item.find(pattern);
-    if (at == std::string::npos) continue;
-    const auto from = at + pattern.size();
-    ++n[item.substr(from, item.find('"', from) - from)];
-  }
-  return n;
-}
 
 }  // namespace dlq::test

@@ -26,6 +26,7 @@
 namespace test_cluster_failover {
 
 using namespace dlq;
+using dlq::test::counts_of;
 using dlq::test::PrivateCluster;
 using dlq::test::RawCluster;
 using std::chrono::milliseconds;
@@ -47,20 +48,6 @@ redis::ConnectionOptions patient(const std::string& url) {
   o.reconnect_backoff = milliseconds(50);
   o.reconnect_backoff_max = milliseconds(250);
   return o;
-}
-
-// How many times each value of "field":"…" occurs in `list`.
-std::map<std::string, int> counts_of(const std::vector<std::string>& list,
-                                     const std::string& field) {
-  const std::string pattern = "\"" + field + "\":\"";
-  std::map<std::string, int> n;
-  for (const std::string& item : list) {
-    const auto at = item.find(pattern);
-    if (at == std::string::npos) continue;
-    const auto from = at + pattern.size();
-    ++n[item.substr(from, item.find('"', from) - from)];
-  }
-  return n;
 }
 
 // Two queue names whose dead lists are on each master, the victim's first.

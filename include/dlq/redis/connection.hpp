@@ -407,15 +407,9 @@ class Connection {
   // One sentinel's answer to SENTINEL get-master-addr-by-name (connects, asks, closes).
   detail::sentinel::Asked ask_sentinel(const SentinelAddress& a) {
     const SentinelOptions& s = options_.sentinel;
-    ConnectionOptions o;
-    o.host = a.host;
-    o.port = a.port;
-    o.user = s.user;
-    o.password = s.password;
-    o.connect_timeout = options_.connect_timeout;
-    o.command_timeout = options_.command_timeout;
+    ConnectionOptions o = sentinel_connection_options(a, s, options_.connect_timeout,
+                                                      options_.command_timeout);
     o.keepalive = false;
-    o.reconnect_attempts = 0;
     detail::sentinel::Asked asked;
     asked.sentinel = o.endpoint();
     try {

@@ -190,6 +190,25 @@ struct PoolOptions {
 /// in a user's URL — it came out as `redis://***@]host[:port][/db]`. The redaction cannot
 /// tell an example from a secret, so the examples carry none: a real port, and the user-info
 /// named in words outside the URL.
+/// Options to talk to one sentinel of `s`: its address, the sentinel credentials, the given
+/// timeouts, no reconnect tries (the caller moves on to the next sentinel). One rule for the
+/// library's master lookups, the pool's shared view and dlqctl doctor; keepalive is the
+/// caller's (a short question turns it off).
+inline ConnectionOptions sentinel_connection_options(const SentinelAddress& a,
+                                                     const SentinelOptions& s,
+                                                     std::chrono::milliseconds connect_timeout,
+                                                     std::chrono::milliseconds command_timeout) {
+  ConnectionOptions o;
+  o.host = a.host;
+  o.port = a.port;
+  o.user = s.user;
+  o.password = s.password;
+  o.connect_timeout = connect_timeout;
+  o.command_timeout = command_timeout;
+  o.reconnect_attempts = 0;
+  return o;
+}
+
 inline constexpr std::string_view url_forms =
     "redis://host:6379/0 (port and db optional; a password as user:password@ or :password@ "
     "before the host), rediss://… (TLS), redis+sentinel://host:26379,host:26379/master_name "

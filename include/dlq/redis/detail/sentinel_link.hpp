@@ -61,15 +61,7 @@ class SentinelLink {
   }
 
   ConnectionOptions options_for(const SentinelAddress& a) const {
-    ConnectionOptions o;
-    o.host = a.host;
-    o.port = a.port;
-    o.user = sentinel_.user;
-    o.password = sentinel_.password;
-    o.connect_timeout = connect_timeout_;
-    o.command_timeout = command_timeout_;
-    o.reconnect_attempts = 0;
-    return o;
+    return sentinel_connection_options(a, sentinel_, connect_timeout_, command_timeout_);
   }
 
   const SentinelOptions sentinel_;
