@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """`dlqctl serve` showing a 40 MiB entry: /api/entry keeps every field within its view limit
 (the answer is small and says `truncated`), and the process's memory per request stays near
-what reading the entry itself costs. Prints the numbers it measured.
+what reading the entry itself costs. Likewise a small payload nested 10,000 deep, which the
+payload view lays out on indented lines (round 11 of issue 27: 20 KB made +200 MiB, 40 KB
++800 MiB, a 256 KiB one tens of GB, indentation quadratic in the depth). Prints the numbers it
+measured.
 
     test_console_large_entry.py --dlqctl PATH      (ctest: fixture `redis`)
 """
@@ -65,7 +68,38 @@ def main():
     finally:
         srv.stop()
         r.flushdb()
+    deep_payload(args.dlqctl, url, r)
     finish("test_console_large_entry")
+
+
+def deep_payload(dlqctl, url, r):
+    """/api/entry of a 20 KB JSON payload nested 10,000 deep: the view is cut to its limit,
+    and the memory of laying it out is bounded by that limit, not by the depth squared."""
+    q = "deep-entry"
+    depth = 10000
+    deep = "[" * depth + "1" + "]" * depth
+    body = envelope(q, 0, "boom", entry_id="deep-1").replace('"original_payload":0',
+                                                             '"original_payload":' + deep, 1)
+    r.rpush(dead_key(q), body)
+    srv = Serve(dlqctl, url)
+    try:
+        status, _, _ = call(srv.url, "api/queues")
+        check(status == 200, "queues answered")
+        rss0, hwm0 = memory(srv.proc.pid)
+        status, entry, _ = call(srv.url, "api/entry?queue=" + q + "&id=deep-1", timeout=120)
+        check(status == 200, "/api/entry of the deep payload answers 200", f"({status})")
+        if status == 200:
+            check(entry["payload_kind"] == "json", "the deep payload is shown as JSON")
+            check(len(entry["payload_text"].encode()) <= 256 * 1024 + 200,
+                  "its payload_text within the view limit", f"({len(entry['payload_text'])})")
+        rss1, hwm1 = memory(srv.proc.pid)
+        print(f"  payload {len(deep)} bytes nested {depth} deep; serve peak {hwm0 / MIB:.0f} -> "
+              f"{hwm1 / MIB:.0f} MiB (+{(hwm1 - hwm0) / MIB:.0f} MiB for 1 request)", flush=True)
+        check(hwm1 - hwm0 < 32 * MIB, "a deep payload's view grows peak memory by < 32 MiB",
+              f"(+{(hwm1 - hwm0) / MIB:.0f} MiB)")
+    finally:
+        srv.stop()
+        r.flushdb()
 
 
 if __name__ == "__main__":
