@@ -201,13 +201,17 @@ inline std::string hex_dump(std::string_view bytes) {
 // Lays valid JSON text out on lines, two spaces per level, changing only the whitespace
 // between tokens: keys keep their stored order and every token its bytes (2.50, 3e2 and
 // \u00e9 stay as stored), which is the byte-exact promise a re-dump would break.
-inline std::string indent_json(std::string_view text) {
+// Stops once the text laid out exceeds `limit` bytes (the caller cuts it there): indentation
+// grows with the depth, so a payload nested d deep lays out to about 2*d*d bytes (round 11
+// of issue 27: 20 KB nested 10,000 deep made 200 MB, 256 KiB would make 34 GB).
+inline std::string indent_json(std::string_view text,
+                               std::size_t limit = std::string::npos) {
   std::string out;
-  out.reserve(text.size() + text.size() / 4);
+  out.reserve(std::min(limit, text.size() + text.size() / 4));
   std::size_t depth = 0;
   const auto newline = [&] { out += '\n'; out.append(2 * depth, ' '); };
   const auto space = [](char x) { return x == ' ' || x == '\t' || x == '\n' || x == '\r'; };
-  for (std::size_t i = 0; i < text.size(); ++i) {
+  for (std::size_t i = 0; i < text.size() && out.size() <= limit; ++i) {
     const char c = text[i];
     if (c == '"') {  // a string: copied as is, up to its unescaped closing quote
       const std::size_t start = i++;
@@ -264,7 +268,8 @@ inline nlohmann::json full_json(const Entry& e, std::size_t max_payload_view) {
   if (e.ok() && e.payload_encoding == PayloadEncoding::json && !cut) {
     j["payload_kind"] = "json";
     j["payload_text"] = text_field(
-        "payload", nlohmann::json::accept(e.payload) ? indent_json(e.payload) : e.payload);
+        "payload",
+        nlohmann::json::accept(e.payload) ? indent_json(e.payload, view) : e.payload);
   } else if (dlq::detail::json::is_valid_utf8(shown)) {
     j["payload_kind"] = "text";
     j["payload_text"] = std::string(shown);
