@@ -68,17 +68,20 @@ def main():
     finally:
         srv.stop()
         r.flushdb()
-    deep_payload(args.dlqctl, url, r)
+    deep_payload(args.dlqctl, url, r, "deep-1", "[" * 10000 + "1" + "]" * 10000)
+    # 240 KB, 250 deep around 120,000 elements: stored_text (the envelope printed with an
+    # indent of 2) gave each element its 500 spaces: +70 MiB a request, 8 at once +433 MiB
+    deep_payload(args.dlqctl, url, r, "wide-1", "[" * 250 + ",".join(["1"] * 120000) + "]" * 250)
     finish("test_console_large_entry")
 
 
-def deep_payload(dlqctl, url, r):
-    """/api/entry of a 20 KB JSON payload nested 10,000 deep: the view is cut to its limit,
-    and the memory of laying it out is bounded by that limit, not by the depth squared."""
+def deep_payload(dlqctl, url, r, entry_id, deep):
+    """/api/entry of a nested JSON payload `deep` (within the 256 KiB view): its views are
+    cut to their limit, and the memory of laying them out is bounded by that limit, not by
+    the depth times the size."""
     q = "deep-entry"
-    depth = 10000
-    deep = "[" * depth + "1" + "]" * depth
-    body = envelope(q, 0, "boom", entry_id="deep-1").replace('"original_payload":0',
+    depth = deep.index("1")  # the brackets before the first element
+    body = envelope(q, 0, "boom", entry_id=entry_id).replace('"original_payload":0',
                                                              '"original_payload":' + deep, 1)
     r.rpush(dead_key(q), body)
     srv = Serve(dlqctl, url)
@@ -86,12 +89,13 @@ def deep_payload(dlqctl, url, r):
         status, _, _ = call(srv.url, "api/queues")
         check(status == 200, "queues answered")
         rss0, hwm0 = memory(srv.proc.pid)
-        status, entry, _ = call(srv.url, "api/entry?queue=" + q + "&id=deep-1", timeout=120)
+        status, entry, _ = call(srv.url, f"api/entry?queue={q}&id={entry_id}", timeout=120)
         check(status == 200, "/api/entry of the deep payload answers 200", f"({status})")
         if status == 200:
             check(entry["payload_kind"] == "json", "the deep payload is shown as JSON")
-            check(len(entry["payload_text"].encode()) <= 256 * 1024 + 200,
-                  "its payload_text within the view limit", f"({len(entry['payload_text'])})")
+            for field in ("payload_text", "stored_text"):
+                check(len(entry[field].encode()) <= 256 * 1024 + 200,
+                      f"its {field} within the view limit", f"({len(entry[field])})")
         rss1, hwm1 = memory(srv.proc.pid)
         print(f"  payload {len(deep)} bytes nested {depth} deep; serve peak {hwm0 / MIB:.0f} -> "
               f"{hwm1 / MIB:.0f} MiB (+{(hwm1 - hwm0) / MIB:.0f} MiB for 1 request)", flush=True)
