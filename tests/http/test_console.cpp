@@ -98,6 +98,15 @@ TEST_CASE("indent_json changes only the whitespace between tokens") {
         "[\n  \"a,{b}:[c]\",\n  \"q\\\"{,\",\n  \"\\\\\"\n]");
   CHECK(indent_json("42") == "42");
   CHECK(indent_json("\"s p a c e\"") == "\"s p a c e\"");
+  // a limit: the laid-out text stops soon after it (the caller cuts there), whatever the depth
+  const std::string deep = std::string(100000, '[') + "1" + std::string(100000, ']');
+  CHECK(indent_json(deep, 1000).size() < 1000 + 2 * deep.size());
+  CHECK(indent_json(deep, 1000).substr(0, 1000) ==
+        indent_json(deep.substr(0, 2000)).substr(0, 1000));
+  // /api/entry's stored_text is the compact dump laid out: the text dump(2) makes
+  const auto v = nlohmann::ordered_json::parse(
+      R"({"q":"x","p":{"a":[1,[],{},[[2]],"s]{,:\"",null,true],"b":{"c":{}}},"e":[]})");
+  CHECK(indent_json(v.dump()) == v.dump(2));
 }
 
 TEST_CASE("the console's default /metrics labels names that differ in non-UTF-8 bytes apart") {

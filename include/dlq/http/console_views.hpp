@@ -298,9 +298,13 @@ inline nlohmann::json full_json(const Entry& e, std::size_t max_payload_view) {
     j["payload_encoding"] = e.payload_encoding == PayloadEncoding::json ? "json" : "base64";
   }
   if (e.raw.size() <= view) {
+    // laid out by indent_json (the text of dump(2)) up to the view: dump(2) itself gives each
+    // element 2 spaces per level, 290 times the size of a payload nested 250 deep
     j["stored_text"] = text_field(
         "stored_text",
-        e.to_json().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+        indent_json(
+            e.to_json().dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace),
+            view));
   } else {
     bool was_cut = false;
     std::string head = cut_text(e.raw, view, was_cut);
