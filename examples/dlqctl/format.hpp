@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <dlq/redact.hpp>
+
 namespace dlqctl {
 
 /// Bad command-line input that CLI11 cannot check (a duration, conflicting options): the
@@ -129,7 +131,9 @@ inline std::string shell_word(std::string_view s) {
 
 /// `dlqctl` and `args` (a command line without the program name) as shell words, without
 /// its --continuation (`--continuation T` or `--continuation=T`), then `--continuation
-/// token`: the command that reads the next page.
+/// token`: the command that reads the next page. Each argument is redacted on its own
+/// (dlq::redact_secrets): an argument is one whole word, whereas in the joined line a
+/// password= value would run on to its end and mask the token (round 11 of issue 27).
 inline std::string next_page_command(const std::vector<std::string>& args,
                                      const std::string& token) {
   std::string out = "dlqctl";
@@ -139,7 +143,10 @@ inline std::string next_page_command(const std::vector<std::string>& args,
       continue;
     }
     if (args[i].rfind("--continuation=", 0) == 0) continue;
-    out += " " + shell_word(args[i]);
+    // an argument with a control byte is shown through printable (one line) before the
+    // redaction, whose secret values run to the end of a line
+    const bool control = printable(args[i]) != args[i];
+    out += " " + shell_word(dlq::redact_secrets(control ? printable(args[i]) : args[i]));
   }
   return out + " --continuation " + shell_word(token);
 }

@@ -536,7 +536,9 @@ int ops_search(IoT& io, Store& store, const A& a) {
            << (done ? "; end of the list" : "") << ")\n";
   }
   if (!done)
-    io.err << dlq::redact_secrets("more: " + next_page_command(a.command_line, token)) << '\n';
+    // redacted argument by argument (next_page_command): the joined line again would run a
+    // password= value (or a URL's user-info) on over the arguments after it, token included
+    io.err << "more: " << next_page_command(a.command_line, token) << '\n';
   return 0;
 }
 
