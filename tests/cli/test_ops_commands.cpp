@@ -79,7 +79,8 @@ TEST_CASE("search prints the matches of its filters and a continuation for more"
   REQUIRE(r.code == 0);
   INFO(r.err);
   CHECK_FALSE(contains(r.err, "s3cret"));
-  CHECK(contains(r.err, "more: dlqctl --store=redis://"));
+  // redacted before quoting: the mask's '*' would be a glob to a shell, so it is quoted
+  CHECK(contains(r.err, "more: dlqctl '--store=redis://***@db:6379' search"));
   CHECK(contains(r.err, " search orders --error-contains bad --limit 3 --continuation "));
   CHECK_FALSE(contains(r.err, "--continuation=" + token));
   // Round 11: a password given as a parameter masked the rest of the line, the token too
