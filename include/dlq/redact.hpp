@@ -65,8 +65,8 @@
 ///       `://` (`redis://u:pa'ss@host` → `redis://***@host`) — past a `://` too when the
 ///       first word holds no '@' and reads as `user:password` (`redis://:pa ss://x@host`
 ///       → `redis://***@host`, round 11; a first word holding an '@', `redis://:p@a
-///       ss://x@host`, still stops there, so two URLs on a line stay apart). That may mask a host too
-///       (`'redis://h:1' is down, ask ops@example.com` → `'redis://***@example.com`);
+///       ss://x@host`, still stops there, so two URLs on a line stay apart). That may mask a
+///       host too (`'redis://h:1' is down, ask ops@example.com` → `'redis://***@example.com`);
 ///     - a secret parameter's value runs to the end of its line, whitespace and quotes
 ///       included (`?password=pa ss now` → `?password=***`; the rule of '&' above applies at
 ///       the line's end), unless it is `***` before whitespace, a quote or the end (a value
@@ -533,8 +533,8 @@ inline std::size_t url_end_in_text(std::string_view text, std::size_t start, std
   std::size_t last_at = std::string::npos;
   if (lost_host && line.from <= end && end < line.line_end) {
     // scanned already to the end of this line: its last '@', if it is after `end`
-    last_at = line.last_at != std::string::npos && line.last_at >= end ? line.last_at
-                                                                        : std::string::npos;
+    last_at =
+        line.last_at != std::string::npos && line.last_at >= end ? line.last_at : std::string::npos;
   } else {
     std::size_t i = end;
     for (; i < text.size(); ++i) {
