@@ -559,3 +559,29 @@ TEST_CASE("the redaction takes a parameter after a secret exactly when the parse
 }
 
 }  // namespace test_redact
+
+namespace test_redact {
+
+TEST_CASE("a password holding a space and a '://' shows no part of it (round 11)",
+          "[redact]") {
+  // dlqctl search's next-page hint echoes --store as a shell word; with the password
+  // "PA SSWORD://XY" (Redis takes it) it printed "--store 'redis://*** SSWORD://***@h...'":
+  // the run-on to the last '@' of the line stopped at the second "://".
+  for (const std::string url :
+       {"redis://:PA SECWORD://XY@127.0.0.1:6379/0", "redis://u:PA SEC://X@h",
+        "redis://:PA SEC:// X@h:1/0", "rediss://:A B SEC://@h", "redis://:A'SEC://B@h"}) {
+    INFO(url);
+    CHECK_FALSE(has(dlq::redact_url(url), "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("more: dlqctl search q --store '" + url +
+                                        "' --continuation s1:1:ab"),
+                    "SEC"));
+    CHECK_FALSE(has(dlq::redact_secrets("at " + url + " now"), "SEC"));
+  }
+  // two URLs on a line stay apart when the first one's authority reads as an address
+  CHECK(dlq::redact_secrets("redis://h:6379 and redis://:pw@h2") ==
+        "redis://h:6379 and redis://***@h2");
+  CHECK(dlq::redact_secrets("from redis://h:6379/0 to redis://:pw@h2/1 now") ==
+        "from redis://h:6379/0 to redis://***@h2/1 now");
+}
+
+}  // namespace test_redact

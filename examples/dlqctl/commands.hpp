@@ -584,9 +584,9 @@ class Commands {
     const std::size_t n = found.skipped.size();
     io_.err << "dlqctl " << command << ": " << n << (n == 1 ? " queue name" : " queue names")
             << " skipped (" << list
-            << "): dlq refuses such names (a NUL byte, over 1024 bytes) or cannot read their lists "
-               "(a key of "
-               "another type), so they are keys of another program; look at them with "
+            << "): dlq refuses such names (empty, a NUL byte, over 1024 bytes) or cannot read "
+               "their lists (a key of another type), so they are keys of another program; look at "
+               "them with "
                "redis-cli\n";
   }
 

@@ -62,8 +62,11 @@
 ///       punctuation: 8 of 100,000 messages).
 ///       Else (it ended inside its authority, or reads so) the URL runs on, over whitespace
 ///       and quotes, to the word of the last '@' before the end of the line or the next
-///       `://` (`redis://u:pa'ss@host` → `redis://***@host`). That may mask a host too
-///       (`'redis://h:1' is down, ask ops@example.com` → `'redis://***@example.com`);
+///       `://` (`redis://u:pa'ss@host` → `redis://***@host`) — past a `://` too when the
+///       first word holds no '@' and reads as `user:password` (`redis://:pa ss://x@host`
+///       → `redis://***@host`, round 11; a first word holding an '@', `redis://:p@a
+///       ss://x@host`, still stops there, so two URLs on a line stay apart). That may mask a
+///       host too (`'redis://h:1' is down, ask ops@example.com` → `'redis://***@example.com`);
 ///     - a secret parameter's value runs to the end of its line, whitespace and quotes
 ///       included (`?password=pa ss now` → `?password=***`; the rule of '&' above applies at
 ///       the line's end), unless it is `***` before whitespace, a quote or the end (a value
@@ -496,12 +499,19 @@ inline bool garbled_word(std::string_view text, std::size_t start, std::size_t e
   return false;
 }
 
+/// What the last run-on past "://" of redact_secrets found: the last '@' of the line in
+/// [from, line_end), so that the run-ons of many URLs on one line stay linear together.
+struct LineScan {
+  std::size_t from = std::string::npos, line_end = 0, last_at = std::string::npos;
+};
 /// The end of the URL in free text whose authority starts at `start` and whose first word
 /// ends at `end` (whitespace or a quote): `end`, unless that word ends inside the authority
 /// (no '/', '?' or '#'), or holds no '@' and is masked whole (`user:password`, "@host" lost),
 /// and an '@' follows before the end of the line or the next "://" — a password with a space
 /// or a quote, `redis://u:pa ss@host` — then the end of the word of the last such '@'.
-inline std::size_t url_end_in_text(std::string_view text, std::size_t start, std::size_t end) {
+/// `line`: the last such scan (see LineScan).
+inline std::size_t url_end_in_text(std::string_view text, std::size_t start, std::size_t end,
+                                   LineScan& line) {
   redact_work() += end - start;
   bool at_in_word = false;
   bool path = false;
@@ -512,18 +522,29 @@ inline std::size_t url_end_in_text(std::string_view text, std::size_t start, std
   // a first word reaching its path ends the URL unless it is garbled (with an '@') or reads
   // as a `user:password` whose "@host" was lost (without: `redis://u:pa/ss pa@host`)
   if (path && at_in_word && !garbled_word(text, start, end)) return end;
-  if (path && !at_in_word) {
+  // a word without '@' read as `user:password` (its "@host" lost): the password goes on
+  // after the space or quote, and may hold "://" (`redis://:pa ss://x@host`, round 11)
+  bool lost_host = false;
+  if (!at_in_word) {
     const Mask whole = userinfo_mask(text, start, end, true);
-    if (!whole.any || whole.from != start || whole.to != end) return end;
+    lost_host = whole.any && whole.from == start && whole.to == end;
+    if (path && !lost_host) return end;
   }
   std::size_t last_at = std::string::npos;
-  std::size_t i = end;
-  for (; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '\n' || c == '\r' || text.compare(i, 3, "://") == 0) break;
-    if (c == '@') last_at = i;
+  if (lost_host && line.from <= end && end < line.line_end) {
+    // scanned already to the end of this line: its last '@', if it is after `end`
+    last_at =
+        line.last_at != std::string::npos && line.last_at >= end ? line.last_at : std::string::npos;
+  } else {
+    std::size_t i = end;
+    for (; i < text.size(); ++i) {
+      const char c = text[i];
+      if (c == '\n' || c == '\r' || (!lost_host && text.compare(i, 3, "://") == 0)) break;
+      if (c == '@') last_at = i;
+    }
+    redact_work() += i - end;
+    if (lost_host) line = LineScan{end, i, last_at};
   }
-  redact_work() += i - end;
   if (last_at == std::string::npos) return end;
   std::size_t word_end = last_at;
   while (word_end < text.size() && !ends_url_in_text(text[word_end]))
@@ -544,12 +565,13 @@ inline std::string redact_secrets(std::string text) {
   std::string out;
   std::size_t copied = 0;  // text[0, copied) is in `out`
   std::size_t from = 0;
+  detail::LineScan line;
   while ((from = detail::find_scheme_end(text, from)) != std::string::npos) {
     const std::size_t start = from + 3;
     std::size_t end = start;
     while (end < text.size() && !detail::ends_url_in_text(text[end]))
       ++end;
-    from = detail::url_end_in_text(text, start, end);
+    from = detail::url_end_in_text(text, start, end, line);
     copied = detail::apply_mask(out, text, copied, detail::userinfo_mask(text, start, from, true));
   }
   detail::copy_to(out, text, copied, text.size());

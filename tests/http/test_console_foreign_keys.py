@@ -70,8 +70,30 @@ def main():
     check(q.encode() in p.stdout, "dlqctl queues lists the normal queue", f"{p.stdout!r:.300}")
     wrong_types(args, url, r, q)
     forged_log_line(args, url, r)
+    empty_name(args, url, r)
     r.flushdb()
     finish("test_console_foreign_keys")
+
+
+def empty_name(args, url, r):
+    """Round 11 of issue 27: a foreign list `dlq:{}` (an empty queue name, which dlq refuses as
+    it refuses a NUL byte) was neither listed nor counted: /api/queues and /metrics said
+    skipped 0, and its entries were invisible."""
+    r.flushdb()
+    q = "beside-empty"
+    r.rpush(dead_key(q), envelope(q, {"n": 1}, "boom"))
+    r.rpush(b"dlq:{}", b"x", b"y")
+    srv = Serve(args.dlqctl, url)
+    try:
+        status, body, _ = call(srv.url, "api/queues")
+        check(status == 200, "/api/queues answers 200 beside dlq:{}", f"({status})")
+        check(isinstance(body, dict) and body.get("skipped_queues") == 1,
+              "/api/queues counts the empty name dlq:{} as skipped", f"{body!r:.300}")
+        status, text, _ = call(srv.url, "metrics")
+        check("dlq_skipped_queues 1" in str(text), "/metrics counts the empty name as skipped",
+              f"{str(text)[-300:]!r}")
+    finally:
+        srv.stop()
 
 
 def wrong_types(args, url, r, q):

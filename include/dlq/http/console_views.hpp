@@ -204,8 +204,7 @@ inline std::string hex_dump(std::string_view bytes) {
 // Stops once the text laid out exceeds `limit` bytes (the caller cuts it there): indentation
 // grows with the depth, so a payload nested d deep lays out to about 2*d*d bytes (round 11
 // of issue 27: 20 KB nested 10,000 deep made 200 MB, 256 KiB would make 34 GB).
-inline std::string indent_json(std::string_view text,
-                               std::size_t limit = std::string::npos) {
+inline std::string indent_json(std::string_view text, std::size_t limit = std::string::npos) {
   std::string out;
   out.reserve(std::min(limit, text.size() + text.size() / 4));
   std::size_t depth = 0;
@@ -268,8 +267,7 @@ inline nlohmann::json full_json(const Entry& e, std::size_t max_payload_view) {
   if (e.ok() && e.payload_encoding == PayloadEncoding::json && !cut) {
     j["payload_kind"] = "json";
     j["payload_text"] = text_field(
-        "payload",
-        nlohmann::json::accept(e.payload) ? indent_json(e.payload, view) : e.payload);
+        "payload", nlohmann::json::accept(e.payload) ? indent_json(e.payload, view) : e.payload);
   } else if (dlq::detail::json::is_valid_utf8(shown)) {
     j["payload_kind"] = "text";
     j["payload_text"] = std::string(shown);

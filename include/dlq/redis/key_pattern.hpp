@@ -60,9 +60,10 @@ struct KeyPattern {
   /// The SCAN MATCH glob: fixed parts escaped, `*` for the queue.
   std::string glob() const { return escape(prefix) + "*" + escape(suffix); }
 
-  /// The queue name if `key` has this pattern's shape, else nullopt.
+  /// The queue name if `key` has this pattern's shape, else nullopt. An empty name (`dlq:{}`)
+  /// is returned too: a listing counts it as a name dlq refuses (dlq/queue_names.hpp).
   std::optional<std::string> queue_of(std::string_view key) const {
-    if (key.size() <= prefix.size() + suffix.size()) return std::nullopt;
+    if (key.size() < prefix.size() + suffix.size()) return std::nullopt;
     if (key.substr(0, prefix.size()) != prefix) return std::nullopt;
     if (key.substr(key.size() - suffix.size()) != suffix) return std::nullopt;
     return std::string(key.substr(prefix.size(), key.size() - prefix.size() - suffix.size()));
