@@ -64,6 +64,23 @@ class PrivateSentinel {
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error(cmd + " failed");
   }
 
+  // The lines of the servers' and sentinels' logs (DIR/<name>/*.log) holding a `+` or `-`
+  // event (failover steps, votes, aborts) or a warning: what a failed failover test prints,
+  // since the directory is removed with the deployment.
+  std::string event_log() const {
+    std::string out;
+    for (const char* name : {"s1", "s2", "s3", "master", "replica"}) {
+      for (const char* file : {"sentinel.log", "redis.log"}) {
+        std::ifstream in(dir_ + "/s/" + name + "/" + file);
+        for (std::string line; std::getline(in, line);)
+          if (line.find(" # ") != std::string::npos || line.find(" +") != std::string::npos ||
+              line.find(" -") != std::string::npos)
+            out += std::string(name) + ": " + line + "\n";
+      }
+    }
+    return out;
+  }
+
   // The port the first sentinel names as the master now.
   int named_master_port() const {
     RawClient s("redis://127.0.0.1:" + std::to_string(sentinel_ports_.at(0)));

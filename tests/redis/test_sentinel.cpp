@@ -222,6 +222,8 @@ Outcome send_through_failover(PrivateSentinel& s, int threads, int acks, Fail fa
   Outcome out;
   out.promoted = std::chrono::duration_cast<milliseconds>(promoted - t0);
   out.acknowledged = log.acknowledged.size();
+  if (s.named_master_port() != s.replica_port())
+    std::printf("the sentinels did not name the replica; their events:\n%s", s.event_log().c_str());
   REQUIRE(s.named_master_port() == s.replica_port());
   RawClient now_master("redis://127.0.0.1:" + std::to_string(s.replica_port()));
   const auto counts = counts_of(now_master.list(key), "job_id");
