@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Starts or stops the private PostgreSQL server that dlq's PostgreSQL tests talk to.
+#   postgres.sh start DIR   initdb in a fresh temporary directory, start the server on a free
+#                           loopback port (unix sockets in that directory too), write
+#                           DIR/url (the libpq URL) and DIR/env (DLQ_TEST_POSTGRES_URL=…)
+#   postgres.sh stop DIR    stop it (fast shutdown, SIGKILL after 10 s) and remove both
+#                           directories
+# ctest runs these as the setup and cleanup of the `postgres` fixture; tests read DIR/url
+# through DLQ_TEST_POSTGRES_URL_FILE. It fails loudly, printing the server's log, when the
+# server cannot start: PostgreSQL tests never skip.
+#
+# PostgreSQL refuses to run as root: as root, the server runs as the system user `postgres`
+# (Debian's postgresql package creates it), else `nobody`, and owns the data directory.
+# fsync and synchronous_commit stay on (the durability tests rely on acknowledged = on
+# disk). The binaries: $DLQ_POSTGRES_BINDIR, else /usr/lib/postgresql/15/bin.
+set -euo pipefail
+usage="usage: postgres.sh start|stop DIR"
+cmd=${1:?$usage}
+dir=${2:?$usage}
+bindir=${DLQ_POSTGRES_BINDIR:-/usr/lib/postgresql/15/bin}
+
+. "$(dirname "$0")/redis_support.sh"  # free_port
+
+# Runs a PostgreSQL program as the server's user (itself unless root).
+as_server() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u "$pg_user" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+pg_user=$(id -un)
+if [ "$(id -u)" -eq 0 ]; then
+  if id postgres >/dev/null 2>&1; then pg_user=postgres; else pg_user=nobody; fi
+fi
+
+fail() {
+  echo "postgres.sh: $*" >&2
+  for log in "${data:-/nonexistent}/server.log" "${data:-/nonexistent}/initdb.log"; do
+    [ -f "$log" ] && { echo "--- $log" >&2; cat "$log" >&2; }
+  done
+  exit 1
+}
+
+stop_server() {
+  local data pid
+  data=$(cat "$dir/datadir" 2>/dev/null) || return 0
+  if [ -f "$data/data/postmaster.pid" ]; then
+    pid=$(head -1 "$data/data/postmaster.pid")
+    kill -CONT "$pid" 2>/dev/null || true  # a test may have frozen it
+    as_server "$bindir/pg_ctl" -D "$data/data" -m fast -w -t 10 stop >/dev/null 2>&1 ||
+      kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$data"
+}
+
+case "$cmd" in
+start)
+  [ -x "$bindir/initdb" ] ||
+    fail "$bindir/initdb not found (apt-get install postgresql-15, or set DLQ_POSTGRES_BINDIR)"
+  if [ -f "$dir/datadir" ]; then "$0" stop "$dir" || true; fi
+  mkdir -p "$dir"
+  data=$(mktemp -d "${TMPDIR:-/tmp}/dlq-pg-XXXXXX")
+  echo "$data" >"$dir/datadir"
+  chmod 700 "$data"
+  [ "$(id -u)" -ne 0 ] || chown "$pg_user" "$data"
+  # initdb's own files need no fsync (-N: a crash here just fails the fixture); the server's
+  # fsync stays on.
+  as_server "$bindir/initdb" -D "$data/data" -U dlq -A trust -E UTF8 --locale=C -N \
+    >"$data/initdb.log" 2>&1 || fail "initdb failed"
+  for attempt in 1 2 3 4 5; do
+    port=$(free_port)
+    if as_server "$bindir/pg_ctl" -D "$data/data" -l "$data/server.log" -w -t 30 \
+         -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=200" \
+         start >/dev/null 2>&1; then
+      url="postgresql://dlq@127.0.0.1:$port/postgres"
+      echo "$url" >"$dir/url"
+      echo "DLQ_TEST_POSTGRES_URL=$url" >"$dir/env"
+      echo "postgres $(head -1 "$data/data/postmaster.pid") listening on 127.0.0.1:$port (user $pg_user, data $data)"
+      exit 0
+    fi
+    grep -q "could not bind\|already in use" "$data/server.log" 2>/dev/null || break
+  done
+  fail "could not start postgres (attempt $attempt, port ${port:-?})"
+  ;;
+stop)
+  stop_server
+  rm -rf "$dir"
+  ;;
+*) echo "$usage" >&2; exit 2 ;;
+esac
