@@ -3,7 +3,8 @@
 #   postgres.sh start DIR   initdb in a fresh temporary directory, start the server on a free
 #                           loopback port (unix sockets in that directory too), write
 #                           DIR/url (the libpq URL) and DIR/env (DLQ_TEST_POSTGRES_URL=…)
-#   postgres.sh stop DIR    stop it (fast shutdown, SIGKILL after 10 s) and remove both
+#   postgres.sh stop DIR    stop it (immediate shutdown: no checkpoint, the data is thrown
+#                           away; SIGKILL after 10 s) and remove both
 #                           directories
 # ctest runs these as the setup and cleanup of the `postgres` fixture; tests read DIR/url
 # through DLQ_TEST_POSTGRES_URL_FILE. It fails loudly, printing the server's log, when the
@@ -49,7 +50,7 @@ stop_server() {
   if [ -f "$data/data/postmaster.pid" ]; then
     pid=$(head -1 "$data/data/postmaster.pid")
     kill -CONT "$pid" 2>/dev/null || true  # a test may have frozen it
-    as_server "$bindir/pg_ctl" -D "$data/data" -m fast -w -t 10 stop >/dev/null 2>&1 ||
+    as_server "$bindir/pg_ctl" -D "$data/data" -m immediate -w -t 10 stop >/dev/null 2>&1 ||
       kill -9 "$pid" 2>/dev/null || true
   fi
   rm -rf "$data"

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -136,12 +137,22 @@ class pg_connection {
   /// False once the connection was lost: it is not put back in the pool.
   bool healthy() const noexcept { return PQstatus(conn_) == CONNECTION_OK; }
 
-  /// Runs `sql` with `params`; results in binary format.
+  /// Runs `sql` with `params`; results in binary format. On a connection of the pool, each
+  /// statement is prepared once (server-side parse and plan saved: about half the time of a
+  /// one-row statement on loopback); never on the application's connection (the names
+  /// would be left there).
   /// @throws as raise_failure.
   pg_result exec(const std::string& sql, pg_params& params, const std::string& what,
                  bool outcome_unknown = false) {
-    pg_result r(PQexecParams(conn_, sql.c_str(), params.size(), nullptr, params.values(),
+    pg_result r;
+    if (owned_) {
+      const std::string& name = prepared(sql, params.size(), what);
+      r.reset(PQexecPrepared(conn_, name.c_str(), params.size(), params.values(),
                              params.lengths(), params.formats(), 1));
+    } else {
+      r.reset(PQexecParams(conn_, sql.c_str(), params.size(), nullptr, params.values(),
+                           params.lengths(), params.formats(), 1));
+    }
     const ExecStatusType s = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
     if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK)
       raise_failure(conn_, r.get(), where_, what, outcome_unknown);
@@ -159,9 +170,21 @@ class pg_connection {
   }
 
  private:
+  /// The name `sql` is prepared under on this connection, preparing it the first time.
+  const std::string& prepared(const std::string& sql, int params, const std::string& what) {
+    auto it = prepared_.find(sql);
+    if (it != prepared_.end()) return it->second;
+    std::string name = "dlq_" + std::to_string(prepared_.size());
+    pg_result r(PQprepare(conn_, name.c_str(), sql.c_str(), params, nullptr));
+    if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK)
+      raise_failure(conn_, r.get(), where_, what, false);
+    return prepared_.emplace(sql, std::move(name)).first->second;
+  }
+
   PGconn* conn_;
   bool owned_;
   std::string where_;
+  std::map<std::string, std::string> prepared_;
 };
 
 }  // namespace detail

@@ -46,6 +46,9 @@ inline std::unique_ptr<pg_connection> pg_connect(const std::string& url, const O
     throw connection_error(dlq::detail::message("postgres", where, "cannot connect: " + why,
                                                 "check the URL, the server and pg_hba.conf"));
   }
+  // The server's notices ("schema … already exists, skipping") are not for the
+  // application's stderr.
+  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
   return std::make_unique<pg_connection>(conn, true, where);
 }
 
