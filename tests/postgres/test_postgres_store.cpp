@@ -138,4 +138,79 @@ TEST_CASE("SQL-looking queue names, NUL bytes and invalid UTF-8 are stored as by
   CHECK(run(c.get(), "SELECT count(*) FROM " + quoted(o.schema) + ".dlq_records") != "0");
 }
 
+/// Dead letters of `queue` in the tables of `o`, read through a store of its own.
+std::size_t dead_letters(const dlq::postgres::Options& o, std::string_view queue) {
+  dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage);
+  return q.size(queue);
+}
+
+TEST_CASE("a dead letter sent in the application's transaction: ROLLBACK none, COMMIT one",
+          "[postgres][transaction]") {
+  const dlq::postgres::Options o = pgtest::migrated();
+  const std::string jobs = quoted(o.schema) + ".jobs";
+  conn_ptr app = connect();
+  run(app.get(), "CREATE TABLE " + jobs + " (id int PRIMARY KEY, state text NOT NULL)");
+  run(app.get(), "INSERT INTO " + jobs + " VALUES (42, 'running')");
+  dlq::Failure f;
+  f.error = "payment gateway timeout";
+  f.job_id = "42";
+
+  run(app.get(), "BEGIN");
+  run(app.get(), "UPDATE " + jobs + " SET state = 'failed' WHERE id = 42");
+  dlq::postgres::send_to_dlq(app.get(), "orders", "{\"order\":42}", f, o);
+  CHECK(dead_letters(o, "orders") == 0);  // not committed: invisible to others
+  run(app.get(), "ROLLBACK");
+  CHECK(dead_letters(o, "orders") == 0);
+  CHECK(run(app.get(), "SELECT state FROM " + jobs + " WHERE id = 42") == "running");
+
+  run(app.get(), "BEGIN");
+  run(app.get(), "UPDATE " + jobs + " SET state = 'failed' WHERE id = 42");
+  const std::string id = dlq::postgres::send_to_dlq(app.get(), "orders", "{\"order\":42}", f, o);
+  run(app.get(), "COMMIT");
+  CHECK(dead_letters(o, "orders") == 1);
+  CHECK(run(app.get(), "SELECT state FROM " + jobs + " WHERE id = 42") == "failed");
+  dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+  dlq::DeadLetterQueue<decltype(storage)&> q(storage);
+  const std::vector<dlq::Entry> entries = q.peek("orders");
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].id == id);
+  CHECK(entries[0].payload == "{\"order\":42}");
+  CHECK(entries[0].error == f.error);
+
+  // A batch, rolled back then committed (other jobs: an entry is keyed by its job id).
+  dlq::Failure f43 = f, f44 = f;
+  f43.job_id = "43";
+  f44.job_id = "44";
+  const std::vector<dlq::FailedJob> batch{{"orders", "a", f43}, {"orders", "b", f44}};
+  run(app.get(), "BEGIN");
+  CHECK(dlq::postgres::send_batch(app.get(), batch, o).size() == 2);
+  run(app.get(), "ROLLBACK");
+  CHECK(dead_letters(o, "orders") == 1);
+  run(app.get(), "BEGIN");
+  dlq::postgres::send_batch(app.get(), batch, o);
+  run(app.get(), "COMMIT");
+  CHECK(dead_letters(o, "orders") == 3);
+}
+
+TEST_CASE("sending on the application's connection needs its open transaction",
+          "[postgres][transaction]") {
+  const dlq::postgres::Options o = pgtest::migrated();
+  conn_ptr app = connect();
+  dlq::Failure f;
+  f.error = "e";
+  CHECK_THROWS_AS(dlq::postgres::send_to_dlq(app.get(), "orders", "p", f, o),
+                  dlq::invalid_argument);
+  CHECK(dead_letters(o, "orders") == 0);
+  CHECK_THROWS_AS(dlq::postgres::send_to_dlq(nullptr, "orders", "p", f, o),
+                  dlq::invalid_argument);
+  // A schema without the tables: schema_error, inside the application's transaction.
+  dlq::postgres::Options missing;
+  missing.schema = pgtest::unique_schema();
+  run(app.get(), "BEGIN");
+  CHECK_THROWS_AS(dlq::postgres::send_to_dlq(app.get(), "orders", "p", f, missing),
+                  dlq::postgres::schema_error);
+  run(app.get(), "ROLLBACK");
+}
+
 }  // namespace test_postgres_store
