@@ -138,6 +138,24 @@ TEST_CASE("SQL-looking queue names, NUL bytes and invalid UTF-8 are stored as by
   CHECK(run(c.get(), "SELECT count(*) FROM " + quoted(o.schema) + ".dlq_records") != "0");
 }
 
+TEST_CASE("pooled connections the server closed are replaced: the next calls succeed",
+          "[postgres][faults]") {
+  const dlq::postgres::Options o = pgtest::migrated();
+  const std::string app = "dlq-test-terminated-" + std::to_string(::getpid());
+  PostgresStore store(pgtest::url() + "?application_name=" + app, o);
+  store.save({{"c", "a", "1"}});
+  CHECK(store.count("c") == 1);  // a read and a write: the pool holds the connection
+  conn_ptr admin = connect();
+  // What a server restart, an idle timeout or a proxy does to an idle connection.
+  CHECK(run(admin.get(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                         "WHERE application_name = '" + app + "'") != "0");
+  CHECK(store.count("c") == 1);
+  run(admin.get(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                   "WHERE application_name = '" + app + "'");
+  store.save({{"c", "b", "2"}});
+  CHECK(store.count("c") == 2);
+}
+
 /// Dead letters of `queue` in the tables of `o`, read through a store of its own.
 std::size_t dead_letters(const dlq::postgres::Options& o, std::string_view queue) {
   dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
