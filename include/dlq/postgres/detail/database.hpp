@@ -96,14 +96,24 @@ class pg_database {
   bool borrowed() const noexcept { return borrowed_ != nullptr; }
 
   /// Runs `f(connection)`: one or more statements outside any transaction (each statement
-  /// sees one snapshot).
+  /// sees one snapshot). A pooled connection found closed (a server restart, an idle
+  /// timeout, a proxy) is dropped with the whole pool and the read runs once more on a new
+  /// one.
   template <class F>
   auto read(F&& f) -> decltype(f(std::declval<pg_connection&>())) {
     if (borrowed_) return f(*in_transaction());
-    std::unique_ptr<pg_connection> c = lease();
-    auto out = f(*c);
-    release(std::move(c));
-    return out;
+    for (bool again = true;; again = false) {
+      bool reused = false;
+      std::unique_ptr<pg_connection> c = lease(&reused);
+      try {
+        auto out = f(*c);
+        release(std::move(c));
+        return out;
+      } catch (const connection_error&) {
+        if (!(again && reused && !c->healthy())) throw;
+        drop_idle();
+      }
+    }
   }
 
   /// Runs `f(connection)` in one transaction, run again (up to Options::max_attempts) after a
@@ -114,8 +124,10 @@ class pg_database {
   template <class F>
   auto write(const char* what, F&& f) -> decltype(f(std::declval<pg_connection&>())) {
     if (borrowed_) return f(*in_transaction());
+    bool fresh_tried = false;
     for (int attempt = 1;; ++attempt) {
-      std::unique_ptr<pg_connection> c = lease();
+      bool reused = false;
+      std::unique_ptr<pg_connection> c = lease(&reused);
       try {
         c->exec("BEGIN", what);
         auto out = f(*c);
@@ -127,6 +139,14 @@ class pg_database {
         if (attempt >= std::max(1, options_.max_attempts))
           throw conflict_error(std::string(e.what()) + " (" + std::to_string(attempt) +
                                " attempts)");
+      } catch (const connection_error& e) {
+        // A pooled connection found closed before COMMIT: the server rolled the
+        // transaction back, nothing was applied; run it once more on a new connection.
+        const bool stale = reused && !c->healthy() && !e.outcome_unknown() && !fresh_tried;
+        rollback(std::move(c));
+        if (!stale) throw;
+        fresh_tried = true;
+        drop_idle();
       } catch (...) {
         rollback(std::move(c));
         throw;
@@ -159,13 +179,14 @@ class pg_database {
     release(lease());
   }
 
-  /// A connection from the pool, or a new one (its schema checked on first open).
-  std::unique_ptr<pg_connection> lease() {
+  /// A connection from the pool (`*reused` set), or a new one (its schema checked).
+  std::unique_ptr<pg_connection> lease(bool* reused = nullptr) {
     {
       std::lock_guard<std::mutex> g(mutex_);
       if (!idle_.empty()) {
         std::unique_ptr<pg_connection> c = std::move(idle_.back());
         idle_.pop_back();
+        if (reused != nullptr) *reused = true;
         return c;
       }
     }
@@ -183,6 +204,13 @@ class pg_database {
         s == PQTRANS_INERROR ? "its transaction has failed (a statement in it failed)"
                              : "it has no open transaction",
         "run BEGIN on it before sending, COMMIT or ROLLBACK after"));
+  }
+
+  /// Closes every idle connection (one was found closed by the server: so are the others).
+  void drop_idle() {
+    std::vector<std::unique_ptr<pg_connection>> gone;
+    std::lock_guard<std::mutex> g(mutex_);
+    gone.swap(idle_);
   }
 
   void release(std::unique_ptr<pg_connection> c) {
