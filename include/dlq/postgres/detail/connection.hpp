@@ -3,7 +3,7 @@
 /// One libpq connection (dlq::postgres::detail::pg_connection): statements with binary
 /// parameters and results, and the mapping of libpq's failures to dlq's error types
 /// (SQLSTATE classes: 40001/40P01 retryable, 42P01/3F000 the missing schema, 57014 a timeout,
-/// 08 a lost connection; any other a dlq::reply_error carrying the SQLSTATE).
+/// 08 and 57P01-57P03 a lost connection; any other a dlq::reply_error carrying the SQLSTATE).
 #pragma once
 
 #include <libpq-fe.h>
@@ -112,8 +112,9 @@ inline std::int64_t column_int8(const PGresult* r, int row, int col) {
         "the dlq tables are missing: run dlq::postgres::migrate(url, options) once"));
   if (code == "57014")
     throw timeout_error(dlq::detail::message("postgres", where, failed), outcome_unknown);
+  // 08: connection exceptions; 57P01-57P03: the server shutting down or starting.
   if (conn == nullptr || PQstatus(conn) != CONNECTION_OK || code.compare(0, 2, "08") == 0 ||
-      code.empty())
+      code.compare(0, 4, "57P0") == 0 || code.empty())
     throw connection_error(
         dlq::detail::message("postgres", where, failed,
                              outcome_unknown ? "the commit's outcome is unknown" : ""),

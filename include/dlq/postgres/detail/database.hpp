@@ -110,7 +110,7 @@ class pg_database {
         release(std::move(c));
         return out;
       } catch (const connection_error&) {
-        if (!(again && reused && !c->healthy())) throw;
+        if (!(again && reused)) throw;
         drop_idle();
       }
     }
@@ -142,7 +142,7 @@ class pg_database {
       } catch (const connection_error& e) {
         // A pooled connection found closed before COMMIT: the server rolled the
         // transaction back, nothing was applied; run it once more on a new connection.
-        const bool stale = reused && !c->healthy() && !e.outcome_unknown() && !fresh_tried;
+        const bool stale = reused && !e.outcome_unknown() && !fresh_tried;
         rollback(std::move(c));
         if (!stale) throw;
         fresh_tried = true;
