@@ -3,6 +3,9 @@
 #   postgres.sh start DIR   initdb in a fresh temporary directory, start the server on a free
 #                           loopback port (unix sockets in that directory too), write
 #                           DIR/url (the libpq URL) and DIR/env (DLQ_TEST_POSTGRES_URL=…)
+#   postgres.sh crash DIR   SIGKILL the server and every one of its processes (a crash: no
+#                           shutdown checkpoint; what was acknowledged must be on disk)
+#   postgres.sh restart DIR start it again on the same port and data (crash recovery)
 #   postgres.sh stop DIR    stop it (immediate shutdown: no checkpoint, the data is thrown
 #                           away; SIGKILL after 10 s) and remove both
 #                           directories
@@ -15,7 +18,7 @@
 # fsync and synchronous_commit stay on (the durability tests rely on acknowledged = on
 # disk). The binaries: $DLQ_POSTGRES_BINDIR, else /usr/lib/postgresql/15/bin.
 set -euo pipefail
-usage="usage: postgres.sh start|stop DIR"
+usage="usage: postgres.sh start|crash|restart|stop DIR"
 cmd=${1:?$usage}
 dir=${2:?$usage}
 bindir=${DLQ_POSTGRES_BINDIR:-/usr/lib/postgresql/15/bin}
@@ -42,6 +45,13 @@ fail() {
     [ -f "$log" ] && { echo "--- $log" >&2; cat "$log" >&2; }
   done
   exit 1
+}
+
+# Starts the server of $data on $port; 0 once it accepts connections.
+start_server() {
+  as_server "$bindir/pg_ctl" -D "$data/data" -l "$data/server.log" -w -t 30 \
+    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=200" \
+    start >/dev/null 2>&1
 }
 
 stop_server() {
@@ -72,9 +82,8 @@ start)
     >"$data/initdb.log" 2>&1 || fail "initdb failed"
   for attempt in 1 2 3 4 5; do
     port=$(free_port)
-    if as_server "$bindir/pg_ctl" -D "$data/data" -l "$data/server.log" -w -t 30 \
-         -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=200" \
-         start >/dev/null 2>&1; then
+    if start_server; then
+      echo "$port" >"$dir/port"
       url="postgresql://dlq@127.0.0.1:$port/postgres"
       echo "$url" >"$dir/url"
       echo "DLQ_TEST_POSTGRES_URL=$url" >"$dir/env"
@@ -84,6 +93,18 @@ start)
     grep -q "could not bind\|already in use" "$data/server.log" 2>/dev/null || break
   done
   fail "could not start postgres (attempt $attempt, port ${port:-?})"
+  ;;
+crash)
+  data=$(cat "$dir/datadir")
+  pid=$(head -1 "$data/data/postmaster.pid")
+  # The postmaster and its children (backends, checkpointer, WAL writer), all at once.
+  kill -9 "$pid" $(ps -o pid= --ppid "$pid") 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  ;;
+restart)
+  data=$(cat "$dir/datadir")
+  port=$(cat "$dir/port")
+  start_server || fail "could not restart postgres on port $port"
   ;;
 stop)
   stop_server
