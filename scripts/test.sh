@@ -11,9 +11,10 @@
 #              compiled mode (-DDLQ_COMPILED=ON: the library targets hold the shipped
 #              instantiations; the others are header-only), and the TLS tests against real
 #              TLS redis-servers, the Redis Sentinel tests (master, replica, three
-#              sentinels, failovers; label `sentinel`) and the Redis Cluster failover tests
-#              (three masters with a replica each; label `failover`) — server-heavy: this
-#              configuration only, under the sanitizers
+#              sentinels, failovers; label `sentinel`), the Redis Cluster failover tests
+#              (three masters with a replica each; label `failover`) and the PostgreSQL
+#              tests (a private server, tests/support/postgres.sh; label `postgres`) —
+#              server-heavy: this configuration only, under the sanitizers
 #   tsan       clang++, C++17, ThreadSanitizer, header-only: builds and runs only the tests in
 #              which threads share one queue (the list below), so it stays a few minutes
 # and, when named, gcc-20 (g++, C++20, ASan + UBSan, header-only). The budget: well under 45
@@ -39,7 +40,7 @@ cd "$root"
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config nlohmann-json3-dev catch2
           libhiredis-dev redis-server redis-tools libsqlite3-dev libcli11-dev libbenchmark-dev
           python3 python3-redis libcpp-httplib-dev chromium chromium-driver python3-selenium
-          prometheus libasio-dev openssl libssl-dev)
+          prometheus libasio-dev openssl libssl-dev postgresql-15 libpq-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -51,7 +52,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# The packaged redis-server may start a system instance; the tests never use it.
+# The packaged redis-server and postgresql-15 may start system instances; the tests never
+# use them (each test run starts private servers on free loopback ports).
 # The console's script (web/console.js) must pass ESLint: web/package.json and its lock pin
 # it, `npm ci` installs it into web/node_modules (not committed; skipped while that install
 # is newer than the lock), ~1 min the first time, a second after. Debian's nodejs and npm
@@ -99,9 +101,9 @@ mkdir -p "$root/build-test"
 configure_and_build() {
   local config=$1 cxx std build_type=Debug extra
   case "$config" in
-    gcc-17)   cxx=g++;     std=17; build_type=Release; extra=(-DDLQ_CONSUMER_TESTS=ON -DDLQ_BROWSER_TESTS=ON -DDLQ_TLS_TESTS=OFF -DDLQ_SENTINEL_TESTS=OFF -DDLQ_FAILOVER_TESTS=OFF) ;;
+    gcc-17)   cxx=g++;     std=17; build_type=Release; extra=(-DDLQ_CONSUMER_TESTS=ON -DDLQ_BROWSER_TESTS=ON -DDLQ_TLS_TESTS=OFF -DDLQ_SENTINEL_TESTS=OFF -DDLQ_FAILOVER_TESTS=OFF -DDLQ_POSTGRES_TESTS=OFF) ;;
     clang-20) cxx=clang++; std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_COMPILED=ON -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_HEADER_TESTS=OFF) ;;
-    gcc-20)   cxx=g++;     std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_SENTINEL_TESTS=OFF -DDLQ_FAILOVER_TESTS=OFF -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_HEADER_TESTS=OFF) ;;
+    gcc-20)   cxx=g++;     std=20; extra=(-DDLQ_SANITIZE=address,undefined -DDLQ_SENTINEL_TESTS=OFF -DDLQ_FAILOVER_TESTS=OFF -DDLQ_POSTGRES_TESTS=OFF -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF -DDLQ_HEADER_TESTS=OFF) ;;
     tsan)     cxx=clang++; std=17; extra=(-DDLQ_SANITIZE=thread -DDLQ_CONSUMER_TESTS=OFF -DDLQ_BUILD_BENCHMARKS=OFF) ;;
   esac
   local build="$root/build-test/$config"

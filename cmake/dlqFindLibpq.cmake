@@ -1,0 +1,31 @@
+# Locates libpq (PostgreSQL's client library) and provides the imported target `dlq_libpq`:
+# pkg-config's libpq.pc first (Debian: libpq-dev), CMake's FindPostgreSQL as the fallback.
+# Used by dlq's own CMakeLists.txt and by the installed dlqConfig.cmake.
+include_guard(GLOBAL)
+
+function(_dlq_find_libpq)
+  if(TARGET dlq_libpq)
+    return()
+  endif()
+  find_package(PkgConfig QUIET)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(DLQ_PC_LIBPQ QUIET IMPORTED_TARGET GLOBAL libpq)
+  endif()
+  if(TARGET PkgConfig::DLQ_PC_LIBPQ)
+    add_library(dlq_libpq INTERFACE IMPORTED GLOBAL)
+    target_link_libraries(dlq_libpq INTERFACE PkgConfig::DLQ_PC_LIBPQ)
+    return()
+  endif()
+  find_package(PostgreSQL QUIET)
+  if(TARGET PostgreSQL::PostgreSQL)
+    add_library(dlq_libpq INTERFACE IMPORTED GLOBAL)
+    target_link_libraries(dlq_libpq INTERFACE PostgreSQL::PostgreSQL)
+  endif()
+endfunction()
+
+_dlq_find_libpq()
+if(TARGET dlq_libpq)
+  set(dlq_libpq_FOUND TRUE)
+else()
+  set(dlq_libpq_FOUND FALSE)
+endif()
