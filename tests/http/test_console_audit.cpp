@@ -120,4 +120,18 @@ TEST_CASE("a console replay and delete by filter record the filter as given, rat
   CHECK(trail[1].counts["discarded"] == 2);
 }
 
+TEST_CASE("EntryQuery::describe: the console's filter as given, ages in their largest unit") {
+  dlq::http::EntryQuery q;
+  CHECK(q.describe() == nlohmann::ordered_json::object());
+  q.payload = "GBP";
+  q.error = "Currency";
+  q.min_age = std::chrono::seconds(900);
+  q.max_age = std::chrono::seconds(2 * 86400);
+  CHECK(q.describe().dump() ==
+        R"({"error":"Currency","payload":"GBP","min_age":"15m","max_age":"2d"})");
+  CHECK(dlq::http::EntryQuery::age_text(std::chrono::seconds(0)) == "0s");
+  CHECK(dlq::http::EntryQuery::age_text(std::chrono::seconds(90)) == "90s");
+  CHECK(dlq::http::EntryQuery::age_text(std::chrono::seconds(7200)) == "2h");
+}
+
 }  // namespace test_console_audit

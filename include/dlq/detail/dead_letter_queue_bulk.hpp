@@ -30,10 +30,10 @@ DLQ_MEMBER_INLINE detail::replay_engine::result DeadLetterQueue<Storage>::run_re
     return engine.run(options, keep_replayed);
   } else {
     AuditRecord rec = audit_record(operation, queue, options.actor);
-    rec.filter = detail::audit_filter(options.describe(), core_->options.audit_max_ids);
-    if (options.filter) rec.filter["filter"] = true;
+    rec.filter = detail::audit_filter(detail::replay_description(options), core_->options.audit_max_ids);
     if (options.limit != 0) rec.detail["limit"] = options.limit;
     rec.detail["destination"] = options.to_queue.empty() ? std::string(queue) : options.to_queue;
+    if (options.rate > 0) rec.detail["rate"] = options.rate;
     auto finish = [&](const detail::replay_engine::result& r, std::string outcome) {
       const ReplayReport& p = r.report;
       if (p.dry_run || p.replayed + p.set_aside == 0) return;  // no change, no record

@@ -320,6 +320,7 @@ inline DiscardReport discard_with(
   dlq::DiscardOptions options;
   const auto now = std::chrono::system_clock::now();
   options.predicate = [&query, now](const Entry& e) { return query.matches(e, now); };
+  options.predicate_terms = query.describe();  // the audit shows the filter as given
   options.dry_run = dry_run;
   options.cancel = cancel;
   const dlq::DiscardReport done = run(options);

@@ -598,10 +598,12 @@ class Console {
     ro.to_queue = op->to;
     ro.rate = op->rate;
     ro.dry_run = op->dry_run;
-    if (!filter.empty())
+    if (!filter.empty()) {
       ro.filter = [filter](const Entry& e) {
         return filter.matches(e, std::chrono::system_clock::now());
       };
+      ro.predicate_terms = filter.describe();  // the audit shows the filter as given
+    }
     ro.cancel = &op->cancel;
     detail::operation* raw = op.get();
     ro.on_progress = [raw](const ReplayProgress& p) {
