@@ -43,9 +43,10 @@ class Store {
                                                       std::size_t max_bytes) = 0;
   virtual std::optional<dlq::Entry> get(std::string_view queue, std::string_view id) = 0;
   virtual bool remove(std::string_view queue, std::string_view id) = 0;
-  /// Removes several entries by id with one audit record (dlq::DeadLetterQueue::remove_ids).
-  virtual dlq::RemoveReport remove_ids(std::string_view queue,
-                                       const std::vector<std::string>& ids) = 0;
+  /// Removes several entries by id with one audit record (dlq::DeadLetterQueue::remove_ids),
+  /// by `actor` ("" = StoreSettings::actor).
+  virtual dlq::RemoveReport remove_ids(std::string_view queue, const std::vector<std::string>& ids,
+                                       const std::string& actor = {}) = 0;
   virtual std::size_t purge(std::string_view queue) = 0;
   virtual std::vector<std::string> queues() = 0;
   /// The queue names found, split into those dlq serves (queues()) and those it refuses and
@@ -150,9 +151,9 @@ class DlqStore final : public Store {
   bool remove(std::string_view queue, std::string_view id) override {
     return dlq_.remove(queue, id);
   }
-  dlq::RemoveReport remove_ids(std::string_view queue,
-                               const std::vector<std::string>& ids) override {
-    return dlq_.remove_ids(queue, ids);
+  dlq::RemoveReport remove_ids(std::string_view queue, const std::vector<std::string>& ids,
+                               const std::string& actor = {}) override {
+    return dlq_.remove_ids(queue, ids, actor);
   }
   std::size_t purge(std::string_view queue) override { return dlq_.purge(queue); }
   std::vector<std::string> queues() override { return dlq_.queues(); }

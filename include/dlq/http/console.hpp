@@ -48,6 +48,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -170,9 +171,13 @@ class Console {
       detail::send_json(r, 200, detail::op_json(*op));
     });
     post(server, "/api/replay",
-         [this](const nlohmann::json& body, httplib::Response& r) { start_replay(body, r); });
+         [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
+           start_replay(body, r, who);
+         });
     post(server, "/api/discard",
-         [this](const nlohmann::json& body, httplib::Response& r) { start_discard(body, r); });
+         [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
+           start_discard(body, r, who);
+         });
     post(server, "/api/cancel", [this](const nlohmann::json& body, httplib::Response& r) {
       const auto op = ops_.find(string_field(body, "id", true));
       op->cancel.store(true);
@@ -180,7 +185,9 @@ class Console {
       detail::send_json(r, 202, detail::op_json(*op));
     });
     post(server, "/api/delete",
-         [this](const nlohmann::json& body, httplib::Response& r) { remove_ids(body, r); });
+         [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
+           remove_ids(body, r, who);
+         });
     post(server, "/api/purge",
          [this](const nlohmann::json& body, httplib::Response& r) { purge(body, r); });
     post(server, "/api/recover", [this](const nlohmann::json& body, httplib::Response& r) {
@@ -203,12 +210,23 @@ class Console {
               F&& body) {
     detail::security_headers(r);
     try {
-      if (auto e = detail::gate(q, opts_.token, needs_token)) return detail::send_error(r, *e);
+      Caller caller;
+      if (auto e = detail::gate(q, opts_.token, opts_.tokens, needs_token, caller))
+        return detail::send_error(r, *e);
+      if (needs_token) {
+        const std::string_view route = std::string_view(q.path).substr(
+            q.path.compare(0, opts_.prefix.size(), opts_.prefix) == 0 ? opts_.prefix.size() : 0);
+        if (auto e = detail::check_role(caller, route, mutation)) return detail::send_error(r, *e);
+      }
       if (mutation && opts_.read_only)
         return detail::send_error(
             r, detail::bad("read_only", q.path, "this console is read-only",
                            "ask for a console started without --read-only", 403));
-      body();
+      if constexpr (std::is_invocable_v<F&, const Caller&>) {
+        body(caller);
+      } else {
+        body();
+      }
     } catch (const detail::http_error& e) {
       detail::send_error(r, e);
     } catch (const dlq::invalid_argument& e) {
@@ -254,7 +272,7 @@ class Console {
     s.Post(opts_.prefix + path, [this, f](const httplib::Request& q, httplib::Response& r,
                                           const httplib::ContentReader& reader) {
       bool consumed = false;
-      handle(q, r, true, true, [&] {
+      handle(q, r, true, true, [&](const Caller& caller) {
         if (!is_json_content_type(q.get_header_value("Content-Type")))
           throw detail::bad("unsupported_media_type", q.path, "the body must be JSON",
                             "send Content-Type: application/json and a JSON object", 415);
@@ -277,7 +295,12 @@ class Console {
         if (body.is_discarded() || !body.is_object())
           throw detail::bad("bad_json", q.path, "the body is not a JSON object",
                             "send a JSON object such as {\"queue\":\"orders\"}");
-        f(body, r);
+        if constexpr (std::is_invocable_v<F&, const nlohmann::json&, httplib::Response&,
+                                          const Caller&>) {
+          f(body, r, caller);
+        } else {
+          f(body, r);
+        }
       });
       // Refused before reading (401, 403, 415): drop the body so the connection stays in step.
       // A multipart body must be read through the multipart form of the reader (the plain
@@ -544,8 +567,9 @@ class Console {
          {"total", total}});
   }
 
-  void start_replay(const nlohmann::json& body, httplib::Response& r) {
+  void start_replay(const nlohmann::json& body, httplib::Response& r, const Caller& who) {
     auto op = std::make_shared<detail::operation>();
+    op->actor = who.name;
     op->queue = string_field(body, "queue", true);
     op->to = string_field(body, "to", false);
     if (!op->to.empty())  // refused now, not by the replay thread (dlq/queue_names.hpp)
@@ -596,6 +620,7 @@ class Console {
     known_queue(op->queue);
     if (op->mode != "ids") op->requested = backend_.size(op->queue);
     ro.to_queue = op->to;
+    ro.actor = op->actor;  // "" = the backend's own actor
     ro.rate = op->rate;
     ro.dry_run = op->dry_run;
     if (!filter.empty()) {
@@ -619,8 +644,9 @@ class Console {
     detail::send_json(r, 202, detail::op_json(*op));
   }
 
-  void start_discard(const nlohmann::json& body, httplib::Response& r) {
+  void start_discard(const nlohmann::json& body, httplib::Response& r, const Caller& who) {
     auto op = std::make_shared<detail::operation>();
+    op->actor = who.name;
     op->kind = "delete";
     op->mode = "filter";
     op->queue = string_field(body, "queue", true);
@@ -644,10 +670,11 @@ class Console {
   // One backend call for the whole request: one scan, one audit record naming the ids
   // removed, none when nothing was (issue 27: a record per id let a flood of made-up ids
   // flush the trail).
-  void remove_ids(const nlohmann::json& body, httplib::Response& r) {
+  void remove_ids(const nlohmann::json& body, httplib::Response& r, const Caller& who) {
     const std::string queue = string_field(body, "queue", true);
     const auto ids = ids_field(body);
-    const RemoveReport done = backend_.remove_ids(queue, ids);
+    const RemoveReport done = who.name.empty() ? backend_.remove_ids(queue, ids)
+                                               : backend_.remove_ids_as(queue, ids, who.name);
     log(LogLevel::info, "delete from '" + detail::printable(queue) +
                             "': " + std::to_string(done.removed.size()) + " of " +
                             std::to_string(ids.size()) + " ids deleted");
