@@ -84,6 +84,16 @@ class StoreBackend final : public dlq::http::ConsoleBackend {
     return s_.replay(q, o);
   }
   std::size_t recover(std::string_view q) override { return s_.recover(q); }
+  /// The changes of a named token, its name the audit's actor.
+  std::size_t purge_as(std::string_view q, const std::string& actor) override {
+    return s_.purge(q, actor);
+  }
+  std::size_t purge_corrupt_as(std::string_view q, const std::string& actor) override {
+    return s_.purge_corrupt(q, actor);
+  }
+  std::size_t recover_as(std::string_view q, const std::string& actor) override {
+    return s_.recover(q, actor);
+  }
   std::optional<std::size_t> waiting(std::string_view q) override { return s_.waiting(q); }
   /// The library's discard: exactly the entries present when it starts (dlq/operations.hpp).
   dlq::http::DiscardReport discard(

@@ -172,6 +172,8 @@ TEST_CASE("each role gets 403 on every mutating route above it, and its name is 
     if (rec.operation == "remove" && rec.ids == std::vector<std::string>{ids[1]})
       bob_removed = rec.actor == "bob";
   CHECK(bob_removed);
+  REQUIRE(trail.back().operation == "purge");
+  CHECK(trail.back().actor == "alice");
   for (const auto& rec : trail)
     CHECK(!rec.actor.empty());
 }

@@ -89,14 +89,16 @@ DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay_ids(std::string_
 }
 
 template <class Storage>
-DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::recover(std::string_view queue) {
+DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::recover(std::string_view queue,
+                                                                std::string actor) {
   detail::queue_core::validate_queue(queue, "recover");
   if constexpr (detail::has_recover<storage_type>::value) {
     const std::size_t n =
         guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
-    if (n != 0) audit_simple("recover", queue, detail::object_of("fixed", n));
+    if (n != 0) audit_simple("recover", queue, detail::object_of("fixed", n), {}, "ok", actor);
     return n;
   } else {
+    (void)actor;
     return 0;
   }
 }

@@ -116,7 +116,22 @@ class ConsoleBackend {
   virtual std::size_t purge(std::string_view queue) = 0;
   /// Deletes the corrupt list; returns how many items it had.
   virtual std::size_t purge_corrupt(std::string_view queue) = 0;
-  /// Replays as dlq::DeadLetterQueue::replay does (progress and cancel in `options`).
+  /// purge, purge_corrupt and recover on behalf of `actor`, for the audit trail (as
+  /// remove_ids_as). Defaults: ignore `actor`; QueueBackend hands it to the library.
+  virtual std::size_t purge_as(std::string_view queue, const std::string& actor) {
+    (void)actor;
+    return purge(queue);
+  }
+  virtual std::size_t purge_corrupt_as(std::string_view queue, const std::string& actor) {
+    (void)actor;
+    return purge_corrupt(queue);
+  }
+  virtual std::size_t recover_as(std::string_view queue, const std::string& actor) {
+    (void)actor;
+    return recover(queue);
+  }
+  /// Replays as dlq::DeadLetterQueue::replay does (progress and cancel in `options`; the
+  /// audit's actor in ReplayOptions::actor).
   virtual ReplayReport replay(std::string_view queue, const ReplayOptions& options) = 0;
   /// Finishes interrupted replays (dlq::DeadLetterQueue::recover); returns items fixed.
   virtual std::size_t recover(std::string_view queue) = 0;
@@ -397,6 +412,16 @@ class QueueBackend : public ConsoleBackend {
     return q_.replay(queue, options);
   }
   std::size_t recover(std::string_view queue) override { return q_.recover(queue); }
+  /// purge, purge_corrupt and recover with the audit record naming `actor`.
+  std::size_t purge_as(std::string_view queue, const std::string& actor) override {
+    return q_.purge(queue, actor);
+  }
+  std::size_t purge_corrupt_as(std::string_view queue, const std::string& actor) override {
+    return q_.purge_corrupt(queue, actor);
+  }
+  std::size_t recover_as(std::string_view queue, const std::string& actor) override {
+    return q_.recover(queue, actor);
+  }
   std::optional<Counters> counters() override { return q_.counters(); }
   /// The library's exposition (dlq/metrics/prometheus.hpp): the queues listing_limits()
   /// allows (the rest counted by dlq_queues_omitted), the depths and ages from one stats()

@@ -170,6 +170,12 @@ class Console {
       const auto op = ops_.find(required_param(q, "id"));
       detail::send_json(r, 200, detail::op_json(*op));
     });
+    mount_changes(server);
+  }
+
+ private:
+  // The POST routes (mutations) of mount().
+  void mount_changes(httplib::Server& server) {
     post(server, "/api/replay",
          [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
            start_replay(body, r, who);
@@ -189,17 +195,20 @@ class Console {
            remove_ids(body, r, who);
          });
     post(server, "/api/purge",
-         [this](const nlohmann::json& body, httplib::Response& r) { purge(body, r); });
-    post(server, "/api/recover", [this](const nlohmann::json& body, httplib::Response& r) {
+         [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
+           purge(body, r, who);
+         });
+    post(server, "/api/recover", [this](const nlohmann::json& body, httplib::Response& r,
+                                        const Caller& who) {
       const std::string queue = string_field(body, "queue", true);
-      const std::size_t fixed = backend_.recover(queue);
+      const std::size_t fixed =
+          who.name.empty() ? backend_.recover(queue) : backend_.recover_as(queue, who.name);
       log(LogLevel::info,
           "recover " + detail::printable(queue) + ": " + std::to_string(fixed) + " fixed");
       detail::send_json(r, 200, {{"queue", queue}, {"fixed", fixed}});
     });
   }
 
- private:
   // One line to ConsoleOptions::log (URL passwords masked).
   void log(LogLevel level, const std::string& line) const {
     detail::log_line(opts_.log, level, line);
@@ -227,31 +236,8 @@ class Console {
       } else {
         body();
       }
-    } catch (const detail::http_error& e) {
-      detail::send_error(r, e);
-    } catch (const dlq::invalid_argument& e) {
-      detail::send_error(r, {400, "invalid_argument", e.what()});
-    } catch (const dlq::format_error& e) {
-      detail::send_error(r, {422, "format_error", e.what()});
-    } catch (const dlq::queue_full_error& e) {
-      detail::send_error(r, {409, "queue_full", e.what()});
-    } catch (const dlq::connection_error& e) {
-      detail::send_error(r, {503, "store_unavailable", e.what()});
-    } catch (const dlq::timeout_error& e) {
-      detail::send_error(r, {504, "store_timeout", e.what()});
-    } catch (const dlq::conflict_error& e) {
-      detail::send_error(r, {409, "conflict", e.what()});
-    } catch (const dlq::reply_error& e) {
-      detail::send_error(r, {502, "store_refused", e.what()});
-    } catch (const dlq::storage_error& e) {
-      detail::send_error(r, {502, "store_error", e.what()});
-    } catch (const dlq::error& e) {
-      detail::send_error(r, {500, "dlq_error", e.what()});
-    } catch (const std::exception& e) {
-      const std::string path = detail::printable(q.path);
-      log(LogLevel::error, path + ": unexpected error: " + e.what());
-      detail::send_error(
-          r, {500, "internal", "[dlq.http] " + path + ": unexpected error; see the console's log"});
+    } catch (...) {
+      detail::send_current_exception(r, q.path, opts_.log);
     }
   }
 
@@ -682,7 +668,7 @@ class Console {
         r, 200, {{"queue", queue}, {"deleted", done.removed.size()}, {"missing", done.not_found}});
   }
 
-  void purge(const nlohmann::json& body, httplib::Response& r) {
+  void purge(const nlohmann::json& body, httplib::Response& r, const Caller& who) {
     const std::string queue = string_field(body, "queue", true);
     const std::string confirm = string_field(body, "confirm", false);
     const std::string list = body.contains("list") ? string_field(body, "list", false) : "dead";
@@ -693,7 +679,11 @@ class Console {
       throw detail::bad("confirmation_mismatch", "purge '" + detail::printable(queue) + "'",
                         "'confirm' does not repeat the queue's name",
                         "type the queue's name exactly to confirm");
-    const std::size_t n = list == "dead" ? backend_.purge(queue) : backend_.purge_corrupt(queue);
+    const bool dead = list == "dead";
+    const std::size_t n = who.name.empty()
+                              ? (dead ? backend_.purge(queue) : backend_.purge_corrupt(queue))
+                              : (dead ? backend_.purge_as(queue, who.name)
+                                      : backend_.purge_corrupt_as(queue, who.name));
     log(LogLevel::warning, "purge '" + detail::printable(queue) + "' " + list +
                                " list: " + std::to_string(n) + " deleted");
     detail::send_json(r, 200, {{"queue", queue}, {"list", list}, {"deleted", n}});

@@ -183,6 +183,41 @@ inline std::optional<http_error> gate(const httplib::Request& q, const std::stri
              "send it as 'Authorization: Bearer TOKEN' (the page asks for it)", 401);
 }
 
+// Answers the exception being handled (call it in a catch block) with its HTTP status and
+// JSON error: the library's errors by kind, an unexpected one as 500 with the detail in the
+// log only. An exception not derived from std::exception is thrown on.
+inline void send_current_exception(httplib::Response& r, const std::string& request_path,
+                                   const std::function<void(LogLevel, std::string_view)>& log) {
+  try {
+    throw;
+  } catch (const http_error& e) {
+    send_error(r, e);
+  } catch (const dlq::invalid_argument& e) {
+    send_error(r, {400, "invalid_argument", e.what()});
+  } catch (const dlq::format_error& e) {
+    send_error(r, {422, "format_error", e.what()});
+  } catch (const dlq::queue_full_error& e) {
+    send_error(r, {409, "queue_full", e.what()});
+  } catch (const dlq::connection_error& e) {
+    send_error(r, {503, "store_unavailable", e.what()});
+  } catch (const dlq::timeout_error& e) {
+    send_error(r, {504, "store_timeout", e.what()});
+  } catch (const dlq::conflict_error& e) {
+    send_error(r, {409, "conflict", e.what()});
+  } catch (const dlq::reply_error& e) {
+    send_error(r, {502, "store_refused", e.what()});
+  } catch (const dlq::storage_error& e) {
+    send_error(r, {502, "store_error", e.what()});
+  } catch (const dlq::error& e) {
+    send_error(r, {500, "dlq_error", e.what()});
+  } catch (const std::exception& e) {
+    const std::string path = printable(request_path);
+    log_line(log, LogLevel::error, path + ": unexpected error: " + e.what());
+    send_error(r,
+               {500, "internal", "[dlq.http] " + path + ": unexpected error; see the console's log"});
+  }
+}
+
 // The role rule for one request let in by gate(): 403 when `caller` may not use `route`
 // (the path after the prefix) with this method (required_role() is the table).
 inline std::optional<http_error> check_role(const Caller& caller, std::string_view route,
