@@ -150,6 +150,8 @@ def main():
         err = serve.stderr()
         for k in r.scan_iter(f"*{q}*"):
             r.delete(k)
+    check("delete by filter from '" + q + "' by bob" in err,
+          "the log names the token of a change", err[-800:])
     for name, secret in list(SECRETS.items()) + [("single", SINGLE)]:
         check(secret not in err, f"{name}'s secret is not logged")
     finish("test_console_roles")

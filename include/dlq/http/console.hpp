@@ -14,6 +14,9 @@
 /// The API is documented in docs/console.md. Security rules, enforced on the server:
 /// - with ConsoleOptions::token set, every /api request and /metrics needs it
 ///   (`Authorization: Bearer <token>` or `X-DLQ-Token: <token>`), else 401;
+/// - with ConsoleOptions::tokens (named tokens, dlq/http/console_identity.hpp) the same, and
+///   the token's role decides each route (required_role(); 403 forbidden_role) and its name
+///   is the audit trail's actor for the changes it makes;
 /// - without a token the console answers only requests whose Host is a loopback name
 ///   (127.0.0.1, localhost, [::1]; defeats DNS rebinding), and check_listen() refuses a
 ///   non-loopback bind;
@@ -203,11 +206,15 @@ class Console {
       const std::string queue = string_field(body, "queue", true);
       const std::size_t fixed =
           who.name.empty() ? backend_.recover(queue) : backend_.recover_as(queue, who.name);
-      log(LogLevel::info,
-          "recover " + detail::printable(queue) + ": " + std::to_string(fixed) + " fixed");
+      log(LogLevel::info, "recover " + detail::printable(queue) + ": " + std::to_string(fixed) +
+                              " fixed" + by(who));
       detail::send_json(r, 200, {{"queue", queue}, {"fixed", fixed}});
     });
   }
+
+  // " by NAME" for a named token's change in a log line ("" otherwise: the log of a console
+  // without named tokens is unchanged). Names are letters, digits and ._@- only.
+  static std::string by(const Caller& who) { return who.name.empty() ? "" : " by " + who.name; }
 
   // One line to ConsoleOptions::log (URL passwords masked).
   void log(LogLevel level, const std::string& line) const {
@@ -394,31 +401,6 @@ class Console {
     return ids;
   }
 
-  // Parses an age such as "90", "90s", "15m", "2h", "7d" (seconds when unitless), at most
-  // 100 years.
-  static std::optional<std::chrono::seconds> age_value(const std::string& v, const char* name) {
-    if (v.empty()) return std::nullopt;
-    std::size_t i = 0;
-    std::int64_t n = 0;
-    while (i < v.size() && v[i] >= '0' && v[i] <= '9' && i < 12)
-      n = n * 10 + (v[i++] - '0');
-    std::int64_t unit = 0;
-    const std::string rest = v.substr(i);
-    if (rest.empty() || rest == "s") unit = 1;
-    if (rest == "m") unit = 60;
-    if (rest == "h") unit = 3600;
-    if (rest == "d") unit = 86400;
-    if (i == 0 || unit == 0)
-      throw detail::bad("bad_parameter", name, "'" + detail::printable(v) + "' is not an age",
-                        "use a number with s, m, h or d, e.g. 15m or 2d");
-    constexpr std::int64_t max_seconds = std::int64_t{36500} * 86400;  // 100 years
-    if (n > max_seconds / unit)
-      throw detail::bad("bad_parameter", name,
-                        "'" + detail::printable(v) + "' is longer than 100 years",
-                        "use an age of at most 36500d");
-    return std::chrono::seconds(n * unit);
-  }
-
   static EntryQuery filter_from_query(const httplib::Request& q) {
     EntryQuery f;
     auto param = [&](const char* n) {
@@ -429,8 +411,8 @@ class Console {
     f.worker = param("worker");
     f.job_id = param("job_id");
     f.payload = param("payload");
-    f.min_age = age_value(param("min_age"), "min_age");
-    f.max_age = age_value(param("max_age"), "max_age");
+    f.min_age = detail::age_value(param("min_age"), "min_age");
+    f.max_age = detail::age_value(param("max_age"), "max_age");
     return f;
   }
 
@@ -446,8 +428,8 @@ class Console {
     f.worker = string_field(*it, "worker", false);
     f.job_id = string_field(*it, "job_id", false);
     f.payload = string_field(*it, "payload", false);
-    f.min_age = age_value(string_field(*it, "min_age", false), "filter.min_age");
-    f.max_age = age_value(string_field(*it, "max_age", false), "filter.max_age");
+    f.min_age = detail::age_value(string_field(*it, "min_age", false), "filter.min_age");
+    f.max_age = detail::age_value(string_field(*it, "max_age", false), "filter.max_age");
     return f;
   }
 
@@ -626,7 +608,8 @@ class Console {
                             detail::printable(op->queue) + "'" +
                             (op->to.empty() ? "" : " to '" + detail::printable(op->to) + "'") +
                             (op->dry_run ? " (dry run)" : "") +
-                            (op->rate > 0 ? " at " + std::to_string(op->rate) + "/s" : ""));
+                            (op->rate > 0 ? " at " + std::to_string(op->rate) + "/s" : "") +
+                            by(who));
     detail::send_json(r, 202, detail::op_json(*op));
   }
 
@@ -649,7 +632,8 @@ class Console {
     op->discarded.dry_run = op->dry_run;
     ops_.launch(op, [this, op, query] { detail::run_discard(*op, query, backend_, opts_.log); });
     log(LogLevel::info, "operation " + op->id + ": delete by filter from '" +
-                            detail::printable(op->queue) + "'" + (op->dry_run ? " (dry run)" : ""));
+                            detail::printable(op->queue) + "'" +
+                            (op->dry_run ? " (dry run)" : "") + by(who));
     detail::send_json(r, 202, detail::op_json(*op));
   }
 
@@ -663,7 +647,7 @@ class Console {
                                                : backend_.remove_ids_as(queue, ids, who.name);
     log(LogLevel::info, "delete from '" + detail::printable(queue) +
                             "': " + std::to_string(done.removed.size()) + " of " +
-                            std::to_string(ids.size()) + " ids deleted");
+                            std::to_string(ids.size()) + " ids deleted" + by(who));
     detail::send_json(
         r, 200, {{"queue", queue}, {"deleted", done.removed.size()}, {"missing", done.not_found}});
   }
@@ -685,7 +669,7 @@ class Console {
                               : (dead ? backend_.purge_as(queue, who.name)
                                       : backend_.purge_corrupt_as(queue, who.name));
     log(LogLevel::warning, "purge '" + detail::printable(queue) + "' " + list +
-                               " list: " + std::to_string(n) + " deleted");
+                               " list: " + std::to_string(n) + " deleted" + by(who));
     detail::send_json(r, 200, {{"queue", queue}, {"list", list}, {"deleted", n}});
   }
 
