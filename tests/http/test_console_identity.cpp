@@ -99,6 +99,15 @@ TEST_CASE("find_token matches a secret by its SHA-256, nothing for a wrong or em
   CHECK(dlq::http::find_token({}, "anything") == nullptr);
 }
 
+TEST_CASE("check_listen counts named tokens as a token") {
+  dlq::http::ConsoleOptions o;
+  CHECK_THROWS_AS(dlq::http::check_listen("0.0.0.0", o), dlq::invalid_argument);
+  CHECK_NOTHROW(dlq::http::check_listen("127.0.0.1", o));
+  o.tokens = three_tokens();
+  CHECK_NOTHROW(dlq::http::check_listen("0.0.0.0", o));
+  CHECK_THROWS_AS(dlq::http::check_listen("0.0.0.0", ""), dlq::invalid_argument);
+}
+
 namespace {
 httplib::Headers bearer(const std::string& secret) {
   return {{"Authorization", "Bearer " + secret}};
@@ -176,6 +185,28 @@ TEST_CASE("each role gets 403 on every mutating route above it, and its name is 
   CHECK(trail.back().actor == "alice");
   for (const auto& rec : trail)
     CHECK(!rec.actor.empty());
+}
+
+TEST_CASE("roles are decided on the route after the prefix") {
+  dlq::http::ConsoleOptions o;
+  o.tokens = three_tokens();
+  o.prefix = "/ops/dlq";
+  Served s(o);
+  const auto id = s.queue.send_to_dlq("orders", "{}", "boom", 1, "w");
+  auto c = s.client();
+  auto viewer = post(c, "/ops/dlq/api/delete", {{"queue", "orders"}, {"ids", {id}}},
+                     bearer("vic-secret-0123456789"));
+  REQUIRE(viewer);
+  CHECK(viewer->status == 403);
+  auto op = post(c, "/ops/dlq/api/delete", {{"queue", "orders"}, {"ids", {id}}},
+                 bearer("bob-secret-0123456789"));
+  REQUIRE(op);
+  CHECK(op->status == 200);
+  CHECK(body_of(op)["deleted"] == 1);
+  auto purge = post(c, "/ops/dlq/api/purge", {{"queue", "orders"}, {"confirm", "orders"}},
+                    bearer("bob-secret-0123456789"));
+  REQUIRE(purge);
+  CHECK(purge->status == 403);
 }
 
 TEST_CASE("a replay by filter with a named token is audited under its name, filter as given") {
