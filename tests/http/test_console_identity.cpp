@@ -161,6 +161,12 @@ TEST_CASE("each role gets 403 on every mutating route above it, and its name is 
     REQUIRE(r);
     CHECK(r->status == 200);
   }
+  // /api/info and /api/queues say who asks (the page hides its buttons for a viewer)
+  const json info = body_of(c.Get("/api/info", bearer("vic-secret-0123456789")));
+  CHECK(info["caller"] == json{{"name", "vic"}, {"role", "viewer"}});
+  CHECK(info["auth"] == true);
+  CHECK(body_of(c.Get("/api/queues", bearer("bob-secret-0123456789")))["caller"]["role"] ==
+        "operator");
   auto none = c.Get("/api/queues");
   REQUIRE(none);
   CHECK(none->status == 401);

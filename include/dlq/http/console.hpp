@@ -140,13 +140,15 @@ class Console {
         r.set_content(std::move(got.result), "text/plain; version=0.0.4; charset=utf-8");
       });
     });
-    get(server, "/api/info", [this](const httplib::Request&, httplib::Response& r) {
-      detail::send_json(r, 200, detail::info_json(opts_));
-    });
-    get(server, "/api/queues", [this](const httplib::Request&, httplib::Response& r) {
+    get(server, "/api/info",
+        [this](const httplib::Request&, httplib::Response& r, const Caller& who) {
+          detail::send_json(r, 200, detail::info_json(opts_, who));
+        });
+    get(server, "/api/queues", [this](const httplib::Request&, httplib::Response& r,
+                                      const Caller& who) {
       QueueNames found = backend_.list_queues();  // names dlq refuses are skipped
       cap_queue_names(found, backend_.listing_limits());  // the rest counted
-      nlohmann::json out = detail::info_json(opts_);
+      nlohmann::json out = detail::info_json(opts_, who);
       out["queues"] = nlohmann::json::array();
       for (const auto& s :
            listed_stats(found, [this](const auto& names) { return backend_.stats(names); }))
@@ -255,7 +257,14 @@ class Console {
   template <class F>
   void get(httplib::Server& s, const std::string& path, F f) {
     s.Get(opts_.prefix + path, [this, f](const httplib::Request& q, httplib::Response& r) {
-      handle(q, r, true, false, [&] { f(q, r); });
+      handle(q, r, true, false, [&](const Caller& who) {
+        if constexpr (std::is_invocable_v<F&, const httplib::Request&, httplib::Response&,
+                                          const Caller&>) {
+          f(q, r, who);
+        } else {
+          f(q, r);
+        }
+      });
     });
   }
 

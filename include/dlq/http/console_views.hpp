@@ -79,9 +79,12 @@ inline void send_error(httplib::Response& r, const http_error& e) {
 }
 
 // --- answers --------------------------------------------------------------------------------
-inline nlohmann::json info_json(const ConsoleOptions& opts) {
+inline nlohmann::json info_json(const ConsoleOptions& opts, const Caller& who) {
   return {{"read_only", opts.read_only},
-          {"auth", !opts.token.empty()},
+          {"auth", !opts.token.empty() || !opts.tokens.empty()},
+          {"caller",
+           {{"name", who.name.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.name)},
+            {"role", role_name(who.role)}}},
           {"version", std::to_string(DLQ_VERSION_MAJOR) + "." + std::to_string(DLQ_VERSION_MINOR) +
                           "." + std::to_string(DLQ_VERSION_PATCH)},
           {"limits",
