@@ -73,8 +73,10 @@
   async function loadQueues() {
     const d = await api('api/queues');
     S.info = d; S.queues = d.queues;
-    document.body.classList.toggle('ro', !!d.read_only);
-    $('readonly-badge').hidden = !d.read_only;
+    // a viewer token may only look (the server refuses its changes with 403 anyway)
+    const ro = !!d.read_only || (!!d.caller && d.caller.role === 'viewer');
+    document.body.classList.toggle('ro', ro);
+    $('readonly-badge').hidden = !ro;
     $('version').textContent = 'dlq ' + d.version;
     const ul = $('queue-list'); ul.replaceChildren();
     for (const qs of d.queues) {

@@ -4,11 +4,13 @@
 /// store the global options name.
 ///
 ///     dlqctl [--store URL] [--actor NAME] serve [--listen 127.0.0.1:8080] [--token-file FILE]
-///                                               [--read-only]
+///                                               [--tokens FILE] [--read-only]
 ///                                               [--max-connections-per-client N]
 ///
 /// The global options (commands.hpp, add_global_options) go before or after `serve`;
-/// --actor (default: the OS user) is who the audit trail names for the console's changes.
+/// --actor (default: the OS user) is who the audit trail names for the console's changes
+/// made with --token-file's token (role admin) or without a token; with --tokens a named
+/// token's changes are recorded under its name, and its role decides what it may do.
 ///
 /// It serves on a dlq::http::GuardedServer (dlq/http/server.hpp): request heads must arrive
 /// within 10 s, one client address may hold at most 16 connections (0 = no cap, behind a
@@ -18,7 +20,7 @@
 /// connections (port 0 picks a free port), logs every mutation on stderr, and stops on
 /// SIGINT/SIGTERM: running replays are cancelled between batches (nothing is lost).
 /// Exit codes as the other commands (see commands.hpp): 1 bad usage (a non-loopback
-/// --listen without --token-file, an unreadable token file), 2 the store or the port failed.
+/// --listen without --token-file or --tokens, an unreadable or malformed token file), 2 the store or the port failed.
 #pragma once
 
 #include <atomic>
@@ -28,6 +30,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -81,6 +84,16 @@ class StoreBackend final : public dlq::http::ConsoleBackend {
     return s_.replay(q, o);
   }
   std::size_t recover(std::string_view q) override { return s_.recover(q); }
+  /// The changes of a named token, its name the audit's actor.
+  std::size_t purge_as(std::string_view q, const std::string& actor) override {
+    return s_.purge(q, actor);
+  }
+  std::size_t purge_corrupt_as(std::string_view q, const std::string& actor) override {
+    return s_.purge_corrupt(q, actor);
+  }
+  std::size_t recover_as(std::string_view q, const std::string& actor) override {
+    return s_.recover(q, actor);
+  }
   std::optional<std::size_t> waiting(std::string_view q) override { return s_.waiting(q); }
   /// The library's discard: exactly the entries present when it starts (dlq/operations.hpp).
   dlq::http::DiscardReport discard(
@@ -90,6 +103,20 @@ class StoreBackend final : public dlq::http::ConsoleBackend {
     return dlq::http::discard_with(
         [this, q](const dlq::DiscardOptions& o) { return s_.discard(q, o); }, query, dry_run,
         cancel, progress);
+  }
+  /// The same, the audit record naming `actor` (the console's named token).
+  dlq::http::DiscardReport discard_as(
+      std::string_view q, const dlq::http::EntryQuery& query, bool dry_run,
+      const std::atomic<bool>* cancel,
+      const std::function<void(const dlq::http::DiscardReport&)>& progress,
+      const std::string& actor) override {
+    return dlq::http::discard_with(
+        [this, q](const dlq::DiscardOptions& o) { return s_.discard(q, o); }, query, dry_run,
+        cancel, progress, actor);
+  }
+  dlq::RemoveReport remove_ids_as(std::string_view q, const std::vector<std::string>& ids,
+                                  const std::string& actor) override {
+    return s_.remove_ids(q, ids, actor);
   }
 
  private:
@@ -141,6 +168,19 @@ inline std::string read_token(const std::string& path) {
   return token;
 }
 
+/// The named tokens of a token file (dlq/http/console_identity.hpp: NAME ROLE SHA256-HEX
+/// lines). @throws usage_error for a file that cannot be read or does not parse.
+inline std::vector<dlq::http::NamedToken> read_tokens(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw usage_error("--tokens '" + path + "' cannot be read");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    return dlq::http::parse_token_file(text);
+  } catch (const dlq::invalid_argument& e) {
+    throw usage_error("--tokens '" + path + "': " + e.what());
+  }
+}
+
 inline std::string stamp() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -157,6 +197,7 @@ struct Settings {
   std::string audit_max_age_text = "90d";
   std::string listen = "127.0.0.1:8080";
   std::string token_file;
+  std::string tokens_file;
   std::string prefix;
   bool read_only = false;
   std::size_t max_operations = 2;
@@ -177,7 +218,11 @@ inline CLI::App* add_options(CLI::App& app, Settings& s) {
                   "--token-file")
       ->capture_default_str();
   sub->add_option("--token-file", s.token_file,
-                  "file whose first line is the access token every API request must carry");
+                  "file whose first line is the access token every API request must carry "
+                  "(role admin; the audit names --actor)");
+  sub->add_option("--tokens", s.tokens_file,
+                  "token file: one 'NAME ROLE SHA256-HEX' line per caller (role viewer, operator "
+                  "or admin); the audit names the caller (docs/console.md)");
   sub->add_flag("--read-only", s.read_only, "refuse every change (replay, delete, purge) with 403");
   sub->add_option("--prefix", s.prefix, "serve under this path, e.g. /dlq (default: the root)");
   sub->add_option("--max-operations", s.max_operations, "replays running at once")
@@ -217,7 +262,14 @@ inline Setup configure(Settings& s, const Log& log) {
       log(dlq::LogLevel::warning,
           "[dlq.http] --token-file " + s.token_file + " can be read by other users; chmod 600 it");
   }
-  dlq::http::check_listen(setup.where.host, options.token);
+  if (!s.tokens_file.empty()) {
+    options.tokens = read_tokens(s.tokens_file);
+    struct stat st {};
+    if (::stat(s.tokens_file.c_str(), &st) == 0 && (st.st_mode & 022) != 0)
+      log(dlq::LogLevel::warning, "[dlq.http] --tokens " + s.tokens_file +
+                                      " can be written by other users; chmod 644 it or less");
+  }
+  dlq::http::check_listen(setup.where.host, options);
   options.read_only = s.read_only;
   options.prefix = s.prefix;
   options.max_operations = s.max_operations;
@@ -302,7 +354,8 @@ inline int run_console(Io& io, const Settings& s, const Setup& setup, StoreBacke
   io.out << "dlqctl serve: listening on http://" << host_text << ':' << port
          << console->options().prefix << "/ (store " << dlq::redact_url(s.store.url)
          << (options.read_only ? ", read-only" : "")
-         << (options.token.empty() ? "" : ", token required") << ")" << std::endl;
+         << (options.token.empty() && options.tokens.empty() ? "" : ", token required") << ")"
+         << std::endl;
   log(dlq::LogLevel::info,
       "[dlq.http] serving " + opened.where() + (options.read_only ? " read-only" : ""));
   const bool ok = server.listen_after_bind();

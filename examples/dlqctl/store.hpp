@@ -43,23 +43,25 @@ class Store {
                                                       std::size_t max_bytes) = 0;
   virtual std::optional<dlq::Entry> get(std::string_view queue, std::string_view id) = 0;
   virtual bool remove(std::string_view queue, std::string_view id) = 0;
-  /// Removes several entries by id with one audit record (dlq::DeadLetterQueue::remove_ids).
-  virtual dlq::RemoveReport remove_ids(std::string_view queue,
-                                       const std::vector<std::string>& ids) = 0;
-  virtual std::size_t purge(std::string_view queue) = 0;
+  /// Removes several entries by id with one audit record (dlq::DeadLetterQueue::remove_ids),
+  /// by `actor` ("" = StoreSettings::actor).
+  virtual dlq::RemoveReport remove_ids(std::string_view queue, const std::vector<std::string>& ids,
+                                       const std::string& actor = {}) = 0;
+  /// Purges (and recover, purge_corrupt below) by `actor` ("" = StoreSettings::actor).
+  virtual std::size_t purge(std::string_view queue, const std::string& actor = {}) = 0;
   virtual std::vector<std::string> queues() = 0;
   /// The queue names found, split into those dlq serves (queues()) and those it refuses and
   /// listings skip (dlq::DeadLetterQueue::list_queues).
   virtual dlq::QueueNames list_queues() = 0;
   virtual std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) = 0;
   virtual dlq::ReplayReport replay(std::string_view queue, const dlq::ReplayOptions& options) = 0;
-  virtual std::size_t recover(std::string_view queue) = 0;
+  virtual std::size_t recover(std::string_view queue, const std::string& actor = {}) = 0;
   /// Applies `retention` to `queue` now (dlq::DeadLetterQueue::trim with that retention).
   virtual dlq::TrimReport trim(std::string_view queue, const dlq::Retention& retention) = 0;
   virtual std::vector<dlq::Entry> corrupt(std::string_view queue, std::size_t start,
                                           std::size_t count) = 0;
   virtual std::size_t corrupt_size(std::string_view queue) = 0;
-  virtual std::size_t purge_corrupt(std::string_view queue) = 0;
+  virtual std::size_t purge_corrupt(std::string_view queue, const std::string& actor = {}) = 0;
 
   /// Jobs waiting in the source queue `queue` (where replay puts them back), when the backend
   /// can tell; nullopt otherwise.
@@ -150,11 +152,13 @@ class DlqStore final : public Store {
   bool remove(std::string_view queue, std::string_view id) override {
     return dlq_.remove(queue, id);
   }
-  dlq::RemoveReport remove_ids(std::string_view queue,
-                               const std::vector<std::string>& ids) override {
-    return dlq_.remove_ids(queue, ids);
+  dlq::RemoveReport remove_ids(std::string_view queue, const std::vector<std::string>& ids,
+                               const std::string& actor = {}) override {
+    return dlq_.remove_ids(queue, ids, actor);
   }
-  std::size_t purge(std::string_view queue) override { return dlq_.purge(queue); }
+  std::size_t purge(std::string_view queue, const std::string& actor = {}) override {
+    return dlq_.purge(queue, actor);
+  }
   std::vector<std::string> queues() override { return dlq_.queues(); }
   dlq::QueueNames list_queues() override { return dlq_.list_queues(); }
   std::map<std::string, std::size_t> summary(const std::vector<std::string>& queues) override {
@@ -163,7 +167,9 @@ class DlqStore final : public Store {
   dlq::ReplayReport replay(std::string_view queue, const dlq::ReplayOptions& options) override {
     return dlq_.replay(queue, options);
   }
-  std::size_t recover(std::string_view queue) override { return dlq_.recover(queue); }
+  std::size_t recover(std::string_view queue, const std::string& actor = {}) override {
+    return dlq_.recover(queue, actor);
+  }
   dlq::TrimReport trim(std::string_view queue, const dlq::Retention& retention) override {
     dlq::Options o = dlq_.options();  // a view over the same storage with this retention
     o.retention = retention;
@@ -176,7 +182,9 @@ class DlqStore final : public Store {
     return dlq_.corrupt(queue, start, count);
   }
   std::size_t corrupt_size(std::string_view queue) override { return dlq_.corrupt_size(queue); }
-  std::size_t purge_corrupt(std::string_view queue) override { return dlq_.purge_corrupt(queue); }
+  std::size_t purge_corrupt(std::string_view queue, const std::string& actor = {}) override {
+    return dlq_.purge_corrupt(queue, actor);
+  }
   std::vector<dlq::QueueStats> stats(const std::vector<std::string>& queues) override {
     return dlq_.stats(queues);
   }

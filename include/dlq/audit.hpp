@@ -77,11 +77,16 @@
 
 namespace dlq {
 
+/// The actor of an audit record when neither the call nor Options::actor named one. Set
+/// Options::actor (a service's name, the operator's login) to have the trail say more.
+inline constexpr std::string_view unknown_actor = "unknown";
+
 /// One audit record.
 struct AuditRecord {
   /// When the operation finished (Options::clock).
   std::chrono::system_clock::time_point time{};
-  /// Who: the per-call actor, else Options::actor; "" when neither was set.
+  /// Who: the per-call actor, else Options::actor, else dlq::unknown_actor ("unknown"):
+  /// never empty in a record this library wrote (records of older versions may be).
   std::string actor;
   /// What: "replay", "replay_edited" (a replay with ReplayOptions::transform, or
   /// replay_edited()), "discard", "remove", "purge", "purge_corrupt", "trim",

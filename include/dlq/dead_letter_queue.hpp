@@ -154,8 +154,9 @@ class DeadLetterQueue {
                           std::string actor = {});
 
   /// Deletes every entry of the queue's dead-letter list; returns exactly how many were
-  /// deleted (one atomic step).
-  std::size_t purge(std::string_view queue);
+  /// deleted (one atomic step). One audit record ("purge", by `actor`, default
+  /// Options::actor) when it deleted any.
+  std::size_t purge(std::string_view queue, std::string actor = {});
 
   /// Dead-letter depth of each named queue, read in one storage call (the seed's
   /// dlq_summary).
@@ -196,8 +197,9 @@ class DeadLetterQueue {
   /// Number of items in the queue's corrupt list.
   std::size_t corrupt_size(std::string_view queue);
 
-  /// Deletes the queue's corrupt list; returns how many items it had.
-  std::size_t purge_corrupt(std::string_view queue);
+  /// Deletes the queue's corrupt list; returns how many items it had. One audit record
+  /// ("purge_corrupt", by `actor`, default Options::actor) when it deleted any.
+  std::size_t purge_corrupt(std::string_view queue, std::string actor = {});
 
   // --- operators: replay -----------------------------------------------------------------
 
@@ -219,8 +221,9 @@ class DeadLetterQueue {
 
   /// Finishes replays of `queue` that were interrupted (a replayer killed mid-way), where the
   /// backend can leave such state; returns the number of items it fixed. A no-op on backends
-  /// whose replay steps are atomic.
-  std::size_t recover(std::string_view queue);
+  /// whose replay steps are atomic. One audit record ("recover", by `actor`, default
+  /// Options::actor) when it fixed any.
+  std::size_t recover(std::string_view queue, std::string actor = {});
 
   // --- operators: search, discard, edit, audit (dlq/search.hpp, dlq/operations.hpp) -----
 
@@ -290,9 +293,9 @@ class DeadLetterQueue {
   // One audit record for a simple operation (no filter), written after it.
   void audit_simple(std::string_view operation, std::string_view queue,
                     nlohmann::ordered_json counts, const std::vector<std::string>& ids = {},
-                    std::string outcome = "ok") {
+                    std::string outcome = "ok", std::string_view actor = {}) {
     if constexpr (detail::has_audit<storage_type>::value) {
-      AuditRecord r = audit_record(operation, queue, {});
+      AuditRecord r = audit_record(operation, queue, actor);
       r.counts = std::move(counts);
       detail::audit_ids bounded{core_->options.audit_max_ids, {}, 0};
       for (const auto& id : ids)
@@ -307,6 +310,7 @@ class DeadLetterQueue {
       (void)counts;
       (void)ids;
       (void)outcome;
+      (void)actor;
     }
   }
 
@@ -400,10 +404,11 @@ DLQ_MEMBER_INLINE std::optional<PeekWindow> DeadLetterQueue<Storage>::peek_bound
 }
 
 template <class Storage>
-DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge(std::string_view queue) {
+DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge(std::string_view queue,
+                                                              std::string actor) {
   detail::queue_core::validate_queue(queue, "purge");
   const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::dead); });
-  if (n != 0) audit_simple("purge", queue, detail::object_of("purged", n));
+  if (n != 0) audit_simple("purge", queue, detail::object_of("purged", n), {}, "ok", actor);
   return n;
 }
 
@@ -472,10 +477,12 @@ DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::corrupt_size(std::string
 }
 
 template <class Storage>
-DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge_corrupt(std::string_view queue) {
+DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::purge_corrupt(std::string_view queue,
+                                                                      std::string actor) {
   detail::queue_core::validate_queue(queue, "purge_corrupt");
   const std::size_t n = guarded([&] { return storage_.purge(queue, ListKind::corrupt); });
-  if (n != 0) audit_simple("purge_corrupt", queue, detail::object_of("purged", n));
+  if (n != 0)
+    audit_simple("purge_corrupt", queue, detail::object_of("purged", n), {}, "ok", actor);
   return n;
 }
 

@@ -82,6 +82,7 @@ template <class S>
 std::size_t append_audit(queue_core& core, S& storage, AuditRecord& record) {
   record.time = core.now();
   if (record.actor.empty()) record.actor = core.options.actor;
+  if (record.actor.empty()) record.actor = std::string(unknown_actor);
   const std::string json = audit_json(record);  // = to_json().dump(…, replace)
   using returned = decltype(storage.audit_append(record.queue, record.time, json));
   std::size_t dropped = 0;

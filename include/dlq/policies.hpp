@@ -197,7 +197,8 @@ struct Options {
   /// errors of the trim timer). Empty (the default) = nowhere: no logging library is imposed.
   std::function<void(LogLevel, std::string_view)> log;
   /// Who operates this queue, written in the audit trail (dlq/audit.hpp) when an operation
-  /// names no actor of its own. Default "" (dlqctl sets the OS user).
+  /// names no actor of its own. Default "": such records say dlq::unknown_actor ("unknown")
+  /// (dlqctl sets the OS user; `dlqctl serve` the console's token name).
   std::string actor;
   /// Most entry ids one audit record lists, in `ids` and again in its filter's "ids"; the
   /// rest are counted ("ids_omitted"). Default 100.

@@ -201,6 +201,20 @@ struct ReplayReport {
 
 namespace detail {
 
+/// The filter of a replay as its audit record shows it: Filter::describe(), and what
+/// ReplayOptions::filter selects — the members of predicate_terms when it alone carries
+/// them (no predicate), else `"filter": true` (detail::describe_predicate).
+inline nlohmann::ordered_json replay_description(const ReplayOptions& o) {
+  nlohmann::ordered_json j = o.describe();
+  if (o.filter)
+    describe_predicate(j, o.predicate ? nlohmann::ordered_json() : o.predicate_terms, "filter");
+  return j;
+}
+
+}  // namespace detail
+
+namespace detail {
+
 /// One replay of one queue over a dead list (one instance per run).
 class replay_engine {
  public:

@@ -22,7 +22,7 @@ DLQ_INLINE nlohmann::ordered_json Filter::describe() const {
   if (older_than) j["older_than_s"] = seconds(*older_than);
   if (newer_than) j["newer_than_s"] = seconds(*newer_than);
   if (!payload_contains.empty()) j["payload_contains"] = payload_contains;
-  if (predicate) j["predicate"] = true;
+  if (predicate) detail::describe_predicate(j, predicate_terms, "predicate");
   return j;
 }
 

@@ -89,6 +89,13 @@ struct Filter {
   /// Only entries for which this returns true; empty = no condition. It must not call the
   /// queue's operations (during a replay or discard the key-value backend holds a lock).
   std::function<bool(const Entry&)> predicate;
+  /// What `predicate` (and ReplayOptions::filter) select, in the words of whoever built
+  /// them, for the audit trail: a JSON object whose members the record's filter holds in
+  /// place of the bare marker `"predicate": true` (`"filter": true`), e.g. the console's
+  /// {"error": "currency GBP", "error_type": "GatewayTimeout"} (dlq::http::EntryQuery::
+  /// describe()). Null or empty (the default) = the marker. It selects nothing itself; a
+  /// member named like a condition already described is written as "predicate.<name>".
+  nlohmann::ordered_json predicate_terms;
 
   /// True when no condition is set (the filter matches everything).
   bool empty() const noexcept {
@@ -97,9 +104,28 @@ struct Filter {
   }
 
   /// The conditions as a JSON object (for the audit trail and tools): one key per condition
-  /// set; durations in seconds; the predicate as `"predicate": true`.
+  /// set; durations in seconds; the predicate as the members of `predicate_terms`, or as
+  /// `"predicate": true` when it has none.
   nlohmann::ordered_json describe() const;
 };
+
+namespace detail {
+
+/// Writes what a predicate selects into the description `j`: the members of `terms` (a
+/// member whose name `j` has already as "<marker>.<name>"), or `"<marker>": true` when
+/// `terms` is not a non-empty object. The one rule behind Filter::describe() and the audit
+/// record of a replay with ReplayOptions::filter.
+inline void describe_predicate(nlohmann::ordered_json& j, const nlohmann::ordered_json& terms,
+                               const std::string& marker) {
+  if (!terms.is_object() || terms.empty()) {
+    j[marker] = true;
+    return;
+  }
+  for (const auto& [name, value] : terms.items())
+    j[j.contains(name) ? marker + "." + name : name] = value;
+}
+
+}  // namespace detail
 
 /// One page of a search.
 struct SearchPage {

@@ -40,7 +40,7 @@ def finish(name):
 def redis_url(db):
     """The shared test server's URL with database `db`. Tests run in parallel on one server,
     so each script owns its database: 4 details (browser), 6 large_batches, 7 test_dlqctl.py (seed layout), 8 large_entry,
-    9 slow_serve, 10 audit, 11 api, 12 kill, 13 browser, 14 prometheus, 15 foreign_keys;
+    9 slow_serve, 10 audit and roles, 11 api, 12 kill, 13 browser, 14 prometheus, 15 foreign_keys;
     the C++ tests use database 0 under per-process key prefixes. A script that FLUSHDBs must
     own its database alone."""
     path = os.environ.get("DLQ_TEST_REDIS_URL_FILE")

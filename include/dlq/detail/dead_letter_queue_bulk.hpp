@@ -30,10 +30,10 @@ DLQ_MEMBER_INLINE detail::replay_engine::result DeadLetterQueue<Storage>::run_re
     return engine.run(options, keep_replayed);
   } else {
     AuditRecord rec = audit_record(operation, queue, options.actor);
-    rec.filter = detail::audit_filter(options.describe(), core_->options.audit_max_ids);
-    if (options.filter) rec.filter["filter"] = true;
+    rec.filter = detail::audit_filter(detail::replay_description(options), core_->options.audit_max_ids);
     if (options.limit != 0) rec.detail["limit"] = options.limit;
     rec.detail["destination"] = options.to_queue.empty() ? std::string(queue) : options.to_queue;
+    if (options.rate > 0) rec.detail["rate"] = options.rate;
     auto finish = [&](const detail::replay_engine::result& r, std::string outcome) {
       const ReplayReport& p = r.report;
       if (p.dry_run || p.replayed + p.set_aside == 0) return;  // no change, no record
@@ -89,14 +89,16 @@ DLQ_MEMBER_INLINE ReplayReport DeadLetterQueue<Storage>::replay_ids(std::string_
 }
 
 template <class Storage>
-DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::recover(std::string_view queue) {
+DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::recover(std::string_view queue,
+                                                                std::string actor) {
   detail::queue_core::validate_queue(queue, "recover");
   if constexpr (detail::has_recover<storage_type>::value) {
     const std::size_t n =
         guarded([&] { return static_cast<std::size_t>(storage_.recover(queue)); });
-    if (n != 0) audit_simple("recover", queue, detail::object_of("fixed", n));
+    if (n != 0) audit_simple("recover", queue, detail::object_of("fixed", n), {}, "ok", actor);
     return n;
   } else {
+    (void)actor;
     return 0;
   }
 }

@@ -104,11 +104,34 @@ class ConsoleBackend {
       (remove(queue, id) ? report.removed : report.not_found).push_back(id);
     return report;
   }
+  /// remove_ids on behalf of `actor`, the name the audit trail gives the change (the
+  /// console's named token; "" = the backend's own actor, Options::actor). Default: ignores
+  /// `actor` and calls remove_ids; QueueBackend hands it to the library.
+  virtual RemoveReport remove_ids_as(std::string_view queue, const std::vector<std::string>& ids,
+                                     const std::string& actor) {
+    (void)actor;
+    return remove_ids(queue, ids);
+  }
   /// Deletes the dead-letter list; returns how many entries it had.
   virtual std::size_t purge(std::string_view queue) = 0;
   /// Deletes the corrupt list; returns how many items it had.
   virtual std::size_t purge_corrupt(std::string_view queue) = 0;
-  /// Replays as dlq::DeadLetterQueue::replay does (progress and cancel in `options`).
+  /// purge, purge_corrupt and recover on behalf of `actor`, for the audit trail (as
+  /// remove_ids_as). Defaults: ignore `actor`; QueueBackend hands it to the library.
+  virtual std::size_t purge_as(std::string_view queue, const std::string& actor) {
+    (void)actor;
+    return purge(queue);
+  }
+  virtual std::size_t purge_corrupt_as(std::string_view queue, const std::string& actor) {
+    (void)actor;
+    return purge_corrupt(queue);
+  }
+  virtual std::size_t recover_as(std::string_view queue, const std::string& actor) {
+    (void)actor;
+    return recover(queue);
+  }
+  /// Replays as dlq::DeadLetterQueue::replay does (progress and cancel in `options`; the
+  /// audit's actor in ReplayOptions::actor).
   virtual ReplayReport replay(std::string_view queue, const ReplayOptions& options) = 0;
   /// Finishes interrupted replays (dlq::DeadLetterQueue::recover); returns items fixed.
   virtual std::size_t recover(std::string_view queue) = 0;
@@ -175,6 +198,15 @@ class ConsoleBackend {
   /// `dlqctl serve`; see discard_with) is exact on both counts: override this with it.
   /// @throws dlq::invalid_argument for an empty query; the store's errors (entries deleted
   ///         before the failure stay deleted; the report so far is lost with the exception).
+  /// discard on behalf of `actor`, for the audit trail (as remove_ids_as). Default: ignores
+  /// `actor` and calls discard; QueueBackend hands it to the library.
+  virtual DiscardReport discard_as(std::string_view queue, const EntryQuery& query, bool dry_run,
+                                   const std::atomic<bool>* cancel,
+                                   const std::function<void(const DiscardReport&)>& progress,
+                                   const std::string& actor) {
+    (void)actor;
+    return discard(queue, query, dry_run, cancel, progress);
+  }
   virtual DiscardReport discard(std::string_view queue, const EntryQuery& query, bool dry_run,
                                 const std::atomic<bool>* cancel,
                                 const std::function<void(const DiscardReport&)>& progress) {
@@ -309,19 +341,23 @@ inline std::string ConsoleBackend::metrics_text() {
 /// predicate, `dry_run`, `cancel`) and its report becomes the console's; `progress` is called
 /// once, with the final report. The library's discard examines exactly the entries present
 /// when it starts (see dlq/operations.hpp). QueueBackend and `dlqctl serve` use it.
+/// `actor` is who the audit record names ("" = the library's Options::actor); the record's
+/// filter is `query` as given (EntryQuery::describe()).
 /// @throws dlq::invalid_argument for an empty query; what `run` throws.
 inline DiscardReport discard_with(
     const std::function<dlq::DiscardReport(const dlq::DiscardOptions&)>& run,
     const EntryQuery& query, bool dry_run, const std::atomic<bool>* cancel,
-    const std::function<void(const DiscardReport&)>& progress) {
+    const std::function<void(const DiscardReport&)>& progress, const std::string& actor = {}) {
   if (query.empty())
     throw dlq::invalid_argument(dlq::detail::message("http", "discard", "no condition given",
                                                      "give a filter, or purge the whole queue"));
   dlq::DiscardOptions options;
   const auto now = std::chrono::system_clock::now();
   options.predicate = [&query, now](const Entry& e) { return query.matches(e, now); };
+  options.predicate_terms = query.describe();  // the audit shows the filter as given
   options.dry_run = dry_run;
   options.cancel = cancel;
+  options.actor = actor;
   const dlq::DiscardReport done = run(options);
   DiscardReport report;
   report.examined = done.examined;
@@ -365,12 +401,27 @@ class QueueBackend : public ConsoleBackend {
   RemoveReport remove_ids(std::string_view queue, const std::vector<std::string>& ids) override {
     return q_.remove_ids(queue, ids);
   }
+  /// remove_ids with the audit record naming `actor`.
+  RemoveReport remove_ids_as(std::string_view queue, const std::vector<std::string>& ids,
+                             const std::string& actor) override {
+    return q_.remove_ids(queue, ids, actor);
+  }
   std::size_t purge(std::string_view queue) override { return q_.purge(queue); }
   std::size_t purge_corrupt(std::string_view queue) override { return q_.purge_corrupt(queue); }
   ReplayReport replay(std::string_view queue, const ReplayOptions& options) override {
     return q_.replay(queue, options);
   }
   std::size_t recover(std::string_view queue) override { return q_.recover(queue); }
+  /// purge, purge_corrupt and recover with the audit record naming `actor`.
+  std::size_t purge_as(std::string_view queue, const std::string& actor) override {
+    return q_.purge(queue, actor);
+  }
+  std::size_t purge_corrupt_as(std::string_view queue, const std::string& actor) override {
+    return q_.purge_corrupt(queue, actor);
+  }
+  std::size_t recover_as(std::string_view queue, const std::string& actor) override {
+    return q_.recover(queue, actor);
+  }
   std::optional<Counters> counters() override { return q_.counters(); }
   /// The library's exposition (dlq/metrics/prometheus.hpp): the queues listing_limits()
   /// allows (the rest counted by dlq_queues_omitted), the depths and ages from one stats()
@@ -385,6 +436,15 @@ class QueueBackend : public ConsoleBackend {
     return discard_with(
         [this, queue](const dlq::DiscardOptions& o) { return q_.discard(queue, o); }, query,
         dry_run, cancel, progress);
+  }
+  /// discard with the audit record naming `actor`.
+  DiscardReport discard_as(std::string_view queue, const EntryQuery& query, bool dry_run,
+                           const std::atomic<bool>* cancel,
+                           const std::function<void(const DiscardReport&)>& progress,
+                           const std::string& actor) override {
+    return discard_with(
+        [this, queue](const dlq::DiscardOptions& o) { return q_.discard(queue, o); }, query,
+        dry_run, cancel, progress, actor);
   }
 
  private:

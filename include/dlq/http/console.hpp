@@ -14,6 +14,9 @@
 /// The API is documented in docs/console.md. Security rules, enforced on the server:
 /// - with ConsoleOptions::token set, every /api request and /metrics needs it
 ///   (`Authorization: Bearer <token>` or `X-DLQ-Token: <token>`), else 401;
+/// - with ConsoleOptions::tokens (named tokens, dlq/http/console_identity.hpp) the same, and
+///   the token's role decides each route (required_role(); 403 forbidden_role) and its name
+///   is the audit trail's actor for the changes it makes;
 /// - without a token the console answers only requests whose Host is a loopback name
 ///   (127.0.0.1, localhost, [::1]; defeats DNS rebinding), and check_listen() refuses a
 ///   non-loopback bind;
@@ -48,6 +51,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -136,13 +140,15 @@ class Console {
         r.set_content(std::move(got.result), "text/plain; version=0.0.4; charset=utf-8");
       });
     });
-    get(server, "/api/info", [this](const httplib::Request&, httplib::Response& r) {
-      detail::send_json(r, 200, detail::info_json(opts_));
-    });
-    get(server, "/api/queues", [this](const httplib::Request&, httplib::Response& r) {
+    get(server, "/api/info",
+        [this](const httplib::Request&, httplib::Response& r, const Caller& who) {
+          detail::send_json(r, 200, detail::info_json(opts_, who));
+        });
+    get(server, "/api/queues", [this](const httplib::Request&, httplib::Response& r,
+                                      const Caller& who) {
       QueueNames found = backend_.list_queues();  // names dlq refuses are skipped
       cap_queue_names(found, backend_.listing_limits());  // the rest counted
-      nlohmann::json out = detail::info_json(opts_);
+      nlohmann::json out = detail::info_json(opts_, who);
       out["queues"] = nlohmann::json::array();
       for (const auto& s :
            listed_stats(found, [this](const auto& names) { return backend_.stats(names); }))
@@ -169,10 +175,20 @@ class Console {
       const auto op = ops_.find(required_param(q, "id"));
       detail::send_json(r, 200, detail::op_json(*op));
     });
+    mount_changes(server);
+  }
+
+ private:
+  // The POST routes (mutations) of mount().
+  void mount_changes(httplib::Server& server) {
     post(server, "/api/replay",
-         [this](const nlohmann::json& body, httplib::Response& r) { start_replay(body, r); });
+         [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
+           start_replay(body, r, who);
+         });
     post(server, "/api/discard",
-         [this](const nlohmann::json& body, httplib::Response& r) { start_discard(body, r); });
+         [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
+           start_discard(body, r, who);
+         });
     post(server, "/api/cancel", [this](const nlohmann::json& body, httplib::Response& r) {
       const auto op = ops_.find(string_field(body, "id", true));
       op->cancel.store(true);
@@ -180,19 +196,28 @@ class Console {
       detail::send_json(r, 202, detail::op_json(*op));
     });
     post(server, "/api/delete",
-         [this](const nlohmann::json& body, httplib::Response& r) { remove_ids(body, r); });
+         [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
+           remove_ids(body, r, who);
+         });
     post(server, "/api/purge",
-         [this](const nlohmann::json& body, httplib::Response& r) { purge(body, r); });
-    post(server, "/api/recover", [this](const nlohmann::json& body, httplib::Response& r) {
+         [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
+           purge(body, r, who);
+         });
+    post(server, "/api/recover", [this](const nlohmann::json& body, httplib::Response& r,
+                                        const Caller& who) {
       const std::string queue = string_field(body, "queue", true);
-      const std::size_t fixed = backend_.recover(queue);
-      log(LogLevel::info,
-          "recover " + detail::printable(queue) + ": " + std::to_string(fixed) + " fixed");
+      const std::size_t fixed =
+          who.name.empty() ? backend_.recover(queue) : backend_.recover_as(queue, who.name);
+      log(LogLevel::info, "recover " + detail::printable(queue) + ": " + std::to_string(fixed) +
+                              " fixed" + by(who));
       detail::send_json(r, 200, {{"queue", queue}, {"fixed", fixed}});
     });
   }
 
- private:
+  // " by NAME" for a named token's change in a log line ("" otherwise: the log of a console
+  // without named tokens is unchanged). Names are letters, digits and ._@- only.
+  static std::string by(const Caller& who) { return who.name.empty() ? "" : " by " + who.name; }
+
   // One line to ConsoleOptions::log (URL passwords masked).
   void log(LogLevel level, const std::string& line) const {
     detail::log_line(opts_.log, level, line);
@@ -203,37 +228,25 @@ class Console {
               F&& body) {
     detail::security_headers(r);
     try {
-      if (auto e = detail::gate(q, opts_.token, needs_token)) return detail::send_error(r, *e);
+      Caller caller;
+      if (auto e = detail::gate(q, opts_.token, opts_.tokens, needs_token, caller))
+        return detail::send_error(r, *e);
+      if (needs_token) {
+        const std::string_view route = std::string_view(q.path).substr(
+            q.path.compare(0, opts_.prefix.size(), opts_.prefix) == 0 ? opts_.prefix.size() : 0);
+        if (auto e = detail::check_role(caller, route, mutation)) return detail::send_error(r, *e);
+      }
       if (mutation && opts_.read_only)
         return detail::send_error(
             r, detail::bad("read_only", q.path, "this console is read-only",
                            "ask for a console started without --read-only", 403));
-      body();
-    } catch (const detail::http_error& e) {
-      detail::send_error(r, e);
-    } catch (const dlq::invalid_argument& e) {
-      detail::send_error(r, {400, "invalid_argument", e.what()});
-    } catch (const dlq::format_error& e) {
-      detail::send_error(r, {422, "format_error", e.what()});
-    } catch (const dlq::queue_full_error& e) {
-      detail::send_error(r, {409, "queue_full", e.what()});
-    } catch (const dlq::connection_error& e) {
-      detail::send_error(r, {503, "store_unavailable", e.what()});
-    } catch (const dlq::timeout_error& e) {
-      detail::send_error(r, {504, "store_timeout", e.what()});
-    } catch (const dlq::conflict_error& e) {
-      detail::send_error(r, {409, "conflict", e.what()});
-    } catch (const dlq::reply_error& e) {
-      detail::send_error(r, {502, "store_refused", e.what()});
-    } catch (const dlq::storage_error& e) {
-      detail::send_error(r, {502, "store_error", e.what()});
-    } catch (const dlq::error& e) {
-      detail::send_error(r, {500, "dlq_error", e.what()});
-    } catch (const std::exception& e) {
-      const std::string path = detail::printable(q.path);
-      log(LogLevel::error, path + ": unexpected error: " + e.what());
-      detail::send_error(
-          r, {500, "internal", "[dlq.http] " + path + ": unexpected error; see the console's log"});
+      if constexpr (std::is_invocable_v<F&, const Caller&>) {
+        body(caller);
+      } else {
+        body();
+      }
+    } catch (...) {
+      detail::send_current_exception(r, q.path, opts_.log);
     }
   }
 
@@ -244,7 +257,14 @@ class Console {
   template <class F>
   void get(httplib::Server& s, const std::string& path, F f) {
     s.Get(opts_.prefix + path, [this, f](const httplib::Request& q, httplib::Response& r) {
-      handle(q, r, true, false, [&] { f(q, r); });
+      handle(q, r, true, false, [&](const Caller& who) {
+        if constexpr (std::is_invocable_v<F&, const httplib::Request&, httplib::Response&,
+                                          const Caller&>) {
+          f(q, r, who);
+        } else {
+          f(q, r);
+        }
+      });
     });
   }
 
@@ -254,7 +274,7 @@ class Console {
     s.Post(opts_.prefix + path, [this, f](const httplib::Request& q, httplib::Response& r,
                                           const httplib::ContentReader& reader) {
       bool consumed = false;
-      handle(q, r, true, true, [&] {
+      handle(q, r, true, true, [&](const Caller& caller) {
         if (!is_json_content_type(q.get_header_value("Content-Type")))
           throw detail::bad("unsupported_media_type", q.path, "the body must be JSON",
                             "send Content-Type: application/json and a JSON object", 415);
@@ -277,7 +297,12 @@ class Console {
         if (body.is_discarded() || !body.is_object())
           throw detail::bad("bad_json", q.path, "the body is not a JSON object",
                             "send a JSON object such as {\"queue\":\"orders\"}");
-        f(body, r);
+        if constexpr (std::is_invocable_v<F&, const nlohmann::json&, httplib::Response&,
+                                          const Caller&>) {
+          f(body, r, caller);
+        } else {
+          f(body, r);
+        }
       });
       // Refused before reading (401, 403, 415): drop the body so the connection stays in step.
       // A multipart body must be read through the multipart form of the reader (the plain
@@ -385,31 +410,6 @@ class Console {
     return ids;
   }
 
-  // Parses an age such as "90", "90s", "15m", "2h", "7d" (seconds when unitless), at most
-  // 100 years.
-  static std::optional<std::chrono::seconds> age_value(const std::string& v, const char* name) {
-    if (v.empty()) return std::nullopt;
-    std::size_t i = 0;
-    std::int64_t n = 0;
-    while (i < v.size() && v[i] >= '0' && v[i] <= '9' && i < 12)
-      n = n * 10 + (v[i++] - '0');
-    std::int64_t unit = 0;
-    const std::string rest = v.substr(i);
-    if (rest.empty() || rest == "s") unit = 1;
-    if (rest == "m") unit = 60;
-    if (rest == "h") unit = 3600;
-    if (rest == "d") unit = 86400;
-    if (i == 0 || unit == 0)
-      throw detail::bad("bad_parameter", name, "'" + detail::printable(v) + "' is not an age",
-                        "use a number with s, m, h or d, e.g. 15m or 2d");
-    constexpr std::int64_t max_seconds = std::int64_t{36500} * 86400;  // 100 years
-    if (n > max_seconds / unit)
-      throw detail::bad("bad_parameter", name,
-                        "'" + detail::printable(v) + "' is longer than 100 years",
-                        "use an age of at most 36500d");
-    return std::chrono::seconds(n * unit);
-  }
-
   static EntryQuery filter_from_query(const httplib::Request& q) {
     EntryQuery f;
     auto param = [&](const char* n) {
@@ -420,8 +420,8 @@ class Console {
     f.worker = param("worker");
     f.job_id = param("job_id");
     f.payload = param("payload");
-    f.min_age = age_value(param("min_age"), "min_age");
-    f.max_age = age_value(param("max_age"), "max_age");
+    f.min_age = detail::age_value(param("min_age"), "min_age");
+    f.max_age = detail::age_value(param("max_age"), "max_age");
     return f;
   }
 
@@ -437,8 +437,8 @@ class Console {
     f.worker = string_field(*it, "worker", false);
     f.job_id = string_field(*it, "job_id", false);
     f.payload = string_field(*it, "payload", false);
-    f.min_age = age_value(string_field(*it, "min_age", false), "filter.min_age");
-    f.max_age = age_value(string_field(*it, "max_age", false), "filter.max_age");
+    f.min_age = detail::age_value(string_field(*it, "min_age", false), "filter.min_age");
+    f.max_age = detail::age_value(string_field(*it, "max_age", false), "filter.max_age");
     return f;
   }
 
@@ -544,8 +544,9 @@ class Console {
          {"total", total}});
   }
 
-  void start_replay(const nlohmann::json& body, httplib::Response& r) {
+  void start_replay(const nlohmann::json& body, httplib::Response& r, const Caller& who) {
     auto op = std::make_shared<detail::operation>();
+    op->actor = who.name;
     op->queue = string_field(body, "queue", true);
     op->to = string_field(body, "to", false);
     if (!op->to.empty())  // refused now, not by the replay thread (dlq/queue_names.hpp)
@@ -596,12 +597,15 @@ class Console {
     known_queue(op->queue);
     if (op->mode != "ids") op->requested = backend_.size(op->queue);
     ro.to_queue = op->to;
+    ro.actor = op->actor;  // "" = the backend's own actor
     ro.rate = op->rate;
     ro.dry_run = op->dry_run;
-    if (!filter.empty())
+    if (!filter.empty()) {
       ro.filter = [filter](const Entry& e) {
         return filter.matches(e, std::chrono::system_clock::now());
       };
+      ro.predicate_terms = filter.describe();  // the audit shows the filter as given
+    }
     ro.cancel = &op->cancel;
     detail::operation* raw = op.get();
     ro.on_progress = [raw](const ReplayProgress& p) {
@@ -613,12 +617,14 @@ class Console {
                             detail::printable(op->queue) + "'" +
                             (op->to.empty() ? "" : " to '" + detail::printable(op->to) + "'") +
                             (op->dry_run ? " (dry run)" : "") +
-                            (op->rate > 0 ? " at " + std::to_string(op->rate) + "/s" : ""));
+                            (op->rate > 0 ? " at " + std::to_string(op->rate) + "/s" : "") +
+                            by(who));
     detail::send_json(r, 202, detail::op_json(*op));
   }
 
-  void start_discard(const nlohmann::json& body, httplib::Response& r) {
+  void start_discard(const nlohmann::json& body, httplib::Response& r, const Caller& who) {
     auto op = std::make_shared<detail::operation>();
+    op->actor = who.name;
     op->kind = "delete";
     op->mode = "filter";
     op->queue = string_field(body, "queue", true);
@@ -635,25 +641,27 @@ class Console {
     op->discarded.dry_run = op->dry_run;
     ops_.launch(op, [this, op, query] { detail::run_discard(*op, query, backend_, opts_.log); });
     log(LogLevel::info, "operation " + op->id + ": delete by filter from '" +
-                            detail::printable(op->queue) + "'" + (op->dry_run ? " (dry run)" : ""));
+                            detail::printable(op->queue) + "'" +
+                            (op->dry_run ? " (dry run)" : "") + by(who));
     detail::send_json(r, 202, detail::op_json(*op));
   }
 
   // One backend call for the whole request: one scan, one audit record naming the ids
   // removed, none when nothing was (issue 27: a record per id let a flood of made-up ids
   // flush the trail).
-  void remove_ids(const nlohmann::json& body, httplib::Response& r) {
+  void remove_ids(const nlohmann::json& body, httplib::Response& r, const Caller& who) {
     const std::string queue = string_field(body, "queue", true);
     const auto ids = ids_field(body);
-    const RemoveReport done = backend_.remove_ids(queue, ids);
+    const RemoveReport done = who.name.empty() ? backend_.remove_ids(queue, ids)
+                                               : backend_.remove_ids_as(queue, ids, who.name);
     log(LogLevel::info, "delete from '" + detail::printable(queue) +
                             "': " + std::to_string(done.removed.size()) + " of " +
-                            std::to_string(ids.size()) + " ids deleted");
+                            std::to_string(ids.size()) + " ids deleted" + by(who));
     detail::send_json(
         r, 200, {{"queue", queue}, {"deleted", done.removed.size()}, {"missing", done.not_found}});
   }
 
-  void purge(const nlohmann::json& body, httplib::Response& r) {
+  void purge(const nlohmann::json& body, httplib::Response& r, const Caller& who) {
     const std::string queue = string_field(body, "queue", true);
     const std::string confirm = string_field(body, "confirm", false);
     const std::string list = body.contains("list") ? string_field(body, "list", false) : "dead";
@@ -664,9 +672,13 @@ class Console {
       throw detail::bad("confirmation_mismatch", "purge '" + detail::printable(queue) + "'",
                         "'confirm' does not repeat the queue's name",
                         "type the queue's name exactly to confirm");
-    const std::size_t n = list == "dead" ? backend_.purge(queue) : backend_.purge_corrupt(queue);
+    const bool dead = list == "dead";
+    const std::size_t n = who.name.empty()
+                              ? (dead ? backend_.purge(queue) : backend_.purge_corrupt(queue))
+                              : (dead ? backend_.purge_as(queue, who.name)
+                                      : backend_.purge_corrupt_as(queue, who.name));
     log(LogLevel::warning, "purge '" + detail::printable(queue) + "' " + list +
-                               " list: " + std::to_string(n) + " deleted");
+                               " list: " + std::to_string(n) + " deleted" + by(who));
     detail::send_json(r, 200, {{"queue", queue}, {"list", list}, {"deleted", n}});
   }
 

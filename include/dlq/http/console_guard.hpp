@@ -12,8 +12,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <dlq/errors.hpp>
+#include <dlq/http/console_identity.hpp>
+#include <dlq/http/console_options.hpp>
 #include <dlq/http/console_views.hpp>
 #include <dlq/policies.hpp>
 #include <dlq/redact.hpp>
@@ -52,14 +55,28 @@ inline bool is_json_content_type(std::string_view value) {
   return value == "application/json";
 }
 
-/// Refuses to serve the console on a non-loopback address without a token.
-/// @throws dlq::invalid_argument when `host` is not a loopback address and `token` is empty.
-inline void check_listen(std::string_view host, std::string_view token) {
-  if (!is_loopback_host(host) && token.empty())
+/// Refuses to serve the console on a non-loopback address without a token of any kind
+/// (`has_token`: ConsoleOptions::token or ConsoleOptions::tokens is set).
+/// @throws dlq::invalid_argument when `host` is not a loopback address and `has_token` is false.
+inline void check_listen_with(std::string_view host, bool has_token) {
+  if (!is_loopback_host(host) && !has_token)
     throw dlq::invalid_argument(dlq::detail::message(
         "http", "listen " + std::string(host),
         "the console would be reachable from other machines without a token",
         "give it a token (dlqctl serve --token-file FILE) or listen on 127.0.0.1"));
+}
+
+/// Refuses to serve the console on a non-loopback address without a token.
+/// @throws dlq::invalid_argument when `host` is not a loopback address and `token` is empty.
+inline void check_listen(std::string_view host, std::string_view token) {
+  check_listen_with(host, !token.empty());
+}
+
+/// Refuses to serve a console with these options on a non-loopback address without a token
+/// of any kind (ConsoleOptions::token or ConsoleOptions::tokens).
+/// @throws dlq::invalid_argument when `host` is not a loopback address and neither is set.
+inline void check_listen(std::string_view host, const ConsoleOptions& options) {
+  check_listen_with(host, !options.token.empty() || !options.tokens.empty());
 }
 
 /// Masks the credentials of every URL in `text` (dlq::redact_secrets, dlq/redact.hpp: the one
@@ -122,16 +139,26 @@ inline bool loopback_host_header(const httplib::Request& q) {
 
 // `a` equals the secret `b` (not empty), compared in time independent of where they differ.
 inline bool same_secret(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
-  return diff == 0 && !b.empty();
+  return same_text_constant_time(a, b) && !b.empty();
 }
 
-// The token and loopback rules for one request: the refusal, or nothing when it may go on.
+// The secret a request carries: X-DLQ-Token, else `Authorization: Bearer <secret>`.
+inline std::string given_secret(const httplib::Request& q) {
+  std::string given = q.get_header_value("X-DLQ-Token");
+  const std::string auth = q.get_header_value("Authorization");
+  if (given.empty() && auth.size() > 7 && auth.compare(0, 7, "Bearer ") == 0)
+    given = auth.substr(7);
+  return given;
+}
+
+// The token and loopback rules for one request: the refusal, or nothing when it may go on
+// (then `caller` says who asks: the named token's name and role; admin without a name for
+// the single `token` and for loopback without any token).
 inline std::optional<http_error> gate(const httplib::Request& q, const std::string& token,
-                                      bool needs_token) {
-  if (token.empty()) {
+                                      const std::vector<NamedToken>& tokens, bool needs_token,
+                                      Caller& caller) {
+  caller = Caller{};
+  if (token.empty() && tokens.empty()) {
     if (!loopback_host_header(q))
       return bad("forbidden_host", "Host " + printable(q.get_header_value("Host")),
                  "this console has no token and answers loopback names only",
@@ -143,15 +170,64 @@ inline std::optional<http_error> gate(const httplib::Request& q, const std::stri
     return std::nullopt;
   }
   if (!needs_token) return std::nullopt;
-  std::string given = q.get_header_value("X-DLQ-Token");
-  const std::string auth = q.get_header_value("Authorization");
-  if (given.empty() && auth.size() > 7 && auth.compare(0, 7, "Bearer ") == 0)
-    given = auth.substr(7);
-  if (!same_secret(given, token))
-    return bad("unauthorized", q.path,
-               given.empty() ? "no token given" : "the token does not match",
-               "send it as 'Authorization: Bearer TOKEN' (the page asks for it)", 401);
-  return std::nullopt;
+  const std::string given = given_secret(q);
+  // Both checks always run, so the time taken does not say which kind of token matched.
+  const NamedToken* named = find_token(tokens, given);
+  const bool single = same_secret(given, token);
+  if (named != nullptr) {
+    caller = Caller{named->name, named->role};
+    return std::nullopt;
+  }
+  if (single) return std::nullopt;
+  return bad("unauthorized", q.path, given.empty() ? "no token given" : "the token does not match",
+             "send it as 'Authorization: Bearer TOKEN' (the page asks for it)", 401);
+}
+
+// Answers the exception being handled (call it in a catch block) with its HTTP status and
+// JSON error: the library's errors by kind, an unexpected one as 500 with the detail in the
+// log only. An exception not derived from std::exception is thrown on.
+inline void send_current_exception(httplib::Response& r, const std::string& request_path,
+                                   const std::function<void(LogLevel, std::string_view)>& log) {
+  try {
+    throw;
+  } catch (const http_error& e) {
+    send_error(r, e);
+  } catch (const dlq::invalid_argument& e) {
+    send_error(r, {400, "invalid_argument", e.what()});
+  } catch (const dlq::format_error& e) {
+    send_error(r, {422, "format_error", e.what()});
+  } catch (const dlq::queue_full_error& e) {
+    send_error(r, {409, "queue_full", e.what()});
+  } catch (const dlq::connection_error& e) {
+    send_error(r, {503, "store_unavailable", e.what()});
+  } catch (const dlq::timeout_error& e) {
+    send_error(r, {504, "store_timeout", e.what()});
+  } catch (const dlq::conflict_error& e) {
+    send_error(r, {409, "conflict", e.what()});
+  } catch (const dlq::reply_error& e) {
+    send_error(r, {502, "store_refused", e.what()});
+  } catch (const dlq::storage_error& e) {
+    send_error(r, {502, "store_error", e.what()});
+  } catch (const dlq::error& e) {
+    send_error(r, {500, "dlq_error", e.what()});
+  } catch (const std::exception& e) {
+    const std::string path = printable(request_path);
+    log_line(log, LogLevel::error, path + ": unexpected error: " + e.what());
+    send_error(r,
+               {500, "internal", "[dlq.http] " + path + ": unexpected error; see the console's log"});
+  }
+}
+
+// The role rule for one request let in by gate(): 403 when `caller` may not use `route`
+// (the path after the prefix) with this method (required_role() is the table).
+inline std::optional<http_error> check_role(const Caller& caller, std::string_view route,
+                                            bool mutation) {
+  const Role need = required_role(route, mutation);
+  if (role_allows(caller.role, need)) return std::nullopt;
+  return bad("forbidden_role", std::string(mutation ? "POST " : "GET ") + printable(route),
+             "the token '" + printable(caller.name) + "' has the role " + role_name(caller.role) +
+                 "; this needs " + role_name(need),
+             "ask for a token with that role", 403);
 }
 
 }  // namespace detail

@@ -42,6 +42,7 @@ struct operation {
   std::string queue;
   std::string to;
   std::string mode;  // ids | filter | all
+  std::string actor;  // the caller's token name ("" = the backend's own actor)
   bool dry_run = false;
   double rate = 0;
   std::size_t requested = 0;  // ids named, or the depth when it started
@@ -63,6 +64,7 @@ inline nlohmann::json op_json(const operation& op) {
                       {"queue", op.queue},
                       {"to", op.to.empty() ? nlohmann::json(nullptr) : nlohmann::json(op.to)},
                       {"mode", op.mode},
+                      {"actor", op.actor},
                       {"dry_run", op.dry_run},
                       {"rate", op.rate},
                       {"requested", op.requested},
@@ -199,11 +201,13 @@ inline void run_discard(operation& op, const EntryQuery& query, ConsoleBackend& 
   std::optional<http_error> error;
   DiscardReport report;
   try {
-    report =
-        backend.discard(op.queue, query, op.dry_run, &op.cancel, [&op](const DiscardReport& d) {
-          std::lock_guard<std::mutex> lock(op.m);
-          op.discarded = d;
-        });
+    const auto progress = [&op](const DiscardReport& d) {
+      std::lock_guard<std::mutex> lock(op.m);
+      op.discarded = d;
+    };
+    report = op.actor.empty()  // no named caller: the backend's own actor
+                 ? backend.discard(op.queue, query, op.dry_run, &op.cancel, progress)
+                 : backend.discard_as(op.queue, query, op.dry_run, &op.cancel, progress, op.actor);
   } catch (const dlq::storage_error& e) {
     error = http_error{502, "store_error", e.what()};
   } catch (const std::exception& e) {

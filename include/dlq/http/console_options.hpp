@@ -1,14 +1,16 @@
 // dlq — dead-letter queues for C++ services. MIT licence, see LICENSE.
 /// @file http/console_options.hpp
 /// dlq::http::ConsoleOptions — the settings of a dlq::http::Console (dlq/http/console.hpp):
-/// its prefix, token, read-only switch, the limits of each request and its log.
+/// its prefix, tokens, read-only switch, the limits of each request and its log.
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include <dlq/http/console_identity.hpp>
 #include <dlq/policies.hpp>
 #include <dlq/queue_names.hpp>
 
@@ -23,6 +25,13 @@ struct ConsoleOptions {
   /// Token every /api request and /metrics must carry; "" (the default) = none (loopback
   /// only: requests must name a loopback Host).
   std::string token;
+  /// Named tokens (dlq/http/console_identity.hpp): a request carrying one of their secrets
+  /// is that token's caller — the audit trail names it, and its role decides which routes
+  /// answer (required_role(); others 403). Empty (the default) = none. With both `token` and
+  /// `tokens` set, `token` is one more caller: role admin, no name of its own (the audit
+  /// names the backend's actor). With either set, every /api request and /metrics needs a
+  /// token (401 without one).
+  std::vector<NamedToken> tokens;
   /// Refuse every mutation with 403 (the page hides its buttons). Default false.
   bool read_only = false;
   /// Largest request body accepted, in bytes. Default 1 MiB.

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,9 +79,12 @@ inline void send_error(httplib::Response& r, const http_error& e) {
 }
 
 // --- answers --------------------------------------------------------------------------------
-inline nlohmann::json info_json(const ConsoleOptions& opts) {
+inline nlohmann::json info_json(const ConsoleOptions& opts, const Caller& who) {
   return {{"read_only", opts.read_only},
-          {"auth", !opts.token.empty()},
+          {"auth", !opts.token.empty() || !opts.tokens.empty()},
+          {"caller",
+           {{"name", who.name.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.name)},
+            {"role", role_name(who.role)}}},
           {"version", std::to_string(DLQ_VERSION_MAJOR) + "." + std::to_string(DLQ_VERSION_MINOR) +
                           "." + std::to_string(DLQ_VERSION_PATCH)},
           {"limits",
@@ -338,6 +343,31 @@ inline nlohmann::json report_json(const ReplayReport& rep) {
 
 inline std::string iso(std::chrono::system_clock::time_point t) {
   return dlq::detail::iso_time::format(t);
+}
+
+// Parses an age of the console's filters (EntryQuery::age_text writes them) such as "90", "90s", "15m", "2h", "7d" (seconds when unitless), at most
+// 100 years.
+inline std::optional<std::chrono::seconds> age_value(const std::string& v, const char* name) {
+  if (v.empty()) return std::nullopt;
+  std::size_t i = 0;
+  std::int64_t n = 0;
+  while (i < v.size() && v[i] >= '0' && v[i] <= '9' && i < 12)
+    n = n * 10 + (v[i++] - '0');
+  std::int64_t unit = 0;
+  const std::string rest = v.substr(i);
+  if (rest.empty() || rest == "s") unit = 1;
+  if (rest == "m") unit = 60;
+  if (rest == "h") unit = 3600;
+  if (rest == "d") unit = 86400;
+  if (i == 0 || unit == 0)
+    throw bad("bad_parameter", name, "'" + printable(v) + "' is not an age",
+                      "use a number with s, m, h or d, e.g. 15m or 2d");
+  constexpr std::int64_t max_seconds = std::int64_t{36500} * 86400;  // 100 years
+  if (n > max_seconds / unit)
+    throw bad("bad_parameter", name,
+                      "'" + printable(v) + "' is longer than 100 years",
+                      "use an age of at most 36500d");
+  return std::chrono::seconds(n * unit);
 }
 
 }  // namespace detail

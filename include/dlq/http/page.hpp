@@ -365,8 +365,10 @@ R"DLQPAGE('use strict';
   async function loadQueues() {
     const d = await api('api/queues');
     S.info = d; S.queues = d.queues;
-    document.body.classList.toggle('ro', !!d.read_only);
-    $('readonly-badge').hidden = !d.read_only;
+    // a viewer token may only look (the server refuses its changes with 403 anyway)
+    const ro = !!d.read_only || (!!d.caller && d.caller.role === 'viewer');
+    document.body.classList.toggle('ro', ro);
+    $('readonly-badge').hidden = !ro;
     $('version').textContent = 'dlq ' + d.version;
     const ul = $('queue-list'); ul.replaceChildren();
     for (const qs of d.queues) {
@@ -535,9 +537,9 @@ R"DLQPAGE('use strict';
   function renderOp(o) {
     if (o.kind === 'delete') {
       $('op-title').textContent = (o.dry_run ? 'Counting: ' : 'Delete: ') + o.queue;
-      $('op-state').textContent = o.state; $('op-state').className = 'badge ' + o.state;
 )DLQPAGE",
-R"DLQPAGE(      const dp = o.progress; const tot = Math.max(o.requested, dp.examined);
+R"DLQPAGE(      $('op-state').textContent = o.state; $('op-state').className = 'badge ' + o.state;
+      const dp = o.progress; const tot = Math.max(o.requested, dp.examined);
       $('op-progress').style.width = (o.state === 'done' ? 100 : tot ? Math.min(100, Math.round(100 * dp.examined / tot)) : 0) + '%';
       $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' · matched ' + fmt(dp.matched) + ' · examined ' + fmt(dp.examined) + ' of ' + fmt(tot) + (o.error ? ' · ' + o.error.message : '');
       return;

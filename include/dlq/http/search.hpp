@@ -81,6 +81,32 @@ struct EntryQuery {
     return true;
   }
 
+  /// The conditions as the console's API takes them, for the audit trail (the filter's
+  /// terms: dlq::Filter::predicate_terms): one member per condition set, named as in
+  /// /api/replay's "filter" (error, error_type, worker, job_id, payload, min_age, max_age),
+  /// texts as given, ages as age_text() writes them ("15m"); {} when none is set.
+  nlohmann::ordered_json describe() const {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    const std::pair<const char*, const std::string*> texts[] = {
+        {"error", &error}, {"error_type", &error_type}, {"worker", &worker},
+        {"job_id", &job_id}, {"payload", &payload}};
+    for (const auto& [name, text] : texts)
+      if (!text->empty()) j[name] = *text;
+    if (min_age) j["min_age"] = age_text(*min_age);
+    if (max_age) j["max_age"] = age_text(*max_age);
+    return j;
+  }
+
+  /// `age` in the console's age syntax, in the largest unit that holds it exactly: "15m",
+  /// "2d", "90s", "0s" (what the console's min_age / max_age parse back to the same age).
+  static std::string age_text(std::chrono::seconds age) {
+    const std::int64_t n = age.count();
+    const std::pair<std::int64_t, const char*> units[] = {{86400, "d"}, {3600, "h"}, {60, "m"}};
+    for (const auto& [size, unit] : units)
+      if (n != 0 && n % size == 0) return std::to_string(n / size) + unit;
+    return std::to_string(n) + "s";
+  }
+
   /// True when `needle` occurs in `hay`, ASCII letters compared case-insensitively.
   static bool contains_nocase(std::string_view hay, std::string_view needle) noexcept {
     if (needle.empty()) return true;
