@@ -28,7 +28,8 @@ TEST_CASE("source protocol: the keys share the source key's hash tag", "[source]
   CHECK(k.source == "queue:{orders}");
   CHECK(k.in_flight == "queue:{orders}:inflight:host-7/2");
   CHECK(k.consumers == "queue:{orders}:consumers");
-  CHECK(src::in_flight_key("q", std::string("\xff\0x", 3)) == std::string("q:inflight:\xff\0x", 14));
+  CHECK(src::in_flight_key("q", std::string("\xff\0x", 3)) ==
+        std::string("q:inflight:\xff\0x", 14));
 }
 
 TEST_CASE("source protocol: a take asks for 1 to 1000 jobs", "[source]") {
@@ -53,8 +54,7 @@ TEST_CASE("source protocol: ack and nack send the in-flight list first and every
     std::vector<std::string> args;
     src::settle_args(k, "w1", jobs, requeue, [&](std::string_view a) { args.emplace_back(a); });
     CHECK(args == std::vector<std::string>{"3", "S:inflight:w1", "S", "S:consumers",
-                                           requeue ? "1" : "0", "w1", "a",
-                                           std::string("b\0c", 3)});
+                                           requeue ? "1" : "0", "w1", "a", std::string("b\0c", 3)});
     CHECK(args.size() == src::settle_arg_count(jobs.size()));
   }
 }
@@ -72,8 +72,7 @@ TEST_CASE("source protocol: recover moves 1000 jobs a step and steps again after
   CHECK_FALSE(src::recover_again(0));
 }
 
-TEST_CASE("source protocol: a take's reply becomes jobs in order, payloads unchanged",
-          "[source]") {
+TEST_CASE("source protocol: a take's reply becomes jobs in order, payloads unchanged", "[source]") {
   const auto jobs = src::jobs_of({"x", "", std::string("\0", 1)});
   REQUIRE(jobs.size() == 3);
   CHECK(jobs[0].payload == "x");

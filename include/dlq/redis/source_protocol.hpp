@@ -123,7 +123,9 @@ inline std::size_t take_count(std::size_t max) noexcept {
 }
 
 /// The take script's ARGV[1] for a take of `max`: take_count(max) in decimal.
-inline std::string take_count_arg(std::size_t max) { return std::to_string(take_count(max)); }
+inline std::string take_count_arg(std::size_t max) {
+  return std::to_string(take_count(max));
+}
 
 /// The take script's arguments: `count` is take_count_arg(max); every view handed to `arg`
 /// refers to `k`, `consumer`, `count` or a literal (a hiredis command keeps the views).
@@ -154,7 +156,9 @@ void settle_args(const Keys& k, std::string_view consumer, const std::vector<Sou
     arg(std::string_view(j.payload));
 }
 /// How many arguments settle_args() hands over for `jobs` jobs.
-inline std::size_t settle_arg_count(std::size_t jobs) noexcept { return 6 + jobs; }
+inline std::size_t settle_arg_count(std::size_t jobs) noexcept {
+  return 6 + jobs;
+}
 
 /// The recover script's arguments (one step of at most recover_chunk jobs; views of `k`,
 /// `consumer` and literals).
@@ -172,7 +176,9 @@ inline constexpr std::size_t recover_arg_count = 6;
 
 /// After a recover step that moved `moved` jobs: true when another step must run (the step
 /// moved a full chunk, so more may be held).
-inline bool recover_again(long long moved) noexcept { return moved >= recover_chunk; }
+inline bool recover_again(long long moved) noexcept {
+  return moved >= recover_chunk;
+}
 
 /// The jobs of a take's reply (its array of payloads, in order).
 inline std::vector<SourceJob> jobs_of(std::vector<std::string> payloads) {
