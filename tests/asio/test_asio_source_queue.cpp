@@ -16,6 +16,10 @@
 #include <asio/use_future.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <future>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -131,3 +135,213 @@ struct AsyncRedisSource {
 
 #define DLQ_SOURCE_FIXTURES AsyncMemorySource, AsyncRedisSource
 #include "contract/source_queue_suite.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct TakeResult {
+  std::exception_ptr error;
+  std::vector<dlq::SourceJob> jobs;
+  clock_type::time_point at;
+};
+
+// Starts, on `f`'s loop, a take of `consumer` that waits `wait`, bound to `signal`'s slot;
+// `calls` counts its completions (a handler runs once); the first one fulfils the future.
+template <class Fixture>
+std::future<TakeResult> start_take(Fixture& f, asio::cancellation_signal& signal,
+                                   std::shared_ptr<std::atomic<int>> calls,
+                                   std::chrono::milliseconds wait, bool cancel_at_once) {
+  auto done = std::make_shared<std::promise<TakeResult>>();
+  auto result = done->get_future();
+  asio::post(f.loop.io, [&f, &signal, calls, wait, cancel_at_once, done] {
+    f.async.async_take(
+        "orders", "w1", 10, wait,
+        asio::bind_cancellation_slot(
+            signal.slot(), [calls, done](std::exception_ptr e, std::vector<dlq::SourceJob> jobs) {
+              if (calls->fetch_add(1) == 0)
+                done->set_value(TakeResult{e, std::move(jobs), clock_type::now()});
+            }));
+    // In the same turn: the take's first try is in flight (its script sent, or on memory its
+    // answer posted).
+    if (cancel_at_once) signal.emit(asio::cancellation_type::terminal);
+  });
+  return result;
+}
+
+bool cancelled(const std::exception_ptr& e, bool* unknown) {
+  try {
+    if (e) std::rethrow_exception(e);
+  } catch (const dlq::asio::cancelled_error& c) {
+    *unknown = c.outcome_unknown();
+    return true;
+  } catch (...) {
+  }
+  return false;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("async source queue: a cancelled waiting take loses nothing, takes nothing twice",
+                   "[source][asio][cancel]", AsyncMemorySource, AsyncRedisSource) {
+  TestType f;
+  auto& jobs = f.jobs();
+  constexpr int rounds = 60;
+  std::multiset<std::string> acked;
+  int unknown_count = 0;
+  std::vector<std::shared_ptr<std::atomic<int>>> all_calls;
+  for (int r = 0; r < rounds; ++r) {
+    const std::string job = "job-" + std::to_string(r);
+    const bool at_once = r % 2 == 0;
+    if (at_once) jobs.push("orders", job);  // the try in flight moves it after the cancel
+    asio::cancellation_signal signal;
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    all_calls.push_back(calls);
+    const auto start = clock_type::now();
+    auto fut = start_take(f, signal, calls, 5s, at_once);
+    if (!at_once) {  // the take sleeps between tries on an empty queue: cancel it there
+      std::this_thread::sleep_for(20ms);
+      std::promise<void> emitted;
+      asio::post(f.loop.io, [&] {
+        signal.emit(asio::cancellation_type::terminal);
+        emitted.set_value();
+      });
+      emitted.get_future().get();
+    }
+    const TakeResult res = fut.get();
+    bool unknown = false;
+    CHECK(cancelled(res.error, &unknown));
+    CHECK(res.jobs.empty());
+    CHECK(res.at - start < 2s);  // at once, not at the end of the 5 s wait
+    unknown_count += unknown ? 1 : 0;
+    if (!at_once) jobs.push("orders", job);  // after the cancel: no try may take it any more
+    // The next take gets the job exactly once: held (moved by the cancelled take's try) or
+    // from the queue.
+    const auto next = jobs.take("orders", "w1", 10);
+    REQUIRE(payloads(next) == std::vector<std::string>{job});
+    CHECK(jobs.ack("orders", "w1", next) == 1);
+    acked.insert(job);
+  }
+  std::this_thread::sleep_for(150ms);  // past a poll delay: a stray try would have shown
+  for (const auto& c : all_calls)
+    CHECK(c->load() == 1);  // each handler once
+  CHECK(acked.size() == static_cast<std::size_t>(rounds));
+  CHECK(std::set<std::string>(acked.begin(), acked.end()).size() == acked.size());
+  CHECK(jobs.size("orders") == 0);
+  CHECK(jobs.in_flight("orders", "w1") == 0);
+  CHECK(unknown_count == rounds / 2);  // a try was in flight exactly when cancelled at once
+}
+
+TEMPLATE_TEST_CASE("async source queue: a timer keeps its schedule while a take waits",
+                   "[source][asio][timer]", AsyncMemorySource, AsyncRedisSource) {
+  TestType f;
+  auto& jobs = f.jobs();
+  // A 10 ms ticker on the same io_context, for the whole test.
+  std::vector<clock_type::time_point> ticks;
+  std::atomic<bool> stop{false};
+  asio::steady_timer ticker(f.loop.io);
+  std::promise<void> ticker_done;
+  std::function<void()> tick = [&] {
+    ticks.push_back(clock_type::now());
+    if (stop) return ticker_done.set_value();
+    ticker.expires_after(10ms);
+    ticker.async_wait([&](std::error_code) { tick(); });
+  };
+  asio::post(f.loop.io, tick);
+  // 1: a take on an empty queue waits out its 400 ms and comes back empty.
+  auto t0 = clock_type::now();
+  auto empty = f.async.async_take("orders", "w1", 4, 400ms, asio::use_future).get();
+  const auto waited = clock_type::now() - t0;
+  CHECK(empty.empty());
+  CHECK(waited >= 400ms);
+  CHECK(waited < 700ms);
+  // 2: a job pushed while a take waits is taken within the poll's delay (at most 100 ms).
+  auto waiting = f.async.async_take("orders", "w1", 4, 5s, asio::use_future);
+  std::this_thread::sleep_for(250ms);
+  const auto pushed = clock_type::now();
+  jobs.push("orders", "late");
+  auto got = waiting.get();
+  const auto latency = clock_type::now() - pushed;
+  CHECK(payloads(got) == std::vector<std::string>{"late"});
+  CHECK(latency < 250ms);
+  CHECK(jobs.ack("orders", "w1", got) == 1);
+  stop = true;
+  ticker_done.get_future().get();
+  // The ticker was never held up: every gap near 10 ms, none past 100 ms.
+  REQUIRE(ticks.size() > 2);
+  auto worst = clock_type::duration::zero();
+  for (std::size_t i = 1; i < ticks.size(); ++i)
+    worst = std::max(worst, ticks[i] - ticks[i - 1]);
+  CHECK(worst < 100ms);
+  CHECK(ticks.size() >= 30);  // ~65 in 650 ms; 30 even on a loaded machine
+  INFO("ticks " << ticks.size() << ", worst gap "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(worst).count() << " ms");
+}
+
+namespace {
+
+// async_dead_letter through `src` and `adlq`, checked with `dead_size()` (the entries stored).
+template <class Source, class Adlq, class DeadSize>
+void dead_letter_case(Source& src, Adlq& adlq, DeadSize dead_size) {
+  dlq::Failure fail;
+  fail.error = "gateway timeout";
+  fail.attempt = 3;
+  auto taken = src.async_take("orders", "w1", 1, 0ms, asio::use_future).get();
+  REQUIRE(taken.size() == 1);
+  const std::string id =
+      src.async_dead_letter(adlq, "orders", "w1", taken[0], fail, asio::use_future).get();
+  CHECK_FALSE(id.empty());
+  CHECK(src.async_in_flight("orders", "w1", asio::use_future).get() == 0);
+  CHECK(dead_size() == 1);
+  // An empty consumer name: refused through the token, nothing sent.
+  CHECK_THROWS_AS(src.async_dead_letter(adlq, "orders", "", taken[0], fail, asio::use_future).get(),
+                  dlq::invalid_argument);
+  CHECK(dead_size() == 1);
+}
+
+}  // namespace
+
+TEST_CASE("async source queue: async_dead_letter stores the job, then acks it (memory)",
+          "[source][asio]") {
+  Loop loop;
+  dlq::asio::AsyncDeadLetterQueue<dlq::MemoryStorage> adlq(loop.io.get_executor());
+  dlq::MemorySourceQueue blocking(adlq.storage());
+  dlq::asio::AsyncSourceQueue<dlq::MemoryStorage> src(loop.io.get_executor(), adlq.storage());
+  blocking.push("orders", R"({"order":1})");
+  dead_letter_case(src, adlq, [&] { return adlq.async_size("orders", asio::use_future).get(); });
+  loop.stop();
+}
+
+TEST_CASE("async source queue: async_dead_letter stores the job, then acks it (Redis)",
+          "[source][asio][redis]") {
+  AsyncRedisSource f;
+  dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage> adlq(f.loop.io.get_executor(),
+                                                                      f.storage);
+  f.jobs().push("orders", R"({"order":1})");
+  dead_letter_case(f.async, adlq, [&] { return f.queue.size("orders"); });
+  CHECK(f.queue.peek("orders")[0].error == "gateway timeout");  // the blocking queue reads it
+}
+
+TEST_CASE("async source queue: recover of 2500 held jobs runs three script steps, in order",
+          "[source][asio][redis]") {
+  AsyncRedisSource f;
+  dlq::test::RawClient raw(url());
+  const std::string held = f.blocking.in_flight_key("orders", "dead");
+  for (int i = 0; i < 2500; i += 500) {
+    std::vector<std::string> cmd = {"RPUSH", held};
+    for (int j = i; j < i + 500; ++j)
+      cmd.push_back(std::to_string(j));
+    raw.cmd(cmd);
+  }
+  raw.cmd({"SADD", f.blocking.consumers_key("orders"), "dead"});
+  CHECK(f.async.async_recover("orders", "dead", asio::use_future).get() == 2500);
+  CHECK(f.jobs().in_flight("orders", "dead") == 0);
+  CHECK(f.jobs().consumers("orders").empty());
+  const auto back = drain(f.jobs(), "orders");
+  REQUIRE(back.size() == 2500);
+  CHECK(back.front() == "0");
+  CHECK(back.back() == "2499");
+  CHECK(std::is_sorted(back.begin(), back.end(), [](const std::string& a, const std::string& b) {
+    return std::stoi(a) < std::stoi(b);
+  }));
+}
