@@ -17,11 +17,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <future>
-#include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <set>
@@ -182,8 +182,9 @@ bool cancelled(const std::exception_ptr& e, bool* unknown) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("async source queue: a cancelled waiting take loses nothing, takes nothing twice",
-                   "[source][asio][cancel]", AsyncMemorySource, AsyncRedisSource) {
+TEMPLATE_TEST_CASE(
+    "async source queue: a cancelled waiting take loses nothing, takes nothing twice",
+    "[source][asio][cancel]", AsyncMemorySource, AsyncRedisSource) {
   TestType f;
   auto& jobs = f.jobs();
   constexpr int rounds = 60;
@@ -316,7 +317,7 @@ TEST_CASE("async source queue: async_dead_letter stores the job, then acks it (R
           "[source][asio][redis]") {
   AsyncRedisSource f;
   dlq::asio::AsyncDeadLetterQueue<dlq::asio::RedisListStorage> adlq(f.loop.io.get_executor(),
-                                                                      f.storage);
+                                                                    f.storage);
   f.jobs().push("orders", R"({"order":1})");
   dead_letter_case(f.async, adlq, [&] { return f.queue.size("orders"); });
   CHECK(f.queue.peek("orders")[0].error == "gateway timeout");  // the blocking queue reads it

@@ -189,7 +189,8 @@ class AsyncSourceQueue {
   /// acks the job. Completes with `void(std::exception_ptr, std::string id)`. A failed send
   /// leaves the job in flight (delivered again, never lost); a failed ack after the send
   /// is reported too (the entry is stored; the job is delivered again and may be
-  /// dead-lettered twice — at-least-once, as the blocking dead_letter).
+  /// dead-lettered twice — at-least-once, as the blocking dead_letter). An empty queue or
+  /// consumer name is refused (dlq::invalid_argument) before anything is sent.
   template <class Dlq, class CompletionToken>
   auto async_dead_letter(Dlq& dlq, std::string_view queue, std::string_view consumer, SourceJob job,
                          Failure failure, CompletionToken&& token) {
@@ -201,6 +202,11 @@ class AsyncSourceQueue {
             detail::start_cancellable<std::string>(
                 ex, std::move(h), true, "dead_letter", [&](auto hh) {
                   auto done = detail::make_done<std::string>(ex, std::move(hh));
+                  try {  // as dlq::dead_letter: refused before anything is sent
+                    dlq::detail::check_source_names("source", q, c, "dead_letter");
+                  } catch (...) {
+                    return done(std::current_exception(), std::string());
+                  }
                   dq->async_send_to_dlq(
                       q, j.payload, f, [b, q, c, j, done](std::exception_ptr e, std::string id) {
                         if (e) return done(e, std::string());

@@ -197,17 +197,12 @@ inline std::string label(std::string_view what, const std::string& key) {
 /// Refuses an empty queue name (`where`: the operation, for the message).
 /// @throws dlq::invalid_argument
 inline void check(std::string_view queue, const char* where) {
-  if (queue.empty())
-    throw invalid_argument(
-        dlq::detail::message("redis", where, "the queue name is empty", "pass the queue's name"));
+  dlq::detail::check_source_queue("redis", queue, where);
 }
 /// Refuses an empty queue or consumer name.
 /// @throws dlq::invalid_argument
 inline void check(std::string_view queue, std::string_view consumer, const char* where) {
-  check(queue, where);
-  if (consumer.empty())
-    throw invalid_argument(dlq::detail::message("redis", where, "the consumer name is empty",
-                                                "name each worker thread, e.g. \"host-7/2\""));
+  dlq::detail::check_source_names("redis", queue, consumer, where);
 }
 
 }  // namespace dlq::redis::source
