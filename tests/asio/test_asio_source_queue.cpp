@@ -214,6 +214,10 @@ TEMPLATE_TEST_CASE(
     CHECK(cancelled(res.error, &unknown));
     CHECK(res.jobs.empty());
     CHECK(res.at - start < 2s);  // at once, not at the end of the 5 s wait
+    // Cancelled in the turn that started it, the take's first try is in flight: outcome
+    // unknown. Cancelled 20 ms later it is usually asleep between tries, but on a loaded
+    // machine a try may still await its answer then, so either is right there.
+    if (at_once) CHECK(unknown);
     unknown_count += unknown ? 1 : 0;
     if (!at_once) jobs.push("orders", job);  // after the cancel: no try may take it any more
     // The next take gets the job exactly once: held (moved by the cancelled take's try) or
@@ -230,7 +234,8 @@ TEMPLATE_TEST_CASE(
   CHECK(std::set<std::string>(acked.begin(), acked.end()).size() == acked.size());
   CHECK(jobs.size("orders") == 0);
   CHECK(jobs.in_flight("orders", "w1") == 0);
-  CHECK(unknown_count == rounds / 2);  // a try was in flight exactly when cancelled at once
+  INFO("cancelled with a try in flight: " << unknown_count << " of " << rounds);
+  CHECK(unknown_count >= rounds / 2);
 }
 
 TEMPLATE_TEST_CASE("async source queue: a timer keeps its schedule while a take waits",

@@ -40,7 +40,7 @@
 ///   into BLMOVE to a staging key plus a script — a second place for the decisions;
 /// - cancelling a BLMOVE means closing its connection, and a command timeout would have to be
 ///   longer than any wait.
-/// The poll's costs, measured by tests/asio/test_asio_source_queue.cpp: a job pushed while
+/// The poll's costs (checked by tests/asio/test_asio_source_queue.cpp): a job pushed while
 /// a take waits is taken within the current delay (≤ 100 ms by default; lower poll_max for
 /// less latency), and an idle waiting take sends one script per delay — 10 per second at
 /// the cap — which Redis answers in microseconds. Nothing holds the loop: a timer on the
