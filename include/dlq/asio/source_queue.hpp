@@ -7,13 +7,17 @@
 /// dlq/asio/redis.hpp). CMake: dlq::asio (and dlq::redis for Redis).
 ///
 ///     dlq::asio::AsyncSourceQueue<dlq::asio::RedisListStorage> jobs(ex, storage);
+///     const std::string me = "host-7/1";              // one stable name per worker
 ///     for (;;) {
-///       auto batch = co_await jobs.async_take("orders", "host-7/1", 16, 2s, asio::use_awaitable);
+///       auto batch = co_await jobs.async_take("orders", me, 16, 2s, asio::use_awaitable);
 ///       for (auto& job : batch) {
-///         try { co_await handle(job); co_await jobs.async_ack("orders", me, {job}, use_awaitable);
-///         } catch (const std::exception& e) {
-///           co_await jobs.async_dead_letter(dlq, "orders", me, job, failure_of(e), use_awaitable);
-///         }
+///         std::exception_ptr failed;                  // (no co_await inside a catch)
+///         try { co_await handle(job); } catch (...) { failed = std::current_exception(); }
+///         if (!failed)
+///           co_await jobs.async_ack("orders", me, {job}, asio::use_awaitable);
+///         else                                        // retries exhausted: stored, then acked
+///           co_await jobs.async_dead_letter(dlq, "orders", me, job, failure_of(failed),
+///                                           asio::use_awaitable);
 ///       }
 ///     }
 ///
