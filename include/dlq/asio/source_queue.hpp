@@ -224,8 +224,9 @@ class AsyncSourceQueue {
         token, std::string(queue), std::string(consumer), std::move(job), std::move(failure));
   }
 
-  /// Closes the Redis connection (every operation in flight completes with
-  /// dlq::connection_error); a no-op on memory.
+  /// Closes the Redis connection — the storage's, shared with every handle on it (an
+  /// AsyncDeadLetterQueue on the same storage too): every operation in flight completes with
+  /// dlq::connection_error, a waiting take at its next try. A no-op on memory.
   void close() noexcept { backend_->close(); }
 
  private:
