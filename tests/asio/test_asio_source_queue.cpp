@@ -39,6 +39,14 @@
 #include "redis/cluster_test_util.hpp"
 #include "redis/redis_test_util.hpp"
 
+#if defined(ASIO_HAS_CO_AWAIT) && defined(__cpp_impl_coroutine)
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/use_awaitable.hpp>
+#define DLQ_TEST_COROUTINES 1
+#endif
+
 namespace {
 
 bool cluster_run() {
@@ -351,3 +359,57 @@ TEST_CASE("async source queue: recover of 2500 held jobs runs three script steps
     return std::stoi(a) < std::stoi(b);
   }));
 }
+
+#ifdef DLQ_TEST_COROUTINES
+namespace {
+
+// A worker that takes four at a time and acks each job until the queue is empty, then a
+// take waiting 5 s on the empty queue raced against a 100 ms timer with ||. Returns what
+// happened ("acked N, timer at once" when the timer won and cancelled the take at once).
+template <class Async>
+asio::awaitable<std::string> worker_then_race(Async& jobs, asio::io_context& io) {
+  using namespace asio::experimental::awaitable_operators;
+  // Named arguments: g++ 12 rejects string literals and braced lists inside a co_await
+  // expression of a template coroutine ("array used as initializer").
+  const std::string q = "orders", me = "w1";
+  std::string out;
+  try {
+    int acked = 0;
+    for (;;) {
+      auto batch = co_await jobs.async_take(q, me, 4, 0ms, asio::use_awaitable);
+      if (batch.empty()) break;
+      for (const auto& job : batch) {
+        std::vector<dlq::SourceJob> one{job};
+        const std::size_t n = co_await jobs.async_ack(q, me, std::move(one), asio::use_awaitable);
+        acked += static_cast<int>(n);
+      }
+    }
+    out += "acked " + std::to_string(acked);
+    asio::steady_timer limit(io, 100ms);
+    const auto start = clock_type::now();
+    auto r = co_await(jobs.async_take(q, me, 4, 5s, asio::use_awaitable) ||
+                      limit.async_wait(asio::use_awaitable));
+    out += r.index() == 1 ? ", timer" : ", take";
+    out += clock_type::now() - start < 1s ? " at once" : " late";
+  } catch (const std::exception& e) {
+    out += std::string(", threw: ") + e.what();
+  }
+  co_return out;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("async source queue: a coroutine worker, and a take that loses an || to a timer",
+                   "[source][asio][coroutine]", AsyncMemorySource, AsyncRedisSource) {
+  TestType f;
+  auto& blocking = f.jobs();
+  for (int i = 0; i < 10; ++i)
+    blocking.push("orders", "job-" + std::to_string(i));
+  auto outcome = asio::co_spawn(f.loop.io, worker_then_race(f.async, f.loop.io), asio::use_future);
+  CHECK(outcome.get() == "acked 10, timer at once");
+  blocking.push("orders", "after");
+  std::this_thread::sleep_for(250ms);  // a stray try of the cancelled take would move it
+  CHECK(blocking.in_flight("orders", "w1") == 0);
+  CHECK(blocking.size("orders") == 1);
+}
+#endif
