@@ -38,6 +38,7 @@
 #include "dlq/source_queue.hpp"
 #include "redis/cluster_test_util.hpp"
 #include "redis/redis_test_util.hpp"
+#include "support/redis_process.hpp"
 
 #if defined(ASIO_HAS_CO_AWAIT) && defined(__cpp_impl_coroutine)
 #include <asio/co_spawn.hpp>
@@ -358,6 +359,55 @@ TEST_CASE("async source queue: recover of 2500 held jobs runs three script steps
   CHECK(std::is_sorted(back.begin(), back.end(), [](const std::string& a, const std::string& b) {
     return std::stoi(a) < std::stoi(b);
   }));
+}
+
+TEST_CASE("async source queue: a take on a frozen server times out; a timer keeps its schedule",
+          "[source][asio][redis][single-server]") {
+  dlq::test::RedisProcess server;
+  dlq::redis::ConnectionOptions opts = dlq::redis::parse_url(server.url());
+  opts.command_timeout = 300ms;
+  opts.reconnect_attempts = 0;
+  asio::io_context io;
+  dlq::asio::RedisListStorage storage(io.get_executor(), opts, dlq::test::unique_layout());
+  dlq::asio::AsyncSourceQueue<dlq::asio::RedisListStorage> jobs(io.get_executor(), storage);
+  // Connected first, so the freeze catches a try in flight and not the connect.
+  std::size_t size = 99;
+  jobs.async_size("orders", [&](std::exception_ptr, std::size_t n) { size = n; });
+  io.run();
+  REQUIRE(size == 0);
+  io.restart();
+  server.freeze();
+  std::vector<clock_type::time_point> ticks;
+  bool stop = false;
+  asio::steady_timer ticker(io);
+  std::function<void()> tick = [&] {
+    ticks.push_back(clock_type::now());
+    if (stop) return;
+    ticker.expires_after(10ms);
+    ticker.async_wait([&](std::error_code) { tick(); });
+  };
+  tick();
+  std::exception_ptr error;
+  std::size_t got = 99;
+  const auto start = clock_type::now();
+  clock_type::duration took{};
+  jobs.async_take("orders", "w1", 4, 5s, [&](std::exception_ptr e, std::vector<dlq::SourceJob> j) {
+    error = e;
+    got = j.size();
+    took = clock_type::now() - start;
+    stop = true;
+  });
+  io.run_for(3s);
+  server.thaw();
+  CHECK(got == 0);
+  CHECK_THROWS_AS(std::rethrow_exception(error), dlq::timeout_error);
+  CHECK(took < 2s);  // the command's limit, not the take's 5 s wait
+  auto worst = clock_type::duration::zero();
+  for (std::size_t i = 1; i < ticks.size(); ++i)
+    worst = std::max(worst, ticks[i] - ticks[i - 1]);
+  CHECK(worst < 100ms);
+  CHECK(ticks.size() >= 15);
+  storage.close();
 }
 
 #ifdef DLQ_TEST_COROUTINES
