@@ -161,8 +161,7 @@ class AsyncSourceQueue {
   /// `void(std::exception_ptr, std::size_t)`: how many.
   template <class CompletionToken>
   auto async_recover(std::string_view queue, std::string_view consumer, CompletionToken&& token) {
-    return run<std::size_t>(std::forward<CompletionToken>(token), true, "recover",
-                            std::string(queue), std::string(consumer),
+    return run<std::size_t>(token, true, "recover", std::string(queue), std::string(consumer),
                             [](auto& b, std::string& q, std::string& c, auto done) {
                               b.recover(q, c, std::move(done));
                             });
@@ -173,7 +172,7 @@ class AsyncSourceQueue {
   template <class CompletionToken>
   auto async_size(std::string_view queue, CompletionToken&& token) {
     return run<std::size_t>(
-        std::forward<CompletionToken>(token), false, "size", std::string(queue), std::string(),
+        token, false, "size", std::string(queue), std::string(),
         [](auto& b, std::string& q, std::string&, auto done) { b.size(q, std::move(done)); });
   }
 
@@ -181,8 +180,7 @@ class AsyncSourceQueue {
   /// `void(std::exception_ptr, std::size_t)`.
   template <class CompletionToken>
   auto async_in_flight(std::string_view queue, std::string_view consumer, CompletionToken&& token) {
-    return run<std::size_t>(std::forward<CompletionToken>(token), false, "in_flight",
-                            std::string(queue), std::string(consumer),
+    return run<std::size_t>(token, false, "in_flight", std::string(queue), std::string(consumer),
                             [](auto& b, std::string& q, std::string& c, auto done) {
                               b.in_flight(q, c, std::move(done));
                             });
@@ -249,9 +247,10 @@ class AsyncSourceQueue {
         token, std::string(queue), std::string(consumer), std::move(jobs));
   }
 
-  // An operation of one call to the backend: `call(backend, queue, consumer, done)`.
+  // An operation of one call to the backend: `call(backend, queue, consumer, done)`. The
+  // token is passed on as an lvalue: asio::async_initiate takes it by lvalue reference.
   template <class T, class CompletionToken, class Call>
-  auto run(CompletionToken&& token, bool write, const char* what, std::string queue,
+  auto run(CompletionToken& token, bool write, const char* what, std::string queue,
            std::string consumer, Call call) {
     return ::asio::async_initiate<CompletionToken, void(std::exception_ptr, T)>(
         [ex = ex_, b = backend_, write, what, call](auto handler, std::string q, std::string c) {
@@ -262,7 +261,7 @@ class AsyncSourceQueue {
             });
           });
         },
-        std::forward<CompletionToken>(token), std::move(queue), std::move(consumer));
+        token, std::move(queue), std::move(consumer));
   }
 
   executor_type ex_;
