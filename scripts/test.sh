@@ -81,7 +81,7 @@ tsan_tests=(test_core test_contract_memory test_kv test_contract_kv test_kv_sqli
             test_contract_redis test_redis_list test_redis_shared_sends test_source_queue_memory test_source_queue_redis
             test_source_queue_sqlite test_console test_console_hostile_requests
             test_console_slow_clients test_console_unread_answers_alone test_console_audit test_asio_memory test_asio_redis test_asio_resp test_asio_cancel
-            test_asio_redis_edges test_asio_redis_faults)
+            test_asio_redis_edges test_asio_redis_faults test_asio_source_queue)
 if [ "${1:-}" = "--quick" ]; then
   configs=(gcc-17)
 elif [ $# -gt 0 ]; then

@@ -62,6 +62,28 @@
 
 namespace dlq {
 
+namespace detail {
+
+/// The name rule of every source queue: a queue name is never empty (`where`: the
+/// operation; `component`: the message's prefix, "source" or the backend's).
+/// @throws dlq::invalid_argument
+inline void check_source_queue(const char* component, std::string_view queue, const char* where) {
+  if (queue.empty())
+    throw invalid_argument(
+        message(component, where, "the queue name is empty", "pass the queue's name"));
+}
+/// check_source_queue(), and a consumer name is never empty either.
+/// @throws dlq::invalid_argument
+inline void check_source_names(const char* component, std::string_view queue,
+                               std::string_view consumer, const char* where) {
+  check_source_queue(component, queue, where);
+  if (consumer.empty())
+    throw invalid_argument(message(component, where, "the consumer name is empty",
+                                   "name each worker thread, e.g. \"host-7/2\""));
+}
+
+}  // namespace detail
+
 /// One job taken from a source queue (see the file comment). Pass it back unchanged to
 /// ack() or nack().
 struct SourceJob {
@@ -140,15 +162,10 @@ class MemorySourceQueue {
 
  private:
   static void check(std::string_view queue, const char* where) {
-    if (queue.empty())
-      throw invalid_argument(
-          detail::message("source", where, "the queue name is empty", "pass the queue's name"));
+    detail::check_source_queue("source", queue, where);
   }
   static void check(std::string_view queue, std::string_view consumer, const char* where) {
-    check(queue, where);
-    if (consumer.empty())
-      throw invalid_argument(detail::message("source", where, "the consumer name is empty",
-                                             "name each worker thread, e.g. \"host-7/2\""));
+    detail::check_source_names("source", queue, consumer, where);
   }
   static std::vector<std::string_view> payloads(const std::vector<SourceJob>& jobs) {
     std::vector<std::string_view> out;
@@ -163,15 +180,18 @@ class MemorySourceQueue {
 
 /// Dead-letters a job taken from `source` whose retries are exhausted, then acks it: the
 /// payload goes to `dlq` byte for byte with `failure`, and only once it is stored does the
-/// job leave `consumer`'s in-flight list. Returns the dead letter's id.
+/// job leave `consumer`'s in-flight list. Returns the dead letter's id. An empty queue or
+/// consumer name is refused before anything is sent.
 /// When send_to_dlq throws (server gone, timed out…) the job stays in flight and the
 /// exception propagates: the job is delivered again (take() by the same consumer, or
 /// recover()), never lost. A crash between the send and the ack dead-letters the job twice
 /// on its next failure (at-least-once; both entries carry the same payload and job_id).
-/// @throws what `dlq.send_to_dlq` and `source.ack` throw.
+/// @throws dlq::invalid_argument for an empty name; what `dlq.send_to_dlq` and `source.ack`
+///         throw.
 template <class Source, class Queue>
 std::string dead_letter(Source& source, Queue& dlq, std::string_view queue,
                         std::string_view consumer, const SourceJob& job, const Failure& failure) {
+  detail::check_source_names("source", queue, consumer, "dead_letter");
   std::string id = dlq.send_to_dlq(queue, job.payload, failure);
   source.ack(queue, consumer, std::vector<SourceJob>{job});
   return id;

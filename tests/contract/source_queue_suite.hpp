@@ -193,6 +193,23 @@ TEMPLATE_TEST_CASE("source queue: dead_letter stores the job, then acks it", "[s
   CHECK(payloads(jobs.take("orders", "w1", 2)) == std::vector<std::string>{R"({"order":1})"});
 }
 
+TEMPLATE_TEST_CASE("source queue: dead_letter with an empty name stores nothing", "[source]",
+                   DLQ_SOURCE_FIXTURES) {
+  TestType f;
+  auto& jobs = f.jobs();
+  auto& dlq = f.dlq();
+  jobs.push("orders", "j");
+  auto taken = jobs.take("orders", "w1", 1);
+  REQUIRE(taken.size() == 1);
+  // The ack would refuse the name after the send: the entry must not be stored first.
+  CHECK_THROWS_AS(dlq::dead_letter(jobs, dlq, "orders", "", taken[0], failure("e", 3)),
+                  dlq::invalid_argument);
+  CHECK_THROWS_AS(dlq::dead_letter(jobs, dlq, "", "w1", taken[0], failure("e", 3)),
+                  dlq::invalid_argument);
+  CHECK(dlq.size("orders") == 0);
+  CHECK(jobs.in_flight("orders", "w1") == 1);  // still held
+}
+
 TEMPLATE_TEST_CASE("source queue: fail_job requeues before the last attempt, then dead-letters",
                    "[source]", DLQ_SOURCE_FIXTURES) {
   TestType f;

@@ -62,13 +62,15 @@ class RedisListStorage {
   using async_storage_tag = void;
   using executor_type = ::asio::any_io_executor;
 
-  /// Connects lazily to `connection` with the key layout of `options` (only dead_key is
-  /// used: the async path pushes and reads dead lists; the pool settings do not apply).
-  /// @throws dlq::invalid_argument when the dead_key pattern does not have exactly one `*`,
-  ///         or RedisListOptions::replicas_to_ack is not 0 (not supported here yet).
+  /// Connects lazily to `connection` with the key layout of `options` (dead_key for the dead
+  /// lists, source_key for dlq::asio::AsyncSourceQueue; the pool settings do not apply).
+  /// @throws dlq::invalid_argument when the dead_key or source_key pattern does not have
+  ///         exactly one `*`, or RedisListOptions::replicas_to_ack is not 0 (not supported
+  ///         here yet).
   RedisListStorage(executor_type executor, redis::ConnectionOptions connection,
                    const RedisListOptions& options = {})
       : dead_(redis::KeyPattern::parse(options.dead_key, "RedisListOptions::dead_key")),
+        source_(redis::KeyPattern::parse(options.source_key, "RedisListOptions::source_key")),
         conn_(std::make_shared<RedisConnection>(std::move(executor), std::move(connection))),
         link_(RedisClusterRouter::make(conn_)) {
     if (options.replicas_to_ack != 0) {
@@ -94,6 +96,21 @@ class RedisListStorage {
   executor_type get_executor() const noexcept { return conn_->get_executor(); }
   /// The Redis key of a queue's dead list.
   std::string key(std::string_view queue) const { return dead_.key(queue); }
+  /// The Redis key of a queue's source list (RedisListOptions::source_key), as the blocking
+  /// storage's source_key(): where dlq::asio::AsyncSourceQueue takes jobs from.
+  std::string source_key(std::string_view queue) const { return source_.key(queue); }
+
+  /// For dlq's own asynchronous operations (dlq::asio::AsyncSourceQueue): one command whose
+  /// keys are all in `key`'s slot, appended as RESP by `format(std::string& out)` during the
+  /// call, sent through the router (the URL's connection on a single server, the slot's
+  /// master on a cluster) as RedisClusterRouter::execute_inline. `done` runs on the executor,
+  /// never inside this call.
+  template <class Format>
+  void execute_inline(std::string_view key, Format&& format, bool write, const char* label_prefix,
+                      std::string label, RedisConnection::inline_callback done) {
+    link_->execute_inline(key, std::forward<Format>(format), write, label_prefix, std::move(label),
+                          std::move(done));
+  }
 
   /// Appends `envelopes` to the queue's dead list in one command: RPUSH when `max_length`
   /// is 0; else, with `evict_oldest`, the capped push script (the evicted items are
@@ -274,6 +291,7 @@ class RedisListStorage {
   }
 
   redis::KeyPattern dead_;
+  redis::KeyPattern source_;
   std::shared_ptr<RedisConnection> conn_;
   std::shared_ptr<RedisClusterRouter> link_;  // every command goes through it
 };

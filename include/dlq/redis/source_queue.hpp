@@ -23,6 +23,9 @@
 /// jobs in flight, where the next take() of the same consumer or recover() finds them.
 /// On lists a job is identified by its bytes: ack/nack remove one in-flight item equal to
 /// the payload (identical payloads are interchangeable).
+/// Key names, scripts, arguments, bounds and name checks are those of
+/// dlq/redis/source_protocol.hpp, shared with the asynchronous dlq::asio::AsyncSourceQueue;
+/// this class only does their I/O (EVALSHA through the storage's pool and router).
 #pragma once
 
 #include <algorithm>
@@ -40,60 +43,10 @@
 #include "dlq/redis/connection.hpp"
 #include "dlq/redis/list_storage.hpp"
 #include "dlq/redis/script.hpp"
+#include "dlq/redis/source_protocol.hpp"
 #include "dlq/source_queue.hpp"
 
 namespace dlq {
-
-namespace detail {
-
-// KEYS: source, in-flight, consumers. ARGV: max, consumer.
-inline constexpr std::string_view source_take_script = R"lua(
-local max = tonumber(ARGV[1])
-local held = redis.call('LRANGE', KEYS[2], 0, max - 1)
-if #held > 0 then return held end
-local out = {}
-for i = 1, max do
-  local v = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
-  if not v then break end
-  out[i] = v
-end
-if #out > 0 then redis.call('SADD', KEYS[3], ARGV[2]) end
-return out
-)lua";
-
-// KEYS: in-flight, source, consumers. ARGV: requeue ("1"/"0"), consumer, payloads...
-inline constexpr std::string_view source_settle_script = R"lua(
-if ARGV[1] == '1' then
-  local t = redis.call('TYPE', KEYS[2]).ok
-  if t ~= 'list' and t ~= 'none' then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is a ' .. t .. ', not a list; nothing was moved')
-  end
-end
-local n = 0
-for i = 3, #ARGV do
-  if redis.call('LREM', KEYS[1], 1, ARGV[i]) == 1 then
-    n = n + 1
-    if ARGV[1] == '1' then redis.call('RPUSH', KEYS[2], ARGV[i]) end
-  end
-end
-if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[2]) end
-return n
-)lua";
-
-// KEYS: in-flight, source, consumers. ARGV: consumer, max.
-inline constexpr std::string_view source_recover_script = R"lua(
-local n = 0
-local max = tonumber(ARGV[2])
-while n < max do
-  local v = redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT')
-  if not v then break end
-  n = n + 1
-end
-if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[1]) end
-return n
-)lua";
-
-}  // namespace detail
 
 /// The source lists of a RedisListStorage behind the source-queue interface (see the file
 /// comment and dlq/source_queue.hpp). A handle: it refers to the storage, which must outlive
@@ -109,10 +62,12 @@ class RedisSourceQueue {
   std::string key(std::string_view queue) const { return storage_->source_key(queue); }
   /// The key of the list of jobs `consumer` holds from `queue`.
   std::string in_flight_key(std::string_view queue, std::string_view consumer) const {
-    return key(queue) + ":inflight:" + std::string(consumer);
+    return redis::source::in_flight_key(key(queue), consumer);
   }
   /// The key of the set of consumers that hold jobs from `queue`.
-  std::string consumers_key(std::string_view queue) const { return key(queue) + ":consumers"; }
+  std::string consumers_key(std::string_view queue) const {
+    return redis::source::consumers_key(key(queue));
+  }
 
   /// Appends a job at the tail of `queue`: one RPUSH.
   /// @throws dlq::invalid_argument (empty queue name, or a layout Redis Cluster cannot hold);
@@ -145,24 +100,18 @@ class RedisSourceQueue {
   /// @throws as push(); a timeout leaves any moved jobs in `consumer`'s in-flight list.
   std::vector<SourceJob> take(std::string_view queue, std::string_view consumer,
                               std::size_t max = 1) {
-    check(queue, consumer, "take");
-    max = std::min<std::size_t>(std::max<std::size_t>(max, 1), 1000);
-    const std::string k = key(queue), held = in_flight_key(queue, consumer),
-                      set = consumers_key(queue);
+    redis::source::check(queue, consumer, "take");
+    const redis::source::Keys k = redis::source::keys(key(queue), consumer);
+    const std::string count = redis::source::take_count_arg(max);
     std::vector<std::string> payloads = run_script(
-        k, scripts_->take, "source take script on " + k,
+        k.source, scripts_->take, redis::source::label("take", k.source),
         [&](redis::Command& c) {
-          c.arg(3).arg(std::string_view(k)).arg(std::string_view(held)).arg(std::string_view(set));
-          c.arg(max).arg(consumer);
+          redis::source::take_args(k, consumer, count, [&c](std::string_view a) { c.arg(a); });
         },
         [](const redis::Reply& r, const redis::Connection& conn, const std::string& label) {
           return redis::strings(r, conn, label);
         });
-    std::vector<SourceJob> out;
-    out.reserve(payloads.size());
-    for (std::string& p : payloads)
-      out.push_back(SourceJob{{}, std::move(p), 0});
-    return out;
+    return redis::source::jobs_of(std::move(payloads));
   }
 
   /// Removes finished jobs from `consumer`'s in-flight list: one script. Returns how many
@@ -186,26 +135,20 @@ class RedisSourceQueue {
   /// jobs). Returns how many.
   /// @throws as push().
   std::size_t recover(std::string_view queue, std::string_view consumer) {
-    check(queue, consumer, "recover");
-    const std::string k = key(queue), held = in_flight_key(queue, consumer),
-                      set = consumers_key(queue);
-    constexpr long long chunk = 1000;
+    redis::source::check(queue, consumer, "recover");
+    const redis::source::Keys k = redis::source::keys(key(queue), consumer);
     std::size_t moved = 0;
     for (;;) {
       const long long n = run_script(
-          k, scripts_->recover, "source recover script on " + held,
+          k.source, scripts_->recover, redis::source::label("recover", k.in_flight),
           [&](redis::Command& c) {
-            c.arg(3)
-                .arg(std::string_view(held))
-                .arg(std::string_view(k))
-                .arg(std::string_view(set));
-            c.arg(consumer).arg(chunk);
+            redis::source::recover_args(k, consumer, [&c](std::string_view a) { c.arg(a); });
           },
           [](const redis::Reply& r, const redis::Connection& conn, const std::string& label) {
             return redis::integer(r, conn, label);
           });
       moved += static_cast<std::size_t>(n);
-      if (n < chunk) return moved;
+      if (!redis::source::recover_again(n)) return moved;
     }
   }
 
@@ -237,9 +180,9 @@ class RedisSourceQueue {
 
  private:
   struct Scripts {
-    redis::Script take{"source take script", std::string(detail::source_take_script)};
-    redis::Script settle{"source settle script", std::string(detail::source_settle_script)};
-    redis::Script recover{"source recover script", std::string(detail::source_recover_script)};
+    redis::Script take{"source take script", std::string(redis::source::take_script)};
+    redis::Script settle{"source settle script", std::string(redis::source::settle_script)};
+    redis::Script recover{"source recover script", std::string(redis::source::recover_script)};
   };
   using Lease = std::optional<redis::ConnectionPool::Lease>;
   template <class Read>
@@ -247,15 +190,10 @@ class RedisSourceQueue {
                                            const std::string&>;
 
   static void check(std::string_view queue, const char* where) {
-    if (queue.empty())
-      throw invalid_argument(
-          detail::message("redis", where, "the queue name is empty", "pass the queue's name"));
+    redis::source::check(queue, where);
   }
   static void check(std::string_view queue, std::string_view consumer, const char* where) {
-    check(queue, where);
-    if (consumer.empty())
-      throw invalid_argument(detail::message("redis", where, "the consumer name is empty",
-                                             "name each worker thread, e.g. \"host-7/2\""));
+    redis::source::check(queue, consumer, where);
   }
 
   // The router, after the storage checked that its layout suits the server (Cluster: hash
@@ -309,17 +247,14 @@ class RedisSourceQueue {
 
   std::size_t settle(std::string_view queue, std::string_view consumer,
                      const std::vector<SourceJob>& jobs, bool requeue, const char* where) {
-    check(queue, consumer, where);
+    redis::source::check(queue, consumer, where);
     if (jobs.empty()) return 0;
-    const std::string k = key(queue), held = in_flight_key(queue, consumer),
-                      set = consumers_key(queue);
+    const redis::source::Keys k = redis::source::keys(key(queue), consumer);
     const long long n = run_script(
-        k, scripts_->settle, std::string("source ") + where + " script on " + held,
+        k.source, scripts_->settle, redis::source::label(where, k.in_flight),
         [&](redis::Command& c) {
-          c.arg(3).arg(std::string_view(held)).arg(std::string_view(k)).arg(std::string_view(set));
-          c.arg(std::string_view(requeue ? "1" : "0")).arg(consumer);
-          for (const SourceJob& j : jobs)
-            c.arg(std::string_view(j.payload));
+          redis::source::settle_args(k, consumer, jobs, requeue,
+                                     [&c](std::string_view a) { c.arg(a); });
         },
         [](const redis::Reply& r, const redis::Connection& conn, const std::string& label) {
           return redis::integer(r, conn, label);
