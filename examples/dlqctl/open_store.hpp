@@ -208,7 +208,9 @@ inline dlq::postgres::Options postgres_options(const StoreSettings& s) {
   const auto hint = call == std::string::npos ? call : what.rfind("; ", call);
   if (hint != std::string::npos)
     what = what.substr(0, hint) + "; run: " + migrate_command(url) +
-           " (once, a deployment step; the store never creates tables)";
+           (dlq::redact_url(url) != url ? " (the same --store URL; its credentials are masked here)"
+                                        : "") +
+           " once, a deployment step (the store never creates tables)";
   throw dlq::postgres::schema_error(what);
 }
 

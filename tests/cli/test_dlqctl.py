@@ -727,7 +727,7 @@ def test_migrate(b, q):
     exactly that command; migrate is idempotent and prints the schema version."""
     rc, out, err = expect(run("count", q), 2, "count before migrate: the store fails")
     check(one_line(err) and "no dlq tables" in err
-          and f"run: dlqctl migrate --store '{STORE}'" in err,
+          and f"run: dlqctl migrate --store '{b.where}' (the same --store" in err,
           "the schema error names the exact dlqctl migrate command", err)
     check("dlq::postgres::migrate" not in err, "not the C++ call", err)
     rc, out, err = expect(run("migrate"), 0, "migrate (first)")
@@ -740,6 +740,8 @@ def test_migrate(b, q):
                           "migrate of a SQLite store is bad usage")
     check(one_line(err) and "PostgreSQL" in err, "says migrate is for PostgreSQL", err)
     expect(run("count", q), 0, "count after migrate")
+    # As on SQLite (main): a queue that has some, for test_where_things_are.
+    expect(run("send", "init", "--error", "e", "--payload", "{}"), 0, "send after migrate")
 
 
 def test_console(b, q):
@@ -807,7 +809,8 @@ def main():
         database = f"dlqctl_e2e_{os.getpid()}"  # fresh: no dlq tables until test_migrate
         Backend("postgres", server, server).psql(f"CREATE DATABASE {database}")
         STORE = server.rsplit("/", 1)[0] + "/" + database
-        backend = Backend("postgres", STORE, STORE)
+        # where: the URL as dlqctl shows it (user and password masked)
+        backend = Backend("postgres", STORE, re.sub(r"//[^@/]*@", "//***@", STORE))
     else:
         path = os.path.join(tmp.name, "e2e.db")
         STORE = "sqlite://" + path
