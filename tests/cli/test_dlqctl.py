@@ -306,7 +306,8 @@ def test_sigint(b, q):
     left = int(run("count", q)[1])
     source = b.source(q)
     distinct = {json.loads(x)["n"] for x in source}
-    if b.kind == "redis":  # every batch moves atomically: exactly once
+    if b.kind in ("redis", "postgres"):  # every batch moves atomically: exactly once
+        # (PostgreSQL: the JobQueue in the same database, one transaction per step)
         check(left + len(source) == n, "hard stop: every entry in exactly one place", (left, len(source)))
     else:  # push first, then remove: at-least-once, never lost
         check(left + len(distinct) >= n, "hard stop: nothing lost", (left, len(distinct)))
