@@ -5,6 +5,8 @@
 //   example_05_worker                                   in memory: the whole story, self-checked
 //   example_05_worker --store sqlite:///tmp/demo.db --queue orders [--fixed] [--done FILE]
 //   example_05_worker --store redis://127.0.0.1:6379/0 --queue orders [--fixed]
+//   example_05_worker --store postgres://user@host/db --queue orders [--fixed]
+//                     (after `dlqctl migrate --store URL`: the jobs in a kv::JobQueue there)
 //                     (any Redis URL: rediss://host:6380?ca_file=ca.pem for TLS, unix://…)
 //   example_05_worker --store ... --queue orders --produce 3000     enqueue demo orders, exit
 //
@@ -33,6 +35,9 @@
 #endif
 #if DLQ_EXAMPLE_WITH_REDIS
 #include <dlq/redis.hpp>
+#endif
+#if DLQ_EXAMPLE_WITH_POSTGRES
+#include <dlq/postgres.hpp>
 #endif
 
 namespace {
@@ -234,6 +239,16 @@ int main(int argc, char** argv) {
       dlq::kv::JobQueue<> jobs(store);
       // Dead letters in the same file; replay pushes them back into the job queue.
       using Storage = dlq::KeyValueStorage<dlq::kv::SqliteStore, dlq::kv::JobQueue<>>;
+      dlq::DeadLetterQueue<Storage> dlq(Storage(store, jobs));
+      return run(jobs, dlq, s);
+    }
+#endif
+#if DLQ_EXAMPLE_WITH_POSTGRES
+    if (s.store.rfind("postgres://", 0) == 0 || s.store.rfind("postgresql://", 0) == 0) {
+      dlq::kv::PostgresStore store(s.store);  // the tables: dlqctl migrate (never on first use)
+      dlq::kv::JobQueue<dlq::kv::PostgresStore> jobs(store);
+      // Dead letters in the same database; replay moves them back in one transaction.
+      using Storage = dlq::KeyValueStorage<dlq::kv::PostgresStore, decltype(jobs)>;
       dlq::DeadLetterQueue<Storage> dlq(Storage(store, jobs));
       return run(jobs, dlq, s);
     }

@@ -8,11 +8,14 @@
 #   scripts/demo.sh                              SQLite, in a fresh temporary directory
 #   scripts/demo.sh --store redis://127.0.0.1:6379/0    the same story on Redis (any Redis URL:
 #                                                rediss://…?ca_file=… for TLS, unix://…)
+#   scripts/demo.sh --store postgres://user@127.0.0.1/db   on PostgreSQL: a server you run
+#                                                (docs/postgres.md); the demo runs dlqctl migrate
 #   scripts/demo.sh --jobs 10000                 more orders
 #   scripts/demo.sh --no-install --build-dir DIR use binaries already built in DIR (as ctest
 #                                                does); nothing is installed or built
 #
-# On Redis it uses its own queue name (dlq-demo-<pid>) and deletes its keys at the end.
+# On Redis and PostgreSQL it uses its own queue name (dlq-demo-<pid>) and deletes its entries
+# at the end.
 # Exit status: 0 when every order was processed exactly as the story says, 1 otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +30,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
     --no-install) install=0; shift ;;
     --build-dir) build_dir=${2:?--build-dir needs a directory}; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "demo.sh: unknown option '$1' (see scripts/demo.sh --help)" >&2; exit 1 ;;
   esac
 done
@@ -37,6 +40,7 @@ case "$jobs" in ''|*[!0-9]*) echo "demo.sh: --jobs takes a number" >&2; exit 1 ;
 if [ "$install" = 1 ]; then
   packages=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libsqlite3-dev libcli11-dev
             libhiredis-dev)
+  case "$store" in postgres://*|postgresql://*) packages+=(libpq-dev) ;; esac
   missing=()
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -111,6 +115,12 @@ number() {  # the number in the first match of pattern $1 on stdin; 0 when none
 # before the query, and every password= value.
 redacted_store=$(sed -E 's#^([A-Za-z][A-Za-z0-9+.-]*://)[^/?][^?]*@#\1***@#; s#(password=)[^&]*#\1***#g' <<<"$store")
 printf '%sdlq demo%s: %d orders, store %s, queue %s\n' "$bold" "$off" "$jobs" "$redacted_store" "$queue"
+
+case "$store" in
+  postgres://*|postgresql://*)  # the tables are made explicitly, once per database
+    step "0. The dlq tables are created in the database (idempotent; a deployment step)"
+    show "$dlqctl" migrate | indent ;;
+esac
 
 # --- 1. produce -------------------------------------------------------------------------------
 step "1. A producer enqueues $jobs orders; about 5% are poison for the worker's current version"

@@ -71,6 +71,9 @@ struct Io {
   /// Runs `dlqctl doctor` (doctor.hpp; set by the binary when built with Redis): prints the
   /// report on the stream, returns 0 or exit_doctor. Empty: doctor says it is not built.
   std::function<int(const doctor::Request&, std::ostream&)> doctor;
+  /// Runs `dlqctl migrate` (open_store.hpp's migrate_postgres; set by the binary when built
+  /// with PostgreSQL): prints the schema version left. Empty: migrate says it is not built.
+  std::function<int(const StoreSettings&, std::ostream&)> migrate;
   /// A replay must run this long before its progress bar appears.
   std::chrono::milliseconds progress_delay{500};
 };
@@ -1043,6 +1046,23 @@ inline void add_doctor_command(CLI::App& app, Args& a) {
       ->capture_default_str();
 }
 
+// The command migrate: creates or upgrades a PostgreSQL store's tables (open_store.hpp).
+inline void add_migrate_command(CLI::App& app) {
+  app.add_subcommand("migrate",
+                     "create or upgrade the dlq tables of a postgres:// store (idempotent; "
+                     "prints the schema version it leaves)");
+}
+
+// Runs `dlqctl migrate` through io.migrate (the binary sets it when built with PostgreSQL).
+inline int run_migrate(Io& io, const Args& a) {
+  if (!io.migrate) {
+    throw dlq::invalid_argument(dlq::detail::message(
+        "dlqctl", "migrate", "this dlqctl was built without PostgreSQL support",
+        "rebuild it with libpq and SQLite installed (apt-get install libpq-dev libsqlite3-dev)"));
+  }
+  return io.migrate(a.store, io.out);
+}
+
 /// What `serve` does, in the command list and in serve.hpp's own parser (one wording).
 inline constexpr const char* serve_summary =
     "serve the operator console: the web UI, /metrics, /healthz (dlqctl serve --help)";
@@ -1113,6 +1133,7 @@ inline int run_command(Io& io, const Opener& open, Args& a, const std::string& c
     a.store.create_if_missing = command == "send";
     if (a.store.actor.empty()) a.store.actor = os_user();
     if (command == "doctor") return run_doctor(io, a);
+    if (command == "migrate") return run_migrate(io, a);
     if (command == "serve") {  // the binary handles serve before run() when it has it
       throw dlq::invalid_argument(dlq::detail::message(
           "dlqctl", "serve", "this dlqctl was built without the console",
@@ -1161,7 +1182,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   app.require_subcommand(1);
   app.set_version_flag("--version", description());
   app.footer("Store URLs: Redis " + std::string(dlq::redis::url_forms) +
-             "; SQLite sqlite:///path/file.db\n"
+             "; SQLite sqlite:///path/file.db; PostgreSQL postgres://user@host/db\n"
              "Exit codes: 0 ok, 1 bad usage or input, 2 store unreachable/failed, 3 not found, "
              "4 doctor found a problem, 130 replay interrupted (nothing lost)\n"
              "Run 'dlqctl COMMAND --help' for a command's options.");
@@ -1172,6 +1193,7 @@ inline int run(const std::vector<std::string>& args, Io& io, const Opener& open)
   detail::add_report_commands(app, a);
   detail::add_ops_commands(app, a, replay);
   detail::add_doctor_command(app, a);
+  detail::add_migrate_command(app);
   detail::add_serve_entry(app);
 
   std::vector<const char*> argv;

@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
 #if DLQCTL_WITH_REDIS
   io.doctor = dlqctl::doctor::run;
 #endif
+#if DLQCTL_WITH_POSTGRES
+  io.migrate = dlqctl::migrate_postgres;
+#endif
 #if DLQCTL_WITH_HTTP
   if (dlqctl::is_serve(args)) return dlqctl::serve(args, io, dlqctl::open_store);
 #endif

@@ -11,10 +11,18 @@
 ///    takes jobs from); `waiting` is the job queue's length. Only `send` creates a missing
 ///    file: every other command says the file does not exist (a typo must not look like an
 ///    empty queue).
+///  - postgres://… / postgresql://… (libpq's URL, every libpq parameter)  dlq::KeyValueStorage
+///    over dlq::kv::PostgresStore (schema "dlq"), replaying into a dlq::kv::JobQueue in the
+///    same database (exactly-once: one transaction per step); `waiting` is its length. The
+///    tables are made by `dlqctl migrate --store URL` (migrate_postgres), never on first use.
+///    Built when dlqctl has dlq::postgres and dlq::sqlite (JobQueue lives in dlq::sqlite).
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,6 +43,9 @@
 
 #include <dlq/sqlite.hpp>
 #endif
+#if DLQCTL_WITH_POSTGRES
+#include <dlq/postgres.hpp>
+#endif
 
 namespace dlqctl {
 
@@ -52,7 +63,20 @@ inline std::string url_scheme(std::string_view url) {
 /// The store URL forms dlqctl takes, for errors and help: dlq::redis::url_forms (every
 /// Redis form, TLS included) and SQLite's.
 inline std::string store_url_forms() {
-  return "a Redis URL (" + std::string(dlq::redis::url_forms) + ") or sqlite:///path/file.db";
+  return "a Redis URL (" + std::string(dlq::redis::url_forms) +
+         "), sqlite:///path/file.db or postgres://user@host/database";
+}
+
+/// True for a PostgreSQL store URL: postgres:// or postgresql:// (any case).
+inline bool is_postgres_url(std::string_view url) {
+  const std::string s = url_scheme(url);
+  return s == "postgres" || s == "postgresql";
+}
+
+/// The command that creates the dlq tables of the PostgreSQL store `url` (password masked):
+/// what every schema_error dlqctl reports tells the user to run.
+inline std::string migrate_command(const std::string& url) {
+  return "dlqctl migrate --store '" + dlq::redact_url(url) + "'";
 }
 
 namespace detail {
@@ -164,7 +188,84 @@ inline std::unique_ptr<Store> open_sqlite(const StoreSettings& s) {
 }
 #endif
 
+#if DLQCTL_WITH_POSTGRES
+inline dlq::postgres::Options postgres_options(const StoreSettings& s) {
+  if (!s.dlq_key.empty() || !s.queue_key.empty() || !s.corrupt_key.empty())
+    throw dlq::invalid_argument(dlq::detail::message(
+        "dlqctl", "--store " + dlq::redact_url(s.url),
+        "--dlq-key, --queue-key and --corrupt-key are for Redis", "drop them for a postgres:// store"));
+  dlq::postgres::Options o;
+  o.connect_timeout = std::max(std::chrono::seconds(2),  // libpq's unit and minimum
+                               std::chrono::duration_cast<std::chrono::seconds>(s.timeout));
+  o.max_idle_connections = s.pool_size;
+  return o;
+}
+
+// The library's schema_error names its C++ call; a dlqctl user runs `dlqctl migrate`.
+[[noreturn]] inline void rethrow_for_cli(const dlq::postgres::schema_error& e, const std::string& url) {
+  std::string what = e.what();
+  const auto call = what.find("run dlq::postgres::migrate");
+  const auto hint = call == std::string::npos ? call : what.rfind("; ", call);
+  if (hint != std::string::npos)
+    what = what.substr(0, hint) + "; run: " + migrate_command(url) +
+           (dlq::redact_url(url) != url ? " (the same --store URL; its credentials are masked here)"
+                                        : "") +
+           " once, a deployment step (the store never creates tables)";
+  throw dlq::postgres::schema_error(what);
+}
+
+inline std::unique_ptr<Store> open_postgres(const StoreSettings& s) {
+  const dlq::postgres::Options po = postgres_options(s);
+  std::optional<dlq::kv::PostgresStore> pg;
+  try {
+    pg.emplace(s.url, po);
+  } catch (const dlq::postgres::schema_error& e) {
+    rethrow_for_cli(e, s.url);
+  }
+  dlq::kv::JobQueue<dlq::kv::PostgresStore> jobs(*pg);
+  using storage_t = dlq::KeyValueStorage<dlq::kv::PostgresStore, decltype(jobs)>;
+  dlq::Options options;
+  options.actor = s.actor;  // the audit trail's "who"
+  options.log = s.log;
+  dlq::KeyValueOptions kv_options;
+  kv_options.audit_retention = s.audit_retention;
+  const std::string where = dlq::redact_url(s.url);
+  auto store = std::make_unique<DlqStore<storage_t>>(
+      "postgres " + where, storage_t(*pg, jobs, std::move(kv_options)), std::move(options));
+  store->set_waiting([jobs](std::string_view queue) mutable -> std::optional<std::size_t> {
+    return jobs.size(queue);
+  });
+  store->set_destination([jobs, where](std::string_view queue) {
+    return "the job queue " + jobs.ready_collection(queue) + " in " + where +
+           " (dlq::kv::JobQueue<PostgresStore>, schema \"dlq\": workers read it with "
+           "JobQueue::take; an application that reads its own queue replays from its own code "
+           "with its own sink, see the README)";
+  });
+  return store;
+}
+#endif
+
 }  // namespace detail
+
+#if DLQCTL_WITH_POSTGRES
+/// `dlqctl migrate`: creates or upgrades the dlq tables of the PostgreSQL store
+/// `settings.url` (dlq::postgres::migrate: one transaction, idempotent) and prints the
+/// schema version it left, and the one it found, on `out`.
+inline int migrate_postgres(const StoreSettings& settings, std::ostream& out) {
+  if (!is_postgres_url(settings.url))
+    throw dlq::invalid_argument(dlq::detail::message(
+        "dlqctl", "migrate --store '" + dlq::redact_url(settings.url) + "'",
+        "migrate creates the tables of a PostgreSQL store",
+        "give postgres://… or postgresql://… (Redis and SQLite need no migration)"));
+  const dlq::postgres::Migration m =
+      dlq::postgres::migrate(settings.url, detail::postgres_options(settings));
+  out << "schema version " << m.to
+      << (m.from == m.to ? " (already current)"
+                         : " (was " + (m.from == 0 ? std::string("none") : std::to_string(m.from)) + ")")
+      << '\n';
+  return 0;
+}
+#endif
 
 /// Opens the store `settings.url` names (see the file comment).
 /// @throws dlq::invalid_argument for a URL this build cannot open (says which forms it can);
@@ -182,6 +283,13 @@ inline std::unique_ptr<Store> open_store(const StoreSettings& settings) {
     return detail::open_sqlite(settings);
 #else
     throw detail::not_built("SQLite", "SQLite (apt-get install libsqlite3-dev)");
+#endif
+  }
+  if (is_postgres_url(settings.url)) {
+#if DLQCTL_WITH_POSTGRES
+    return detail::open_postgres(settings);
+#else
+    throw detail::not_built("PostgreSQL", "libpq and SQLite (apt-get install libpq-dev libsqlite3-dev)");
 #endif
   }
   throw dlq::invalid_argument(

@@ -4,6 +4,9 @@
     test_dlqctl.py --dlqctl PATH --store sqlite          a fresh SQLite file in a temp dir
     test_dlqctl.py --dlqctl PATH --store redis           the test Redis: its URL is in the file
                                                          named by $DLQ_TEST_REDIS_URL_FILE
+    test_dlqctl.py --dlqctl PATH --store postgres        a fresh database on the test PostgreSQL
+                                                         ($DLQ_TEST_POSTGRES_URL_FILE), made with
+                                                         `dlqctl migrate`; read back with psql
 
 Every command, --json output parsed back, exit codes (bad usage 1, unreachable store 2,
 missing id 3), byte-exact replay into the real source queue, corrupt data, a replay stopped by
@@ -67,10 +70,22 @@ class Backend:
             import redis  # python3-redis
             self.r = redis.Redis.from_url(url)
 
+    def psql(self, sql):
+        """Runs `sql` on the PostgreSQL store with psql; its rows (unaligned, tuples only)."""
+        p = subprocess.run(["psql", self.url, "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                           capture_output=True, timeout=60)
+        if p.returncode != 0:
+            raise RuntimeError("psql: " + p.stderr.decode(errors="replace"))
+        return p.stdout.decode().splitlines()
+
     def source(self, queue):
         """Payloads waiting in the source queue, oldest first (bytes)."""
         if self.kind == "redis":
             return self.r.lrange("queue:{%s}" % queue, 0, -1)
+        if self.kind == "postgres":  # the kv::JobQueue in the same database (schema dlq)
+            rows = self.psql("SELECT encode(value, 'hex') FROM dlq.dlq_records WHERE collection = "
+                             "'\\x%s'::bytea ORDER BY version" % ("jobs:{%s}:ready" % queue).encode().hex())
+            return [bytes.fromhex(r) for r in rows]
         with sqlite3.connect(self.where) as db:
             rows = db.execute("SELECT value FROM dlq_records WHERE collection = ? ORDER BY version",
                               ("jobs:{%s}:ready" % queue,)).fetchall()
@@ -79,6 +94,12 @@ class Backend:
     def plant_corrupt(self, queue, raw):
         if self.kind == "redis":
             self.r.rpush("dlq:{%s}" % queue, raw)
+            return
+        if self.kind == "postgres":
+            self.psql("INSERT INTO dlq.dlq_records (collection, id, value) VALUES "
+                      "('\\x%s'::bytea, '\\x%s'::bytea, '\\x%s'::bytea)"
+                      % (("dlq:{%s}:dead" % queue).encode().hex(),
+                         ("planted-%d" % time.monotonic_ns()).encode().hex(), raw.hex()))
             return
         with sqlite3.connect(self.where, timeout=30) as db:
             db.execute("INSERT INTO dlq_records (collection, id, value) VALUES (?, ?, ?)",
@@ -285,7 +306,8 @@ def test_sigint(b, q):
     left = int(run("count", q)[1])
     source = b.source(q)
     distinct = {json.loads(x)["n"] for x in source}
-    if b.kind == "redis":  # every batch moves atomically: exactly once
+    if b.kind in ("redis", "postgres"):  # every batch moves atomically: exactly once
+        # (PostgreSQL: the JobQueue in the same database, one transaction per step)
         check(left + len(source) == n, "hard stop: every entry in exactly one place", (left, len(source)))
     else:  # push first, then remove: at-least-once, never lost
         check(left + len(distinct) >= n, "hard stop: nothing lost", (left, len(distinct)))
@@ -653,9 +675,9 @@ def test_where_things_are(b, q):
     explained instead of a bare 0."""
     expect(run("send", q, "--error", "e", "--payload", '{"n":1}'), 0, "send")
     rc, out, err = expect(run("replay", q, "--all"), 0, "replay --all")
-    if b.kind == "sqlite":
+    if b.kind in ("sqlite", "postgres"):
         check("they went to the job queue jobs:{%s}:ready in %s" % (q, b.where) in err,
-              "replay on SQLite names the kv::JobQueue list and the file", err)
+              "replay on SQLite/PostgreSQL names the kv::JobQueue list and the store", err)
     else:
         check("they went to the Redis list queue:{%s}" % q in err,
               "replay on Redis names the source list", err)
@@ -692,11 +714,85 @@ def test_where_things_are(b, q):
     check(b"jobs:{QUEUE}:ready" in out, "replay --help names the SQLite destination", out)
 
 
+def postgres_server_url():
+    url_file = os.environ.get("DLQ_TEST_POSTGRES_URL_FILE")
+    if not url_file or not os.path.exists(url_file):
+        print(f"FAIL: no test PostgreSQL: DLQ_TEST_POSTGRES_URL_FILE={url_file!r} does not name a "
+              "file (ctest starts the server with the `postgres` fixture)", file=sys.stderr)
+        return None
+    return open(url_file).read().strip()
+
+
+def test_migrate(b, q):
+    """PostgreSQL (issue 32): no tables until `dlqctl migrate`; every command says to run
+    exactly that command; migrate is idempotent and prints the schema version."""
+    rc, out, err = expect(run("count", q), 2, "count before migrate: the store fails")
+    check(one_line(err) and "no dlq tables" in err
+          and f"run: dlqctl migrate --store '{b.where}' (the same --store" in err,
+          "the schema error names the exact dlqctl migrate command", err)
+    check("dlq::postgres::migrate" not in err, "not the C++ call", err)
+    rc, out, err = expect(run("migrate"), 0, "migrate (first)")
+    check(out == b"schema version 1 (was none)\n", "migrate prints the version it made", out)
+    rc, out, err = expect(run("migrate", "--store", STORE), 0, "migrate (again)")
+    check(out == b"schema version 1 (already current)\n", "migrate again changes nothing", out)
+    check(b.psql("SELECT version FROM dlq.dlq_schema") == ["1"], "one version row",
+          b.psql("SELECT version FROM dlq.dlq_schema"))
+    rc, out, err = expect(run("migrate", "--store", "sqlite:///tmp/x.db"), 1,
+                          "migrate of a SQLite store is bad usage")
+    check(one_line(err) and "PostgreSQL" in err, "says migrate is for PostgreSQL", err)
+    expect(run("count", q), 0, "count after migrate")
+    # As on SQLite (main): a queue that has some, for test_where_things_are.
+    expect(run("send", "init", "--error", "e", "--payload", "{}"), 0, "send after migrate")
+
+
+def test_console(b, q):
+    """search, discard --yes and audit read back; `dlqctl serve` on the store: /api/queues
+    lists the queue, /metrics its depth."""
+    import urllib.request
+    for i in range(3):
+        expect(run("send", q, "--error", "console", "--payload", '{"n":%d}' % i), 0, "send")
+    rc, out, err = expect(run("search", q, "--payload-contains", '"n":1', "--json"), 0, "search")
+    found = [json.loads(l) for l in out_lines(out)]
+    check(len(found) == 1 and found[0].get("original_payload") == {"n": 1}, "search finds one", out)
+    try:
+        serve_and_read(q)
+    finally:
+        rc, out, err = expect(run("discard", q, "--error-contains", "console", "--yes"), 0, "discard")
+        check(out_lines(out)[-1:] == ["3"], "discard --yes prints the number deleted", out)
+    check(run("count", q)[1] == b"0\n", "discard deleted them")
+    rc, out, err = expect(run("audit", q, "--json"), 0, "audit --json")
+    ops = [json.loads(l).get("operation") for l in out_lines(out)]
+    check(ops[-1:] == ["discard"], "the audit trail records the discard", ops)
+
+
+def serve_and_read(q):
+    import urllib.request
+    if run("serve", "--help")[0] != 0:
+        print("    (this dlqctl has no serve: built without dlq::http)")
+        return
+    proc, line = start_serve(STORE)
+    try:
+        m = re.search(r"listening on (http://127\.0\.0\.1:\d+/)", line)
+        if not check(m, "serve starts", line):
+            return
+        with urllib.request.urlopen(m.group(1) + "api/queues", timeout=30) as resp:
+            body = json.loads(resp.read())
+        mine = [r for r in body.get("queues", []) if r.get("name") == q]
+        check(len(mine) == 1 and mine[0].get("dead") == 3, "/api/queues lists the queue", body)
+        with urllib.request.urlopen(m.group(1) + "metrics", timeout=30) as resp:
+            text = resp.read().decode()
+        check(f'dlq_entries{{queue="{q}",list="dead"}} 3\n' in text, "/metrics has its depth",
+              text[:2000])
+    finally:
+        rc, out, err = stop_serve(proc)
+        check(rc == 0, "serve stops cleanly", (rc, err[-500:]))
+
+
 def main():
     global ARGS, STORE
     ap = argparse.ArgumentParser()
     ap.add_argument("--dlqctl", required=True)
-    ap.add_argument("--store", choices=["sqlite", "redis"], required=True)
+    ap.add_argument("--store", choices=["sqlite", "redis", "postgres"], required=True)
     ARGS = ap.parse_args()
     tmp = tempfile.TemporaryDirectory(prefix="dlqctl-e2e-")
     if ARGS.store == "redis":
@@ -707,6 +803,15 @@ def main():
             return 1
         STORE = open(url_file).read().strip()
         backend = Backend("redis", STORE, STORE)
+    elif ARGS.store == "postgres":
+        server = postgres_server_url()
+        if server is None:
+            return 1
+        database = f"dlqctl_e2e_{os.getpid()}"  # fresh: no dlq tables until test_migrate
+        Backend("postgres", server, server).psql(f"CREATE DATABASE {database}")
+        STORE = server.rsplit("/", 1)[0] + "/" + database
+        # where: the URL as dlqctl shows it (user and password masked)
+        backend = Backend("postgres", STORE, re.sub(r"//[^@/]*@", "//***@", STORE))
     else:
         path = os.path.join(tmp.name, "e2e.db")
         STORE = "sqlite://" + path
@@ -715,9 +820,10 @@ def main():
         subprocess.run([ARGS.dlqctl, "send", "init", "--error", "e", "--payload", "{}"],
                        check=True, capture_output=True, env=dict(os.environ, DLQ_STORE=STORE))
     prefix = f"e2e{os.getpid()}"
-    tests = [test_send_count_peek_show, test_replay_selection, test_corrupt_and_queues,
+    tests = [test_migrate] if ARGS.store == "postgres" else []
+    tests += [test_send_count_peek_show, test_replay_selection, test_corrupt_and_queues,
              test_sigint, test_progress_bar, test_exit_codes, test_where_things_are,
-             test_edited_replay, test_secrets, test_global_options]
+             test_edited_replay, test_secrets, test_global_options, test_console]
     try:
         for t in tests:
             print(f"--- {t.__name__} ({ARGS.store})", flush=True)
@@ -727,6 +833,8 @@ def main():
     finally:
         backend.cleanup(prefix)
         tmp.cleanup()
+        if ARGS.store == "postgres":
+            Backend("postgres", server, server).psql(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
     if FAILURES:
         print(f"\n{len(FAILURES)} check(s) FAILED:", *FAILURES, sep="\n  ", file=sys.stderr)
         return 1
