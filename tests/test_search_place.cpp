@@ -498,6 +498,31 @@ TEST_CASE("the library's search bounds a read's bytes when entries grow mid-list
   CHECK(meter.most <= (std::size_t{9} << 20) + 4096);  // 8 MiB + one entry; 24 MiB before
 }
 
+// Round 12: errors() (dlqctl errors) read windows of ErrorsOptions::window (1000) entries,
+// whatever their size, one more ahead on a helper thread: over 300 entries of 2 MiB dlqctl
+// errors peaked at 1,652,712 KB. A read holds about 8 MiB, sized by the largest entry read
+// so far (errors() reads through `range` only: an entry larger than all before it may take a
+// read over the budget, as in the console's scan without range_bytes).
+TEST_CASE("errors() bounds a read's bytes by the entries it has read") {
+  ReadMeter meter;
+  dlq::DeadLetterQueue<ReadMeter&> q(meter);
+  std::vector<dlq::FailedJob> jobs;
+  for (std::size_t i = 0; i < 24 + 600; ++i) {
+    const std::string blob = i < 24 ? std::string(std::size_t{1} << 20, 'a') : "x";
+    jobs.push_back({"large", "{\"blob\":\"" + blob + "\"}", {}});
+    jobs.back().failure.error = i % 2 == 0 ? "even" : "odd";
+  }
+  (void)q.send_batch(jobs);
+  meter.most = 0;
+  const auto r = q.errors("large");
+  CHECK(r.examined == 624);
+  CHECK(r.exact);
+  REQUIRE(r.by_error.size() == 2);
+  CHECK(r.by_error[0].count == 312);
+  INFO("largest read: " << meter.most << " bytes");
+  CHECK(meter.most <= (std::size_t{9} << 20) + 4096);  // 8 MiB + one entry; 24 MiB before
+}
+
 }  // namespace test_search_place
 
 namespace test_search_place {
