@@ -168,18 +168,6 @@ class filter_matcher {
 
 namespace detail {
 
-/// Items per read of a lookup by id without the storage's `find` (DeadLetterQueue::find_raws)
-/// and of a search (search_page) without the storage's `range_bytes`, when the largest item
-/// read so far has `largest` bytes: about 8 MiB a read, 1 to 512 items.
-inline std::size_t lookup_page(std::size_t largest) noexcept {
-  constexpr std::size_t bytes = std::size_t{8} << 20;
-  return std::min<std::size_t>(512, std::max<std::size_t>(1, bytes / std::max<std::size_t>(1, largest)));
-}
-
-/// Stored bytes one read of a lookup by id or of a search holds on a storage with
-/// `range_bytes` (beyond the items re-read before its place and one more).
-inline constexpr std::size_t lookup_bytes = std::size_t{8} << 20;
-
 /// The read `r` of a lookup by id or of a search at `place`: bounded by lookup_bytes in the
 /// store where it has `range_bytes`, else the items of `range` (never capped).
 template <class S>
