@@ -198,7 +198,7 @@ TEST_CASE("a text condition costs the stored text's length and not times its own
   std::uint32_t seed = 12;
   const auto next = [&] { return seed = seed * 1103515245u + 12345u; };
   for (int i = 0; i < 20000; ++i) {  // the same answers as a plain search of lower case
-    std::string hay, needle;  // mostly 'a', some 'b'
+    std::string hay, needle;         // mostly 'a', some 'b'
     for (std::size_t n = next() >> 25; n > 0; --n)
       hay += "aAaAaAb"[(next() >> 16) % 7];
     if (i % 2 == 0 || hay.size() < 34) {  // short needles, 1 to 8 bytes
