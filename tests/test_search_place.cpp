@@ -480,6 +480,49 @@ TEST_CASE("a lookup by id bounds a read's bytes when entries grow mid-list") {
   CHECK(meter.most <= (std::size_t{9} << 20) + 4096);  // 8 MiB + one entry; 24 MiB before
 }
 
+// Round 12: the library's search (DeadLetterQueue::search, dlqctl search) read 500 entries
+// and the 16 before its place with each `range`, whatever their size: a search of 300
+// entries of 2 MiB that matched none held 1.65 GB in dlqctl (the console's scan and a lookup
+// by id were bounded already). It reads as a lookup does: about 8 MiB a read.
+TEST_CASE("the library's search bounds a read's bytes when entries grow mid-list") {
+  ReadMeter meter;
+  dlq::DeadLetterQueue<ReadMeter&> q(meter);
+  (void)grow(q, 24, 1 << 20);
+  dlq::Filter f;
+  f.error_contains = "match";  // nothing matches: the search reads every entry
+  meter.most = 0;
+  const auto page = q.search("grow", f);
+  CHECK(page.examined == 624);
+  CHECK(page.done());
+  INFO("largest read: " << meter.most << " bytes");
+  CHECK(meter.most <= (std::size_t{9} << 20) + 4096);  // 8 MiB + one entry; 24 MiB before
+}
+
+// Round 12: errors() (dlqctl errors) read windows of ErrorsOptions::window (1000) entries,
+// whatever their size, one more ahead on a helper thread: over 300 entries of 2 MiB dlqctl
+// errors peaked at 1,652,712 KB. A read holds about 8 MiB, sized by the largest entry read
+// so far (errors() reads through `range` only: an entry larger than all before it may take a
+// read over the budget, as in the console's scan without range_bytes).
+TEST_CASE("errors() bounds a read's bytes by the entries it has read") {
+  ReadMeter meter;
+  dlq::DeadLetterQueue<ReadMeter&> q(meter);
+  std::vector<dlq::FailedJob> jobs;
+  for (std::size_t i = 0; i < 24 + 600; ++i) {
+    const std::string blob = i < 24 ? std::string(std::size_t{1} << 20, 'a') : "x";
+    jobs.push_back({"large", "{\"blob\":\"" + blob + "\"}", {}});
+    jobs.back().failure.error = i % 2 == 0 ? "even" : "odd";
+  }
+  (void)q.send_batch(jobs);
+  meter.most = 0;
+  const auto r = q.errors("large");
+  CHECK(r.examined == 624);
+  CHECK(r.exact);
+  REQUIRE(r.by_error.size() == 2);
+  CHECK(r.by_error[0].count == 312);
+  INFO("largest read: " << meter.most << " bytes");
+  CHECK(meter.most <= (std::size_t{9} << 20) + 4096);  // 8 MiB + one entry; 24 MiB before
+}
+
 }  // namespace test_search_place
 
 namespace test_search_place {

@@ -6,8 +6,11 @@
 /// A search over a large list is a series of cheap calls: each call examines at most
 /// `max_examined` entries (default 10 000), returns the matching ones (at most `limit`) and
 /// an opaque continuation token; pass the token to the next call, until the page says
-/// done(). Only the storage contract's `range` and `size` are used, so every backend can be
-/// searched, and no call holds a lock or blocks a server for long.
+/// done(). Only the storage contract's `range` and `size` are used (and `range_bytes` where
+/// the storage has it), so every backend can be searched, and no call holds a lock or blocks
+/// a server for long. A read holds about 8 MiB of entries, as a lookup by id: 500 small
+/// ones, 2 of 4 MiB (bounded in the store where it has `range_bytes`, else sized by the
+/// largest entry read so far).
 ///
 ///     dlq::Filter f;
 ///     f.error_contains = "timeout";
@@ -189,6 +192,22 @@ class filter_matcher {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The read `r` of a lookup by id or of a search at `place`: bounded by lookup_bytes in the
+/// store where it has `range_bytes`, else the items of `range` (never capped).
+template <class S>
+BoundedRange lookup_read(S& storage, std::string_view queue, ListKind kind,
+                         const search_place& place, const search_place::read& r) {
+  if constexpr (has_range_bytes<S>::value) {
+    return storage.range_bytes(queue, kind, r.start, r.count, place.min_items(r), lookup_bytes);
+  } else {
+    return BoundedRange{storage.range(queue, kind, r.start, r.count), false};
+  }
+}
+
+}  // namespace detail
+
 /// One call of a resumable search of `queue`'s dead-letter list in `storage` (see the file
 /// comment): examines at most `max_examined` entries (0 = 10 000; re-finding the place
 /// counts too) from the continuation point and returns the ones `filter` matches, at most
@@ -210,9 +229,27 @@ SearchPage search_page(Storage& storage, std::string_view queue, const Filter& f
   const detail::filter_matcher matcher(filter, now);
   std::size_t budget = max_examined;
   bool end = false;
+  // Reads of about 8 MiB, as a lookup by id: `chunk` items bounded by bytes in the store
+  // (range_bytes), else sized by the largest item read so far — first the one item at the
+  // place, read to size the first read and not examined (an item larger than all before it
+  // may take a read over the budget).
+  std::size_t largest = 0;  // stored bytes of the largest item read
+  if constexpr (!detail::has_range_bytes<Storage>::value)
+    for (const auto& raw : storage.range(queue, ListKind::dead, place.position(), 1))
+      largest = raw.size();
   while (budget > 0 && page.entries.size() < limit) {
-    const detail::search_place::read r = place.next_read(std::min(chunk, budget));
-    std::vector<std::string> items = storage.range(queue, ListKind::dead, r.start, r.count);
+    std::size_t want = chunk;
+    if constexpr (detail::has_range_bytes<Storage>::value) {
+      place.set_back_for(detail::lookup_bytes, largest);
+    } else {
+      if (largest != 0) want = std::min(chunk, detail::lookup_page(largest));
+      place.set_read_sizes(std::min<std::size_t>(16, want), want);
+    }
+    const detail::search_place::read r = place.next_read(std::min(want, budget));
+    BoundedRange read = detail::lookup_read(storage, queue, ListKind::dead, place, r);
+    std::vector<std::string>& items = read.items;
+    for (const auto& raw : items)
+      largest = std::max(largest, raw.size());
     // Matches move into the page: their keys are read from there (entry index per item).
     std::vector<std::pair<std::size_t, std::size_t>> moved;
     const auto key = [&](std::size_t i) {
@@ -221,7 +258,7 @@ SearchPage search_page(Storage& storage, std::string_view queue, const Filter& f
       return m != moved.end() && m->first == i ? detail::search_key(page.entries[m->second].raw)
                                                : detail::search_key(items[i]);
     };
-    const detail::search_place::found f = place.accept(r, items.size(), key);
+    const detail::search_place::found f = place.accept(r, items.size(), key, read.capped);
     budget -= std::min(budget, f.searched);
     page.examined += f.searched;
     if (place.searching()) continue;

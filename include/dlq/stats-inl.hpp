@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "dlq/detail/search_place.hpp"
 #include "dlq/stats.hpp"
 
 namespace dlq::detail {
@@ -259,6 +260,23 @@ DLQ_INLINE std::size_t errors_window(const ErrorsOptions& options, std::size_t w
   return std::min(window, options.max_examined - examined);
 }
 
+// The windows of an errors scan: at most ErrorsOptions::window items (0 = 1000) and about
+// lookup_bytes (8 MiB), sized by the largest item read so far (round 12: 1000 items of 2 MiB
+// were one read); the first by the first item, read once for it (not examined).
+struct errors_windows {
+  std::size_t most;
+  std::size_t largest = 0;  // stored bytes of the largest item read
+  template <class Reader>
+  errors_windows(std::size_t window, Reader& read) : most(window == 0 ? 1000 : window) {
+    note(read(0, 1));
+  }
+  void note(const std::vector<std::string>& raws) noexcept {
+    for (const auto& raw : raws)
+      largest = std::max(largest, raw.size());
+  }
+  std::size_t size() const noexcept { return items_within(largest, most); }
+};
+
 // The position just after `last`, the last item an errors scan examined before position
 // `start`, found again in the window before it after entries before it were removed; nullopt
 // when it is gone too.
@@ -277,7 +295,7 @@ ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& optio
                               std::size_t depth, Reader read) {
   ErrorsReport report;
   report.queue = std::string(queue);
-  const std::size_t window = options.window == 0 ? 1000 : options.window;
+  errors_windows windows(options.window, read);
   error_grouper<Reader> grouper(options.by_worker);
   report.depth_at_start = depth;
   // The next window, read on a helper thread while this one is grouped (read_ahead).
@@ -295,24 +313,23 @@ ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& optio
   int realigned = 0;                // consecutive realignments
   bool limited = false;
   for (;;) {
-    if (options.cancel && options.cancel->load()) {
-      report.cancelled = true;
-      break;
-    }
+    report.cancelled = options.cancel != nullptr && options.cancel->load();
+    if (report.cancelled) break;
     if (options.max_examined != 0 && report.examined >= options.max_examined) {
       limited = true;
       break;
     }
-    const std::size_t want = errors_window(options, window, report.examined);
+    const std::size_t want = errors_window(options, windows.size(), report.examined);
     const bool anchored = last.has_value() && start > 0;
     std::vector<std::string> raws = fetch(anchored ? start - 1 : start, anchored ? want + 1 : want);
+    windows.note(raws);
     if (anchored && (raws.empty() || raws.front() != *last)) {
       // Entries before the scan position were removed: find the last examined item again
       // (a window back) and go on after it. If it is gone too, go on from the same position:
       // entries may then be missed or counted twice — the report is a sample either way.
       report.changed = true;
       if (++realigned <= 3) {
-        if (const auto after = position_after(read, start, window, *last)) {
+        if (const auto after = position_after(read, start, windows.size(), *last)) {
           start = *after;
           continue;
         }
@@ -325,7 +342,7 @@ ErrorsReport summarize_errors(std::string_view queue, const ErrorsOptions& optio
     const std::size_t first = anchored ? 1 : 0;
     const std::size_t n = raws.size() - first;
     if (n == want && options.read_ahead) {  // more may follow: read it while grouping this
-      const std::size_t next = errors_window(options, window, report.examined + n);
+      const std::size_t next = errors_window(options, windows.size(), report.examined + n);
       if (next > 0) {
         ahead_from = start + n - 1;  // anchored at this window's last item
         ahead_count = next + 1;

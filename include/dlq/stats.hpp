@@ -26,8 +26,11 @@
 /// such (ListStats::oldest_untimed / newest_untimed) and its time is never guessed — in
 /// particular stats do not look past it for a readable one (that would cost a scan).
 ///
-/// errors — reads the dead-letter list oldest first in windows of ErrorsOptions::window
-/// entries (one range() call each), so memory stays bounded by one window plus the groups.
+/// errors — reads the dead-letter list oldest first in windows of at most
+/// ErrorsOptions::window entries and about 8 MiB (sized by the largest entry read so far, the
+/// first window by the first entry, read once more for it; one range() call each: an entry
+/// larger than all before it may take a read over that), so memory stays bounded by two
+/// windows (one read ahead) plus the groups.
 /// Each window after the first is read from the last item of the window before: when that
 /// item is not where it was, the list moved under the scan (a replay, a trim, a removal), the
 /// scan finds its place again and the report says so (ErrorsReport::changed). The counts are
@@ -101,7 +104,8 @@ struct ErrorsOptions {
   /// Most entries to examine; 0 (the default) = all. Past it the scan stops and the report
   /// is a sample of the oldest entries (ErrorsReport::exact == false).
   std::size_t max_examined = 0;
-  /// Entries per read (one storage range() call). Default 1000; 0 = 1000.
+  /// Most entries per read (one storage range() call); fewer when they are large: a read
+  /// holds about 8 MiB. Default 1000; 0 = 1000.
   std::size_t window = 1000;
   /// Also group by worker (ErrorsReport::by_worker). Default false.
   bool by_worker = false;

@@ -101,33 +101,6 @@ DLQ_MEMBER_INLINE RemoveReport DeadLetterQueue<Storage>::remove_many(
   return report;
 }
 
-namespace detail {
-
-/// Items per page of a lookup by id without the storage's `find` (find_raws) when the
-/// largest item read so far has `largest` bytes: about 8 MiB a page, 1 to 512 items.
-inline std::size_t lookup_page(std::size_t largest) noexcept {
-  constexpr std::size_t bytes = std::size_t{8} << 20;
-  return std::min<std::size_t>(512, std::max<std::size_t>(1, bytes / std::max<std::size_t>(1, largest)));
-}
-
-/// Stored bytes one read of a lookup by id holds on a storage with `range_bytes` (beyond
-/// the items re-read before its place and one more).
-inline constexpr std::size_t lookup_bytes = std::size_t{8} << 20;
-
-/// The read `r` of a lookup by id at `place`: bounded by lookup_bytes in the store where it
-/// has `range_bytes`, else the items of `range` (never capped).
-template <class S>
-BoundedRange lookup_read(S& storage, std::string_view queue, ListKind kind,
-                         const search_place& place, const search_place::read& r) {
-  if constexpr (has_range_bytes<S>::value) {
-    return storage.range_bytes(queue, kind, r.start, r.count, place.min_items(r), lookup_bytes);
-  } else {
-    return BoundedRange{storage.range(queue, kind, r.start, r.count), false};
-  }
-}
-
-}  // namespace detail
-
 template <class Storage>
 DLQ_MEMBER_INLINE std::optional<std::string> DeadLetterQueue<Storage>::find_raw(
     std::string_view queue, ListKind kind, std::string_view id) {

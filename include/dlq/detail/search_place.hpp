@@ -57,6 +57,24 @@
 
 namespace dlq::detail {
 
+/// Stored bytes one read of a walk over a list holds, about: a lookup by id, a search
+/// (search_page; bounded in the store where it has `range_bytes`, beyond the items re-read
+/// before its place and one more) and an errors() scan.
+inline constexpr std::size_t lookup_bytes = std::size_t{8} << 20;
+
+/// Items per read of such a walk sized by the largest item it has read so far (`largest`
+/// bytes): about lookup_bytes, at least 1, at most `most`.
+inline std::size_t items_within(std::size_t largest, std::size_t most) noexcept {
+  return std::min(std::max<std::size_t>(1, most),
+                  std::max<std::size_t>(1, lookup_bytes / std::max<std::size_t>(1, largest)));
+}
+
+/// Items per read of a lookup by id without the storage's `find` (DeadLetterQueue::find_raws)
+/// and of a search without the storage's `range_bytes`: items_within, 1 to 512.
+inline std::size_t lookup_page(std::size_t largest) noexcept {
+  return items_within(largest, 512);
+}
+
 /// The state a continuation token carries: the position P (every anchor still in the list
 /// is before it) and the hashes of the last entries examined, oldest first. Text form
 /// `s1:<position>:<16 hex digits>,…` (what DeadLetterQueue::search hands out; the console
