@@ -60,4 +60,16 @@ inline httplib::Result post(httplib::Client& c, const std::string& path, const j
   return c.Post(path.c_str(), h, body.dump(), "application/json");
 }
 
+// The state of the console operation `id` once it is no longer running (polled, 10 s at
+// most).
+inline json wait_op(httplib::Client& c, const std::string& id) {
+  for (int i = 0; i < 2000; ++i) {
+    auto op = body_of(c.Get(("/api/operation?id=" + id).c_str()));
+    if (op["state"] != "running") return op;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  FAIL("operation did not finish");
+  return {};
+}
+
 }  // namespace console_test

@@ -139,6 +139,12 @@ class Serve:
         return self.proc.stderr.read().decode(errors="replace") if self.proc.poll() is not None else ""
 
 
+def dlqctl_audit(dlqctl, url, queue, *extra):
+    """The standard output of `dlqctl --store URL audit QUEUE EXTRA...` (it must succeed)."""
+    return subprocess.run([dlqctl, "--store", url, "audit", queue, *extra],
+                          capture_output=True, check=True, timeout=120).stdout.decode()
+
+
 def call(base, path, body=None, token=None, headers=None, raw=None, method=None, timeout=60):
     """One request; returns (status, parsed JSON or None, response headers)."""
     h = dict(headers or {})

@@ -25,21 +25,7 @@
 
 namespace test_console {
 
-namespace {
-
 using namespace console_test;
-
-json wait_op(httplib::Client& c, const std::string& id) {
-  for (int i = 0; i < 2000; ++i) {
-    auto op = body_of(c.Get(("/api/operation?id=" + id).c_str()));
-    if (op["state"] != "running") return op;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  FAIL("operation did not finish");
-  return {};
-}
-
-}  // namespace
 
 TEST_CASE("check_listen refuses a non-loopback bind without a token") {
   CHECK_NOTHROW(dlq::http::check_listen("127.0.0.1", ""));

@@ -69,18 +69,6 @@ TEST_CASE("a flood of POST /api/delete of made-up ids writes no audit record") {
   CHECK(s.queue.counters().audited == 1);
 }
 
-namespace {
-json wait_op(httplib::Client& c, const std::string& id) {
-  for (int i = 0; i < 2000; ++i) {
-    auto op = body_of(c.Get(("/api/operation?id=" + id).c_str()));
-    if (op["state"] != "running") return op;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  FAIL("operation did not finish");
-  return {};
-}
-}  // namespace
-
 // Issue 30: the record of a replay or delete by filter said `"filter": true` and lost the
 // filter; a dry run must write nothing.
 TEST_CASE("a console replay and delete by filter record the filter as given, rate and counts") {

@@ -19,8 +19,8 @@ import subprocess
 import time
 import uuid
 
-from console_support import (Serve, call, check, dead_key, envelope, finish, redis_client,
-                             redis_url)
+from console_support import (call, check, dead_key, dlqctl_audit, envelope, finish, redis_client,
+                             redis_url, Serve)
 
 DB = 10
 
@@ -29,9 +29,8 @@ def audit_key(queue):
     return dead_key(queue) + ":audit"
 
 
-def dlqctl_audit(dlqctl, url, queue):
-    out = subprocess.run([dlqctl, "--store", url, "audit", queue, "--json", "--limit", "100000"],
-                         capture_output=True, check=True, timeout=120).stdout.decode()
+def audit_trail(dlqctl, url, queue):
+    out = dlqctl_audit(dlqctl, url, queue, "--json", "--limit", "100000")
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
@@ -63,7 +62,7 @@ def main():
         took = time.time() - started
         print(f"    11 x 1000 made-up ids: {took:.2f} s", flush=True)
         check(r.xlen(audit_key(q)) == 1, "the flood wrote no record", f"XLEN {r.xlen(audit_key(q))}")
-        trail = dlqctl_audit(args.dlqctl, url, q)
+        trail = audit_trail(args.dlqctl, url, q)
         check(len(trail) == 1 and trail[0]["operation"] == "purge" and trail[0]["counts"]["purged"] == 5,
               "dlqctl audit still shows the purge", f"{len(trail)} records, first {str(trail[:1])[:300]}")
 
@@ -75,7 +74,7 @@ def main():
         check(status == 200 and body["deleted"] == 2 and len(body["missing"]) == 998,
               "delete of 2 real and 998 made-up ids", f"{status} {str(body)[:200]}")
         check(r.llen(dead_key(q)) == 2, "two entries left")
-        trail = dlqctl_audit(args.dlqctl, url, q)
+        trail = audit_trail(args.dlqctl, url, q)
         check(len(trail) == 2, "the request wrote one record", f"{len(trail)} records")
         if len(trail) == 2:
             rec = trail[1]
@@ -105,7 +104,7 @@ def main():
                 check(status == 200 and body["deleted"] == 1, f"delete {i}", f"{status} {body}")
             length = r.xlen(audit_key(q2))
             check(length <= 11, "the stream is held at the cap", f"XLEN {length}")
-            trail = dlqctl_audit(args.dlqctl, url, q2)
+            trail = audit_trail(args.dlqctl, url, q2)
             marks = [t for t in trail if t["operation"] == "audit_dropped"]
             check(len(marks) > 0 and all(t["counts"]["dropped"] == 2 for t in marks),
                   "audit_dropped records mark the removals", str(trail)[:400])

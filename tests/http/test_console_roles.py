@@ -17,12 +17,11 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import tempfile
 import uuid
 
-from console_support import (Serve, call, check, dead_key, envelope, finish, redis_client,
-                             redis_url, wait_operation)
+from console_support import (call, check, dead_key, dlqctl_audit, envelope, finish, redis_client,
+                             redis_url, Serve, wait_operation)
 
 DB = 10  # shared with test_console_audit.py: keys of this test's own queues only
 
@@ -31,12 +30,6 @@ SECRETS = {"alice": "alice-secret-" + uuid.uuid4().hex, "bob": "bob-secret-" + u
 ROLES = {"alice": "admin", "bob": "operator", "vic": "viewer"}
 RANK = {"viewer": 0, "operator": 1, "admin": 2}
 SINGLE = "single-token-" + uuid.uuid4().hex
-
-
-def dlqctl_audit(dlqctl, url, queue, *extra):
-    out = subprocess.run([dlqctl, "--store", url, "audit", queue, *extra],
-                         capture_output=True, check=True, timeout=120).stdout.decode()
-    return out
 
 
 def main():

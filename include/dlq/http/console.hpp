@@ -206,8 +206,7 @@ class Console {
     post(server, "/api/recover", [this](const nlohmann::json& body, httplib::Response& r,
                                         const Caller& who) {
       const std::string queue = string_field(body, "queue", true);
-      const std::size_t fixed =
-          who.name.empty() ? backend_.recover(queue) : backend_.recover_as(queue, who.name);
+      const std::size_t fixed = backend_.recover_as(queue, who.name);
       log(LogLevel::info, "recover " + detail::printable(queue) + ": " + std::to_string(fixed) +
                               " fixed" + by(who));
       detail::send_json(r, 200, {{"queue", queue}, {"fixed", fixed}});
@@ -652,8 +651,7 @@ class Console {
   void remove_ids(const nlohmann::json& body, httplib::Response& r, const Caller& who) {
     const std::string queue = string_field(body, "queue", true);
     const auto ids = ids_field(body);
-    const RemoveReport done = who.name.empty() ? backend_.remove_ids(queue, ids)
-                                               : backend_.remove_ids_as(queue, ids, who.name);
+    const RemoveReport done = backend_.remove_ids_as(queue, ids, who.name);
     log(LogLevel::info, "delete from '" + detail::printable(queue) +
                             "': " + std::to_string(done.removed.size()) + " of " +
                             std::to_string(ids.size()) + " ids deleted" + by(who));
@@ -673,10 +671,8 @@ class Console {
                         "'confirm' does not repeat the queue's name",
                         "type the queue's name exactly to confirm");
     const bool dead = list == "dead";
-    const std::size_t n = who.name.empty()
-                              ? (dead ? backend_.purge(queue) : backend_.purge_corrupt(queue))
-                              : (dead ? backend_.purge_as(queue, who.name)
-                                      : backend_.purge_corrupt_as(queue, who.name));
+    const std::size_t n =
+        dead ? backend_.purge_as(queue, who.name) : backend_.purge_corrupt_as(queue, who.name);
     log(LogLevel::warning, "purge '" + detail::printable(queue) + "' " + list +
                                " list: " + std::to_string(n) + " deleted" + by(who));
     detail::send_json(r, 200, {{"queue", queue}, {"list", list}, {"deleted", n}});
