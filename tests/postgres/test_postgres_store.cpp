@@ -119,6 +119,38 @@ TEST_CASE("URLs: postgres:// and postgresql:// reach libpq; bad ones are refused
   }
 }
 
+/// The message of the dlq::error a store opened on `url` throws ("" when none).
+std::string error_of(const std::string& url) {
+  try {
+    PostgresStore store(url, dlq::postgres::Options{});
+  } catch (const dlq::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("no error shows the password: libpq's token, `password = x` strings",
+          "[postgres][secrets]") {
+  // Nothing listens on port 1, or libpq cannot read the string: each throws before a
+  // server is reached, and each message must leave the password out.
+  const char* const urls[] = {
+      // libpq quotes the token it cannot decode: here the password (an unencoded '%').
+      "postgresql://u:hunter2%zz@127.0.0.1:1/db",
+      "postgresql://u:hunter2%00@127.0.0.1:1/db",
+      // libpq's key=value form allows spaces around '=' (psql takes these).
+      "host=127.0.0.1 port=1 user=u password = hunter2 dbname=db",
+      "host=127.0.0.1 port=1 password =hunter2",
+      "host=127.0.0.1 port=1 password\t=\thunter2",
+      "host=127.0.0.1 port=1 password = hunter2 bogus=1",
+  };
+  for (const char* u : urls) {
+    const std::string what = error_of(u);
+    INFO(u << " -> " << what);
+    CHECK(!what.empty());
+    CHECK(what.find("hunter2") == std::string::npos);
+  }
+}
+
 TEST_CASE("SQL-looking queue names, NUL bytes and invalid UTF-8 are stored as bytes",
           "[postgres]") {
   const dlq::postgres::Options o = pgtest::migrated();
