@@ -148,7 +148,18 @@ TEST_CASE("no error shows the password: libpq's token, `password = x` strings",
     INFO(u << " -> " << what);
     CHECK(!what.empty());
     CHECK(what.find("hunter2") == std::string::npos);
+    try {
+      dlq::postgres::migrate(u);
+      FAIL("migrate: no error");
+    } catch (const dlq::error& e) {
+      CHECK(std::string(e.what()).find("hunter2") == std::string::npos);
+    }
   }
+  // What stays readable: the host, a key=value string's other keys, libpq's quoted option.
+  CHECK(error_of("host=127.0.0.1 port=1 password = hunter2 dbname=db").find("port=1") !=
+        std::string::npos);
+  CHECK(error_of("postgresql://u:pw@127.0.0.1:1/db?bad_param=1").find("\"bad_param\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("SQL-looking queue names, NUL bytes and invalid UTF-8 are stored as bytes",
