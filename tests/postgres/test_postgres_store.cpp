@@ -181,6 +181,33 @@ TEST_CASE("SQL-looking queue names, NUL bytes and invalid UTF-8 are stored as by
   CHECK(run(c.get(), "SELECT count(*) FROM " + quoted(o.schema) + ".dlq_records") != "0");
 }
 
+TEST_CASE("long job ids and queue names are stored as on the other backends",
+          "[postgres]") {
+  // A job id is the entry's id (keyed_by_job_id) and the poison guard's counter key; dlq
+  // sets no limit on it, and memory, SQLite and Redis take any length. Incompressible
+  // bytes: PostgreSQL compresses an index entry before it checks its size.
+  std::string job_id;
+  std::uint32_t x = 12345;
+  for (int i = 0; i < 3000; ++i) {
+    x = x * 1103515245u + 12345u;
+    job_id += static_cast<char>('!' + (x >> 16) % 90);
+  }
+  const std::string queue(dlq::max_queue_name_bytes, 'q');
+  for (const std::string& q : {std::string("orders"), queue}) {
+    const dlq::postgres::Options o = pgtest::migrated();
+    dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+    dlq::DeadLetterQueue<decltype(storage)&> dlq_(storage);
+    dlq::Failure f;
+    f.error = "e";
+    f.job_id = job_id;
+    INFO("queue of " << q.size() << " bytes, job id of " << job_id.size());
+    std::string id;
+    CHECK_NOTHROW(id = dlq_.send_to_dlq(q, "payload", f));
+    CHECK(id == job_id);
+    CHECK(dlq_.size(q) == 1);
+  }
+}
+
 TEST_CASE("pooled connections the server closed are replaced: the next calls succeed",
           "[postgres][faults]") {
   const dlq::postgres::Options o = pgtest::migrated();
