@@ -281,6 +281,37 @@ TEST_CASE("a dead letter sent in the application's transaction: ROLLBACK none, C
   CHECK(dead_letters(o, "orders") == 3);
 }
 
+TEST_CASE("a send refused inside the application's transaction aborts it, as documented",
+          "[postgres][transaction]") {
+  // docs/postgres.md: "A failure aborts your transaction, as any failed statement does." An
+  // application may rely on it: BEGIN; mark the job failed; send (a failure is logged);
+  // COMMIT — the COMMIT must not keep "failed" without its dead letter. A full queue with
+  // Overflow::reject refuses the send without any failed statement.
+  const dlq::postgres::Options o = pgtest::migrated();
+  const std::string jobs = quoted(o.schema) + ".jobs";
+  conn_ptr app = connect();
+  run(app.get(), "CREATE TABLE " + jobs + " (id int PRIMARY KEY, state text NOT NULL)");
+  run(app.get(), "INSERT INTO " + jobs + " VALUES (42, 'running')");
+  dlq::Options full;
+  full.retention.max_length = 1;
+  full.retention.overflow = dlq::Overflow::reject;
+  dlq::Failure f;
+  f.error = "e";
+  run(app.get(), "BEGIN");
+  dlq::postgres::send_to_dlq(app.get(), "orders", "first", f, o, full);
+  run(app.get(), "COMMIT");
+  REQUIRE(dead_letters(o, "orders") == 1);
+
+  run(app.get(), "BEGIN");
+  run(app.get(), "UPDATE " + jobs + " SET state = 'failed' WHERE id = 42");
+  CHECK_THROWS_AS(dlq::postgres::send_to_dlq(app.get(), "orders", "second", f, o, full),
+                  dlq::queue_full_error);
+  CHECK(PQtransactionStatus(app.get()) == PQTRANS_INERROR);
+  PQclear(PQexec(app.get(), "COMMIT"));  // a failed transaction's COMMIT rolls it back
+  CHECK(run(app.get(), "SELECT state FROM " + jobs + " WHERE id = 42") == "running");
+  CHECK(dead_letters(o, "orders") == 1);
+}
+
 TEST_CASE("sending on the application's connection needs its open transaction",
           "[postgres][transaction]") {
   const dlq::postgres::Options o = pgtest::migrated();
