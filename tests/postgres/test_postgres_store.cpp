@@ -2,8 +2,11 @@
 // errors, URLs, hostile names and bytes.
 #include <libpq-fe.h>
 
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "dlq/dlq.hpp"
 #include "dlq/kv/storage.hpp"
@@ -310,6 +313,41 @@ TEST_CASE("a send refused inside the application's transaction aborts it, as doc
   PQclear(PQexec(app.get(), "COMMIT"));  // a failed transaction's COMMIT rolls it back
   CHECK(run(app.get(), "SELECT state FROM " + jobs + " WHERE id = 42") == "running");
   CHECK(dead_letters(o, "orders") == 1);
+}
+
+TEST_CASE("an open application transaction holds up no sender of another queue",
+          "[postgres][transaction]") {
+  // docs/postgres.md: "Writers of different queues do not wait for each other." With the
+  // poison guard on, every send first deletes up to 16 expired counters, of any queue: the
+  // oldest, the same rows for every sender. Deleted in the application's transaction, they
+  // stay locked until its COMMIT.
+  const dlq::postgres::Options o = pgtest::migrated();
+  dlq::Options guard;
+  guard.poison_guard.park_after = 3;
+  guard.poison_guard.remember_for = std::chrono::seconds(1);
+  dlq::Failure f;
+  f.error = "e";
+  {
+    dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+    dlq::DeadLetterQueue<decltype(storage)&> q(storage, guard);
+    for (int i = 0; i < 4; ++i) q.send_to_dlq("old", "p" + std::to_string(i), f);
+  }
+  // Another sender, queue "b" registered by it already (its next sends write no registry
+  // entry: the registry's lock is test_postgres_store's next case).
+  dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+  dlq::DeadLetterQueue<decltype(storage)&> other_q(storage, guard);
+  other_q.send_to_dlq("b", "job-b0", f);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // the counters expire
+  conn_ptr app = connect();
+  run(app.get(), "BEGIN");
+  dlq::postgres::send_to_dlq(app.get(), "a", "job-a", f, o, guard);
+  auto other = std::async(std::launch::async, [&] { other_q.send_to_dlq("b", "job-b", f); });
+  // 3 s: the other send is one transaction of a few statements on loopback (milliseconds).
+  const bool sent_meanwhile = other.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
+  run(app.get(), "COMMIT");
+  other.get();
+  CHECK(sent_meanwhile);
+  CHECK(dead_letters(o, "b") == 2);
 }
 
 TEST_CASE("sending on the application's connection needs its open transaction",
