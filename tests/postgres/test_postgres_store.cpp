@@ -350,6 +350,38 @@ TEST_CASE("an open application transaction holds up no sender of another queue",
   CHECK(dead_letters(o, "b") == 2);
 }
 
+TEST_CASE("two application transactions sending to two queues do not wait for each other",
+          "[postgres][transaction]") {
+  // "Writers of different queues do not wait for each other." A send on the application's
+  // connection runs on a front end of its own, which knows no queue yet: it enters its
+  // queue in the queue registry again — one collection for all queues, whose lock is then
+  // held until that application's COMMIT.
+  const dlq::postgres::Options o = pgtest::migrated();
+  dlq::Failure f;
+  f.error = "e";
+  {
+    dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+    dlq::DeadLetterQueue<decltype(storage)&> q(storage);
+    q.send_to_dlq("a", "a0", f);  // both queues exist, and are registered
+    q.send_to_dlq("b", "b0", f);
+  }
+  conn_ptr first = connect();
+  conn_ptr second = connect();
+  run(first.get(), "BEGIN");
+  dlq::postgres::send_to_dlq(first.get(), "a", "a1", f, o);
+  run(second.get(), "BEGIN");
+  auto other = std::async(std::launch::async, [&] {
+    dlq::postgres::send_to_dlq(second.get(), "b", "b1", f, o);
+  });
+  const bool sent_meanwhile = other.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
+  run(first.get(), "COMMIT");
+  other.get();
+  run(second.get(), "COMMIT");
+  CHECK(sent_meanwhile);
+  CHECK(dead_letters(o, "a") == 2);
+  CHECK(dead_letters(o, "b") == 2);
+}
+
 TEST_CASE("sending on the application's connection needs its open transaction",
           "[postgres][transaction]") {
   const dlq::postgres::Options o = pgtest::migrated();
