@@ -236,8 +236,7 @@ class KeyValueStorage {
   /// that concurrent senders — threads or processes — never take the list past the bound.
   /// Replacing the record of a job already in the list is not growth and is always admitted.
   /// Declared only when the store has save_if_below. A queue this adapter has not written to
-  /// before is first entered in the queue registry (a load, and a save if absent: once per
-  /// queue).
+  /// before is first entered in the queue registry (a load; a save if absent).
   /// @returns false, having stored nothing, when the list is full.
   /// @throws dlq::invalid_argument if the queue name is empty; what the store throws.
   template <class K = Kv, std::enable_if_t<kv::detail::has_save_if_below<K>::value, int> = 0>
@@ -254,8 +253,7 @@ class KeyValueStorage {
   /// then holds at most `max_length` records, atomically in the store (kv store member
   /// save_if_fits): all of them or none. Replacing the record of a job already in the list is
   /// not growth. Declared only when the store has save_if_fits. A queue this adapter has not
-  /// written to before is first entered in the queue registry (a load, and a save if absent:
-  /// once).
+  /// written to before is first entered in the queue registry (a load; a save if absent).
   /// @returns false, having stored nothing, when they do not fit.
   /// @throws dlq::invalid_argument if a record's queue name is empty; what the store throws.
   template <class K = Kv, std::enable_if_t<kv::detail::has_save_if_fits<K>::value, int> = 0>
@@ -652,13 +650,12 @@ class KeyValueStorage {
     }
   }
 
-  /// Saves `records` (and registry entries for queues neither this adapter nor the registry
-  /// knows yet, first)
+  /// Saves `records` (and registry entries for queues not registered yet, first)
   /// with one call `save(writes)`; the record writes come last, in order. Returns what
   /// `save` returns.
   template <class Save>
   auto write_records(const std::vector<Record>& records, Save&& save) {
-    learn_registered(records);
+    kv::detail::learn_registered(store_, prefix_, records, shared_->registry);
     kv::detail::record_writes batch;
     kv::detail::plan_writes(prefix_, records, shared_->registry, batch);
     auto result = save(batch.writes);
@@ -666,24 +663,8 @@ class KeyValueStorage {
     return result;
   }
 
-  // Marks as known each queue of `records` this adapter has not seen but the registry
-  // already holds (one load per queue, once per adapter), so that its sends write no
-  // registry entry: the registry is one collection for all queues, and its writers run one
-  // at a time (on PostgreSQL under its lock — inside an application's transaction, until
-  // that COMMIT: send_to_dlq(conn, …) makes an adapter per call). Registry entries are never
-  // removed, so a queue found there stays registered.
-  void learn_registered(const std::vector<Record>& records) {
-    const std::string registry = kv::detail::registry_name(prefix_);
-    for (std::size_t i = 0; i < records.size(); ++i) {
-      const std::string_view q = records[i].queue;
-      if (i > 0 && q == records[i - 1].queue) continue;
-      kv::detail::check_queue(q, "push");
-      if (!shared_->registry.known(q) && store_.load(registry, q)) shared_->registry.add(q);
-    }
-  }
-
   // Enters `queue` in the queue registry (one store call) unless this adapter knows it.
-  // A queue the registry holds already is not written again (see learn_registered).
+  // A queue the registry holds is not written again (kv::detail::learn_registered).
   void register_queue(std::string_view queue) {
     if (shared_->registry.known(queue)) return;
     const std::string registry = kv::detail::registry_name(prefix_);
