@@ -267,4 +267,40 @@ TEST_CASE("a replay by filter with a named token is audited under its name, filt
   CHECK(trail[1].actor == "unknown");  // no name, no Options::actor
 }
 
+TEST_CASE("may_cancel: an operator cancels its own operations, an admin any") {
+  using dlq::http::Caller;
+  using dlq::http::may_cancel;
+  CHECK(may_cancel(Caller{"bob", Role::operator_}, "bob"));
+  CHECK_FALSE(may_cancel(Caller{"carol", Role::operator_}, "bob"));
+  CHECK_FALSE(may_cancel(Caller{"vic", Role::viewer}, "vic"));  // a viewer changes nothing
+  CHECK(may_cancel(Caller{"alice", Role::admin}, "bob"));
+  CHECK(may_cancel(Caller{"", Role::admin}, "bob"));  // the single token, loopback
+  CHECK_FALSE(may_cancel(Caller{"bob", Role::operator_}, ""));  // started by the single token
+}
+
+TEST_CASE("an operator may not cancel another operator's operation; its owner and an admin may") {
+  dlq::http::ConsoleOptions o;
+  o.tokens = three_tokens();
+  o.tokens.push_back({"carol", dlq::detail::sha256_hex("carol-secret-0123456789"),
+                      Role::operator_});
+  Served s(o);
+  for (int i = 0; i < 5; ++i) s.queue.send_to_dlq("orders", "{}", "currency GBP", 1, "w");
+  auto c = s.client();
+  const json op = body_of(post(c, "/api/replay",
+                               {{"queue", "orders"}, {"filter", {{"error", "nothing matches"}}}},
+                               bearer("bob-secret-0123456789")));
+  const json cancel = {{"id", op["id"]}};
+  auto carol = post(c, "/api/cancel", cancel, bearer("carol-secret-0123456789"));
+  REQUIRE(carol);
+  CHECK(carol->status == 403);
+  CHECK(error_code(carol) == "forbidden_owner");
+  CHECK(carol->body.find("bob") != std::string::npos);  // says whose it is
+  for (const char* secret : {"bob-secret-0123456789", "alice-secret-0123456789"}) {
+    auto r = post(c, "/api/cancel", cancel, bearer(secret));
+    REQUIRE(r);
+    INFO(secret << ": " << r->body);
+    CHECK(r->status == 202);
+  }
+}
+
 }  // namespace test_console_identity
