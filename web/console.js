@@ -76,6 +76,8 @@
     // a viewer token may only look (the server refuses its changes with 403 anyway)
     const ro = !!d.read_only || (!!d.caller && d.caller.role === 'viewer');
     document.body.classList.toggle('ro', ro);
+    // purge needs an admin (an operator's click would get 403): shown to admins only
+    document.body.classList.toggle('not-admin', !!d.caller && d.caller.role !== 'admin');
     $('readonly-badge').hidden = !ro;
     $('version').textContent = 'dlq ' + d.version;
     const ul = $('queue-list'); ul.replaceChildren();

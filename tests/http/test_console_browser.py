@@ -10,6 +10,7 @@
   - an XSS payload (in the payload, the error and the worker) shows as text, and the flag
     its script would set stays unset;
   - --read-only: the badge shows, the buttons are hidden, a forged POST gets 403;
+  - --tokens: an operator's page hides purge (admin only), an admin's shows it;
   - --token-file: without the token the API answers 401 and the page asks for it; with it the
     queues load;
   - screenshots of the page are saved (--screenshot PATH, and PATH with -overview and
@@ -262,6 +263,29 @@ def main():
             d.find_element(By.ID, "token-input").send_keys(TOKEN)
             d.find_element(By.ID, "confirm-ok").click()
             wait(d, lambda: d.find_elements(By.CSS_SELECTOR, f'.queue-item[data-queue="{web}"]'), "with the token the queues load")
+        finally:
+            leave(d)
+            srv.stop()
+    # named tokens: an operator sees replay and delete but not purge (admin only), an admin
+    # sees purge
+    with tempfile.TemporaryDirectory() as tmp:
+        import hashlib
+        tokens = os.path.join(tmp, "tokens")
+        with open(tokens, "w") as f:
+            for name, role in (("bob", "operator"), ("alice", "admin")):
+                f.write(f"{name} {role} {hashlib.sha256((name + '-' + TOKEN).encode()).hexdigest()}\n")
+        srv = Serve(args.dlqctl, url, "--tokens", tokens)
+        try:
+            for name, purge_shown in (("bob", False), ("alice", True)):
+                d.get(srv.url)
+                d.execute_script("sessionStorage.setItem('dlq-token', arguments[0]);", name + "-" + TOKEN)
+                d.get(srv.url)
+                wait(d, lambda: d.find_elements(By.CSS_SELECTOR, f'.queue-item[data-queue="{web}"]'),
+                     f"{name}: the queues load")
+                click_queue(d, web)
+                wait(d, lambda: d.find_element(By.ID, "btn-replay-filter").is_displayed(), f"{name}: replay shown")
+                check(d.find_element(By.ID, "btn-purge").is_displayed() == purge_shown,
+                      f"{name}: purge {'shown' if purge_shown else 'hidden'}")
         finally:
             leave(d)
             srv.stop()

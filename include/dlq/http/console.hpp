@@ -189,10 +189,20 @@ class Console {
          [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
            start_discard(body, r, who);
          });
-    post(server, "/api/cancel", [this](const nlohmann::json& body, httplib::Response& r) {
+    post(server, "/api/cancel",
+         [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
       const auto op = ops_.find(string_field(body, "id", true));
+      if (!may_cancel(who, op->actor))  // the rule of console_identity.hpp
+        return detail::send_error(
+            r, detail::bad("forbidden_owner", "POST /api/cancel",
+                           "operation " + op->id + " was started by '" +
+                               detail::printable(op->actor.empty() ? "the console's token"
+                                                                   : op->actor) +
+                               "'; the token '" + detail::printable(who.name) + "' (" +
+                               role_name(who.role) + ") may cancel only its own",
+                           "ask its owner or an admin to cancel it", 403));
       op->cancel.store(true);
-      log(LogLevel::info, "operation " + op->id + ": cancel requested");
+      log(LogLevel::info, "operation " + op->id + ": cancel requested" + by(who));
       detail::send_json(r, 202, detail::op_json(*op));
     });
     post(server, "/api/delete",

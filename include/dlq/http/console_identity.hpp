@@ -19,7 +19,7 @@
 /// Roles, each allowing what the ones before it allow (required_role() is the table):
 /// - viewer: every read — the page, /api/* GETs, /metrics;
 /// - operator: the changes to entries — replay, delete by filter (/api/discard), delete by
-///   ids (/api/delete), cancel, recover;
+///   ids (/api/delete), recover, and cancel of the operations it started (may_cancel());
 /// - admin: also purge (the whole dead-letter or corrupt list).
 #pragma once
 
@@ -96,6 +96,15 @@ inline Role required_role(std::string_view route, bool mutation) noexcept {
 /// True when `have` allows what `need` allows.
 inline bool role_allows(Role have, Role need) noexcept {
   return static_cast<int>(have) >= static_cast<int>(need);
+}
+
+/// Whether `who` may cancel an operation started by `started_by` (its audit actor, the
+/// starting token's name; "" for the single token or loopback): an admin cancels any, an
+/// operator only its own, a viewer none. Two on-call engineers sharing a console do not stop
+/// each other's replays; an admin (or the operation's owner) can.
+inline bool may_cancel(const Caller& who, std::string_view started_by) noexcept {
+  if (role_allows(who.role, Role::admin)) return true;
+  return role_allows(who.role, Role::operator_) && !who.name.empty() && who.name == started_by;
 }
 
 namespace detail {

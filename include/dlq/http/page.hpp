@@ -75,7 +75,7 @@ R"DLQPAGE(<!doctype html>
         <h1 id="queue-title"></h1>
         <div class="queue-actions">
           <button id="btn-recover" class="btn btn-ghost mut" type="button" title="Finish replays that were interrupted">Recover</button>
-          <button id="btn-purge" class="btn btn-danger-ghost mut" type="button">Purge…</button>
+          <button id="btn-purge" class="btn btn-danger-ghost mut adm" type="button">Purge…</button>
         </div>
       </div>
       <div class="cards">
@@ -133,7 +133,7 @@ R"DLQPAGE(<!doctype html>
           </table>
           <div id="corrupt-empty" class="empty" hidden>The corrupt list is empty.</div>
         </div>
-        <div class="pager"><span class="spacer"></span><button id="btn-purge-corrupt" class="btn btn-danger-ghost mut" type="button">Purge corrupt list…</button></div>
+        <div class="pager"><span class="spacer"></span><button id="btn-purge-corrupt" class="btn btn-danger-ghost mut adm" type="button">Purge corrupt list…</button></div>
       </div>
     </section>
   </main>
@@ -282,6 +282,7 @@ input:focus{outline:2px solid #c7d2fe;border-color:var(--brand)}
 .toast.bad{background:var(--danger)}
 [hidden]{display:none!important}
 body.ro .mut,body.ro .col-check,body.ro #selection-info{display:none!important}
+body.not-admin .adm{display:none!important}
 )DLQPAGE",
   });
   return text.c_str();
@@ -368,6 +369,8 @@ R"DLQPAGE('use strict';
     // a viewer token may only look (the server refuses its changes with 403 anyway)
     const ro = !!d.read_only || (!!d.caller && d.caller.role === 'viewer');
     document.body.classList.toggle('ro', ro);
+    // purge needs an admin (an operator's click would get 403): shown to admins only
+    document.body.classList.toggle('not-admin', !!d.caller && d.caller.role !== 'admin');
     $('readonly-badge').hidden = !ro;
     $('version').textContent = 'dlq ' + d.version;
     const ul = $('queue-list'); ul.replaceChildren();
@@ -531,14 +534,14 @@ R"DLQPAGE('use strict';
     S.op = op; $('op-panel').hidden = false; $('op-cancel').hidden = false; $('op-cancel').disabled = false; $('op-close').hidden = true;
     renderOp(op); clearInterval(S.opTimer);
     S.opTimer = setInterval(async () => {
-      try { const o = await api('api/operation?' + q({ id: S.op.id })); renderOp(o); if (o.state !== 'running') { clearInterval(S.opTimer); finished(o); } } catch (e) { /* keep polling */ }
+)DLQPAGE",
+R"DLQPAGE(      try { const o = await api('api/operation?' + q({ id: S.op.id })); renderOp(o); if (o.state !== 'running') { clearInterval(S.opTimer); finished(o); } } catch (e) { /* keep polling */ }
     }, 400);
   }
   function renderOp(o) {
     if (o.kind === 'delete') {
       $('op-title').textContent = (o.dry_run ? 'Counting: ' : 'Delete: ') + o.queue;
-)DLQPAGE",
-R"DLQPAGE(      $('op-state').textContent = o.state; $('op-state').className = 'badge ' + o.state;
+      $('op-state').textContent = o.state; $('op-state').className = 'badge ' + o.state;
       const dp = o.progress; const tot = Math.max(o.requested, dp.examined);
       $('op-progress').style.width = (o.state === 'done' ? 100 : tot ? Math.min(100, Math.round(100 * dp.examined / tot)) : 0) + '%';
       $('op-counts').textContent = 'deleted ' + fmt(dp.deleted) + ' · matched ' + fmt(dp.matched) + ' · examined ' + fmt(dp.examined) + ' of ' + fmt(tot) + (o.error ? ' · ' + o.error.message : '');
