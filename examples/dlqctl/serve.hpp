@@ -19,6 +19,7 @@
 /// It prints `dlqctl serve: listening on http://HOST:PORT/` on stdout once it accepts
 /// connections (port 0 picks a free port), logs every mutation on stderr, and stops on
 /// SIGINT/SIGTERM: running replays are cancelled between batches (nothing is lost).
+/// SIGHUP: the --tokens file is read again (a bad file keeps the tokens in effect).
 /// Exit codes as the other commands (see commands.hpp): 1 bad usage (a non-loopback
 /// --listen without --token-file or --tokens, an unreadable or malformed token file), 2 the store or the port failed.
 #pragma once
@@ -321,6 +322,28 @@ inline int bind(dlq::http::GuardedServer& server, const Listen& where, const std
   return port;
 }
 
+/// SIGHUP: re-reads the --tokens file into the running console (secrets rotated without a
+/// restart, which would cancel running replays). A file that cannot be read, is malformed or
+/// lists no token changes nothing: the console keeps its tokens and the log says why.
+/// Without --tokens, SIGHUP is logged and ignored.
+inline void reload_tokens(dlq::http::Console& console, const std::string& path, const Log& log) {
+  if (path.empty()) {
+    log(dlq::LogLevel::warning, "[dlq.http] SIGHUP ignored: serve has no --tokens file");
+    return;
+  }
+  try {
+    auto tokens = read_tokens(path);
+    const std::size_t n = tokens.size();
+    console.set_tokens(std::move(tokens));
+    log(dlq::LogLevel::info, "[dlq.http] --tokens " + path + " reloaded: " +
+                                 std::to_string(n) + " token" + (n == 1 ? "" : "s"));
+  } catch (const std::exception& e) {
+    log(dlq::LogLevel::error, "[dlq.http] --tokens " + path + " not reloaded (" +
+                                  dlq::http::detail::log_text(e.what()) +
+                                  "); the console keeps its tokens");
+  }
+}
+
 /// Serves the console over `backend` until SIGINT or SIGTERM; returns the exit code.
 /// @throws dlq::connection_error when it cannot listen.
 inline int run_console(Io& io, const Settings& s, const Setup& setup, StoreBackend& backend,
@@ -331,6 +354,7 @@ inline int run_console(Io& io, const Settings& s, const Setup& setup, StoreBacke
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // re-read --tokens FILE (reload_tokens)
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const dlq::http::ConsoleOptions& options = setup.options;
@@ -344,9 +368,10 @@ inline int run_console(Io& io, const Settings& s, const Setup& setup, StoreBacke
   console->mount(server);
   const Listen& where = setup.where;
   const int port = bind(server, where, s.listen);
-  std::thread stopper([&server, signals] {
+  std::thread stopper([&server, &console, &s, &log, signals] {
     int sig = 0;
-    sigwait(&signals, &sig);
+    while (sigwait(&signals, &sig) == 0 && sig == SIGHUP)
+      reload_tokens(*console, s.tokens_file, log);
     server.stop();
   });
   const std::string host_text =

@@ -303,4 +303,25 @@ TEST_CASE("an operator may not cancel another operator's operation; its owner an
   }
 }
 
+TEST_CASE("set_tokens replaces the named tokens of a serving console; an empty list is refused") {
+  dlq::http::ConsoleOptions o;
+  o.tokens = three_tokens();
+  Served s(o);
+  auto c = s.client();
+  const auto status = [&](const char* secret) {
+    auto r = c.Get("/api/queues", bearer(secret));
+    REQUIRE(r);
+    return r->status;
+  };
+  CHECK(status("bob-secret-0123456789") == 200);
+  CHECK_THROWS_AS(s.console.set_tokens({}), dlq::invalid_argument);
+  CHECK(status("bob-secret-0123456789") == 200);  // the old tokens stay
+  s.console.set_tokens({{"carol", dlq::detail::sha256_hex("carol-secret-0123456789"),
+                         Role::operator_}});
+  CHECK(status("carol-secret-0123456789") == 200);
+  CHECK(status("bob-secret-0123456789") == 401);
+  CHECK(body_of(c.Get("/api/queues", bearer("carol-secret-0123456789")))["caller"]["name"] ==
+        "carol");
+}
+
 }  // namespace test_console_identity

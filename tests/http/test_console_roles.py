@@ -11,13 +11,17 @@ with `dlqctl audit`.
   `dlqctl audit`, shows the actor (the token's name), the exact filter and the counts; its
   dry run wrote nothing;
 - the single --token-file token is admin and the audit names --actor;
+- SIGHUP re-reads the token file: a new secret gets in, a removed one gets 401, a malformed
+  file keeps the tokens in effect;
 - no secret appears in the console's log.
 """
 import argparse
 import hashlib
 import json
 import os
+import signal
 import tempfile
+import time
 import uuid
 
 from console_support import (call, check, dead_key, dlqctl_audit, envelope, finish, redis_client,
@@ -138,11 +142,36 @@ def main():
                   "the delete: bob, its filter", json.dumps(trail[1])[:400])
             check(trail[2]["actor"] == "ops-cli", "the single token's changes name --actor",
                   trail[2]["actor"])
+
+        # SIGHUP re-reads the token file: a rotated secret works, the removed one gets 401;
+        # a malformed file changes nothing (and the log says so)
+        carol = "carol-secret-" + uuid.uuid4().hex
+        with open(tokens, "w") as f:
+            f.write(f"carol operator {hashlib.sha256(carol.encode()).hexdigest()}\n")
+            f.write(f"alice admin {hashlib.sha256(SECRETS['alice'].encode()).hexdigest()}\n")
+        serve.proc.send_signal(signal.SIGHUP)
+        status = None
+        for _ in range(200):
+            status, _, _ = call(base, "api/queues", token=carol)
+            if status == 200:
+                break
+            time.sleep(0.05)
+        check(status == 200, "after SIGHUP the new token is let in", str(status))
+        status, _, _ = call(base, "api/queues", token=SECRETS["bob"])
+        check(status == 401, "after SIGHUP the removed token gets 401", str(status))
+        with open(tokens, "w") as f:
+            f.write("carol operator not-a-hash\n")
+        serve.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        status, _, _ = call(base, "api/queues", token=carol)
+        check(status == 200, "a malformed file on SIGHUP keeps the tokens in effect", str(status))
     finally:
         serve.stop()
         err = serve.stderr()
         for k in r.scan_iter(f"*{q}*"):
             r.delete(k)
+    check("reloaded: 2 tokens" in err and "not reloaded" in err,
+          "the log says which reload took and which did not", err[-800:])
     check("delete by filter from '" + q + "' by bob" in err,
           "the log names the token of a change", err[-800:])
     for name, secret in list(SECRETS.items()) + [("single", SINGLE)]:

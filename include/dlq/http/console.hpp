@@ -111,8 +111,27 @@ class Console {
   /// Cancels every running operation and waits until they have stopped. Idempotent.
   void shutdown() { ops_.shutdown(); }
 
-  /// The options in effect (prefix normalized).
+  /// The options in effect (prefix normalized; `tokens` as constructed — set_tokens() does
+  /// not change them).
   const ConsoleOptions& options() const noexcept { return opts_; }
+
+  /// Replaces the named tokens (ConsoleOptions::tokens) while the console serves: requests
+  /// after the call are judged by `tokens`; a request already let in keeps its caller, and
+  /// running operations keep their owner. For rotating secrets without a restart, which
+  /// would cancel running replays (`dlqctl serve --tokens FILE` re-reads FILE on SIGHUP).
+  /// Thread-safe.
+  /// @throws dlq::invalid_argument when `tokens` is empty on a console that had named tokens
+  ///         and no single token (an empty list would let every caller in on loopback and
+  ///         change what a non-loopback console requires); the old tokens stay.
+  void set_tokens(std::vector<NamedToken> tokens) {
+    if (tokens.empty() && opts_.token.empty() && !opts_.tokens.empty())
+      throw dlq::invalid_argument(dlq::detail::message(
+          "http", "Console::set_tokens", "the new list has no tokens",
+          "give at least one token; the console keeps the ones it has"));
+    auto next = std::make_shared<const std::vector<NamedToken>>(std::move(tokens));
+    std::lock_guard<std::mutex> lock(tokens_mutex_);
+    tokens_ = std::move(next);
+  }
 
   /// Adds the console's routes to `server` (see docs/console.md for the list).
   void mount(httplib::Server& server) {
@@ -227,6 +246,12 @@ class Console {
   // without named tokens is unchanged). Names are letters, digits and ._@- only.
   static std::string by(const Caller& who) { return who.name.empty() ? "" : " by " + who.name; }
 
+  // The named tokens in effect (set_tokens() may replace them while requests run).
+  std::shared_ptr<const std::vector<NamedToken>> current_tokens() const {
+    std::lock_guard<std::mutex> lock(tokens_mutex_);
+    return tokens_;
+  }
+
   // One line to ConsoleOptions::log (URL passwords masked).
   void log(LogLevel level, const std::string& line) const {
     detail::log_line(opts_.log, level, line);
@@ -238,7 +263,8 @@ class Console {
     detail::security_headers(r);
     try {
       Caller caller;
-      if (auto e = detail::gate(q, opts_.token, opts_.tokens, needs_token, caller))
+      const auto tokens = current_tokens();
+      if (auto e = detail::gate(q, opts_.token, *tokens, needs_token, caller))
         return detail::send_error(r, *e);
       if (needs_token) {
         const std::string_view route = std::string_view(q.path).substr(
@@ -692,6 +718,9 @@ class Console {
   detail::HealthProbe health_;  // /healthz: one probe for requests at once (health_probe.hpp)
   detail::SharedRead<std::string> metrics_;  // /metrics: one read for requests at once
   ConsoleOptions opts_;
+  mutable std::mutex tokens_mutex_;
+  std::shared_ptr<const std::vector<NamedToken>> tokens_ =
+      std::make_shared<const std::vector<NamedToken>>(opts_.tokens);
   detail::operation_registry ops_{opts_};  // after opts_: it reads them
 };
 
