@@ -222,6 +222,53 @@ TEST_CASE("replay --id --transform-cmd replays one entry with what the command p
   CHECK(r.code == 3);
 }
 
+TEST_CASE("replay FILTERS --transform-cmd edits each matching entry in its own step",
+          "[cli][ops]") {
+  CliFixture f;
+  const auto ids = fill(f);
+  // ten "payment timeout" entries (i = 0, 3, ..., 27), oldest first
+  auto r = f.run({"replay", "orders", "--error-contains", "timeout", "--transform-cmd",
+                  "tr 'i' 'k'", "--dry-run"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "10\n");
+  CHECK(f.storage.source_range("orders").empty());  // a dry run moves nothing
+  CHECK(f.dlq().size("orders") == 30);
+  r = f.run({"replay", "orders", "--error-contains", "timeout", "--count", "2", "--transform-cmd",
+             "tr 'i' 'k'"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "2\n");
+  CHECK(f.storage.source_range("orders") == std::vector<std::string>{"{\"k\":0}", "{\"k\":3}"});
+  r = f.run({"replay", "orders", "--error-contains", "timeout", "--transform-cmd", "tr 'i' 'k'"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "8\n");
+  CHECK(f.storage.source_range("orders").size() == 10);
+  CHECK(f.storage.source_range("orders").back() == "{\"k\":27}");
+  CHECK(f.dlq().size("orders") == 20);
+  const auto trail = f.dlq().audit("orders");
+  REQUIRE(!trail.empty());
+  CHECK(trail.back().operation == "replay_edited");
+
+  // A transform that fails on one entry stops there: the ones before stay replayed, it and
+  // the ones after stay in the dead letters with their payloads.
+  // worker w-even and "bad input": i = 2, 4, 8, 10, 14, ...; the edit of i = 8 prints nothing
+  r = f.run({"replay", "orders", "--worker", "w-even", "--error-type", "ValueError",
+             "--transform-cmd", "grep -v '\"i\":8' | tr 'i' 'm'"});
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "replayed 2 edited entries before"));
+  CHECK(f.storage.source_range("orders").size() == 12);
+  CHECK(f.storage.source_range("orders").back() == "{\"m\":4}");
+  const auto kept = f.dlq().get("orders", ids[8]);
+  REQUIRE(kept);
+  CHECK(kept->payload == "{\"i\":8}");
+  CHECK(f.dlq().size("orders") == 18);
+
+  // --set-payload would give every entry the same bytes: one --id only
+  r = f.run({"replay", "orders", "--worker", "w-odd", "--set-payload", "-"}, "{}");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "--transform-cmd"));
+  CHECK(f.dlq().size("orders") == 18);
+}
+
 namespace {
 // The dead letter ids[4] of fill() is where it was, with its payload, and nothing moved.
 void check_untouched(CliFixture& f, const std::vector<std::string>& ids) {
