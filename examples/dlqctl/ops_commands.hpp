@@ -34,6 +34,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -397,10 +398,15 @@ std::optional<std::string> edited_payload(IoT& io, const A& a, const std::string
   return payload;
 }
 
+template <class A, class IoT>
+int ops_replay_edited_many(IoT& io, Store& store, const A& a);
+
 /// replay --id ID --set-payload FILE | --transform-cmd CMD: replays one entry with a new
 /// payload in one atomic step; the audit record keeps both payloads' SHA-256. An edit that
 /// yields an empty or whitespace-only payload is refused (dlq/detail/edit.hpp); so is a
 /// transform that fails, times out or is interrupted (exit 130): nothing moves then.
+/// Any other selection (filters, --all, --count, several --id) with --transform-cmd:
+/// ops_replay_edited_many.
 template <class A, class IoT>
 int ops_replay_edited(IoT& io, Store& store, const A& a) {
   if (!a.ops.set_payload.empty() && !a.ops.transform_cmd.empty())
@@ -408,7 +414,7 @@ int ops_replay_edited(IoT& io, Store& store, const A& a) {
   dlq::Filter beyond_id = filter_of(a);
   beyond_id.ids.clear();
   if (a.ids.size() != 1 || a.all || a.replay_count > 0 || !beyond_id.empty())
-    throw usage_error("an edited replay is for one entry: give exactly one --id and no filter");
+    return ops_replay_edited_many(io, store, a);
   const std::string shown_timeout = a.ops.transform_timeout.empty()
                                         ? std::to_string(default_transform_timeout.count()) + "s"
                                         : a.ops.transform_timeout;
@@ -454,6 +460,106 @@ int ops_replay_edited(IoT& io, Store& store, const A& a) {
          << dlq::detail::sha256_hex(old_payload).substr(0, 12) << " -> "
          << dlq::detail::sha256_hex(payload).substr(0, 12) << ")\n";
   io.out << r.replayed << '\n';
+  return 0;
+}
+
+/// replay QUEUE SELECTION --transform-cmd CMD: the edit of ops_replay_edited for every entry
+/// the selection matches (filters alone, --all or --count N narrowed by filters, several
+/// --id), oldest first. Each entry is its own step, as the one-entry edit: its payload is
+/// read by a search, the command runs on it outside any store lock (a slow jq holds up no
+/// sender), and one replay by id moves it with the edited bytes only if its payload is still
+/// the one edited — atomic per entry, as the library's. The first edit that fails (the
+/// command fails, times out or prints nothing) stops the run: the entries before it stay
+/// replayed, it and the ones after keep their payloads, and the message says how many went.
+/// Unreadable entries have nothing to edit and stay. --set-payload is refused here: it
+/// would give every entry the same bytes.
+template <class A, class IoT>
+int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
+  if (!a.ops.set_payload.empty())
+    throw usage_error("--set-payload gives every entry the same bytes, so it takes exactly one "
+                      "--id; to edit many entries use --transform-cmd (it runs once per entry, "
+                      "on that entry's payload)");
+  dlq::Filter f = filter_of(a);
+  dlq::Filter beyond_id = f;
+  beyond_id.ids.clear();
+  const int chosen = (a.all ? 1 : 0) + (a.replay_count > 0 ? 1 : 0) + (f.ids.empty() ? 0 : 1);
+  if (chosen > 1 || (chosen == 0 && beyond_id.empty()))
+    throw usage_error("say which entries to edit and replay with one of --all, --count N, "
+                      "--id ID..., or filters alone (" +
+                      std::string(filter_option_names) + ")");
+  if (!f.ids.empty() && !beyond_id.empty())
+    throw usage_error("--id replays exactly those entries; the other filters do not apply with it");
+  const std::string shown_timeout = a.ops.transform_timeout.empty()
+                                        ? std::to_string(default_transform_timeout.count()) + "s"
+                                        : a.ops.transform_timeout;
+  const std::chrono::milliseconds timeout = transform_timeout(a);
+  const std::string dest = printable(a.to.empty() ? a.queue : a.to);
+  struct changed_meanwhile {};
+  std::set<std::string> seen;  // a search restarted by the removals may show an entry again
+  std::size_t replayed = 0, unreadable = 0, gone = 0;
+  const auto summary = [&] {
+    io.err << (a.dry_run ? "dry run: would replay " : "replayed ") << replayed
+           << (replayed == 1 ? " entry" : " entries") << " of '" << printable(a.queue)
+           << "' to '" << dest << "' with edited payloads";
+    if (unreadable > 0) io.err << "; " << unreadable << " unreadable left in place";
+    if (gone > 0) io.err << "; " << gone << " removed or changed meanwhile, left as they are";
+    io.err << '\n';
+  };
+  std::string token;
+  for (bool done = false; !done;) {
+    if (io.cancel != nullptr && io.cancel->load()) {
+      summary();
+      io.out << replayed << '\n';
+      return 130;  // exit_interrupted (commands.hpp): stopped by Ctrl-C, nothing lost
+    }
+    dlq::SearchPage page = store.search(a.queue, f, token, 50, a.ops.examine);
+    for (const dlq::Entry& e : page.entries) {
+      if (a.replay_count > 0 && replayed >= a.replay_count) break;
+      if (!seen.insert(e.id).second) continue;
+      if (!e.ok()) {
+        ++unreadable;
+        continue;
+      }
+      std::optional<std::string> edited;
+      try {
+        edited = edited_payload(io, a, e.payload, timeout, shown_timeout);
+      } catch (const usage_error&) {
+        io.err << "dlqctl replay: replayed " << replayed << " edited entries before entry '"
+               << printable(e.id) << "'; it and the entries after it stay in the dead letters\n";
+        throw;
+      }
+      if (!edited) {  // interrupted (said by edited_payload)
+        summary();
+        io.out << replayed << '\n';
+        return 130;  // exit_interrupted (commands.hpp): stopped by Ctrl-C, nothing lost
+      }
+      dlq::ReplayOptions o = dlq::ReplayOptions::by_ids({e.id});
+      o.to_queue = a.to;
+      o.dry_run = a.dry_run;
+      o.transform = [&](const dlq::Entry& now) -> std::optional<std::string> {
+        if (now.payload != e.payload) throw changed_meanwhile{};  // edited for other bytes
+        return *edited;
+      };
+      try {
+        if (store.replay(a.queue, o).replayed == 1) {
+          ++replayed;
+          io.err << (a.dry_run ? "dry run: would replay " : "replayed ") << "entry '"
+                 << printable(e.id) << "' (" << e.payload.size() << " -> " << edited->size()
+                 << " bytes)\n";
+        } else {
+          ++gone;
+        }
+      } catch (const changed_meanwhile&) {
+        ++gone;
+      }
+    }
+    token = page.continuation;
+    done = page.done() || (a.replay_count > 0 && replayed >= a.replay_count);
+  }
+  summary();
+  if (replayed == 0 && unreadable == 0 && gone == 0)
+    io.err << "dlqctl replay: no entry of '" << printable(a.queue) << "' matches\n";
+  io.out << replayed << '\n';
   return 0;
 }
 
@@ -599,8 +705,9 @@ void add_ops_commands(CLI::App& app, A& a, CLI::App* replay) {
   replay->add_option("--set-payload", a.ops.set_payload,
                      "with one --id: replay it with the payload in FILE (- = stdin)");
   replay->add_option("--transform-cmd", a.ops.transform_cmd,
-                     "with one --id: replay it with what CMD prints (its stdin: the payload; "
-                     "run by bash, else /bin/sh, with pipefail; empty output is refused)");
+                     "replay each selected entry with what CMD prints for it (its stdin: the "
+                     "entry's payload; run by bash, else /bin/sh, with pipefail; empty output "
+                     "is refused and stops the run)");
   replay->add_flag("--keep-newline", a.ops.keep_newline,
                    "keep the new payload's final newline (by default one final \\n or \\r\\n "
                    "of the file or the command's output is removed, and said)");
