@@ -463,6 +463,44 @@ int ops_replay_edited(IoT& io, Store& store, const A& a) {
   return 0;
 }
 
+/// What became of one entry of ops_replay_edited_many.
+enum class edit_outcome { replayed, gone, interrupted };
+
+/// One entry of ops_replay_edited_many: the command edits `e`'s payload, then one replay by
+/// id moves it with the edited bytes if its payload is still `e`'s (else it is left: gone).
+/// `before`: how many went before it, for the message of a failed edit.
+/// @throws usage_error when the edit fails (after saying which entry it stopped at).
+template <class A, class IoT>
+edit_outcome edit_and_replay_one(IoT& io, Store& store, const A& a, const dlq::Entry& e,
+                                 std::chrono::milliseconds timeout,
+                                 const std::string& shown_timeout, std::size_t before) {
+  std::optional<std::string> edited;
+  try {
+    edited = edited_payload(io, a, e.payload, timeout, shown_timeout);
+  } catch (const usage_error&) {
+    io.err << "dlqctl replay: replayed " << before << " edited entries before entry '"
+           << printable(e.id) << "'; it and the entries after it stay in the dead letters\n";
+    throw;
+  }
+  if (!edited) return edit_outcome::interrupted;  // said by edited_payload
+  struct changed_meanwhile {};
+  dlq::ReplayOptions o = dlq::ReplayOptions::by_ids({e.id});
+  o.to_queue = a.to;
+  o.dry_run = a.dry_run;
+  o.transform = [&](const dlq::Entry& now) -> std::optional<std::string> {
+    if (now.payload != e.payload) throw changed_meanwhile{};  // edited for other bytes
+    return *edited;
+  };
+  try {
+    if (store.replay(a.queue, o).replayed != 1) return edit_outcome::gone;
+  } catch (const changed_meanwhile&) {
+    return edit_outcome::gone;
+  }
+  io.err << (a.dry_run ? "dry run: would replay " : "replayed ") << "entry '" << printable(e.id)
+         << "' (" << e.payload.size() << " -> " << edited->size() << " bytes)\n";
+  return edit_outcome::replayed;
+}
+
 /// replay QUEUE SELECTION --transform-cmd CMD: the edit of ops_replay_edited for every entry
 /// the selection matches (filters alone, --all or --count N narrowed by filters, several
 /// --id), oldest first. Each entry is its own step, as the one-entry edit: its payload is
@@ -494,7 +532,6 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
                                         : a.ops.transform_timeout;
   const std::chrono::milliseconds timeout = transform_timeout(a);
   const std::string dest = printable(a.to.empty() ? a.queue : a.to);
-  struct changed_meanwhile {};
   std::set<std::string> seen;  // a search restarted by the removals may show an entry again
   std::size_t replayed = 0, unreadable = 0, gone = 0;
   const auto summary = [&] {
@@ -520,38 +557,15 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
         ++unreadable;
         continue;
       }
-      std::optional<std::string> edited;
-      try {
-        edited = edited_payload(io, a, e.payload, timeout, shown_timeout);
-      } catch (const usage_error&) {
-        io.err << "dlqctl replay: replayed " << replayed << " edited entries before entry '"
-               << printable(e.id) << "'; it and the entries after it stay in the dead letters\n";
-        throw;
-      }
-      if (!edited) {  // interrupted (said by edited_payload)
+      const edit_outcome done_one = edit_and_replay_one(io, store, a, e, timeout, shown_timeout,
+                                                        replayed);
+      if (done_one == edit_outcome::interrupted) {
         summary();
         io.out << replayed << '\n';
         return 130;  // exit_interrupted (commands.hpp): stopped by Ctrl-C, nothing lost
       }
-      dlq::ReplayOptions o = dlq::ReplayOptions::by_ids({e.id});
-      o.to_queue = a.to;
-      o.dry_run = a.dry_run;
-      o.transform = [&](const dlq::Entry& now) -> std::optional<std::string> {
-        if (now.payload != e.payload) throw changed_meanwhile{};  // edited for other bytes
-        return *edited;
-      };
-      try {
-        if (store.replay(a.queue, o).replayed == 1) {
-          ++replayed;
-          io.err << (a.dry_run ? "dry run: would replay " : "replayed ") << "entry '"
-                 << printable(e.id) << "' (" << e.payload.size() << " -> " << edited->size()
-                 << " bytes)\n";
-        } else {
-          ++gone;
-        }
-      } catch (const changed_meanwhile&) {
-        ++gone;
-      }
+      if (done_one == edit_outcome::replayed) ++replayed;
+      if (done_one == edit_outcome::gone) ++gone;
     }
     token = page.continuation;
     done = page.done() || (a.replay_count > 0 && replayed >= a.replay_count);

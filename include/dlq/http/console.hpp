@@ -115,23 +115,10 @@ class Console {
   /// not change them).
   const ConsoleOptions& options() const noexcept { return opts_; }
 
-  /// Replaces the named tokens (ConsoleOptions::tokens) while the console serves: requests
-  /// after the call are judged by `tokens`; a request already let in keeps its caller, and
-  /// running operations keep their owner. For rotating secrets without a restart, which
-  /// would cancel running replays (`dlqctl serve --tokens FILE` re-reads FILE on SIGHUP).
-  /// Thread-safe.
-  /// @throws dlq::invalid_argument when `tokens` is empty on a console that had named tokens
-  ///         and no single token (an empty list would let every caller in on loopback and
-  ///         change what a non-loopback console requires); the old tokens stay.
-  void set_tokens(std::vector<NamedToken> tokens) {
-    if (tokens.empty() && opts_.token.empty() && !opts_.tokens.empty())
-      throw dlq::invalid_argument(dlq::detail::message(
-          "http", "Console::set_tokens", "the new list has no tokens",
-          "give at least one token; the console keeps the ones it has"));
-    auto next = std::make_shared<const std::vector<NamedToken>>(std::move(tokens));
-    std::lock_guard<std::mutex> lock(tokens_mutex_);
-    tokens_ = std::move(next);
-  }
+  /// Replaces the named tokens while the console serves (TokenSet::set; `dlqctl serve`
+  /// re-reads its --tokens file on SIGHUP). Thread-safe.
+  /// @throws dlq::invalid_argument as TokenSet::set; the old tokens stay.
+  void set_tokens(std::vector<NamedToken> tokens) { tokens_.set(std::move(tokens)); }
 
   /// Adds the console's routes to `server` (see docs/console.md for the list).
   void mount(httplib::Server& server) {
@@ -211,15 +198,7 @@ class Console {
     post(server, "/api/cancel",
          [this](const nlohmann::json& body, httplib::Response& r, const Caller& who) {
       const auto op = ops_.find(string_field(body, "id", true));
-      if (!may_cancel(who, op->actor))  // the rule of console_identity.hpp
-        return detail::send_error(
-            r, detail::bad("forbidden_owner", "POST /api/cancel",
-                           "operation " + op->id + " was started by '" +
-                               detail::printable(op->actor.empty() ? "the console's token"
-                                                                   : op->actor) +
-                               "'; the token '" + detail::printable(who.name) + "' (" +
-                               role_name(who.role) + ") may cancel only its own",
-                           "ask its owner or an admin to cancel it", 403));
+      if (auto e = detail::check_cancel(who, op->id, op->actor)) return detail::send_error(r, *e);
       op->cancel.store(true);
       log(LogLevel::info, "operation " + op->id + ": cancel requested" + by(who));
       detail::send_json(r, 202, detail::op_json(*op));
@@ -246,12 +225,6 @@ class Console {
   // without named tokens is unchanged). Names are letters, digits and ._@- only.
   static std::string by(const Caller& who) { return who.name.empty() ? "" : " by " + who.name; }
 
-  // The named tokens in effect (set_tokens() may replace them while requests run).
-  std::shared_ptr<const std::vector<NamedToken>> current_tokens() const {
-    std::lock_guard<std::mutex> lock(tokens_mutex_);
-    return tokens_;
-  }
-
   // One line to ConsoleOptions::log (URL passwords masked).
   void log(LogLevel level, const std::string& line) const {
     detail::log_line(opts_.log, level, line);
@@ -263,7 +236,7 @@ class Console {
     detail::security_headers(r);
     try {
       Caller caller;
-      const auto tokens = current_tokens();
+      const auto tokens = tokens_.get();
       if (auto e = detail::gate(q, opts_.token, *tokens, needs_token, caller))
         return detail::send_error(r, *e);
       if (needs_token) {
@@ -718,9 +691,7 @@ class Console {
   detail::HealthProbe health_;  // /healthz: one probe for requests at once (health_probe.hpp)
   detail::SharedRead<std::string> metrics_;  // /metrics: one read for requests at once
   ConsoleOptions opts_;
-  mutable std::mutex tokens_mutex_;
-  std::shared_ptr<const std::vector<NamedToken>> tokens_ =
-      std::make_shared<const std::vector<NamedToken>>(opts_.tokens);
+  TokenSet tokens_{opts_.tokens, !opts_.token.empty() || opts_.tokens.empty()};  // after opts_
   detail::operation_registry ops_{opts_};  // after opts_: it reads them
 };
 

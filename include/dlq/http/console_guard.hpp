@@ -230,6 +230,18 @@ inline std::optional<http_error> check_role(const Caller& caller, std::string_vi
              "ask for a token with that role", 403);
 }
 
+// The owner rule of /api/cancel (may_cancel()): 403 forbidden_owner, naming the owner,
+// when `who` may not cancel operation `id` started by `actor`.
+inline std::optional<http_error> check_cancel(const Caller& who, const std::string& id,
+                                              const std::string& actor) {
+  if (may_cancel(who, actor)) return std::nullopt;
+  return bad("forbidden_owner", "POST /api/cancel",
+             "operation " + id + " was started by '" +
+                 printable(actor.empty() ? "the console's token" : actor) + "'; the token '" +
+                 printable(who.name) + "' (" + role_name(who.role) + ") may cancel only its own",
+             "ask its owner or an admin to cancel it", 403);
+}
+
 }  // namespace detail
 }  // namespace http
 }  // namespace dlq

@@ -24,6 +24,8 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -97,6 +99,40 @@ inline Role required_role(std::string_view route, bool mutation) noexcept {
 inline bool role_allows(Role have, Role need) noexcept {
   return static_cast<int>(have) >= static_cast<int>(need);
 }
+
+/// The named tokens a serving console judges requests by, replaceable while it serves
+/// (Console::set_tokens): a request takes the list in effect once (get()), so a swap never
+/// changes a request half-way. Thread-safe.
+class TokenSet {
+ public:
+  /// `may_empty`: whether set() takes an empty list. A console with only named tokens has
+  /// false: an empty list would change what it requires (on loopback: no token at all).
+  TokenSet(std::vector<NamedToken> tokens, bool may_empty)
+      : may_empty_(may_empty),
+        current_(std::make_shared<const std::vector<NamedToken>>(std::move(tokens))) {}
+  /// The list in effect.
+  std::shared_ptr<const std::vector<NamedToken>> get() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return current_;
+  }
+  /// Makes `tokens` the list in effect for the requests after the call (rotating secrets
+  /// without a restart, which would cancel running operations; their owners stay).
+  /// @throws dlq::invalid_argument for an empty list unless `may_empty`; nothing changes.
+  void set(std::vector<NamedToken> tokens) {
+    if (tokens.empty() && !may_empty_)
+      throw dlq::invalid_argument(dlq::detail::message(
+          "http", "Console::set_tokens", "the new list has no tokens",
+          "give at least one token; the console keeps the ones it has"));
+    auto next = std::make_shared<const std::vector<NamedToken>>(std::move(tokens));
+    std::lock_guard<std::mutex> lock(m_);
+    current_.swap(next);
+  }
+
+ private:
+  const bool may_empty_;
+  mutable std::mutex m_;
+  std::shared_ptr<const std::vector<NamedToken>> current_;
+};
 
 /// Whether `who` may cancel an operation started by `started_by` (its audit actor, the
 /// starting token's name; "" for the single token or loopback): an admin cancels any, an
