@@ -66,6 +66,22 @@ TEST_CASE("printable masks a URL's credentials before it cuts a long text") {
   CHECK(printable(std::string(200, 'x')) == std::string(200, 'x'));
 }
 
+TEST_CASE("a line break or CR inside a URL's password never shows its tail") {
+  // The masking ran before control characters became '?': a raw "\n" or "\r" ended the
+  // password there, and the bytes after it ("ss2") were shown.
+  for (const char* broken : {"redis://user:hunter\nss2@h:6379/0", "redis://user:hunter\rss2@h/0",
+                             "redis://:hun\tter\nss2@h/0"}) {
+    const std::string line = std::string("cannot reach ") + broken + " now";
+    INFO(line);
+    for (const std::string& shown :
+         {dlq::http::detail::printable(line), dlq::http::detail::log_text(line)}) {
+      CHECK(shown.find("ss2") == std::string::npos);
+      CHECK(shown.find("hun") == std::string::npos);
+      CHECK(shown.find("@h") != std::string::npos);  // the host is still shown
+    }
+  }
+}
+
 namespace {
 // The exposition of ConsoleBackend (the default metrics_text, dlqctl serve's) over a queue.
 struct DefaultMetricsBackend : dlq::http::QueueBackend<dlq::MemoryStorage> {
