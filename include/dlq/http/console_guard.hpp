@@ -89,12 +89,7 @@ namespace detail {
 // name, a request path or an exception's message) shown as '?', so that no text in it can
 // split or forge a line. The console's lines and, in dlqctl serve, the library's own
 // (Options::log) go through it.
-inline std::string log_text(const std::string& line) {
-  std::string text = redact_secrets(line);
-  for (char& c : text)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return text;
-}
+inline std::string log_text(const std::string& line) { return masked_line(line); }
 
 // One line to the console's log (ConsoleOptions::log), through log_text.
 inline void log_line(const std::function<void(LogLevel, std::string_view)>& sink, LogLevel level,

@@ -49,11 +49,18 @@ inline http_error bad(std::string code, const std::string& where, const std::str
 // before the cut: a cut inside a URL would drop the '@' the masking needs and show part of
 // the password. The cut moves back to a UTF-8 sequence boundary and to before a run of '*'
 // it would split, so a mask is shown whole or not at all.
+// `s` for one line of a log or a message: control characters as '?' FIRST, then URL
+// credentials masked — the other order let a raw "\n" or "\r" inside a password end the
+// masking there and show the rest of the password.
+inline std::string masked_line(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return redact_secrets(s);
+}
+
 inline std::string printable(std::string_view s) {
   constexpr std::size_t limit = 200;
-  std::string out = redact_secrets(std::string(s));
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  std::string out = masked_line(std::string(s));
   if (out.size() <= limit) return out;
   std::size_t n = limit;
   while (n > 0 && (static_cast<unsigned char>(out[n]) & 0xC0) == 0x80)
@@ -74,7 +81,7 @@ inline void send_json(httplib::Response& r, int status, const nlohmann::json& j)
 }
 
 inline void send_error(httplib::Response& r, const http_error& e) {
-  send_json(r, e.status, {{"error", {{"code", e.code}, {"message", redact_secrets(e.message)}}}});
+  send_json(r, e.status, {{"error", {{"code", e.code}, {"message", masked_line(e.message)}}}});
   if (e.status == 401) r.set_header("WWW-Authenticate", "Bearer realm=\"dlq\"");
 }
 
