@@ -334,6 +334,16 @@ TEST_CASE("an edit that yields an empty or blank payload is refused and moves no
     check_untouched(f, ids);
   }
   std::remove(empty_file.c_str());
+  // What was read is said as it was: a lone newline is not "nothing"
+  for (const char* in : {"\n", "\r\n"}) {
+    const auto r = f.run({"replay", "orders", "--id", ids[4], "--set-payload", "-"}, in);
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK_FALSE(contains(r.err, "read nothing"));
+    CHECK(contains(r.err, "only a line ending"));
+  }
+  const auto r = f.run({"replay", "orders", "--id", ids[4], "--transform-cmd", "echo"});
+  CHECK(contains(r.err, "printed only a line ending"));
 }
 
 TEST_CASE("a transform runs with pipefail: a failing stage of a pipeline fails the edit",
