@@ -390,9 +390,10 @@ std::optional<std::string> edited_payload(IoT& io, const A& a, const std::string
   // which option gave it.
   if (dlq::detail::blank_payload(payload))
     throw usage_error(source +
-                      (payload.empty() ? std::string("nothing")
-                                       : "only whitespace (" + std::to_string(payload.size()) +
-                                             (payload.size() == 1 ? " byte)" : " bytes)")) +
+                      (payload.empty() && given > 0 ? std::string("only a line ending")
+                       : payload.empty()            ? std::string("nothing")
+                                         : "only whitespace (" + std::to_string(payload.size()) +
+                                               (payload.size() == 1 ? " byte)" : " bytes)")) +
                       ", and an empty payload is never a valid job; nothing was replayed, the "
                       "dead letter is unchanged");
   return payload;
@@ -514,17 +515,19 @@ edit_outcome edit_and_replay_one(IoT& io, Store& store, const A& a, const dlq::E
 template <class A, class IoT>
 int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
   if (!a.ops.set_payload.empty())
-    throw usage_error("--set-payload gives every entry the same bytes, so it takes exactly one "
-                      "--id; to edit many entries use --transform-cmd (it runs once per entry, "
-                      "on that entry's payload)");
+    throw usage_error(
+        "--set-payload gives every entry the same bytes, so it takes exactly one "
+        "--id; to edit many entries use --transform-cmd (it runs once per entry, "
+        "on that entry's payload)");
   dlq::Filter f = filter_of(a);
   dlq::Filter beyond_id = f;
   beyond_id.ids.clear();
   const int chosen = (a.all ? 1 : 0) + (a.replay_count > 0 ? 1 : 0) + (f.ids.empty() ? 0 : 1);
   if (chosen > 1 || (chosen == 0 && beyond_id.empty()))
-    throw usage_error("say which entries to edit and replay with one of --all, --count N, "
-                      "--id ID..., or filters alone (" +
-                      std::string(filter_option_names) + ")");
+    throw usage_error(
+        "say which entries to edit and replay with one of --all, --count N, "
+        "--id ID..., or filters alone (" +
+        std::string(filter_option_names) + ")");
   if (!f.ids.empty() && !beyond_id.empty())
     throw usage_error("--id replays exactly those entries; the other filters do not apply with it");
   const std::string shown_timeout = a.ops.transform_timeout.empty()
@@ -536,8 +539,8 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
   std::size_t replayed = 0, unreadable = 0, gone = 0;
   const auto summary = [&] {
     io.err << (a.dry_run ? "dry run: would replay " : "replayed ") << replayed
-           << (replayed == 1 ? " entry" : " entries") << " of '" << printable(a.queue)
-           << "' to '" << dest << "' with edited payloads";
+           << (replayed == 1 ? " entry" : " entries") << " of '" << printable(a.queue) << "' to '"
+           << dest << "' with edited payloads";
     if (unreadable > 0) io.err << "; " << unreadable << " unreadable left in place";
     if (gone > 0) io.err << "; " << gone << " removed or changed meanwhile, left as they are";
     io.err << '\n';
@@ -557,8 +560,8 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
         ++unreadable;
         continue;
       }
-      const edit_outcome done_one = edit_and_replay_one(io, store, a, e, timeout, shown_timeout,
-                                                        replayed);
+      const edit_outcome done_one =
+          edit_and_replay_one(io, store, a, e, timeout, shown_timeout, replayed);
       if (done_one == edit_outcome::interrupted) {
         summary();
         io.out << replayed << '\n';
