@@ -213,6 +213,11 @@ def main():
         expect_error(call(base, "api/queues", headers={"Host": "attacker.example:80"}), 403, "forbidden_host", "non-loopback Host refused")
         status, body, _ = call(base, "api/nothing")
         check(status == 404 and isinstance(body, dict) and body["error"]["code"] == "not_found", "unknown route: JSON 404", f"{status} {body}")
+        status, body, _ = call(base, "api/entries?queue=" + "x" * 9000)
+        check(status == 414 and isinstance(body, dict) and body["error"]["code"] == "uri_too_long"
+              and "longer than 8 KiB" in body["error"]["message"]
+              and " : " not in body["error"]["message"],
+              "a target over 8 KiB: JSON 414 that says what was too long", f"{status} {body}")
         status, body, _ = call(base, "healthz")
         check(status == 200, "still healthy after bad input")
     finally:
