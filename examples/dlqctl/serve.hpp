@@ -292,14 +292,18 @@ inline void set_json_errors(dlq::http::GuardedServer& server) {
     const std::string code = r.status == 404   ? "not_found"
                              : r.status == 413 ? "body_too_large"
                              : r.status == 405 ? "method_not_allowed"
+                             : r.status == 414 ? "uri_too_long"
                                                : "bad_request";
-    nlohmann::json j = {
-        {"error",
-         {{"code", code},
-          {"message",
-           "[dlq.http] " + q.method + " " + q.path + ": " +
-               (r.status == 404 ? "no such route; see docs/console.md"
-                                : "request refused (HTTP " + std::to_string(r.status) + ")")}}}};
+    // A line the server refused before parsing it has no method or path: say what it was.
+    const std::string where = q.method.empty() && q.path.empty()
+                                  ? std::string("the request")
+                                  : q.method + " " + dlq::http::detail::printable(q.path);
+    const std::string what =
+        r.status == 404   ? "no such route; see docs/console.md"
+        : r.status == 414 ? "its target (path and query) is longer than 8 KiB; send long filters "
+                            "in a POST body (POST /api/replay, /api/discard take them)"
+                          : "request refused (HTTP " + std::to_string(r.status) + ")";
+    nlohmann::json j = {{"error", {{"code", code}, {"message", "[dlq.http] " + where + ": " + what}}}};
     r.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
                   "application/json; charset=utf-8");
   });
