@@ -3,7 +3,7 @@
 dlq_add_test(test_core SOURCES
   test_errors.cpp test_json_scan.cpp test_base64.cpp test_time.cpp test_id.cpp test_entry.cpp
   test_dead_letter_queue.cpp test_find_while_removing.cpp test_deeply_nested_entries.cpp
-  test_search_place.cpp test_redact.cpp test_audit_records.cpp
+  test_search_place.cpp test_redact.cpp test_audit_records.cpp test_text_search.cpp
   LABELS core)
 dlq_add_test(test_memory SOURCES test_memory.cpp LABELS "core;memory")
 dlq_add_test(test_contract_memory SOURCES contract/contract_memory.cpp LABELS "core;memory;contract")
