@@ -51,7 +51,7 @@ DLQ_INLINE bool filter_matcher::matches(std::string_view raw, bool readable,
     return !f_.predicate || f_.predicate(parse_entry(std::string(raw)));
   }
   if (!f_.error_contains.empty() &&
-      string_field(view.error).find(f_.error_contains) == std::string::npos)
+      !contains(string_field(view.error), f_.error_contains, false))  // linear: text_search.hpp
     return false;
   if (!f_.error_type.empty() && string_field(view.error_type) != f_.error_type) return false;
   if (!f_.worker.empty() && string_field(view.worker) != f_.worker) return false;
@@ -66,7 +66,7 @@ DLQ_INLINE bool filter_matcher::matches(std::string_view raw, bool readable,
     std::string scratch, problem;
     std::string_view payload;
     if (!cut_payload(view, scratch, payload, problem)) return false;
-    if (payload.find(f_.payload_contains) == std::string_view::npos) return false;
+    if (!contains(payload, f_.payload_contains, false)) return false;
   }
   if (f_.predicate && !f_.predicate(parse_entry(std::string(raw)))) return false;
   return true;

@@ -58,6 +58,7 @@
 
 #include "dlq/detail/compiled.hpp"
 #include "dlq/detail/search_place.hpp"
+#include "dlq/detail/text_search.hpp"
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
 #include "dlq/storage.hpp"
@@ -166,10 +167,10 @@ class filter_matcher {
   /// A cheap pre-check: true when `raw` cannot match because a required text of a string
   /// field (error, error type, worker, job id) occurs nowhere in its bytes. Only when `raw`
   /// has no backslash: an escaped field could hold the text without its bytes appearing.
-  bool cannot_match(std::string_view raw) const noexcept {
+  bool cannot_match(std::string_view raw) const {
     if (texts_.empty() || raw.find('\\') != std::string_view::npos) return false;
     for (const std::string* t : texts_)
-      if (raw.find(*t) == std::string_view::npos) return true;
+      if (!contains(raw, *t, false)) return true;  // linear (detail/text_search.hpp)
     return false;
   }
 
