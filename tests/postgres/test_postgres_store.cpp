@@ -2,8 +2,11 @@
 // errors, URLs, hostile names and bytes.
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "dlq/dlq.hpp"
 #include "dlq/kv/storage.hpp"
@@ -154,6 +157,50 @@ TEST_CASE("pooled connections the server closed are replaced: the next calls suc
                    "WHERE application_name = '" + app + "'");
   store.save({{"c", "b", "2"}});
   CHECK(store.count("c") == 2);
+}
+
+/// Waits (up to 30 s) until `n` advisory-lock requests wait on the server.
+void wait_for_lock_waiters(PGconn* c, int n) {
+  const std::string q = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+  for (int i = 0; i < 3000 && run(c, q) != std::to_string(n); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(run(c, q) == std::to_string(n));
+}
+
+TEST_CASE("a bound is exact when the database's default isolation is repeatable read",
+          "[postgres][race]") {
+  // A database (or role, or URL) with default_transaction_isolation = 'repeatable read':
+  // the store's write transactions would inherit it, and take their snapshot at their
+  // first statement — the advisory lock they then wait for — so a count read under the
+  // lock would miss the rows the previous holder committed.
+  const dlq::postgres::Options o = pgtest::migrated();
+  PostgresStore store(pgtest::url() + "?options=-c%20default_transaction_isolation%3D"
+                                      "repeatable%5C%20read", o);
+  conn_ptr holder = connect();
+  const std::string key = std::to_string(dlq::postgres::detail::lock_key(o.schema, "c"));
+  run(holder.get(), "SELECT pg_advisory_lock(" + key + ")");  // both writers wait on it
+  std::vector<int> admitted(4, 0);
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 2; ++i)
+    writers.emplace_back([&, i] {
+      admitted[i] = store.save_if_below({"c", "a" + std::to_string(i), "v"}, 1) ? 1 : 0;
+    });
+  wait_for_lock_waiters(holder.get(), 2);
+  run(holder.get(), "SELECT pg_advisory_unlock(" + key + ")");
+  for (std::thread& t : writers) t.join();
+  CHECK(admitted[0] + admitted[1] == 1);
+  CHECK(store.count("c") == 1);
+
+  // save_capped: the second writer must see (and evict) the first one's record.
+  const std::string key_d = std::to_string(dlq::postgres::detail::lock_key(o.schema, "d"));
+  run(holder.get(), "SELECT pg_advisory_lock(" + key_d + ")");
+  std::vector<std::thread> cappers;
+  for (int i = 0; i < 2; ++i)
+    cappers.emplace_back([&, i] { store.save_capped({{"d", "b" + std::to_string(i), "v"}}, 1); });
+  wait_for_lock_waiters(holder.get(), 2);
+  run(holder.get(), "SELECT pg_advisory_unlock(" + key_d + ")");
+  for (std::thread& t : cappers) t.join();
+  CHECK(store.count("d") == 1);
 }
 
 /// Dead letters of `queue` in the tables of `o`, read through a store of its own.
