@@ -23,9 +23,10 @@
 ///       dlq_schema (version integer)
 ///
 /// - Durability: a write returns after its COMMIT, which with PostgreSQL's defaults
-///   (fsync=on, synchronous_commit=on) is on disk. Each write is one transaction; the
-///   writers of one collection take its transaction-scoped advisory lock first, so versions
-///   follow commit order (a window read `after` a version never misses a later commit) and
+///   (fsync=on, synchronous_commit=on) is on disk. Each write is one READ COMMITTED
+///   transaction (whatever default_transaction_isolation says); the writers of one
+///   collection take its transaction-scoped advisory lock first, so versions follow commit
+///   order (a window read `after` a version never misses a later commit) and
 ///   Overflow::reject and evict_oldest are exact across processes.
 /// - Every value is a binary parameter and every identifier quoted: queue names, ids and
 ///   payloads are bytes (NUL bytes, invalid UTF-8) and never SQL.

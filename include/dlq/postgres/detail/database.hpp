@@ -116,7 +116,8 @@ class pg_database {
     }
   }
 
-  /// Runs `f(connection)` in one transaction, run again (up to Options::max_attempts) after a
+  /// Runs `f(connection)` in one READ COMMITTED transaction (whatever the database's
+  /// default_transaction_isolation), run again (up to Options::max_attempts) after a
   /// deadlock or serialization failure. On the application's connection: inside its open
   /// transaction, once (its COMMIT or ROLLBACK decides). @throws what f throws;
   /// dlq::conflict_error when the attempts are used up; a storage_error with
@@ -129,7 +130,9 @@ class pg_database {
       bool reused = false;
       std::unique_ptr<pg_connection> c = lease(&reused);
       try {
-        c->exec("BEGIN", what);
+        // READ COMMITTED whatever the database's default: each statement after the
+        // collection's lock then reads what the previous holder committed.
+        c->exec("BEGIN ISOLATION LEVEL READ COMMITTED", what);
         auto out = f(*c);
         c->exec("COMMIT", std::string(what) + " (COMMIT)", true);
         release(std::move(c));
