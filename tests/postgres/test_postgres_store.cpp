@@ -258,6 +258,37 @@ TEST_CASE("a dead letter sent in the application's transaction: ROLLBACK none, C
   CHECK(dead_letters(o, "orders") == 3);
 }
 
+TEST_CASE("a bound checked in the application's repeatable read transaction",
+          "[postgres][transaction][race]") {
+  // Two applications' REPEATABLE READ transactions save under a bound of 1 record
+  // (save_if_below: Overflow::reject). The second takes its snapshot (its own statement)
+  // before the first commits, then waits for the collection's lock: the count it reads
+  // under the lock cannot see the first one's record. It must not be admitted past the
+  // bound silently. (Through DeadLetterQueue the queue's registry row, rewritten by every
+  // send, happens to make the second fail with a serialization error.)
+  const dlq::postgres::Options o = pgtest::migrated();
+  conn_ptr a = connect(), b = connect(), admin = connect();
+  run(a.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ");
+  run(b.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ");
+  run(a.get(), "SELECT 1");
+  run(b.get(), "SELECT 1");  // b's snapshot: before a's COMMIT
+  CHECK(PostgresStore::in_transaction(a.get(), o).save_if_below({"c", "a", "v"}, 1));
+  int b_saved = -1;  // 1 saved, 0 not admitted, 2 refused with a dlq::error
+  std::thread tb([&] {
+    try {
+      b_saved = PostgresStore::in_transaction(b.get(), o).save_if_below({"c", "b", "v"}, 1);
+    } catch (const dlq::error&) {
+      b_saved = 2;
+    }
+  });
+  wait_for_lock_waiters(admin.get(), 1);
+  run(a.get(), "COMMIT");
+  tb.join();
+  PQclear(PQexec(b.get(), b_saved == 1 ? "COMMIT" : "ROLLBACK"));
+  CHECK(b_saved != 1);
+  CHECK(PostgresStore(pgtest::url(), o).count("c") == 1);
+}
+
 TEST_CASE("sending on the application's connection needs its open transaction",
           "[postgres][transaction]") {
   const dlq::postgres::Options o = pgtest::migrated();
