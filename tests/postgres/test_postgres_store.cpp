@@ -258,35 +258,62 @@ TEST_CASE("a dead letter sent in the application's transaction: ROLLBACK none, C
   CHECK(dead_letters(o, "orders") == 3);
 }
 
-TEST_CASE("a bound checked in the application's repeatable read transaction",
-          "[postgres][transaction][race]") {
-  // Two applications' REPEATABLE READ transactions save under a bound of 1 record
-  // (save_if_below: Overflow::reject). The second takes its snapshot (its own statement)
-  // before the first commits, then waits for the collection's lock: the count it reads
-  // under the lock cannot see the first one's record. It must not be admitted past the
-  // bound silently. (Through DeadLetterQueue the queue's registry row, rewritten by every
-  // send, happens to make the second fail with a serialization error.)
-  const dlq::postgres::Options o = pgtest::migrated();
+/// How a save ended: 1 saved, 0 not admitted, 2 refused with a dlq::error.
+int saved(PGconn* c, const dlq::postgres::Options& o, const std::string& id) {
+  try {
+    return PostgresStore::in_transaction(c, o).save_if_below({"c", id, "v"}, 1) ? 1 : 0;
+  } catch (const dlq::error&) {
+    return 2;
+  }
+}
+
+struct two_savers {
+  int first, second;       // as saved()
+  bool second_committed;   // the second's COMMIT succeeded
+};
+
+/// Two applications' transactions at `isolation` each save one record under a bound of 1
+/// (save_if_below: Overflow::reject); the second takes its snapshot before the first
+/// commits, then waits for the collection's lock (when the first was admitted).
+two_savers save_two(const dlq::postgres::Options& o, const std::string& isolation) {
   conn_ptr a = connect(), b = connect(), admin = connect();
-  run(a.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ");
-  run(b.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ");
+  run(a.get(), "BEGIN ISOLATION LEVEL " + isolation);
+  run(b.get(), "BEGIN ISOLATION LEVEL " + isolation);
   run(a.get(), "SELECT 1");
   run(b.get(), "SELECT 1");  // b's snapshot: before a's COMMIT
-  CHECK(PostgresStore::in_transaction(a.get(), o).save_if_below({"c", "a", "v"}, 1));
-  int b_saved = -1;  // 1 saved, 0 not admitted, 2 refused with a dlq::error
-  std::thread tb([&] {
-    try {
-      b_saved = PostgresStore::in_transaction(b.get(), o).save_if_below({"c", "b", "v"}, 1);
-    } catch (const dlq::error&) {
-      b_saved = 2;
-    }
-  });
-  wait_for_lock_waiters(admin.get(), 1);
+  two_savers out{saved(a.get(), o, "a"), -1, false};
+  std::thread tb([&] { out.second = saved(b.get(), o, "b"); });
+  if (out.first == 1) wait_for_lock_waiters(admin.get(), 1);
   run(a.get(), "COMMIT");
   tb.join();
-  PQclear(PQexec(b.get(), b_saved == 1 ? "COMMIT" : "ROLLBACK"));
-  CHECK(b_saved != 1);
-  CHECK(PostgresStore(pgtest::url(), o).count("c") == 1);
+  PGresult* r = PQexec(b.get(), "COMMIT");
+  out.second_committed =
+      PQresultStatus(r) == PGRES_COMMAND_OK && std::string(PQcmdStatus(r)) == "COMMIT";
+  PQclear(r);
+  return out;
+}
+
+TEST_CASE("a bound checked in the application's repeatable read transaction",
+          "[postgres][transaction][race]") {
+  // REPEATABLE READ: the count the second would read under the lock cannot see the first
+  // one's record, and nothing detects it: a bounded save is refused there, before anything
+  // is written. (Through DeadLetterQueue the queue's registry row, rewritten by every send,
+  // happens to make the second fail with a serialization error.)
+  const dlq::postgres::Options o = pgtest::migrated();
+  const two_savers rr = save_two(o, "REPEATABLE READ");
+  CHECK(rr.first == 2);
+  CHECK(rr.second == 2);
+  CHECK(PostgresStore(pgtest::url(), o).count("c") == 0);
+  // SERIALIZABLE: PostgreSQL fails the second (at its save or its COMMIT); READ COMMITTED:
+  // the second reads afresh under the lock and is not admitted.
+  for (const char* isolation : {"SERIALIZABLE", "READ COMMITTED"}) {
+    INFO(isolation);
+    const dlq::postgres::Options fresh = pgtest::migrated();
+    const two_savers out = save_two(fresh, isolation);
+    CHECK(out.first == 1);
+    CHECK(!(out.second == 1 && out.second_committed));
+    CHECK(PostgresStore(pgtest::url(), fresh).count("c") == 1);
+  }
 }
 
 TEST_CASE("sending on the application's connection needs its open transaction",

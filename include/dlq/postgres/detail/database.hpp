@@ -172,6 +172,25 @@ class pg_database {
     }
   }
 
+  /// Checks that a count read after a collection's lock sees every commit before it: on
+  /// the application's connection, that its transaction is not REPEATABLE READ (its
+  /// snapshot predates the lock, and nothing would detect the stale count; READ COMMITTED
+  /// reads afresh, SERIALIZABLE fails one of the two). Nothing to do on the pool's (READ
+  /// COMMITTED) connections. @throws dlq::invalid_argument (no statement failed: the
+  /// application's transaction is not aborted).
+  void check_bound_exact(pg_connection& c) const {
+    if (!borrowed_) return;
+    pg_result r = c.exec("SELECT current_setting('transaction_isolation')",
+                         "reading the transaction's isolation level");
+    if (column_bytes(r.get(), 0, 0) != "repeatable read") return;
+    throw invalid_argument(dlq::detail::message(
+        "postgres", where_,
+        "its transaction is REPEATABLE READ: a queue's bound (Retention::max_length) cannot "
+        "be checked exactly in it (its snapshot misses what others commit meanwhile)",
+        "send in a READ COMMITTED or SERIALIZABLE transaction, or to a queue without "
+        "max_length"));
+  }
+
   /// Opens a connection (or checks the application's) and checks the schema's version.
   /// @throws dlq::connection_error, dlq::postgres::schema_error.
   void open() {
