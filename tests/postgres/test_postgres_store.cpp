@@ -99,6 +99,42 @@ TEST_CASE("the tables dropped under a running store: schema_error naming migrate
   }
 }
 
+TEST_CASE("a schema name PostgreSQL would truncate is refused, never shared",
+          "[postgres]") {
+  // PostgreSQL keeps the first 63 bytes of an identifier (NAMEDATALEN - 1), quoted or not:
+  // two applications whose schema names differ only after them would share one set of
+  // tables (each seeing, replaying and purging the other's dead letters) under two
+  // different advisory-lock keys (bounds and version order no longer kept).
+  const std::string base = pgtest::unique_schema();
+  dlq::postgres::Options a, b;
+  a.schema = base + std::string(64, 'x') + "-orders";
+  b.schema = base + std::string(64, 'x') + "-billing";
+  // What the store on `b` sees of a record saved on `a`; -1: a name was refused.
+  const int seen = [&] {
+    try {
+      dlq::postgres::migrate(pgtest::url(), a);
+      dlq::postgres::migrate(pgtest::url(), b);
+      PostgresStore(pgtest::url(), a).save({{"c", "a", "1"}});
+      return static_cast<int>(PostgresStore(pgtest::url(), b).count("c"));
+    } catch (const dlq::invalid_argument&) {
+      return -1;
+    }
+  }();
+  CHECK(seen == -1);
+  CHECK_THROWS_AS(dlq::postgres::migrate(pgtest::url(), b), dlq::invalid_argument);
+  CHECK_THROWS_AS(PostgresStore(pgtest::url(), a), dlq::invalid_argument);
+  // 63 bytes are kept as written.
+  dlq::postgres::Options longest;
+  longest.schema = base + std::string(63 - base.size(), 'y');
+  REQUIRE(longest.schema.size() == 63);
+  dlq::postgres::migrate(pgtest::url(), longest);
+  PostgresStore store(pgtest::url(), longest);
+  store.save({{"c", "a", "1"}});
+  conn_ptr c = connect();
+  const std::string table = test_postgres_store::quoted(longest.schema) + ".dlq_records";
+  CHECK(run(c.get(), "SELECT count(*) FROM " + table) == "1");
+}
+
 TEST_CASE("URLs: postgres:// and postgresql:// reach libpq; bad ones are refused",
           "[postgres]") {
   const dlq::postgres::Options o = pgtest::migrated();
