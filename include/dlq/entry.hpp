@@ -79,13 +79,21 @@ enum class PayloadEncoding : unsigned char {
   base64  ///< original_payload is a base64 string of the payload bytes
 };
 
+/// The longest job id (Failure::job_id) dlq accepts, in bytes; a send with a longer one is
+/// refused with dlq::invalid_argument on every backend. A job id is the entry's id on the
+/// key-value stores and the poison guard's counter key, and PostgreSQL's btree indexes take
+/// at most 2704 bytes an entry: 1024 leaves room for a 1024-byte queue name beside it
+/// (dlq::max_queue_name_bytes), and is far beyond any real job id (hash a longer one).
+inline constexpr std::size_t max_job_id_bytes = 1024;
+
 /// What went wrong with a job: everything send_to_dlq records besides the payload.
 struct Failure {
   std::string error;         ///< the error message (the seed's `error`)
   std::int64_t attempt = 1;  ///< attempts made before giving up (the seed's default: 1)
   std::string worker;        ///< which worker gave up; empty = the queue's default worker
   std::string error_type;    ///< optional kind of error, e.g. "TimeoutError"; empty = none
-  std::string job_id;        ///< optional caller job id; empty = none
+  std::string job_id;        ///< optional caller job id; empty = none; at most
+                             ///< dlq::max_job_id_bytes
   nlohmann::json context;    ///< optional JSON object of free-form fields; null = none;
                              ///< a discarded value in it (a failed parse) is refused
 };

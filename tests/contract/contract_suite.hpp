@@ -535,6 +535,39 @@ TEMPLATE_TEST_CASE("bad input gets a typed error and writes nothing", "[contract
   }
 }
 
+TEMPLATE_TEST_CASE("a job id of up to 1024 bytes is kept, a longer one refused, everywhere",
+                   "[contract]", DLQ_CONTRACT_FIXTURES) {
+  // dlq::max_job_id_bytes: PostgreSQL's btree index refuses a (collection, id) entry above
+  // 2704 bytes, so one limit on every backend keeps memory and the real stores alike.
+  // Incompressible bytes: PostgreSQL compresses an index entry before it checks its size.
+  TestType fx;
+  contract::queue_of<TestType> q(fx.storage());
+  std::string job_id;
+  std::uint32_t x = 12345;
+  for (std::size_t i = 0; i < dlq::max_job_id_bytes; ++i) {
+    x = x * 1103515245u + 12345u;
+    job_id += static_cast<char>('!' + (x >> 16) % 90);
+  }
+  const std::string long_queue(dlq::max_queue_name_bytes, 'q');
+  for (const std::string& queue : {std::string("orders"), long_queue}) {
+    dlq::Failure f = contract::failure("e");
+    f.job_id = job_id;
+    CHECK_NOTHROW(q.send_to_dlq(queue, "{}", f));
+    const auto page = q.peek(queue);
+    REQUIRE(page.size() == 1);
+    CHECK(page[0].job_id == job_id);
+    f.job_id += 'x';
+    try {
+      q.send_to_dlq(queue, "{}", f);
+      FAIL("a job id of 1025 bytes was accepted");
+    } catch (const dlq::invalid_argument& e) {
+      CHECK(std::string(e.what()).find("job id is 1025 bytes") != std::string::npos);
+    }
+    CHECK_THROWS_AS(q.send_batch({{queue, "{}", f}}), dlq::invalid_argument);
+    CHECK(q.size(queue) == 1);
+  }
+}
+
 TEMPLATE_TEST_CASE("4 threads sending while another replays: every entry ends exactly once",
                    "[contract][threads]", DLQ_CONTRACT_FIXTURES) {
   TestType fx;

@@ -70,6 +70,26 @@ TEST_CASE("parse_token_file reads NAME ROLE HASH lines and refuses the rest") {
   CHECK(refused("a admin " + alice_hash + " extra").find(alice_hash) == std::string::npos);
 }
 
+TEST_CASE("parse_token_file refuses one secret under two names") {
+  // A hash line copied for a new token: one secret would be two callers. find_token takes
+  // the first line, so a viewer's secret (a dashboard's) would act as the admin named
+  // before it, and the audit would name the admin for the viewer's changes.
+  std::string what = "accepted";
+  try {
+    dlq::http::parse_token_file("alice admin " + alice_hash + "\ngrafana viewer " + alice_hash);
+  } catch (const dlq::invalid_argument& e) {
+    what = e.what();
+  }
+  CHECK_THAT(what, Catch::Contains("line 2") && Catch::Contains("alice"));
+  CHECK(what.find(alice_hash) == std::string::npos);  // never the hash
+  // The same in another case of hex: the same secret.
+  std::string upper = alice_hash;
+  for (char& c : upper)
+    if (c >= 'a' && c <= 'f') c = static_cast<char>(c - 'a' + 'A');
+  CHECK_THROWS_AS(dlq::http::parse_token_file("a viewer " + alice_hash + "\nb admin " + upper),
+                  dlq::invalid_argument);
+}
+
 TEST_CASE("required_role is the one table of the console's permissions") {
   using dlq::http::required_role;
   for (const char* route : {"/api/queues", "/api/entries", "/api/purge", "/metrics", "/x"})

@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -158,6 +159,49 @@ TEST_CASE("URLs: postgres:// and postgresql:// reach libpq; bad ones are refused
   }
 }
 
+/// The message of the dlq::error a store opened on `url` throws ("" when none).
+std::string error_of(const std::string& url) {
+  try {
+    PostgresStore store(url, dlq::postgres::Options{});
+  } catch (const dlq::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("no error shows the password: libpq's token, `password = x` strings",
+          "[postgres][secrets]") {
+  // Nothing listens on port 1, or libpq cannot read the string: each throws before a
+  // server is reached, and each message must leave the password out.
+  const char* const urls[] = {
+      // libpq quotes the token it cannot decode: here the password (an unencoded '%').
+      "postgresql://u:hunter2%zz@127.0.0.1:1/db",
+      "postgresql://u:hunter2%00@127.0.0.1:1/db",
+      // libpq's key=value form allows spaces around '=' (psql takes these).
+      "host=127.0.0.1 port=1 user=u password = hunter2 dbname=db",
+      "host=127.0.0.1 port=1 password =hunter2",
+      "host=127.0.0.1 port=1 password\t=\thunter2",
+      "host=127.0.0.1 port=1 password = hunter2 bogus=1",
+  };
+  for (const char* u : urls) {
+    const std::string what = error_of(u);
+    INFO(u << " -> " << what);
+    CHECK(!what.empty());
+    CHECK(what.find("hunter2") == std::string::npos);
+    try {
+      dlq::postgres::migrate(u);
+      FAIL("migrate: no error");
+    } catch (const dlq::error& e) {
+      CHECK(std::string(e.what()).find("hunter2") == std::string::npos);
+    }
+  }
+  // What stays readable: the host, a key=value string's other keys, libpq's quoted option.
+  CHECK(error_of("host=127.0.0.1 port=1 password = hunter2 dbname=db").find("port=1") !=
+        std::string::npos);
+  CHECK(error_of("postgresql://u:pw@127.0.0.1:1/db?bad_param=1").find("\"bad_param\"") !=
+        std::string::npos);
+}
+
 TEST_CASE("SQL-looking queue names, NUL bytes and invalid UTF-8 are stored as bytes",
           "[postgres]") {
   const dlq::postgres::Options o = pgtest::migrated();
@@ -175,6 +219,28 @@ TEST_CASE("SQL-looking queue names, NUL bytes and invalid UTF-8 are stored as by
   CHECK(entries[0].error == f.error);
   conn_ptr c = connect();
   CHECK(run(c.get(), "SELECT count(*) FROM " + quoted(o.schema) + ".dlq_records") != "0");
+}
+
+TEST_CASE("a 3000-byte job id is refused before PostgreSQL's index sees it", "[postgres]") {
+  // PostgreSQL's UNIQUE (collection, id) btree takes at most 2704 bytes an entry: without
+  // dlq::max_job_id_bytes a send failed with SQLSTATE 54000 ('index row size 3032 exceeds
+  // btree version 4 maximum 2704'). The contract suite proves 1024 bytes are stored with a
+  // 1024-byte queue name, on every backend. Incompressible bytes, as PostgreSQL compresses.
+  std::string job_id;
+  std::uint32_t x = 12345;
+  for (int i = 0; i < 3000; ++i) {
+    x = x * 1103515245u + 12345u;
+    job_id += static_cast<char>('!' + (x >> 16) % 90);
+  }
+  const dlq::postgres::Options o = pgtest::migrated();
+  dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+  dlq::DeadLetterQueue<decltype(storage)&> dlq_(storage);
+  dlq::Failure f;
+  f.error = "e";
+  f.job_id = job_id;
+  CHECK_THROWS_WITH(dlq_.send_to_dlq("orders", "payload", f),
+                    Catch::Contains("the job id is 3000 bytes"));
+  CHECK(dlq_.size("orders") == 0);
 }
 
 TEST_CASE("pooled connections the server closed are replaced: the next calls succeed",
@@ -333,8 +399,7 @@ TEST_CASE("a bound checked in the application's repeatable read transaction",
           "[postgres][transaction][race]") {
   // REPEATABLE READ: the count the second would read under the lock cannot see the first
   // one's record, and nothing detects it: a bounded save is refused there, before anything
-  // is written. (Through DeadLetterQueue the queue's registry row, rewritten by every send,
-  // happens to make the second fail with a serialization error.)
+  // is written.
   const dlq::postgres::Options o = pgtest::migrated();
   const two_savers rr = save_two(o, "REPEATABLE READ");
   CHECK(rr.first == 2);
@@ -350,6 +415,154 @@ TEST_CASE("a bound checked in the application's repeatable read transaction",
     CHECK(!(out.second == 1 && out.second_committed));
     CHECK(PostgresStore(pgtest::url(), fresh).count("c") == 1);
   }
+}
+
+TEST_CASE("sends to a bounded queue in two repeatable read transactions",
+          "[postgres][transaction][race]") {
+  // The same through send_to_dlq: a queue bounded at 2 (Overflow::reject) holding 1 entry;
+  // two applications' REPEATABLE READ transactions each send one, the second's snapshot
+  // taken before the first commits. Both admitted would leave 3 entries.
+  const dlq::postgres::Options o = pgtest::migrated();
+  dlq::Options qo;
+  qo.retention.max_length = 2;
+  qo.retention.overflow = dlq::Overflow::reject;
+  dlq::Failure f;
+  f.error = "e";
+  {
+    dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+    dlq::DeadLetterQueue<decltype(storage)&> q(storage, qo);
+    f.job_id = "0";
+    q.send_to_dlq("orders", "p", f);
+  }
+  conn_ptr a = connect(), b = connect(), admin = connect();
+  run(a.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ");
+  run(b.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ");
+  run(a.get(), "SELECT 1");
+  run(b.get(), "SELECT 1");  // b's snapshot: before a's COMMIT
+  // 1 sent, 2 refused with a dlq::error
+  const auto send = [&](PGconn* c, const std::string& job) {
+    dlq::Failure fj = f;
+    fj.job_id = job;
+    try {
+      dlq::postgres::send_to_dlq(c, "orders", "p", fj, o, qo);
+      return 1;
+    } catch (const dlq::error&) {
+      return 2;
+    }
+  };
+  const int a_sent = send(a.get(), "1");
+  std::future<int> b_sent = std::async(std::launch::async, [&] { return send(b.get(), "2"); });
+  // b waits for the queue's lock, which a holds (unless b was refused at once)
+  const std::string waiting =
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+  for (int i = 0; i < 3000 && run(admin.get(), waiting) != "1" &&
+                  b_sent.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready;
+       ++i) {
+  }
+  PQclear(PQexec(a.get(), "COMMIT"));
+  const int b_result = b_sent.get();
+  PQclear(PQexec(b.get(), "COMMIT"));
+  INFO("a " << a_sent << ", b " << b_result);
+  CHECK(dead_letters(o, "orders") <= 2);
+  CHECK(b_result == 2);
+}
+
+TEST_CASE("a send refused inside the application's transaction aborts it, as documented",
+          "[postgres][transaction]") {
+  // docs/postgres.md: "A failure aborts your transaction, as any failed statement does." An
+  // application may rely on it: BEGIN; mark the job failed; send (a failure is logged);
+  // COMMIT — the COMMIT must not keep "failed" without its dead letter. A full queue with
+  // Overflow::reject refuses the send without any failed statement.
+  const dlq::postgres::Options o = pgtest::migrated();
+  const std::string jobs = quoted(o.schema) + ".jobs";
+  conn_ptr app = connect();
+  run(app.get(), "CREATE TABLE " + jobs + " (id int PRIMARY KEY, state text NOT NULL)");
+  run(app.get(), "INSERT INTO " + jobs + " VALUES (42, 'running')");
+  dlq::Options full;
+  full.retention.max_length = 1;
+  full.retention.overflow = dlq::Overflow::reject;
+  dlq::Failure f;
+  f.error = "e";
+  run(app.get(), "BEGIN");
+  dlq::postgres::send_to_dlq(app.get(), "orders", "first", f, o, full);
+  run(app.get(), "COMMIT");
+  REQUIRE(dead_letters(o, "orders") == 1);
+
+  run(app.get(), "BEGIN");
+  run(app.get(), "UPDATE " + jobs + " SET state = 'failed' WHERE id = 42");
+  CHECK_THROWS_AS(dlq::postgres::send_to_dlq(app.get(), "orders", "second", f, o, full),
+                  dlq::queue_full_error);
+  CHECK(PQtransactionStatus(app.get()) == PQTRANS_INERROR);
+  PQclear(PQexec(app.get(), "COMMIT"));  // a failed transaction's COMMIT rolls it back
+  CHECK(run(app.get(), "SELECT state FROM " + jobs + " WHERE id = 42") == "running");
+  CHECK(dead_letters(o, "orders") == 1);
+}
+
+TEST_CASE("an open application transaction holds up no sender of another queue",
+          "[postgres][transaction]") {
+  // docs/postgres.md: "Writers of different queues do not wait for each other." With the
+  // poison guard on, every send first deletes up to 16 expired counters, of any queue: the
+  // oldest, the same rows for every sender. Deleted in the application's transaction, they
+  // stay locked until its COMMIT.
+  const dlq::postgres::Options o = pgtest::migrated();
+  dlq::Options guard;
+  guard.poison_guard.park_after = 3;
+  guard.poison_guard.remember_for = std::chrono::seconds(1);
+  dlq::Failure f;
+  f.error = "e";
+  {
+    dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+    dlq::DeadLetterQueue<decltype(storage)&> q(storage, guard);
+    for (int i = 0; i < 4; ++i) q.send_to_dlq("old", "p" + std::to_string(i), f);
+  }
+  // Another sender, queue "b" registered by it already (its next sends write no registry
+  // entry: the registry's lock is test_postgres_store's next case).
+  dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+  dlq::DeadLetterQueue<decltype(storage)&> other_q(storage, guard);
+  other_q.send_to_dlq("b", "job-b0", f);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // the counters expire
+  conn_ptr app = connect();
+  run(app.get(), "BEGIN");
+  dlq::postgres::send_to_dlq(app.get(), "a", "job-a", f, o, guard);
+  auto other = std::async(std::launch::async, [&] { other_q.send_to_dlq("b", "job-b", f); });
+  // 3 s: the other send is one transaction of a few statements on loopback (milliseconds).
+  const bool sent_meanwhile = other.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
+  run(app.get(), "COMMIT");
+  other.get();
+  CHECK(sent_meanwhile);
+  CHECK(dead_letters(o, "b") == 2);
+}
+
+TEST_CASE("two application transactions sending to two queues do not wait for each other",
+          "[postgres][transaction]") {
+  // "Writers of different queues do not wait for each other." A send on the application's
+  // connection runs on a front end of its own, which knows no queue yet: it enters its
+  // queue in the queue registry again — one collection for all queues, whose lock is then
+  // held until that application's COMMIT.
+  const dlq::postgres::Options o = pgtest::migrated();
+  dlq::Failure f;
+  f.error = "e";
+  {
+    dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+    dlq::DeadLetterQueue<decltype(storage)&> q(storage);
+    q.send_to_dlq("a", "a0", f);  // both queues exist, and are registered
+    q.send_to_dlq("b", "b0", f);
+  }
+  conn_ptr first = connect();
+  conn_ptr second = connect();
+  run(first.get(), "BEGIN");
+  dlq::postgres::send_to_dlq(first.get(), "a", "a1", f, o);
+  run(second.get(), "BEGIN");
+  auto other = std::async(std::launch::async, [&] {
+    dlq::postgres::send_to_dlq(second.get(), "b", "b1", f, o);
+  });
+  const bool sent_meanwhile = other.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
+  run(first.get(), "COMMIT");
+  other.get();
+  run(second.get(), "COMMIT");
+  CHECK(sent_meanwhile);
+  CHECK(dead_letters(o, "a") == 2);
+  CHECK(dead_letters(o, "b") == 2);
 }
 
 TEST_CASE("sending on the application's connection needs its open transaction",

@@ -86,6 +86,12 @@ DLQ_INLINE void queue_core::validate(const job_view& job, const char* where) {
     throw invalid_argument(message("send", "send_to_dlq",
                                    "attempt is negative (" + std::to_string(f.attempt) + ")",
                                    "pass the number of attempts made (1 or more)"));
+  if (f.job_id.size() > max_job_id_bytes)  // PostgreSQL's index bound (dlq/entry.hpp)
+    throw invalid_argument(message("send", where,
+                                   "the job id is " + std::to_string(f.job_id.size()) +
+                                       " bytes, longer than the " +
+                                       std::to_string(max_job_id_bytes) + " dlq accepts",
+                                   "use a shorter job id (a hash of a longer one)"));
   if (!f.context.is_null() && !f.context.is_object())
     throw invalid_argument(message("send", "send_to_dlq",
                                    std::string("context is a JSON ") + f.context.type_name(),

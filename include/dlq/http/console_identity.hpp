@@ -137,8 +137,9 @@ inline const NamedToken* find_token(const std::vector<NamedToken>& tokens,
 
 /// Parses the text of a token file (see the file comment).
 /// @throws dlq::invalid_argument naming the line (never its hash) for a line without
-///         three fields, a bad name, an unknown role, a hash that is not 64 hex digits, or
-///         a name given twice; also for a file without any token.
+///         three fields, a bad name, an unknown role, a hash that is not 64 hex digits, a
+///         name given twice, or a hash given twice (one secret, two names and roles); also
+///         for a file without any token.
 inline std::vector<NamedToken> parse_token_file(std::string_view text) {
   std::vector<NamedToken> out;
   std::size_t line_no = 0;
@@ -175,8 +176,12 @@ inline std::vector<NamedToken> parse_token_file(std::string_view text) {
       hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
     }
     if (!hex) throw fail("the hash is not 64 hex digits (a SHA-256 of the secret)");
-    for (const auto& t : out)
+    for (const auto& t : out) {
       if (t.name == fields[0]) throw fail("the name '" + t.name + "' is given twice");
+      // one secret, two callers: find_token would take the first line's name and role
+      if (t.secret_hash == hash)
+        throw fail("the hash is also '" + t.name + "''s: one secret would be two callers");
+    }
     out.push_back({std::string(fields[0]), std::move(hash), *role});
   }
   if (out.empty())

@@ -236,7 +236,7 @@ class KeyValueStorage {
   /// that concurrent senders — threads or processes — never take the list past the bound.
   /// Replacing the record of a job already in the list is not growth and is always admitted.
   /// Declared only when the store has save_if_below. A queue this adapter has not written to
-  /// before is first entered in the queue registry (one more store call, once per queue).
+  /// before is first entered in the queue registry (a load; a save if absent).
   /// @returns false, having stored nothing, when the list is full.
   /// @throws dlq::invalid_argument if the queue name is empty; what the store throws.
   template <class K = Kv, std::enable_if_t<kv::detail::has_save_if_below<K>::value, int> = 0>
@@ -253,7 +253,7 @@ class KeyValueStorage {
   /// then holds at most `max_length` records, atomically in the store (kv store member
   /// save_if_fits): all of them or none. Replacing the record of a job already in the list is
   /// not growth. Declared only when the store has save_if_fits. A queue this adapter has not
-  /// written to before is first entered in the queue registry (one more store call, once).
+  /// written to before is first entered in the queue registry (a load; a save if absent).
   /// @returns false, having stored nothing, when they do not fit.
   /// @throws dlq::invalid_argument if a record's queue name is empty; what the store throws.
   template <class K = Kv, std::enable_if_t<kv::detail::has_save_if_fits<K>::value, int> = 0>
@@ -650,11 +650,12 @@ class KeyValueStorage {
     }
   }
 
-  /// Saves `records` (and registry entries for queues this adapter has not seen yet, first)
+  /// Saves `records` (and registry entries for queues not registered yet, first)
   /// with one call `save(writes)`; the record writes come last, in order. Returns what
   /// `save` returns.
   template <class Save>
   auto write_records(const std::vector<Record>& records, Save&& save) {
+    kv::detail::learn_registered(store_, prefix_, records, shared_->registry);
     kv::detail::record_writes batch;
     kv::detail::plan_writes(prefix_, records, shared_->registry, batch);
     auto result = save(batch.writes);
@@ -663,9 +664,11 @@ class KeyValueStorage {
   }
 
   // Enters `queue` in the queue registry (one store call) unless this adapter knows it.
+  // A queue the registry holds is not written again (kv::detail::learn_registered).
   void register_queue(std::string_view queue) {
     if (shared_->registry.known(queue)) return;
-    store_.save({kv::Write{kv::detail::registry_name(prefix_), queue, {}}});
+    const std::string registry = kv::detail::registry_name(prefix_);
+    if (!store_.load(registry, queue)) store_.save({kv::Write{registry, queue, {}}});
     shared_->registry.add(queue);
   }
 

@@ -30,7 +30,7 @@ struct Migration {
 ///         dlq::postgres::schema_error when the tables were written by a newer dlq;
 ///         dlq::reply_error (e.g. SQLSTATE 42501: the role may not create the schema).
 inline Migration migrate(const std::string& url, const Options& options = {}) {
-  const std::string where = dlq::redact_url(url);
+  const std::string where = detail::redact_conninfo(url);
   detail::check_url(url, where);
   std::unique_ptr<detail::pg_connection> c = detail::pg_connect(url, options, where);
   Migration m;

@@ -94,6 +94,25 @@ struct record_writes {
   std::vector<std::string> derived;          ///< ids of records that came without one
 };
 
+/// Marks as `known` each queue of `records` the registry of `prefix` in `store` holds already
+/// (one load per queue not known yet), so that its sends write no registry entry: the
+/// registry is one collection for all queues, and its writers run one at a time (on
+/// PostgreSQL under its lock — inside an application's transaction until that COMMIT, and
+/// dlq::postgres::send_to_dlq(conn, …) makes an adapter per call). Registry entries are
+/// never removed, so a queue found there stays registered.
+/// @throws dlq::invalid_argument for an empty queue name; what the store throws.
+template <class Kv>
+void learn_registered(Kv& store, std::string_view prefix, const std::vector<Record>& records,
+                      queue_registry& known) {
+  const std::string registry = registry_name(prefix);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const std::string_view q = records[i].queue;
+    if (i > 0 && q == records[i - 1].queue) continue;
+    check_queue(q, "push");
+    if (!known.known(q) && store.load(registry, q)) known.add(q);
+  }
+}
+
 /// Fills `out` with the writes that store `records` under `prefix` (see record_writes).
 /// @throws dlq::invalid_argument if a record's queue name is empty (nothing is filled in
 ///         that matters: the caller writes nothing).

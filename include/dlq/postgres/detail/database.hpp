@@ -9,6 +9,7 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,7 +53,53 @@ inline std::unique_ptr<pg_connection> pg_connect(const std::string& url, const O
   return std::make_unique<pg_connection>(conn, true, where);
 }
 
-/// Checks that libpq can read `url`. @throws dlq::invalid_argument saying why not.
+/// `url` as messages show it: a postgres:// or postgresql:// URL redacted (dlq::redact_url);
+/// libpq's key=value form rebuilt from what libpq reads of it, the password and every value
+/// whose key names a secret as "***" (libpq allows spaces around '=', `password = x`, which
+/// dlq::redact_url would not see); a string libpq cannot read as a placeholder (where it
+/// stops reading, a password with a space may go on).
+inline std::string redact_conninfo(const std::string& url) {
+  if (url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0)
+    return dlq::redact_url(url);
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(url.c_str(), &err);
+  PQfreemem(err);
+  if (opts == nullptr) return "(a libpq key=value string)";
+  std::string out;
+  for (const PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr) continue;
+    const bool secret = (o->dispchar != nullptr && std::strchr(o->dispchar, '*') != nullptr) ||
+                        dlq::detail::is_secret_parameter(o->keyword);
+    out += (out.empty() ? "" : " ") + std::string(o->keyword) + "=" +
+           (secret ? std::string("***") : dlq::redact_secrets(o->val));
+  }
+  PQconninfoFree(opts);
+  return out;
+}
+
+/// libpq's message `why` about a URL shown as `where` (redacted), each "quoted" token of it
+/// kept only when `where` shows it: libpq quotes the piece it cannot decode, which may be
+/// the password ('invalid percent-encoded token: "pa%ss"').
+inline std::string mask_quoted_tokens(std::string why, const std::string& where) {
+  for (std::size_t open = why.find('"'); open != std::string::npos;) {
+    const std::size_t close = why.find('"', open + 1);
+    if (close == std::string::npos) {
+      why.replace(open + 1, std::string::npos, "***");
+      break;
+    }
+    const std::string token = why.substr(open + 1, close - open - 1);
+    std::size_t next = close + 1;
+    if (where.find(token) == std::string::npos) {
+      why.replace(open + 1, close - open - 1, "***");
+      next = open + 5;
+    }
+    open = why.find('"', next);
+  }
+  return why;
+}
+
+/// Checks that libpq can read `url` (shown as `where`). @throws dlq::invalid_argument saying
+/// why not.
 inline void check_url(const std::string& url, const std::string& where) {
   char* err = nullptr;
   PQconninfoOption* opts = PQconninfoParse(url.c_str(), &err);
@@ -61,7 +108,8 @@ inline void check_url(const std::string& url, const std::string& where) {
     PQfreemem(err);
     while (!why.empty() && why.back() == '\n') why.pop_back();
     throw invalid_argument(dlq::detail::message(
-        "postgres", "URL '" + where + "'", dlq::redact_secrets(why),
+        "postgres", "URL '" + where + "'",
+        mask_quoted_tokens(dlq::redact_secrets(why), where),
         "expected postgres://[user[:password]@]host[:port]/database[?param=value…] or "
         "libpq's key=value form"));
   }
@@ -75,7 +123,7 @@ class pg_database {
   /// schema name.
   pg_database(std::string url, Options options)
       : url_(std::move(url)),
-        where_(dlq::redact_url(url_)),
+        where_(redact_conninfo(url_)),
         options_(std::move(options)),
         schema_(quote_identifier(options_.schema)),
         statements_(schema_) {

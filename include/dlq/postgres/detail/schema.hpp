@@ -74,9 +74,12 @@ struct statements {
              " WHERE collection = $1::bytea ORDER BY version LIMIT 1) AS f ON true "
              "LEFT JOIN LATERAL (SELECT id, value, version FROM " + records +
              " WHERE collection = $1::bytea ORDER BY version DESC LIMIT 1) AS l ON true"),
+        // SKIP LOCKED: counters another transaction is deleting (or bumping) are its own;
+        // every sender picks the oldest expired ones, and waiting on them would hold up
+        // senders of every queue until that transaction ends (an application's, maybe long)
         expire_counters("DELETE FROM " + s + ".dlq_counters WHERE (collection, key) IN "
                         "(SELECT collection, key FROM " + s + ".dlq_counters WHERE expires_at "
-                        "<= $1::int8 ORDER BY expires_at LIMIT $2::int8)"),
+                        "<= $1::int8 ORDER BY expires_at LIMIT $2::int8 FOR UPDATE SKIP LOCKED)"),
         increment("INSERT INTO " + s + ".dlq_counters AS c (collection, key, value, expires_at) "
                   "VALUES ($1::bytea, $2::bytea, 1, $4::int8) ON CONFLICT (collection, key) DO "
                   "UPDATE SET value = CASE WHEN c.expires_at <= $3::int8 THEN 1 "
