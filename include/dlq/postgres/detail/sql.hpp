@@ -36,7 +36,8 @@ inline std::string quote_identifier(std::string_view name) {
         "postgres", "schema name",
         "is " + std::to_string(name.size()) + " bytes long; PostgreSQL keeps only the first " +
             std::to_string(max_identifier_bytes) + " (two names alike in them share a schema)",
-        "use a schema name of at most 63 bytes"));
+        "use a schema name of at most 63 bytes (a schema made under this name before is "
+        "named by its first 63 bytes, or fewer where a character would be cut)"));
   std::string out;
   out.reserve(name.size() + 2);
   out += '"';
