@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <memory>
 #include <string>
@@ -261,9 +262,19 @@ TEST_CASE("pooled connections the server closed are replaced: the next calls suc
   CHECK(store.count("c") == 2);
 }
 
-/// Waits (up to 30 s) until `n` advisory-lock requests wait on the server.
-void wait_for_lock_waiters(PGconn* c, int n) {
-  const std::string q = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+/// The SQL condition on pg_locks selecting the advisory lock of `collection` in `schema`
+/// (a bigint key: its high half in classid, its low half in objid, objsubid 1): other
+/// tests running on the server at the same time wait on other keys.
+std::string lock_of(const std::string& schema, const std::string& collection) {
+  const auto key = static_cast<std::uint64_t>(dlq::postgres::detail::lock_key(schema, collection));
+  return "classid = " + std::to_string(key >> 32) + " AND objid = " +
+         std::to_string(key & 0xffffffffu) + " AND objsubid = 1";
+}
+
+/// Waits (up to 30 s) until `n` requests for the advisory lock `which` (lock_of) wait.
+void wait_for_lock_waiters(PGconn* c, int n, const std::string& which) {
+  const std::string q = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT "
+                        "granted AND " + which;
   for (int i = 0; i < 3000 && run(c, q) != std::to_string(n); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(run(c, q) == std::to_string(n));
@@ -287,7 +298,7 @@ TEST_CASE("a bound is exact when the database's default isolation is repeatable 
     writers.emplace_back([&, i] {
       admitted[i] = store.save_if_below({"c", "a" + std::to_string(i), "v"}, 1) ? 1 : 0;
     });
-  wait_for_lock_waiters(holder.get(), 2);
+  wait_for_lock_waiters(holder.get(), 2, lock_of(o.schema, "c"));
   run(holder.get(), "SELECT pg_advisory_unlock(" + key + ")");
   for (std::thread& t : writers) t.join();
   CHECK(admitted[0] + admitted[1] == 1);
@@ -299,7 +310,7 @@ TEST_CASE("a bound is exact when the database's default isolation is repeatable 
   std::vector<std::thread> cappers;
   for (int i = 0; i < 2; ++i)
     cappers.emplace_back([&, i] { store.save_capped({{"d", "b" + std::to_string(i), "v"}}, 1); });
-  wait_for_lock_waiters(holder.get(), 2);
+  wait_for_lock_waiters(holder.get(), 2, lock_of(o.schema, "d"));
   run(holder.get(), "SELECT pg_advisory_unlock(" + key_d + ")");
   for (std::thread& t : cappers) t.join();
   CHECK(store.count("d") == 1);
@@ -385,7 +396,7 @@ two_savers save_two(const dlq::postgres::Options& o, const std::string& isolatio
   run(b.get(), "SELECT 1");  // b's snapshot: before a's COMMIT
   two_savers out{saved(a.get(), o, "a"), -1, false};
   std::thread tb([&] { out.second = saved(b.get(), o, "b"); });
-  if (out.first == 1) wait_for_lock_waiters(admin.get(), 1);
+  if (out.first == 1) wait_for_lock_waiters(admin.get(), 1, lock_of(o.schema, "c"));
   run(a.get(), "COMMIT");
   tb.join();
   PGresult* r = PQexec(b.get(), "COMMIT");
@@ -453,8 +464,8 @@ TEST_CASE("sends to a bounded queue in two repeatable read transactions",
   const int a_sent = send(a.get(), "1");
   std::future<int> b_sent = std::async(std::launch::async, [&] { return send(b.get(), "2"); });
   // b waits for the queue's lock, which a holds (unless b was refused at once)
-  const std::string waiting =
-      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted";
+  const std::string waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                              "NOT granted AND pid = " + std::to_string(PQbackendPID(b.get()));
   for (int i = 0; i < 3000 && run(admin.get(), waiting) != "1" &&
                   b_sent.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready;
        ++i) {
