@@ -336,7 +336,7 @@ class DeadLetterQueue {
   detail::poison_mark count_poison(const detail::job_view& job);
   void push_all(const std::vector<detail::prepared_entry>& entries);
   void push_part(const queue_part& part, const std::vector<detail::prepared_entry>& entries);
-  std::size_t push_records(const std::vector<Record>& records);
+  std::size_t push_records(const std::vector<Record>& records, bool need_length = true);
 
   static std::vector<Entry> parse_all(std::vector<std::string> raws) {
     std::vector<Entry> out;

@@ -332,6 +332,13 @@ using has_find = meta::is_detected_convertible<std::optional<std::string>, ops::
 /// push returns the dead list's new length.
 template <class S>
 using push_returns_size = meta::is_detected_convertible<std::size_t, ops::push, S>;
+/// push reads that length at a cost (a constant `S::push_counts_list`, true: KeyValueStorage
+/// on a store with save_and_count), so a push that needs no length calls push_many.
+template <class S, class = void>
+struct push_counts_list : std::false_type {};
+template <class S>
+struct push_counts_list<S, std::void_t<decltype(S::push_counts_list)>>
+    : std::bool_constant<S::push_counts_list> {};
 template <class S>
 using has_push_bounded = meta::is_detected_convertible<bool, ops::push_bounded, S>;
 template <class S>

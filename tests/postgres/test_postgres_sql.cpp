@@ -19,6 +19,11 @@ TEST_CASE("an identifier is quoted, its quotes doubled", "[postgres]") {
   CHECK(quote_identifier("\"") == "\"\"\"\"");
   CHECK_THROWS_AS(quote_identifier(""), dlq::invalid_argument);
   CHECK_THROWS_AS(quote_identifier(std::string("a\0b", 3)), dlq::invalid_argument);
+  // PostgreSQL truncates an identifier to 63 bytes: a longer name is refused.
+  CHECK(quote_identifier(std::string(63, 'a')) == "\"" + std::string(63, 'a') + "\"");
+  CHECK_THROWS_AS(quote_identifier(std::string(64, 'a')), dlq::invalid_argument);
+  CHECK_THROWS_AS(quote_identifier(std::string(31, 'a') + std::string(33, '"')),
+                  dlq::invalid_argument);
 }
 
 TEST_CASE("a bigint round-trips through the binary format", "[postgres]") {

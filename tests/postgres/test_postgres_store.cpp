@@ -3,10 +3,12 @@
 #include <libpq-fe.h>
 
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dlq/dlq.hpp"
 #include "dlq/kv/storage.hpp"
@@ -97,6 +99,42 @@ TEST_CASE("the tables dropped under a running store: schema_error naming migrate
   } catch (const dlq::postgres::schema_error& e) {
     CHECK(std::string(e.what()).find("dlq::postgres::migrate") != std::string::npos);
   }
+}
+
+TEST_CASE("a schema name PostgreSQL would truncate is refused, never shared",
+          "[postgres]") {
+  // PostgreSQL keeps the first 63 bytes of an identifier (NAMEDATALEN - 1), quoted or not:
+  // two applications whose schema names differ only after them would share one set of
+  // tables (each seeing, replaying and purging the other's dead letters) under two
+  // different advisory-lock keys (bounds and version order no longer kept).
+  const std::string base = pgtest::unique_schema();
+  dlq::postgres::Options a, b;
+  a.schema = base + std::string(64, 'x') + "-orders";
+  b.schema = base + std::string(64, 'x') + "-billing";
+  // What the store on `b` sees of a record saved on `a`; -1: a name was refused.
+  const int seen = [&] {
+    try {
+      dlq::postgres::migrate(pgtest::url(), a);
+      dlq::postgres::migrate(pgtest::url(), b);
+      PostgresStore(pgtest::url(), a).save({{"c", "a", "1"}});
+      return static_cast<int>(PostgresStore(pgtest::url(), b).count("c"));
+    } catch (const dlq::invalid_argument&) {
+      return -1;
+    }
+  }();
+  CHECK(seen == -1);
+  CHECK_THROWS_AS(dlq::postgres::migrate(pgtest::url(), b), dlq::invalid_argument);
+  CHECK_THROWS_AS(PostgresStore(pgtest::url(), a), dlq::invalid_argument);
+  // 63 bytes are kept as written.
+  dlq::postgres::Options longest;
+  longest.schema = base + std::string(63 - base.size(), 'y');
+  REQUIRE(longest.schema.size() == 63);
+  dlq::postgres::migrate(pgtest::url(), longest);
+  PostgresStore store(pgtest::url(), longest);
+  store.save({{"c", "a", "1"}});
+  conn_ptr c = connect();
+  const std::string table = test_postgres_store::quoted(longest.schema) + ".dlq_records";
+  CHECK(run(c.get(), "SELECT count(*) FROM " + table) == "1");
 }
 
 TEST_CASE("URLs: postgres:// and postgresql:// reach libpq; bad ones are refused",
@@ -224,6 +262,60 @@ TEST_CASE("pooled connections the server closed are replaced: the next calls suc
   CHECK(store.count("c") == 2);
 }
 
+/// The SQL condition on pg_locks selecting the advisory lock of `collection` in `schema`
+/// (a bigint key: its high half in classid, its low half in objid, objsubid 1): other
+/// tests running on the server at the same time wait on other keys.
+std::string lock_of(const std::string& schema, const std::string& collection) {
+  const auto key = static_cast<std::uint64_t>(dlq::postgres::detail::lock_key(schema, collection));
+  return "classid = " + std::to_string(key >> 32) + " AND objid = " +
+         std::to_string(key & 0xffffffffu) + " AND objsubid = 1";
+}
+
+/// Waits (up to 30 s) until `n` requests for the advisory lock `which` (lock_of) wait.
+void wait_for_lock_waiters(PGconn* c, int n, const std::string& which) {
+  const std::string q = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT "
+                        "granted AND " + which;
+  for (int i = 0; i < 3000 && run(c, q) != std::to_string(n); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(run(c, q) == std::to_string(n));
+}
+
+TEST_CASE("a bound is exact when the database's default isolation is repeatable read",
+          "[postgres][race]") {
+  // A database (or role, or URL) with default_transaction_isolation = 'repeatable read':
+  // the store's write transactions would inherit it, and take their snapshot at their
+  // first statement — the advisory lock they then wait for — so a count read under the
+  // lock would miss the rows the previous holder committed.
+  const dlq::postgres::Options o = pgtest::migrated();
+  PostgresStore store(pgtest::url() + "?options=-c%20default_transaction_isolation%3D"
+                                      "repeatable%5C%20read", o);
+  conn_ptr holder = connect();
+  const std::string key = std::to_string(dlq::postgres::detail::lock_key(o.schema, "c"));
+  run(holder.get(), "SELECT pg_advisory_lock(" + key + ")");  // both writers wait on it
+  std::vector<int> admitted(4, 0);
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 2; ++i)
+    writers.emplace_back([&, i] {
+      admitted[i] = store.save_if_below({"c", "a" + std::to_string(i), "v"}, 1) ? 1 : 0;
+    });
+  wait_for_lock_waiters(holder.get(), 2, lock_of(o.schema, "c"));
+  run(holder.get(), "SELECT pg_advisory_unlock(" + key + ")");
+  for (std::thread& t : writers) t.join();
+  CHECK(admitted[0] + admitted[1] == 1);
+  CHECK(store.count("c") == 1);
+
+  // save_capped: the second writer must see (and evict) the first one's record.
+  const std::string key_d = std::to_string(dlq::postgres::detail::lock_key(o.schema, "d"));
+  run(holder.get(), "SELECT pg_advisory_lock(" + key_d + ")");
+  std::vector<std::thread> cappers;
+  for (int i = 0; i < 2; ++i)
+    cappers.emplace_back([&, i] { store.save_capped({{"d", "b" + std::to_string(i), "v"}}, 1); });
+  wait_for_lock_waiters(holder.get(), 2, lock_of(o.schema, "d"));
+  run(holder.get(), "SELECT pg_advisory_unlock(" + key_d + ")");
+  for (std::thread& t : cappers) t.join();
+  CHECK(store.count("d") == 1);
+}
+
 /// Dead letters of `queue` in the tables of `o`, read through a store of its own.
 std::size_t dead_letters(const dlq::postgres::Options& o, std::string_view queue) {
   dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
@@ -277,6 +369,113 @@ TEST_CASE("a dead letter sent in the application's transaction: ROLLBACK none, C
   dlq::postgres::send_batch(app.get(), batch, o);
   run(app.get(), "COMMIT");
   CHECK(dead_letters(o, "orders") == 3);
+}
+
+/// How a save ended: 1 saved, 0 not admitted, 2 refused with a dlq::error.
+int saved(PGconn* c, const dlq::postgres::Options& o, const std::string& id) {
+  try {
+    return PostgresStore::in_transaction(c, o).save_if_below({"c", id, "v"}, 1) ? 1 : 0;
+  } catch (const dlq::error&) {
+    return 2;
+  }
+}
+
+struct two_savers {
+  int first, second;       // as saved()
+  bool second_committed;   // the second's COMMIT succeeded
+};
+
+/// Two applications' transactions at `isolation` each save one record under a bound of 1
+/// (save_if_below: Overflow::reject); the second takes its snapshot before the first
+/// commits, then waits for the collection's lock (when the first was admitted).
+two_savers save_two(const dlq::postgres::Options& o, const std::string& isolation) {
+  conn_ptr a = connect(), b = connect(), admin = connect();
+  run(a.get(), "BEGIN ISOLATION LEVEL " + isolation);
+  run(b.get(), "BEGIN ISOLATION LEVEL " + isolation);
+  run(a.get(), "SELECT 1");
+  run(b.get(), "SELECT 1");  // b's snapshot: before a's COMMIT
+  two_savers out{saved(a.get(), o, "a"), -1, false};
+  std::thread tb([&] { out.second = saved(b.get(), o, "b"); });
+  if (out.first == 1) wait_for_lock_waiters(admin.get(), 1, lock_of(o.schema, "c"));
+  run(a.get(), "COMMIT");
+  tb.join();
+  PGresult* r = PQexec(b.get(), "COMMIT");
+  out.second_committed =
+      PQresultStatus(r) == PGRES_COMMAND_OK && std::string(PQcmdStatus(r)) == "COMMIT";
+  PQclear(r);
+  return out;
+}
+
+TEST_CASE("a bound checked in the application's repeatable read transaction",
+          "[postgres][transaction][race]") {
+  // REPEATABLE READ: the count the second would read under the lock cannot see the first
+  // one's record, and nothing detects it: a bounded save is refused there, before anything
+  // is written.
+  const dlq::postgres::Options o = pgtest::migrated();
+  const two_savers rr = save_two(o, "REPEATABLE READ");
+  CHECK(rr.first == 2);
+  CHECK(rr.second == 2);
+  CHECK(PostgresStore(pgtest::url(), o).count("c") == 0);
+  // SERIALIZABLE: PostgreSQL fails the second (at its save or its COMMIT); READ COMMITTED:
+  // the second reads afresh under the lock and is not admitted.
+  for (const char* isolation : {"SERIALIZABLE", "READ COMMITTED"}) {
+    INFO(isolation);
+    const dlq::postgres::Options fresh = pgtest::migrated();
+    const two_savers out = save_two(fresh, isolation);
+    CHECK(out.first == 1);
+    CHECK(!(out.second == 1 && out.second_committed));
+    CHECK(PostgresStore(pgtest::url(), fresh).count("c") == 1);
+  }
+}
+
+TEST_CASE("sends to a bounded queue in two repeatable read transactions",
+          "[postgres][transaction][race]") {
+  // The same through send_to_dlq: a queue bounded at 2 (Overflow::reject) holding 1 entry;
+  // two applications' REPEATABLE READ transactions each send one, the second's snapshot
+  // taken before the first commits. Both admitted would leave 3 entries.
+  const dlq::postgres::Options o = pgtest::migrated();
+  dlq::Options qo;
+  qo.retention.max_length = 2;
+  qo.retention.overflow = dlq::Overflow::reject;
+  dlq::Failure f;
+  f.error = "e";
+  {
+    dlq::KeyValueStorage<PostgresStore> storage(PostgresStore(pgtest::url(), o));
+    dlq::DeadLetterQueue<decltype(storage)&> q(storage, qo);
+    f.job_id = "0";
+    q.send_to_dlq("orders", "p", f);
+  }
+  conn_ptr a = connect(), b = connect(), admin = connect();
+  run(a.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ");
+  run(b.get(), "BEGIN ISOLATION LEVEL REPEATABLE READ");
+  run(a.get(), "SELECT 1");
+  run(b.get(), "SELECT 1");  // b's snapshot: before a's COMMIT
+  // 1 sent, 2 refused with a dlq::error
+  const auto send = [&](PGconn* c, const std::string& job) {
+    dlq::Failure fj = f;
+    fj.job_id = job;
+    try {
+      dlq::postgres::send_to_dlq(c, "orders", "p", fj, o, qo);
+      return 1;
+    } catch (const dlq::error&) {
+      return 2;
+    }
+  };
+  const int a_sent = send(a.get(), "1");
+  std::future<int> b_sent = std::async(std::launch::async, [&] { return send(b.get(), "2"); });
+  // b waits for the queue's lock, which a holds (unless b was refused at once)
+  const std::string waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                              "NOT granted AND pid = " + std::to_string(PQbackendPID(b.get()));
+  for (int i = 0; i < 3000 && run(admin.get(), waiting) != "1" &&
+                  b_sent.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready;
+       ++i) {
+  }
+  PQclear(PQexec(a.get(), "COMMIT"));
+  const int b_result = b_sent.get();
+  PQclear(PQexec(b.get(), "COMMIT"));
+  INFO("a " << a_sent << ", b " << b_result);
+  CHECK(dead_letters(o, "orders") <= 2);
+  CHECK(b_result == 2);
 }
 
 TEST_CASE("a send refused inside the application's transaction aborts it, as documented",

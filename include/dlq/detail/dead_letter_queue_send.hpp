@@ -181,7 +181,7 @@ DLQ_MEMBER_INLINE void DeadLetterQueue<Storage>::push_part(
         storage_.push_many(records);  // checked by admit(): approximate under races
       }
     } else {
-      push_records(records);  // checked by admit(): approximate under races
+      push_records(records, false);  // checked by admit(): approximate under races
     }
     if (!stored) core_->reject(part.queue, r);
     return;
@@ -198,15 +198,17 @@ DLQ_MEMBER_INLINE void DeadLetterQueue<Storage>::push_part(
     }
     return;
   }
-  push_records(records);
+  push_records(records, false);
 }
 
 // push (one record) or push_many; returns the dead list's new length when the storage
-// says it (push returning a length), else 0.
+// says it (push returning a length), else 0. Without `need_length`, a storage whose push
+// reads the length at a cost (detail::push_counts_list: a count of the list on SQLite and
+// PostgreSQL, linear in its length) gets push_many.
 template <class Storage>
 DLQ_MEMBER_INLINE std::size_t DeadLetterQueue<Storage>::push_records(
-    const std::vector<Record>& records) {
-  if (records.size() != 1) {
+    const std::vector<Record>& records, bool need_length) {
+  if (records.size() != 1 || (!need_length && detail::push_counts_list<storage_type>::value)) {
     storage_.push_many(records);
     return 0;
   }

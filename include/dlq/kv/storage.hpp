@@ -198,10 +198,11 @@ class KeyValueStorage {
     return kv::detail::collection_name(prefix_, queue, kind);
   }
 
-  /// What push returns: the dead list's new length (std::size_t) when the store has
-  /// save_and_count, else nothing (void), so that the front end reads the length itself.
-  using push_result =
-      std::conditional_t<kv::detail::has_save_and_count<Kv>::value, std::size_t, void>;
+  /// True when push reads the dead list's length (the store has save_and_count: a count of
+  /// the list, linear on SQLite and PostgreSQL): a send that needs no length uses push_many.
+  static constexpr bool push_counts_list = kv::detail::has_save_and_count<Kv>::value;
+  /// What push returns: the dead list's new length when push_counts_list, else void.
+  using push_result = std::conditional_t<push_counts_list, std::size_t, void>;
 
   /// Stores one envelope under (record.queue, record.id) — record.job_id when id is empty,
   /// and an id derived from the envelope's bytes ("raw-" + hash, as dlq::Entry derives it)
@@ -650,9 +651,8 @@ class KeyValueStorage {
     }
   }
 
-  /// Saves `records` (and registry entries for queues not registered yet, first)
-  /// with one call `save(writes)`; the record writes come last, in order. Returns what
-  /// `save` returns.
+  /// Saves `records` (registry entries for queues not registered yet first) with one call
+  /// `save(writes)`, the record writes last, in order. Returns what `save` returns.
   template <class Save>
   auto write_records(const std::vector<Record>& records, Save&& save) {
     kv::detail::learn_registered(store_, prefix_, records, shared_->registry);

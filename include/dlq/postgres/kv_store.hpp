@@ -23,9 +23,10 @@
 ///       dlq_schema (version integer)
 ///
 /// - Durability: a write returns after its COMMIT, which with PostgreSQL's defaults
-///   (fsync=on, synchronous_commit=on) is on disk. Each write is one transaction; the
-///   writers of one collection take its transaction-scoped advisory lock first, so versions
-///   follow commit order (a window read `after` a version never misses a later commit) and
+///   (fsync=on, synchronous_commit=on) is on disk. Each write is one READ COMMITTED
+///   transaction (whatever default_transaction_isolation says); the writers of one
+///   collection take its transaction-scoped advisory lock first, so versions follow commit
+///   order (a window read `after` a version never misses a later commit) and
 ///   Overflow::reject and evict_oldest are exact across processes.
 /// - Every value is a binary parameter and every identifier quoted: queue names, ids and
 ///   payloads are bytes (NUL bytes, invalid UTF-8) and never SQL.
@@ -79,8 +80,11 @@ class PostgresStore {
   /// ROLLBACK decides them with the application's own changes. The connection is not owned
   /// (it must outlive the store) and must not be used by another thread during a call. A
   /// failed statement aborts the application's transaction, as any would. Each call throws
-  /// dlq::invalid_argument when no transaction is open. @throws as the URL constructor (the
-  /// schema is checked on `conn`).
+  /// dlq::invalid_argument when no transaction is open, and the bounded saves
+  /// (save_if_below, save_if_fits, save_capped: a queue with Retention::max_length) when it
+  /// is REPEATABLE READ (a count read in it misses what others commit meanwhile; READ
+  /// COMMITTED and SERIALIZABLE are exact). @throws as the URL constructor (the schema is
+  /// checked on `conn`).
   static PostgresStore in_transaction(PGconn* conn, postgres::Options options = {}) {
     if (conn == nullptr)
       throw invalid_argument(dlq::detail::message("postgres", "in_transaction",
@@ -117,6 +121,7 @@ class PostgresStore {
   /// holds its id; exact across processes. @returns false (nothing written) when full.
   bool save_if_below(const Write& write, std::size_t max_records) {
     return db_->write("saving a record", [&](postgres::detail::pg_connection& c) {
+      db_->check_bound_exact(c);
       db_->lock(c, {write.collection});
       bool admitted = count_rows(c, write.collection) < max_records ||
                       exists(c, write.collection, write.id, 0);
@@ -132,6 +137,7 @@ class PostgresStore {
     if (writes.empty()) return true;
     const std::string_view coll = writes.front().collection;
     return db_->write("saving records", [&](postgres::detail::pg_connection& c) {
+      db_->check_bound_exact(c);
       db_->lock(c, {coll});
       std::set<std::string_view> added;
       for (const Write& w : writes)
@@ -148,6 +154,7 @@ class PostgresStore {
     if (writes.empty()) return {};
     const std::string_view coll = writes.back().collection;
     return db_->write("saving records", [&](postgres::detail::pg_connection& c) {
+      db_->check_bound_exact(c);
       lock_writes(c, writes);
       save_rows(c, writes);
       std::vector<Item> removed;

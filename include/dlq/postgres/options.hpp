@@ -15,7 +15,8 @@ namespace postgres {
 struct Options {
   /// The PostgreSQL schema (namespace) that holds dlq's tables. Default "dlq". Any name
   /// (it is always quoted: "Orders", names with spaces or quotes are kept as written) but
-  /// not empty and without NUL bytes. Several applications, or tests, can share a database
+  /// not empty, without NUL bytes and at most 63 bytes long (PostgreSQL truncates longer
+  /// identifiers; a longer name is a dlq::invalid_argument). Several applications, or tests, can share a database
   /// with one schema each.
   std::string schema = "dlq";
   /// Idle connections kept open for reuse (a call with none idle opens one). Default 4;

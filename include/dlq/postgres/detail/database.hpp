@@ -164,7 +164,8 @@ class pg_database {
     }
   }
 
-  /// Runs `f(connection)` in one transaction, run again (up to Options::max_attempts) after a
+  /// Runs `f(connection)` in one READ COMMITTED transaction (whatever the database's
+  /// default_transaction_isolation), run again (up to Options::max_attempts) after a
   /// deadlock or serialization failure. On the application's connection: inside its open
   /// transaction, once (its COMMIT or ROLLBACK decides). @throws what f throws;
   /// dlq::conflict_error when the attempts are used up; a storage_error with
@@ -177,7 +178,9 @@ class pg_database {
       bool reused = false;
       std::unique_ptr<pg_connection> c = lease(&reused);
       try {
-        c->exec("BEGIN", what);
+        // READ COMMITTED whatever the database's default: each statement after the
+        // collection's lock then reads what the previous holder committed.
+        c->exec("BEGIN ISOLATION LEVEL READ COMMITTED", what);
         auto out = f(*c);
         c->exec("COMMIT", std::string(what) + " (COMMIT)", true);
         release(std::move(c));
@@ -215,6 +218,25 @@ class pg_database {
       p.int8(k);
       c.exec("SELECT pg_advisory_xact_lock($1::int8)", p, "locking a collection");
     }
+  }
+
+  /// Checks that a count read after a collection's lock sees every commit before it: on
+  /// the application's connection, that its transaction is not REPEATABLE READ (its
+  /// snapshot predates the lock, and nothing would detect the stale count; READ COMMITTED
+  /// reads afresh, SERIALIZABLE fails one of the two). Nothing to do on the pool's (READ
+  /// COMMITTED) connections. @throws dlq::invalid_argument (no statement failed: the
+  /// application's transaction is not aborted).
+  void check_bound_exact(pg_connection& c) const {
+    if (!borrowed_) return;
+    pg_result r = c.exec("SELECT current_setting('transaction_isolation')",
+                         "reading the transaction's isolation level");
+    if (column_bytes(r.get(), 0, 0) != "repeatable read") return;
+    throw invalid_argument(dlq::detail::message(
+        "postgres", where_,
+        "its transaction is REPEATABLE READ: a queue's bound (Retention::max_length) cannot "
+        "be checked exactly in it (its snapshot misses what others commit meanwhile)",
+        "send in a READ COMMITTED or SERIALIZABLE transaction, or to a queue without "
+        "max_length"));
   }
 
   /// Opens a connection (or checks the application's) and checks the schema's version.

@@ -5,6 +5,7 @@
 /// collection, and the binary wire form of a bigint. No libpq here.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,15 +16,28 @@ namespace dlq {
 namespace postgres {
 namespace detail {
 
+/// The longest identifier PostgreSQL keeps as written, in bytes (NAMEDATALEN - 1 in a
+/// default build): it truncates longer ones, quoted or not.
+constexpr std::size_t max_identifier_bytes = 63;
+
 /// `name` as a quoted SQL identifier: "…" with every '"' doubled, so any name is kept as
 /// written and can never end the identifier (no SQL injection through a schema name).
-/// @throws dlq::invalid_argument for an empty name or one holding a NUL byte.
+/// @throws dlq::invalid_argument for an empty name, one holding a NUL byte, or one longer
+///         than max_identifier_bytes (PostgreSQL would truncate it: two names differing
+///         only after that would share one schema).
 inline std::string quote_identifier(std::string_view name) {
   if (name.empty())
     throw invalid_argument(dlq::detail::message("postgres", "schema name", "is empty",
                                                 "name the schema, e.g. \"dlq\""));
   if (name.find('\0') != std::string_view::npos)
     throw invalid_argument(dlq::detail::message("postgres", "schema name", "holds a NUL byte"));
+  if (name.size() > max_identifier_bytes)
+    throw invalid_argument(dlq::detail::message(
+        "postgres", "schema name",
+        "is " + std::to_string(name.size()) + " bytes long; PostgreSQL keeps only the first " +
+            std::to_string(max_identifier_bytes) + " (two names alike in them share a schema)",
+        "use a schema name of at most 63 bytes (a schema made under this name before is "
+        "named by its first 63 bytes, or fewer where a character would be cut)"));
   std::string out;
   out.reserve(name.size() + 2);
   out += '"';
