@@ -3,6 +3,28 @@
 #    with dlq's warnings as errors), and twice in a row (include guards);
 # 2. the core never includes a backend's client library (hiredis, sqlite3, cpp-httplib: the
 #    list DLQ_BACKENDS), directly or through a backend header (dlq/redis, dlq/sqlite, dlq/http).
+# `cmake --build B --target dlq_headers` builds every header object. They are part of the
+# default build unless DLQ_HEADER_TESTS_LATER=ON: scripts/test.sh (gcc-17) sets it and builds
+# dlq_headers while the tests run, at nice 19, in the CPU they leave idle (~400 CPU-s, which
+# were on the script's critical path). They are compiled at -O0 whatever the build type: a
+# header's object holds next to no code (its templates and inline functions are not used in
+# it; the tests compile them at the build's -O level), so optimising only costs time, and a
+# header that does not include what it uses fails to compile at any -O level.
+option(DLQ_HEADER_TESTS_LATER "Leave the header objects out of the default build (target dlq_headers)" OFF)
+mark_as_advanced(DLQ_HEADER_TESTS_LATER)
+set(_dlq_headers_all "")
+if(DLQ_HEADER_TESTS_LATER)
+  set(_dlq_headers_all EXCLUDE_FROM_ALL)
+endif()
+add_custom_target(dlq_headers)
+# dlq_header_objects(NAME SOURCES LIBS...): the object library dlq_headers_NAME.
+function(dlq_header_objects name sources)
+  add_library(dlq_headers_${name} OBJECT ${_dlq_headers_all} ${sources})
+  target_link_libraries(dlq_headers_${name} PRIVATE ${ARGN})
+  dlq_dev_target(dlq_headers_${name})
+  target_compile_options(dlq_headers_${name} PRIVATE $<$<NOT:$<CXX_COMPILER_ID:MSVC>>:-O0>)
+  add_dependencies(dlq_headers dlq_headers_${name})
+endfunction()
 file(GLOB_RECURSE _dlq_headers RELATIVE "${PROJECT_SOURCE_DIR}/include" CONFIGURE_DEPENDS
      "${PROJECT_SOURCE_DIR}/include/dlq/*.hpp")
 # The backends (DLQ_BACKENDS, in the top-level CMakeLists.txt: `<name>=<library regex>`).
@@ -38,26 +60,18 @@ foreach(header IN LISTS _dlq_headers)
   list(APPEND _${_group}_sources "${src}")
 endforeach()
 
-add_library(dlq_headers_core OBJECT ${_core_sources})
-target_link_libraries(dlq_headers_core PRIVATE dlq::dlq)
-dlq_dev_target(dlq_headers_core)
+dlq_header_objects(core "${_core_sources}" dlq::dlq)
 foreach(_name IN LISTS _backends)
   if(_${_name}_sources AND TARGET dlq::${_name})
-    add_library(dlq_headers_${_name} OBJECT ${_${_name}_sources})
-    target_link_libraries(dlq_headers_${_name} PRIVATE dlq::${_name})
-    dlq_dev_target(dlq_headers_${_name})
+    dlq_header_objects(${_name} "${_${_name}_sources}" dlq::${_name})
   endif()
 endforeach()
 
 if(_asio_sources AND TARGET dlq::asio)
-  add_library(dlq_headers_asio OBJECT ${_asio_sources})
-  target_link_libraries(dlq_headers_asio PRIVATE dlq::asio)
-  dlq_dev_target(dlq_headers_asio)
+  dlq_header_objects(asio "${_asio_sources}" dlq::asio)
 endif()
 if(_asio_redis_sources AND TARGET dlq::asio AND TARGET dlq::redis)
-  add_library(dlq_headers_asio_redis OBJECT ${_asio_redis_sources})
-  target_link_libraries(dlq_headers_asio_redis PRIVATE dlq::asio dlq::redis)
-  dlq_dev_target(dlq_headers_asio_redis)
+  dlq_header_objects(asio_redis "${_asio_redis_sources}" dlq::asio dlq::redis)
 endif()
 
 # DLQ_BACKENDS joined with ',' (a ';' would split the argument).
