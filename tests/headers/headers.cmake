@@ -3,27 +3,19 @@
 #    with dlq's warnings as errors), and twice in a row (include guards);
 # 2. the core never includes a backend's client library (hiredis, sqlite3, cpp-httplib: the
 #    list DLQ_BACKENDS), directly or through a backend header (dlq/redis, dlq/sqlite, dlq/http).
-# `cmake --build B --target dlq_headers` builds every header object. They are part of the
-# default build unless DLQ_HEADER_TESTS_LATER=ON: scripts/test.sh (gcc-17) sets it and builds
-# dlq_headers while the tests run, at nice 19, in the CPU they leave idle (~400 CPU-s, which
-# were on the script's critical path). They are compiled at -O0 whatever the build type: a
-# header's object holds next to no code (its templates and inline functions are not used in
-# it; the tests compile them at the build's -O level), so optimising only costs time, and a
-# header that does not include what it uses fails to compile at any -O level.
-option(DLQ_HEADER_TESTS_LATER "Leave the header objects out of the default build (target dlq_headers)" OFF)
-mark_as_advanced(DLQ_HEADER_TESTS_LATER)
-set(_dlq_headers_all "")
-if(DLQ_HEADER_TESTS_LATER)
-  set(_dlq_headers_all EXCLUDE_FROM_ALL)
-endif()
-add_custom_target(dlq_headers)
+# They are compile checks (dlq_compile_check, cmake/dlqDevFlags.cmake: in the target
+# dlq_compile_checks, built during the gcc-17 tests by scripts/test.sh). They are compiled at
+# -O0 whatever the build type: a header's object holds next to no code (its templates and
+# inline functions are not used in it; the tests compile them at the build's -O level), so
+# optimising only costs time, and a header that does not include what it uses fails to
+# compile at any -O level.
 # dlq_header_objects(NAME SOURCES LIBS...): the object library dlq_headers_NAME.
 function(dlq_header_objects name sources)
-  add_library(dlq_headers_${name} OBJECT ${_dlq_headers_all} ${sources})
+  add_library(dlq_headers_${name} OBJECT ${sources})
   target_link_libraries(dlq_headers_${name} PRIVATE ${ARGN})
   dlq_dev_target(dlq_headers_${name})
   target_compile_options(dlq_headers_${name} PRIVATE $<$<NOT:$<CXX_COMPILER_ID:MSVC>>:-O0>)
-  add_dependencies(dlq_headers dlq_headers_${name})
+  dlq_compile_check(dlq_headers_${name})
 endfunction()
 file(GLOB_RECURSE _dlq_headers RELATIVE "${PROJECT_SOURCE_DIR}/include" CONFIGURE_DEPENDS
      "${PROJECT_SOURCE_DIR}/include/dlq/*.hpp")
