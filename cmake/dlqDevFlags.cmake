@@ -6,6 +6,21 @@ set(DLQ_SANITIZE "" CACHE STRING
     "Sanitizers for dlq's tests and examples, e.g. address,undefined (empty: none)")
 option(DLQ_WERROR "Treat warnings as errors in dlq's tests and examples" ON)
 
+# Targets that only prove they compile (no test runs them): the header self-containment
+# objects (tests/headers) and the benchmarks without a smoke test. All of them are in the
+# target dlq_compile_checks. With DLQ_COMPILE_CHECKS_LATER=ON they leave the default build:
+# scripts/test.sh (gcc-17) sets it and builds dlq_compile_checks while that configuration's
+# tests run, at nice 19, in the CPU they leave idle (docs/contributing.md, "How long CI takes").
+option(DLQ_COMPILE_CHECKS_LATER "Leave the compile-only targets out of the default build (target dlq_compile_checks)" OFF)
+mark_as_advanced(DLQ_COMPILE_CHECKS_LATER)
+add_custom_target(dlq_compile_checks)
+function(dlq_compile_check target)
+  if(DLQ_COMPILE_CHECKS_LATER)
+    set_target_properties(${target} PROPERTIES EXCLUDE_FROM_ALL ON)
+  endif()
+  add_dependencies(dlq_compile_checks ${target})
+endfunction()
+
 function(dlq_dev_target target)
   if(MSVC)
     target_compile_options(${target} PRIVATE /W4 $<$<BOOL:${DLQ_WERROR}>:/WX>)
