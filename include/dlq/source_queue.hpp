@@ -58,21 +58,23 @@
 
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/queue_names.hpp"
 #include "dlq/storage/memory.hpp"
 
 namespace dlq {
 
 namespace detail {
 
-/// The name rule of every source queue: a queue name is never empty (`where`: the
-/// operation; `component`: the message's prefix, "source" or the backend's).
+/// The name rule of every source queue, the same as a dead-letter queue's (dlq/queue_names.hpp:
+/// never empty, at most 1024 bytes, no NUL byte, no `{` or `}` — a brace would let one
+/// queue's name reach another queue's keys) (`where`: the operation; `component`: the
+/// message's prefix, "source" or the backend's).
 /// @throws dlq::invalid_argument
 inline void check_source_queue(const char* component, std::string_view queue, const char* where) {
-  if (queue.empty())
-    throw invalid_argument(
-        message(component, where, "the queue name is empty", "pass the queue's name"));
+  check_queue_name(component, where, queue);
 }
-/// check_source_queue(), and a consumer name is never empty either.
+/// check_source_queue(), and a consumer name is never empty. Any other byte is allowed in a
+/// consumer name: it follows the queue's closing `}` in every key, so it cannot move it.
 /// @throws dlq::invalid_argument
 inline void check_source_names(const char* component, std::string_view queue,
                                std::string_view consumer, const char* where) {
@@ -150,13 +152,21 @@ class MemorySourceQueue {
     return storage_->source_recover(queue, consumer);
   }
   /// Jobs waiting in `queue`.
-  std::size_t size(std::string_view queue) { return storage_->source_size(queue); }
+  /// @throws dlq::invalid_argument for a queue name the rule refuses.
+  std::size_t size(std::string_view queue) {
+    check(queue, "size");
+    return storage_->source_size(queue);
+  }
   /// Jobs `consumer` holds from `queue`.
+  /// @throws dlq::invalid_argument for a queue or consumer name the rule refuses.
   std::size_t in_flight(std::string_view queue, std::string_view consumer) {
+    check(queue, consumer, "in_flight");
     return storage_->source_in_flight(queue, consumer);
   }
   /// The consumers that hold jobs from `queue` (to recover() those that are gone), sorted.
+  /// @throws dlq::invalid_argument for a queue name the rule refuses.
   std::vector<std::string> consumers(std::string_view queue) {
+    check(queue, "consumers");
     return storage_->source_consumers(queue);
   }
 

@@ -35,7 +35,8 @@
 ///
 /// Layout in the store (see dlq/kv/store.hpp for collections and versions): the
 /// ready jobs of queue Q are the collection `<prefix>{Q}:ready`, those held by consumer C
-/// `<prefix>{Q}:held:C`; a job's id is a fresh time-ordered id, its value the payload bytes,
+/// `<prefix>{Q}:held:C` (a queue name has no brace, dlq/queue_names.hpp, so no queue's
+/// ready list is another's held list); a job's id is a fresh time-ordered id, its value the payload bytes,
 /// oldest first by version. Every member is thread-safe when the store is (SqliteStore is,
 /// across threads and processes).
 #pragma once
@@ -139,10 +140,16 @@ class JobQueue {
   }
 
   /// Number of jobs waiting (ready) in `queue`.
-  std::size_t size(std::string_view queue) { return count(ready_collection(queue)); }
+  /// @throws dlq::invalid_argument for a queue name the rule refuses; what the store throws.
+  std::size_t size(std::string_view queue) {
+    validate(queue, "size");
+    return count(ready_collection(queue));
+  }
 
   /// Number of jobs of `queue` that `consumer` holds (taken, not yet acked).
+  /// @throws dlq::invalid_argument for a name the rule refuses; what the store throws.
   std::size_t held(std::string_view queue, std::string_view consumer) {
+    validate(queue, consumer, "held");
     return count(held_collection(queue, consumer));
   }
 
@@ -255,16 +262,12 @@ class JobQueue {
   }
 
  private:
+  // The name rule of every source queue (dlq/source_queue.hpp, dlq/queue_names.hpp).
   static void validate(std::string_view queue, const char* where) {
-    if (queue.empty())
-      throw invalid_argument(
-          dlq::detail::message("jobs", where, "the queue name is empty", "pass the queue's name"));
+    dlq::detail::check_source_queue("jobs", queue, where);
   }
   static void validate(std::string_view queue, std::string_view consumer, const char* where) {
-    validate(queue, where);
-    if (consumer.empty())
-      throw invalid_argument(dlq::detail::message("jobs", where, "the consumer name is empty",
-                                                  "name each worker, e.g. its host and pid"));
+    dlq::detail::check_source_names("jobs", queue, consumer, where);
   }
 
   static std::string next_id() {
