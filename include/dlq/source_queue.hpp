@@ -34,8 +34,12 @@
 /// consumer gets it again from its next take(), or recover() puts it back for anyone. The
 /// price is duplicates: a worker that dies after finishing a job but before ack() runs it
 /// again after recovery, so handlers must be idempotent (or check a job id). Use one
-/// consumer name per worker thread (e.g. "host-7/2"), stable across restarts: two threads
-/// sharing a name would be handed each other's in-flight jobs.
+/// consumer name per worker thread (e.g. "host-7/2"), stable across restarts, and never two
+/// live workers under one name: take() by a name that holds jobs returns those jobs (that
+/// is how a restarted worker resumes; the store cannot tell it from a second live worker),
+/// so two threads or coroutines sharing a name are handed the same job and run it twice.
+/// Names: a queue name holds no `{` or `}` (dlq/queue_names.hpp, docs/names.md); a
+/// consumer name is any non-empty bytes.
 ///
 /// The worker loop, the same on every backend:
 ///
@@ -120,7 +124,8 @@ class MemorySourceQueue {
     return storage_->source_pop(queue);
   }
   /// Reliable take (see the file comment); `max` 0 = 1. Returns nothing when the queue is
-  /// empty and the consumer holds nothing (it does not wait).
+  /// empty and the consumer holds nothing (it does not wait). One consumer name per worker
+  /// thread at a time: a take by a name that holds jobs returns those jobs again.
   /// @throws dlq::invalid_argument for an empty queue or consumer name.
   std::vector<SourceJob> take(std::string_view queue, std::string_view consumer,
                               std::size_t max = 1) {

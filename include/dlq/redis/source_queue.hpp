@@ -96,7 +96,9 @@ class RedisSourceQueue {
   }
 
   /// Reliable take (see dlq/source_queue.hpp): one script. `max` 0 = 1; values above 1000
-  /// are lowered to 1000 (the script blocks the server while it runs).
+  /// are lowered to 1000 (the script blocks the server while it runs). One consumer name
+  /// per worker thread at a time: a take by a name that holds jobs returns those jobs (the
+  /// restarted worker's rule), so two live threads sharing a name are handed the same jobs.
   /// @throws as push(); a timeout leaves any moved jobs in `consumer`'s in-flight list.
   std::vector<SourceJob> take(std::string_view queue, std::string_view consumer,
                               std::size_t max = 1) {
