@@ -16,8 +16,9 @@
 /// name holds no brace (dlq/queue_names.hpp): the `}` after it in S ends it, so no queue's
 /// S is another's in-flight list (consumer `x}` of `orders` and the queue
 /// `orders}:inflight:x` once shared `queue:{orders}:inflight:x}`). A consumer name may hold
-/// any byte. With a pattern that has no `}` after the `*` (the Python seed's `queue:*`) the
-/// queue name is not delimited: keep such names free of `:inflight:` (docs/names.md).
+/// any byte. With a pattern that has no `}` after the `*` (the Python seed's `queue:*`, a
+/// fixed tag `{q}:*`) the name is not delimited: keep names free of `:inflight:` and
+/// `:consumers` there (docs/names.md).
 ///
 /// A call's arguments after the script (the script's body for EVAL, its SHA1 for EVALSHA) are
 /// handed one by one to `arg(std::string_view)`, in order: numkeys, KEYS, ARGV — so the

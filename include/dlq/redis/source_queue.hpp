@@ -14,8 +14,9 @@
 /// names the consumers that hold jobs. All three share S's hash tag, so on Redis Cluster a
 /// queue's keys are in one slot; every command goes through the storage's router (MOVED /
 /// ASK followed as for the dead-letter lists). A queue name holds no brace, so no queue's S
-/// is another's in-flight list; on the seed's untagged `queue:*` nothing ends the name, so
-/// keep names free of `:inflight:` and `:consumers` there (docs/names.md).
+/// is another's in-flight list; with no `}` after the `*` (the seed's `queue:*`, a fixed
+/// tag) nothing ends the name: keep names free of `:inflight:` and `:consumers` there
+/// (docs/names.md).
 ///
 /// Every move is one server-side step: take is one script (LRANGE of the consumer's in-flight
 /// list, else up to `max` LMOVE from S into it, plus SADD), ack and nack one script (LREM from
