@@ -23,8 +23,8 @@
 /// (at most 3 KiB) it still fits the console's request line (cpp-httplib takes 8 KiB) next
 /// to the other parameters. A longer name is refused like an empty one.
 ///
-/// A queue name contains no brace (`{` or `}`), on every backend. Every store key dlq builds
-/// puts the name inside braces — Redis `dlq:{Q}`, `dlq:{Q}:corrupt`, `queue:{Q}`,
+/// A queue name contains no brace (`{` or `}`), on every backend. Every key of the default
+/// layouts puts the name inside braces — Redis `dlq:{Q}`, `dlq:{Q}:corrupt`, `queue:{Q}`,
 /// `queue:{Q}:inflight:C`; kv `dlq:{Q}:dead`, `jobs:{Q}:ready`, `jobs:{Q}:held:C` — so that
 /// the first `}` after the prefix ends the name: then no two (queue, consumer) pairs share a
 /// key, and on Redis Cluster every key of a queue has the same hash tag (one slot). A `}` in
