@@ -112,13 +112,13 @@ class MemorySourceQueue {
   explicit MemorySourceQueue(MemoryStorage& storage) noexcept : storage_(&storage) {}
 
   /// Appends a job at the tail of `queue`.
-  /// @throws dlq::invalid_argument for an empty queue name.
+  /// @throws dlq::invalid_argument for a queue name dlq/queue_names.hpp refuses.
   void push(std::string_view queue, std::string_view payload) {
     check(queue, "push");
     storage_->source_push(queue, payload);
   }
   /// Removes and returns the oldest job (at-most-once); nullopt when the queue is empty.
-  /// @throws dlq::invalid_argument for an empty queue name.
+  /// @throws dlq::invalid_argument for a queue name dlq/queue_names.hpp refuses.
   std::optional<std::string> pop(std::string_view queue) {
     check(queue, "pop");
     return storage_->source_pop(queue);
@@ -126,7 +126,7 @@ class MemorySourceQueue {
   /// Reliable take (see the file comment); `max` 0 = 1. Returns nothing when the queue is
   /// empty and the consumer holds nothing (it does not wait). One consumer name per worker
   /// thread at a time: a take by a name that holds jobs returns those jobs again.
-  /// @throws dlq::invalid_argument for an empty queue or consumer name.
+  /// @throws dlq::invalid_argument for a refused queue name or an empty consumer name.
   std::vector<SourceJob> take(std::string_view queue, std::string_view consumer,
                               std::size_t max = 1) {
     check(queue, consumer, "take");
@@ -136,7 +136,7 @@ class MemorySourceQueue {
     return out;
   }
   /// Removes finished jobs from `consumer`'s in-flight list; returns how many were there.
-  /// @throws dlq::invalid_argument for an empty queue or consumer name.
+  /// @throws dlq::invalid_argument for a refused queue name or an empty consumer name.
   std::size_t ack(std::string_view queue, std::string_view consumer,
                   const std::vector<SourceJob>& jobs) {
     check(queue, consumer, "ack");
@@ -144,14 +144,14 @@ class MemorySourceQueue {
   }
   /// Moves jobs from `consumer`'s in-flight list back to the queue's tail; returns how many
   /// were there.
-  /// @throws dlq::invalid_argument for an empty queue or consumer name.
+  /// @throws dlq::invalid_argument for a refused queue name or an empty consumer name.
   std::size_t nack(std::string_view queue, std::string_view consumer,
                    const std::vector<SourceJob>& jobs) {
     check(queue, consumer, "nack");
     return storage_->source_settle(queue, consumer, payloads(jobs), true);
   }
   /// Moves every job `consumer` holds back to the queue's tail, in order; returns how many.
-  /// @throws dlq::invalid_argument for an empty queue or consumer name.
+  /// @throws dlq::invalid_argument for a refused queue name or an empty consumer name.
   std::size_t recover(std::string_view queue, std::string_view consumer) {
     check(queue, consumer, "recover");
     return storage_->source_recover(queue, consumer);
@@ -201,7 +201,7 @@ class MemorySourceQueue {
 /// exception propagates: the job is delivered again (take() by the same consumer, or
 /// recover()), never lost. A crash between the send and the ack dead-letters the job twice
 /// on its next failure (at-least-once; both entries carry the same payload and job_id).
-/// @throws dlq::invalid_argument for an empty name; what `dlq.send_to_dlq` and `source.ack`
+/// @throws dlq::invalid_argument for a refused name; what `dlq.send_to_dlq` and `source.ack`
 ///         throw.
 template <class Source, class Queue>
 std::string dead_letter(Source& source, Queue& dlq, std::string_view queue,

@@ -395,8 +395,8 @@ TEMPLATE_TEST_CASE("source queue: a queue name with a brace cannot reach another
                    "[source][names]", DLQ_SOURCE_FIXTURES) {
   TestType f;
   auto& jobs = f.jobs();
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"orders}:inflight:x", "x}"}, {"orders}:held:x", "x}:ready"}};
+  const std::vector<std::pair<std::string, std::string>> cases = {{"orders}:inflight:x", "x}"},
+                                                                  {"orders}:held:x", "x}:ready"}};
   for (const auto& c : cases) {
     const std::string& hostile = c.first;
     const std::string& worker = c.second;
@@ -419,8 +419,7 @@ TEMPLATE_TEST_CASE("source queue: a queue name with a brace cannot reach another
     }
     CHECK(refused == 2);
     // The worker still holds exactly its one job, and nothing was pushed into its list.
-    CHECK(payloads(jobs.take("orders", worker, 4)) ==
-          std::vector<std::string>{"job of " + worker});
+    CHECK(payloads(jobs.take("orders", worker, 4)) == std::vector<std::string>{"job of " + worker});
     CHECK(jobs.recover("orders", worker) == 1);
     CHECK(drain(jobs, "orders") == std::vector<std::string>{"job of " + worker});
   }
