@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "dlq/source_queue.hpp"
 #include "dlq/stats.hpp"
 #include "dlq/storage/memory.hpp"
 #include "support/catch.hpp"
@@ -304,6 +305,41 @@ TEST_CASE("queue names are at most 1024 bytes", "[frontend]") {
   CHECK_THROWS_AS(q.replay(longest, to), dlq::invalid_argument);
   CHECK(q.size(longest) == 1);
   CHECK(q.storage().queues() == std::vector<std::string>{longest});
+}
+
+// The rule of dlq/queue_names.hpp, decided without I/O: every key puts the queue name in
+// braces, so a brace in a name would let it reach another queue's keys.
+TEST_CASE("queue names hold no brace; the message says which, where and what to do",
+          "[frontend][names]") {
+  CHECK(dlq::queue_name_problem("orders.eu-1 (retry)") == nullptr);
+  CHECK(std::string(dlq::queue_name_problem("a{b")) == "the queue name contains '{'");
+  CHECK(std::string(dlq::queue_name_problem("a}b{")) == "the queue name contains '}'");
+  try {
+    dlq::detail::check_queue_name("source", "take", "orders}:inflight:x");
+    FAIL_CHECK("a queue name with '}' was accepted");
+  } catch (const dlq::invalid_argument& e) {
+    const std::string m = e.what();
+    CHECK(m.find("[dlq.source] take: the queue name contains '}'; at byte 6") == 0);
+    CHECK(m.find("docs/names.md") != std::string::npos);
+  }
+  // Consumer names may hold braces (they follow the queue's closing '}'), never be empty.
+  CHECK_NOTHROW(dlq::detail::check_source_names("source", "orders", "w{1}", "take"));
+  CHECK_THROWS_AS(dlq::detail::check_source_names("source", "orders", "", "take"),
+                  dlq::invalid_argument);
+  CHECK_THROWS_AS(dlq::detail::check_source_names("source", "{orders}", "w1", "take"),
+                  dlq::invalid_argument);
+  // The dead-letter queue refuses them on every call; a listing skips a foreign one.
+  Queue q;
+  CHECK_THROWS_AS(q.send_to_dlq("a{b", "{}", "e"), dlq::invalid_argument);
+  q.send_to_dlq("orders", "{}", "e");
+  CHECK_THROWS_AS(q.size("orders}"), dlq::invalid_argument);
+  dlq::ReplayOptions to;
+  to.to_queue = "orders}:inflight:x";
+  CHECK_THROWS_AS(q.replay("orders", to), dlq::invalid_argument);
+  CHECK(q.size("orders") == 1);
+  const auto found = dlq::split_queue_names({"orders", "a}b", "{x}"});
+  CHECK(found.names == std::vector<std::string>{"orders"});
+  CHECK(found.skipped == std::vector<std::string>{"a}b", "{x}"});
 }
 
 TEST_CASE("the poison guard counts in-process where the storage keeps no counts",

@@ -22,6 +22,21 @@
 /// and console URL: 1024 bytes is far beyond any real queue name, and percent-encoded
 /// (at most 3 KiB) it still fits the console's request line (cpp-httplib takes 8 KiB) next
 /// to the other parameters. A longer name is refused like an empty one.
+///
+/// A queue name contains no brace (`{` or `}`), on every backend. Every key of the default
+/// layouts puts the name inside braces — Redis `dlq:{Q}`, `dlq:{Q}:corrupt`, `queue:{Q}`,
+/// `queue:{Q}:inflight:C`; kv `dlq:{Q}:dead`, `jobs:{Q}:ready`, `jobs:{Q}:held:C` — so that
+/// the first `}` after the prefix ends the name: then no two (queue, consumer) pairs share a
+/// key, and on Redis Cluster every key of a queue has the same hash tag (one slot). A `}` in
+/// a name ended it early: consumer `x}` of `orders` holds its jobs in
+/// `queue:{orders}:inflight:x}`, the job list of the queue `orders}:inflight:x`, whose takes
+/// then handed out jobs another worker held, and whose pushes landed in that worker's
+/// in-flight list. `{` is refused with it (a name `{orders}` looks like a hash tag and is
+/// none). Names are refused, not escaped: an escaped name would not name the same keys as
+/// the Python seed and other programs sharing the store. Consumer names may hold any byte
+/// but are never empty: they come after the queue's `}`, so they cannot move it
+/// (dlq::detail::check_source_names). The memory backend refuses exactly the same names, so
+/// a unit test refuses what production refuses.
 #pragma once
 
 #include <algorithm>
@@ -39,15 +54,46 @@ namespace dlq {
 inline constexpr std::size_t max_queue_name_bytes = 1024;
 
 /// Why dlq refuses `name` as a queue name, or nullptr when it accepts it: "the queue name is
-/// empty", "the queue name is longer than 1024 bytes" or "the queue name contains a NUL
-/// byte" (the rule of the file comment).
+/// empty", "the queue name is longer than 1024 bytes", "the queue name contains a NUL
+/// byte", "the queue name contains '{'" or "... '}'" (the first brace; the rule of the file
+/// comment).
 inline const char* queue_name_problem(std::string_view name) noexcept {
   static_assert(max_queue_name_bytes == 1024, "the message below names the limit");
   if (name.empty()) return "the queue name is empty";
   if (name.size() > max_queue_name_bytes) return "the queue name is longer than 1024 bytes";
   if (name.find('\0') != std::string_view::npos) return "the queue name contains a NUL byte";
+  const auto brace = name.find_first_of("{}");
+  if (brace != std::string_view::npos)
+    return name[brace] == '{' ? "the queue name contains '{'" : "the queue name contains '}'";
   return nullptr;
 }
+
+namespace detail {
+
+/// What to do about a name queue_name_problem refuses, for the message of
+/// check_queue_name.
+inline std::string queue_name_hint(std::string_view name) {
+  if (name.empty()) return "pass the queue's name";
+  if (name.size() > max_queue_name_bytes) return "use a shorter queue name";
+  const auto brace = name.find_first_of("{}");
+  if (name.find('\0') != std::string_view::npos || brace == std::string_view::npos)
+    return "use a printable queue name";
+  return "at byte " + std::to_string(brace) +
+         "; braces delimit the key's hash tag around the queue name (queue:{orders}), so a "
+         "brace would let this name reach another queue's keys: use another character, "
+         "e.g. '(' or '-' (docs/names.md)";
+}
+
+/// Refuses a queue name queue_name_problem refuses, with a message that names the problem,
+/// for a brace its byte offset, and what to do (`component`, `where`: the message's prefix
+/// and the call).
+/// @throws dlq::invalid_argument
+inline void check_queue_name(const char* component, const char* where, std::string_view queue) {
+  if (const char* problem = queue_name_problem(queue))
+    throw invalid_argument(message(component, where, problem, queue_name_hint(queue)));
+}
+
+}  // namespace detail
 
 /// The queue names a listing found, split by queue_name_problem.
 struct QueueNames {

@@ -34,8 +34,12 @@
 /// consumer gets it again from its next take(), or recover() puts it back for anyone. The
 /// price is duplicates: a worker that dies after finishing a job but before ack() runs it
 /// again after recovery, so handlers must be idempotent (or check a job id). Use one
-/// consumer name per worker thread (e.g. "host-7/2"), stable across restarts: two threads
-/// sharing a name would be handed each other's in-flight jobs.
+/// consumer name per worker thread (e.g. "host-7/2"), stable across restarts, and never two
+/// live workers under one name: take() by a name that holds jobs returns those jobs (that
+/// is how a restarted worker resumes; the store cannot tell it from a second live worker),
+/// so two threads or coroutines sharing a name are handed the same job and run it twice.
+/// Names: a queue name holds no `{` or `}` (dlq/queue_names.hpp, docs/names.md); a
+/// consumer name is any non-empty bytes.
 ///
 /// The worker loop, the same on every backend:
 ///
@@ -58,21 +62,23 @@
 
 #include "dlq/entry.hpp"
 #include "dlq/errors.hpp"
+#include "dlq/queue_names.hpp"
 #include "dlq/storage/memory.hpp"
 
 namespace dlq {
 
 namespace detail {
 
-/// The name rule of every source queue: a queue name is never empty (`where`: the
-/// operation; `component`: the message's prefix, "source" or the backend's).
+/// The name rule of every source queue, the same as a dead-letter queue's (dlq/queue_names.hpp:
+/// never empty, at most 1024 bytes, no NUL byte, no `{` or `}` — a brace would let one
+/// queue's name reach another queue's keys) (`where`: the operation; `component`: the
+/// message's prefix, "source" or the backend's).
 /// @throws dlq::invalid_argument
 inline void check_source_queue(const char* component, std::string_view queue, const char* where) {
-  if (queue.empty())
-    throw invalid_argument(
-        message(component, where, "the queue name is empty", "pass the queue's name"));
+  check_queue_name(component, where, queue);
 }
-/// check_source_queue(), and a consumer name is never empty either.
+/// check_source_queue(), and a consumer name is never empty. Any other byte is allowed in a
+/// consumer name: it follows the queue's closing `}` in every key, so it cannot move it.
 /// @throws dlq::invalid_argument
 inline void check_source_names(const char* component, std::string_view queue,
                                std::string_view consumer, const char* where) {
@@ -106,20 +112,21 @@ class MemorySourceQueue {
   explicit MemorySourceQueue(MemoryStorage& storage) noexcept : storage_(&storage) {}
 
   /// Appends a job at the tail of `queue`.
-  /// @throws dlq::invalid_argument for an empty queue name.
+  /// @throws dlq::invalid_argument for a queue name dlq/queue_names.hpp refuses.
   void push(std::string_view queue, std::string_view payload) {
     check(queue, "push");
     storage_->source_push(queue, payload);
   }
   /// Removes and returns the oldest job (at-most-once); nullopt when the queue is empty.
-  /// @throws dlq::invalid_argument for an empty queue name.
+  /// @throws dlq::invalid_argument for a queue name dlq/queue_names.hpp refuses.
   std::optional<std::string> pop(std::string_view queue) {
     check(queue, "pop");
     return storage_->source_pop(queue);
   }
   /// Reliable take (see the file comment); `max` 0 = 1. Returns nothing when the queue is
-  /// empty and the consumer holds nothing (it does not wait).
-  /// @throws dlq::invalid_argument for an empty queue or consumer name.
+  /// empty and the consumer holds nothing (it does not wait). One consumer name per worker
+  /// thread at a time: a take by a name that holds jobs returns those jobs again.
+  /// @throws dlq::invalid_argument for a refused queue name or an empty consumer name.
   std::vector<SourceJob> take(std::string_view queue, std::string_view consumer,
                               std::size_t max = 1) {
     check(queue, consumer, "take");
@@ -129,7 +136,7 @@ class MemorySourceQueue {
     return out;
   }
   /// Removes finished jobs from `consumer`'s in-flight list; returns how many were there.
-  /// @throws dlq::invalid_argument for an empty queue or consumer name.
+  /// @throws dlq::invalid_argument for a refused queue name or an empty consumer name.
   std::size_t ack(std::string_view queue, std::string_view consumer,
                   const std::vector<SourceJob>& jobs) {
     check(queue, consumer, "ack");
@@ -137,26 +144,34 @@ class MemorySourceQueue {
   }
   /// Moves jobs from `consumer`'s in-flight list back to the queue's tail; returns how many
   /// were there.
-  /// @throws dlq::invalid_argument for an empty queue or consumer name.
+  /// @throws dlq::invalid_argument for a refused queue name or an empty consumer name.
   std::size_t nack(std::string_view queue, std::string_view consumer,
                    const std::vector<SourceJob>& jobs) {
     check(queue, consumer, "nack");
     return storage_->source_settle(queue, consumer, payloads(jobs), true);
   }
   /// Moves every job `consumer` holds back to the queue's tail, in order; returns how many.
-  /// @throws dlq::invalid_argument for an empty queue or consumer name.
+  /// @throws dlq::invalid_argument for a refused queue name or an empty consumer name.
   std::size_t recover(std::string_view queue, std::string_view consumer) {
     check(queue, consumer, "recover");
     return storage_->source_recover(queue, consumer);
   }
   /// Jobs waiting in `queue`.
-  std::size_t size(std::string_view queue) { return storage_->source_size(queue); }
+  /// @throws dlq::invalid_argument for a queue name the rule refuses.
+  std::size_t size(std::string_view queue) {
+    check(queue, "size");
+    return storage_->source_size(queue);
+  }
   /// Jobs `consumer` holds from `queue`.
+  /// @throws dlq::invalid_argument for a queue or consumer name the rule refuses.
   std::size_t in_flight(std::string_view queue, std::string_view consumer) {
+    check(queue, consumer, "in_flight");
     return storage_->source_in_flight(queue, consumer);
   }
   /// The consumers that hold jobs from `queue` (to recover() those that are gone), sorted.
+  /// @throws dlq::invalid_argument for a queue name the rule refuses.
   std::vector<std::string> consumers(std::string_view queue) {
+    check(queue, "consumers");
     return storage_->source_consumers(queue);
   }
 
@@ -186,7 +201,7 @@ class MemorySourceQueue {
 /// exception propagates: the job is delivered again (take() by the same consumer, or
 /// recover()), never lost. A crash between the send and the ack dead-letters the job twice
 /// on its next failure (at-least-once; both entries carry the same payload and job_id).
-/// @throws dlq::invalid_argument for an empty name; what `dlq.send_to_dlq` and `source.ack`
+/// @throws dlq::invalid_argument for a refused name; what `dlq.send_to_dlq` and `source.ack`
 ///         throw.
 template <class Source, class Queue>
 std::string dead_letter(Source& source, Queue& dlq, std::string_view queue,

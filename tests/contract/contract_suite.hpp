@@ -20,6 +20,7 @@
 #error "define DLQ_CONTRACT_FIXTURES before including contract_suite.hpp"
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -164,6 +165,26 @@ TEMPLATE_TEST_CASE("size, summary and queues count exactly", "[contract]", DLQ_C
   CHECK(q.summary() == std::map<std::string, std::size_t>{{"emails", 3}, {"orders", 5}});
   CHECK(q.purge("emails") == 3);
   CHECK(q.queues() == std::vector<std::string>{"orders"});
+}
+
+// Redis lists the queues with SCAN MATCH on the key pattern's glob; a queue name never goes
+// into a glob (purge, size, … name one key), so glob characters in names stay bytes.
+TEMPLATE_TEST_CASE("queue names with glob characters are each their own queue", "[contract][names]",
+                   DLQ_CONTRACT_FIXTURES) {
+  TestType fx;
+  contract::queue_of<TestType> q(fx.storage());
+  const std::vector<std::string> names = {"a*", "a?", "[a]", "a\\", "ab", "a:corrupt"};
+  for (const auto& n : names)
+    q.send_to_dlq(n, "{}", contract::failure("e"));
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(q.queues() == sorted);
+  CHECK(q.purge("a*") == 1);
+  CHECK(q.purge("a?") == 1);
+  CHECK(q.purge("[a]") == 1);
+  for (const auto& n : {"a\\", "ab", "a:corrupt"})
+    CHECK(q.size(n) == 1);
+  CHECK(q.queues() == std::vector<std::string>{"a:corrupt", "a\\", "ab"});
 }
 
 TEMPLATE_TEST_CASE("get and remove address entries by id", "[contract]", DLQ_CONTRACT_FIXTURES) {

@@ -383,3 +383,89 @@ TEMPLATE_TEST_CASE("source queue: threads sharing one queue each get every job o
   CHECK(std::set<std::string>(seen.begin(), seen.end()).size() == static_cast<std::size_t>(n));
   CHECK(jobs.size("orders") == 0);
 }
+
+// A name is part of a key. On Redis the in-flight list of consumer "x}" of queue "orders" is
+// `queue:{orders}:inflight:x}` — the job list of the queue "orders}:inflight:x"; in a
+// kv::JobQueue the jobs consumer "x}:ready" holds from "orders" are the collection
+// `jobs:{orders}:held:x}:ready` — the ready list of the queue "orders}:held:x". A take from
+// that queue handed out a job another worker held (delivered twice) and a push to it landed
+// in the worker's in-flight list. Every backend (memory too: a unit test must refuse what
+// production refuses) refuses a queue name with a brace before anything moves.
+TEMPLATE_TEST_CASE("source queue: a queue name with a brace cannot reach another's held jobs",
+                   "[source][names]", DLQ_SOURCE_FIXTURES) {
+  TestType f;
+  auto& jobs = f.jobs();
+  const std::vector<std::pair<std::string, std::string>> cases = {{"orders}:inflight:x", "x}"},
+                                                                  {"orders}:held:x", "x}:ready"}};
+  for (const auto& c : cases) {
+    const std::string& hostile = c.first;
+    const std::string& worker = c.second;
+    INFO("queue '" << hostile << "', consumer '" << worker << "'");
+    jobs.push("orders", "job of " + worker);
+    REQUIRE(jobs.take("orders", worker, 1).size() == 1);
+    std::vector<dlq::SourceJob> again;
+    int refused = 0;
+    try {
+      again = jobs.take(hostile, "y", 4);
+    } catch (const dlq::invalid_argument& e) {
+      ++refused;
+      CHECK(std::string(e.what()).find("'}'") != std::string::npos);
+    }
+    CHECK(payloads(again).empty());  // else the held job is delivered a second time
+    try {
+      jobs.push(hostile, "intruder");
+    } catch (const dlq::invalid_argument&) {
+      ++refused;
+    }
+    CHECK(refused == 2);
+    // The worker still holds exactly its one job, and nothing was pushed into its list.
+    CHECK(payloads(jobs.take("orders", worker, 4)) == std::vector<std::string>{"job of " + worker});
+    CHECK(jobs.recover("orders", worker) == 1);
+    CHECK(drain(jobs, "orders") == std::vector<std::string>{"job of " + worker});
+  }
+}
+
+TEMPLATE_TEST_CASE("source queue: a brace in a queue name is refused by every call",
+                   "[source][names]", DLQ_SOURCE_FIXTURES) {
+  TestType f;
+  auto& jobs = f.jobs();
+  auto& dlq = f.dlq();
+  const dlq::SourceJob job{"", "p", 0};
+  for (const std::string q : {"a{b", "a}b", "{orders}", "}"}) {
+    INFO(q);
+    CHECK_THROWS_AS(jobs.push(q, "x"), dlq::invalid_argument);
+    CHECK_THROWS_AS(jobs.pop(q), dlq::invalid_argument);
+    CHECK_THROWS_AS(jobs.take(q, "w1", 1), dlq::invalid_argument);
+    CHECK_THROWS_AS(jobs.ack(q, "w1", {job}), dlq::invalid_argument);
+    CHECK_THROWS_AS(jobs.nack(q, "w1", {job}), dlq::invalid_argument);
+    CHECK_THROWS_AS(jobs.recover(q, "w1"), dlq::invalid_argument);
+    // The dead letters of a queue are replayed to its source queue: refused there too.
+    CHECK_THROWS_AS(dlq.send_to_dlq(q, "x", failure("e", 1)), dlq::invalid_argument);
+  }
+  // Consumer names stay free: the first '}' after the queue name ends it in every key.
+  for (const std::string w : {"w{1}", "}{", "x}", "x}:ready"}) {
+    jobs.push("orders", "for " + w);
+    CHECK(payloads(jobs.take("orders", w, 1)) == std::vector<std::string>{"for " + w});
+    CHECK(jobs.in_flight("orders", w) == 1);
+    CHECK(jobs.ack("orders", w, jobs.take("orders", w, 1)) == 1);
+  }
+  CHECK(jobs.size("orders") == 0);
+}
+
+// The rule of dlq/source_queue.hpp: one consumer name per worker at a time. take() by a name
+// that holds jobs returns those jobs (a restarted worker picks up what it held), so two live
+// workers sharing a name are both handed the same job.
+TEMPLATE_TEST_CASE("source queue: two workers sharing one consumer name get the same held job",
+                   "[source][names]", DLQ_SOURCE_FIXTURES) {
+  TestType f;
+  auto& jobs = f.jobs();
+  jobs.push("orders", "job-1");
+  jobs.push("orders", "job-2");
+  const auto first = payloads(jobs.take("orders", "w1", 1));
+  const auto second = payloads(jobs.take("orders", "w1", 1));  // another thread, same name
+  CHECK(first == std::vector<std::string>{"job-1"});
+  CHECK(second == first);  // delivered twice while job-2 waits
+  CHECK(jobs.size("orders") == 1);
+  CHECK(jobs.ack("orders", "w1", jobs.take("orders", "w1", 1)) == 1);
+  CHECK(jobs.in_flight("orders", "w1") == 0);
+}

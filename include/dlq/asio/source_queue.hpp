@@ -118,6 +118,8 @@ class AsyncSourceQueue {
   /// `consumer` already holds. When there are none, tries again (a poll, see the file
   /// comment) until some come or `wait` has passed (0: one try). Completes with
   /// `void(std::exception_ptr, std::vector<dlq::SourceJob>)`: empty when the wait ended.
+  /// One consumer name per worker (coroutine) at a time: a take by a name that holds jobs
+  /// completes with those jobs, so two coroutines sharing a name run the same job twice.
   template <class CompletionToken>
   auto async_take(std::string_view queue, std::string_view consumer, std::size_t max,
                   std::chrono::milliseconds wait, CompletionToken&& token) {

@@ -71,12 +71,7 @@ DLQ_INLINE void queue_core::count_failure(const storage_error& e) noexcept {
 }
 
 DLQ_INLINE void queue_core::validate_queue(std::string_view queue, const char* where) {
-  if (const char* problem = queue_name_problem(queue))  // the rule of dlq/queue_names.hpp
-    throw invalid_argument(message("queue", where, problem,
-                                   queue.empty() ? "pass the name of the source queue"
-                                   : queue.size() > max_queue_name_bytes
-                                       ? "use a shorter queue name"
-                                       : "use a printable queue name"));
+  detail::check_queue_name("queue", where, queue);  // the rule of dlq/queue_names.hpp
 }
 
 DLQ_INLINE void queue_core::validate(const job_view& job, const char* where) {

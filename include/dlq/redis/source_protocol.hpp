@@ -12,7 +12,13 @@
 /// Keys, for the source key S of queue Q (RedisListOptions::source_key, default `queue:{Q}`):
 /// the jobs are the list S (producers RPUSH, take moves from the head), consumer C's in-flight
 /// jobs the list `S:inflight:C`, and the set `S:consumers` names the consumers that hold jobs.
-/// All three share S's hash tag, so on Redis Cluster a queue's keys are in one slot.
+/// All three share S's hash tag, so on Redis Cluster a queue's keys are in one slot. A queue
+/// name holds no brace (dlq/queue_names.hpp): the `}` after it in S ends it, so no queue's
+/// S is another's in-flight list (consumer `x}` of `orders` and the queue
+/// `orders}:inflight:x` once shared `queue:{orders}:inflight:x}`). A consumer name may hold
+/// any byte. With a pattern that has no `}` after the `*` (the Python seed's `queue:*`, a
+/// fixed tag `{q}:*`) the name is not delimited: keep names free of `:inflight:` and
+/// `:consumers` there (docs/names.md).
 ///
 /// A call's arguments after the script (the script's body for EVAL, its SHA1 for EVALSHA) are
 /// handed one by one to `arg(std::string_view)`, in order: numkeys, KEYS, ARGV — so the
@@ -194,12 +200,13 @@ inline std::string label(std::string_view what, const std::string& key) {
   return "source " + std::string(what) + " script on " + key;
 }
 
-/// Refuses an empty queue name (`where`: the operation, for the message).
+/// Refuses a queue name the rule of dlq/queue_names.hpp refuses (empty, a brace…; `where`:
+/// the operation, for the message).
 /// @throws dlq::invalid_argument
 inline void check(std::string_view queue, const char* where) {
   dlq::detail::check_source_queue("redis", queue, where);
 }
-/// Refuses an empty queue or consumer name.
+/// Refuses such a queue name, or an empty consumer name.
 /// @throws dlq::invalid_argument
 inline void check(std::string_view queue, std::string_view consumer, const char* where) {
   dlq::detail::check_source_names("redis", queue, consumer, where);

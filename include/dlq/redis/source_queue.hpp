@@ -13,7 +13,10 @@
 /// unchanged), consumer C's in-flight jobs the list `S:inflight:C`, and the set `S:consumers`
 /// names the consumers that hold jobs. All three share S's hash tag, so on Redis Cluster a
 /// queue's keys are in one slot; every command goes through the storage's router (MOVED /
-/// ASK followed as for the dead-letter lists).
+/// ASK followed as for the dead-letter lists). A queue name holds no brace, so no queue's S
+/// is another's in-flight list; with no `}` after the `*` (the seed's `queue:*`, a fixed
+/// tag) nothing ends the name: keep names free of `:inflight:` and `:consumers` there
+/// (docs/names.md).
 ///
 /// Every move is one server-side step: take is one script (LRANGE of the consumer's in-flight
 /// list, else up to `max` LMOVE from S into it, plus SADD), ack and nack one script (LREM from
@@ -96,7 +99,9 @@ class RedisSourceQueue {
   }
 
   /// Reliable take (see dlq/source_queue.hpp): one script. `max` 0 = 1; values above 1000
-  /// are lowered to 1000 (the script blocks the server while it runs).
+  /// are lowered to 1000 (the script blocks the server while it runs). One consumer name
+  /// per worker thread at a time: a take by a name that holds jobs returns those jobs (the
+  /// restarted worker's rule), so two live threads sharing a name are handed the same jobs.
   /// @throws as push(); a timeout leaves any moved jobs in `consumer`'s in-flight list.
   std::vector<SourceJob> take(std::string_view queue, std::string_view consumer,
                               std::size_t max = 1) {

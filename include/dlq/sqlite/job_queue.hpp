@@ -35,9 +35,10 @@
 ///
 /// Layout in the store (see dlq/kv/store.hpp for collections and versions): the
 /// ready jobs of queue Q are the collection `<prefix>{Q}:ready`, those held by consumer C
-/// `<prefix>{Q}:held:C`; a job's id is a fresh time-ordered id, its value the payload bytes,
-/// oldest first by version. Every member is thread-safe when the store is (SqliteStore is,
-/// across threads and processes).
+/// `<prefix>{Q}:held:C` (a queue name has no brace, dlq/queue_names.hpp, so no queue's
+/// ready list is another's held list); a job's id is a fresh time-ordered id, its value
+/// the payload bytes, oldest first by version. Every member is thread-safe when the store is
+/// (SqliteStore is, across threads and processes).
 #pragma once
 
 #include <chrono>
@@ -99,7 +100,7 @@ class JobQueue {
   }
 
   /// Appends a job to `queue` and returns its id. Durable when it returns.
-  /// @throws dlq::invalid_argument for an empty queue name; what the store throws.
+  /// @throws dlq::invalid_argument for a refused queue name; what the store throws.
   std::string push(std::string_view queue, std::string_view payload) {
     validate(queue, "push");
     std::string id = next_id();
@@ -110,7 +111,7 @@ class JobQueue {
 
   /// Appends several jobs, possibly to several queues, in one atomic store call (a replay
   /// step of KeyValueStorage calls this once per batch).
-  /// @throws dlq::invalid_argument for an empty queue name; what the store throws.
+  /// @throws dlq::invalid_argument for a refused queue name; what the store throws.
   void push_many(const std::vector<Message>& messages) {
     if (messages.empty()) return;
     writes_for(messages, [this](const std::vector<Write>& writes) { store_.save(writes); });
@@ -120,7 +121,7 @@ class JobQueue {
   /// collections) and calls `use(writes)` once with them; the views stay valid during the
   /// call. dlq::KeyValueStorage uses it to save the jobs in the same transaction that removes
   /// the dead letters, when both live in one store (exactly-once replay).
-  /// @throws dlq::invalid_argument for an empty queue name; what `use` throws.
+  /// @throws dlq::invalid_argument for a refused queue name; what `use` throws.
   void writes_for(const std::vector<Message>& messages, detail::writes_callback use) {
     std::vector<std::string> ids;
     std::vector<std::string> colls;
@@ -139,10 +140,16 @@ class JobQueue {
   }
 
   /// Number of jobs waiting (ready) in `queue`.
-  std::size_t size(std::string_view queue) { return count(ready_collection(queue)); }
+  /// @throws dlq::invalid_argument for a queue name the rule refuses; what the store throws.
+  std::size_t size(std::string_view queue) {
+    validate(queue, "size");
+    return count(ready_collection(queue));
+  }
 
   /// Number of jobs of `queue` that `consumer` holds (taken, not yet acked).
+  /// @throws dlq::invalid_argument for a name the rule refuses; what the store throws.
   std::size_t held(std::string_view queue, std::string_view consumer) {
+    validate(queue, consumer, "held");
     return count(held_collection(queue, consumer));
   }
 
@@ -150,7 +157,8 @@ class JobQueue {
   /// holds jobs (it died before acking them), returns those instead, oldest first. Returns
   /// nothing when the queue is empty (it does not wait). One atomic store call moves the
   /// jobs; jobs another consumer took in the meantime are skipped.
-  /// @throws dlq::invalid_argument for an empty queue or consumer name; what the store throws.
+  /// @throws dlq::invalid_argument for a refused queue name (dlq/queue_names.hpp) or an
+  ///         empty consumer name; what the store throws.
   std::vector<Job> take(std::string_view queue, std::string_view consumer, std::size_t max = 1) {
     validate(queue, consumer, "take");
     if (max == 0) max = 1;
@@ -176,7 +184,8 @@ class JobQueue {
 
   /// Acknowledges jobs `consumer` took and finished (done, or dead-lettered): removes them.
   /// Returns how many were removed (a job already acked or released is not counted).
-  /// @throws dlq::invalid_argument for an empty queue or consumer name; what the store throws.
+  /// @throws dlq::invalid_argument for a refused queue name (dlq/queue_names.hpp) or an
+  ///         empty consumer name; what the store throws.
   std::size_t ack(std::string_view queue, std::string_view consumer, const std::vector<Job>& done) {
     validate(queue, consumer, "ack");
     if (done.empty()) return 0;
@@ -190,7 +199,7 @@ class JobQueue {
 
   /// Removes and returns the oldest ready job (at-most-once: a worker that dies after pop()
   /// loses it); nullopt when the queue is empty.
-  /// @throws dlq::invalid_argument for an empty queue name; what the store throws.
+  /// @throws dlq::invalid_argument for a refused queue name; what the store throws.
   std::optional<std::string> pop(std::string_view queue) {
     validate(queue, "pop");
     const std::string ready = ready_collection(queue);
@@ -207,7 +216,8 @@ class JobQueue {
 
   /// Gives jobs `consumer` took back: moves them to the end of `queue`'s ready list. Returns
   /// how many were moved (a job already acked or released is not counted).
-  /// @throws dlq::invalid_argument for an empty queue or consumer name; what the store throws.
+  /// @throws dlq::invalid_argument for a refused queue name (dlq/queue_names.hpp) or an
+  ///         empty consumer name; what the store throws.
   std::size_t nack(std::string_view queue, std::string_view consumer,
                    const std::vector<Job>& jobs) {
     validate(queue, consumer, "nack");
@@ -233,7 +243,8 @@ class JobQueue {
 
   /// Puts every job `consumer` holds back at the end of `queue`'s ready list (for a consumer
   /// that is gone for good). Returns how many were moved.
-  /// @throws dlq::invalid_argument for an empty queue or consumer name; what the store throws.
+  /// @throws dlq::invalid_argument for a refused queue name (dlq/queue_names.hpp) or an
+  ///         empty consumer name; what the store throws.
   std::size_t release(std::string_view queue, std::string_view consumer) {
     validate(queue, consumer, "release");
     const std::string held_coll = held_collection(queue, consumer);
@@ -255,16 +266,12 @@ class JobQueue {
   }
 
  private:
+  // The name rule of every source queue (dlq/source_queue.hpp, dlq/queue_names.hpp).
   static void validate(std::string_view queue, const char* where) {
-    if (queue.empty())
-      throw invalid_argument(
-          dlq::detail::message("jobs", where, "the queue name is empty", "pass the queue's name"));
+    dlq::detail::check_source_queue("jobs", queue, where);
   }
   static void validate(std::string_view queue, std::string_view consumer, const char* where) {
-    validate(queue, where);
-    if (consumer.empty())
-      throw invalid_argument(dlq::detail::message("jobs", where, "the consumer name is empty",
-                                                  "name each worker, e.g. its host and pid"));
+    dlq::detail::check_source_names("jobs", queue, consumer, where);
   }
 
   static std::string next_id() {
