@@ -3,7 +3,7 @@
 // queue in the transaction that removes them).
 #include "dlq/dlq.hpp"
 #include "dlq/kv/storage.hpp"
-#include "dlq/sqlite/job_queue.hpp"
+#include "dlq/kv/job_queue.hpp"
 #include "postgres_fixtures.hpp"
 
 struct PostgresSource {
