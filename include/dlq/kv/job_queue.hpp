@@ -21,8 +21,10 @@
 ///
 /// Delivery is at-least-once and nothing is lost:
 /// - take() moves jobs from the queue's ready list to a list held by the named consumer, in
-///   one atomic store call (a compare-and-move on each job's version, so two consumers never
-///   take the same job); ack() removes them from it.
+///   one atomic store call, so two consumers never take the same job: the store's
+///   take_oldest where it has one (PostgresStore: `FOR UPDATE SKIP LOCKED`, concurrent
+///   takers do not wait for each other), else a compare-and-move on each job's version
+///   (takers of one queue then retry on each other's window); ack() removes them from it.
 /// - A consumer that dies between take() and ack() leaves its jobs held under its name: the
 ///   next take() by the same consumer name returns them first (a restarted worker picks up
 ///   where it died), and release() puts them back in the ready list for anyone. There is no
@@ -153,7 +155,9 @@ class JobQueue {
   /// Takes up to `max` jobs (0 = 1) for `consumer`, oldest first. If the consumer still
   /// holds jobs (it died before acking them), returns those instead, oldest first. Returns
   /// nothing when the queue is empty (it does not wait). One atomic store call moves the
-  /// jobs; jobs another consumer took in the meantime are skipped.
+  /// jobs; jobs another consumer took in the meantime are skipped. With a store that has
+  /// take_oldest (PostgresStore) it may also return nothing while the only ready jobs are
+  /// being taken by other consumers; without it, after 16 rounds lost to other consumers.
   /// @throws dlq::invalid_argument for an empty queue or consumer name; what the store throws.
   std::vector<Job> take(std::string_view queue, std::string_view consumer, std::size_t max = 1) {
     validate(queue, consumer, "take");
@@ -164,6 +168,11 @@ class JobQueue {
     std::vector<Item> mine = store_.list(held_coll, window);
     if (!mine.empty()) return jobs(std::move(mine));
     const std::string ready = ready_collection(queue);
+    if constexpr (detail::has_take_oldest<Store>::value) {
+      // The store skips the records other takers are moving (PostgreSQL's SKIP LOCKED):
+      // one call, no retry. Empty only when every ready job is being taken by others.
+      return jobs(store_.take_oldest(ready, held_coll, max));
+    }
     // Another consumer may take the same window first; then move on to the next one. Bounded:
     // each round either takes something or sees jobs that someone else took.
     for (int round = 0; round < 16; ++round) {
