@@ -244,6 +244,22 @@ class JobQueue {
     return held(queue, consumer);
   }
 
+  /// The consumers that hold jobs from `queue` (taken, not acked), sorted: the names to
+  /// recover() when their workers are gone for good. Needs a store with the optional member
+  /// `collections(prefix)` (PostgresStore; dlq/kv/store.hpp).
+  /// @throws dlq::invalid_argument for an empty queue name; what the store throws.
+  template <class S = Store>
+  std::vector<std::string> consumers(std::string_view queue) {
+    static_assert(detail::has_collections<S>::value,
+                  "JobQueue::consumers needs a store with collections(prefix) (PostgresStore)");
+    validate(queue, "consumers");
+    const std::string prefix = held_collection(queue, "");
+    std::vector<std::string> out;
+    for (const std::string& coll : store_.collections(prefix))
+      out.push_back(coll.substr(prefix.size()));
+    return out;
+  }
+
   /// Puts every job `consumer` holds back at the end of `queue`'s ready list (for a consumer
   /// that is gone for good). Returns how many were moved.
   /// @throws dlq::invalid_argument for an empty queue or consumer name; what the store throws.

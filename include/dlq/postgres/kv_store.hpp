@@ -247,6 +247,24 @@ class PostgresStore {
     });
   }
 
+  /// The collections whose names start with `prefix` and that hold records, sorted bytewise
+  /// (one statement, an index range scan). dlq::kv::JobQueue::consumers uses it (the
+  /// optional member `collections`, dlq/kv/store.hpp) to list the consumers holding jobs.
+  std::vector<std::string> collections(std::string_view prefix) {
+    std::string end(prefix);  // the first name after every name starting with prefix
+    while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+    if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+    return db_->read([&](postgres::detail::pg_connection& c) {
+      postgres::detail::pg_params p;
+      p.bytes(prefix).bytes(end);
+      postgres::detail::pg_result r = c.exec(db_->sql().collections, p, "listing collections");
+      std::vector<std::string> out;
+      for (int i = 0; i < PQntuples(r.get()); ++i)
+        out.push_back(postgres::detail::column_bytes(r.get(), i, 0));
+      return out;
+    });
+  }
+
   /// In one transaction: if every removal's record exists with the expected version (any
   /// when 0), applies them all and saves `writes`; otherwise writes nothing.
   /// @returns true when applied.

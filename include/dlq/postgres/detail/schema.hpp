@@ -73,6 +73,10 @@ struct statements {
                     "value FROM taken ORDER BY version ON CONFLICT (collection, id) DO UPDATE "
                     "SET value = EXCLUDED.value, version = EXCLUDED.version, stored_at = "
                     "EXCLUDED.stored_at RETURNING id, value, version"),
+        // collections: those in [$1, $2) ($2 empty: no end) that hold records.
+        collections("SELECT DISTINCT collection FROM " + records + " WHERE collection >= "
+                    "$1::bytea AND ($2::bytea = ''::bytea OR collection < $2::bytea) "
+                    "ORDER BY collection"),
         count("SELECT count(*) FROM " + records + " WHERE collection = $1::bytea"),
         remove_all("DELETE FROM " + records + " WHERE collection = $1::bytea"),
         evict("DELETE FROM " + records + " WHERE version IN (SELECT version FROM " + records +
@@ -93,7 +97,8 @@ struct statements {
                   "ELSE c.value + 1 END, expires_at = $4::int8 RETURNING value"),
         version("SELECT max(version)::int8 FROM " + s + ".dlq_schema") {}
 
-  std::string records, save, load, list, versions, remove, move, take_oldest, count, remove_all,
+  std::string records, save, load, list, versions, remove, move, take_oldest, collections,
+      count, remove_all,
       evict, ends, expire_counters, increment, version;
 };
 
