@@ -98,8 +98,7 @@ struct statements {
         version("SELECT max(version)::int8 FROM " + s + ".dlq_schema") {}
 
   std::string records, save, load, list, versions, remove, move, take_oldest, collections,
-      count, remove_all,
-      evict, ends, expire_counters, increment, version;
+      count, remove_all, evict, ends, expire_counters, increment, version;
 };
 
 /// Checks that schema `s` holds dlq's tables at this library's version.
