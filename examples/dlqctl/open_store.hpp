@@ -15,7 +15,7 @@
 ///    over dlq::kv::PostgresStore (schema "dlq"), replaying into a dlq::kv::JobQueue in the
 ///    same database (exactly-once: one transaction per step); `waiting` is its length. The
 ///    tables are made by `dlqctl migrate --store URL` (migrate_postgres), never on first use.
-///    Built when dlqctl has dlq::postgres and dlq::sqlite (JobQueue lives in dlq::sqlite).
+///    Built when dlqctl has dlq::postgres (JobQueue is in the core, dlq/kv/job_queue.hpp).
 #pragma once
 
 #include <algorithm>
@@ -289,7 +289,7 @@ inline std::unique_ptr<Store> open_store(const StoreSettings& settings) {
 #if DLQCTL_WITH_POSTGRES
     return detail::open_postgres(settings);
 #else
-    throw detail::not_built("PostgreSQL", "libpq and SQLite (apt-get install libpq-dev libsqlite3-dev)");
+    throw detail::not_built("PostgreSQL", "libpq (apt-get install libpq-dev)");
 #endif
   }
   throw dlq::invalid_argument(

@@ -6,6 +6,7 @@
 /// own umbrellas: dlq/sqlite.hpp (dlq::kv::SqliteStore), dlq/redis.hpp (dlq::kv::RedisStore).
 #pragma once
 #include "dlq/dlq.hpp"
+#include "dlq/kv/job_queue.hpp"
 #include "dlq/kv/memory_store.hpp"
 #include "dlq/kv/sinks.hpp"
 #include "dlq/kv/storage.hpp"

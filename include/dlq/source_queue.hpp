@@ -8,6 +8,7 @@
 /// | memory (unit tests) | `dlq::MemorySourceQueue` | `dlq/source_queue.hpp` |
 /// | Redis list, incl. Cluster | `dlq::RedisSourceQueue` | `dlq/redis/source_queue.hpp` |
 /// | SQLite (`kv::JobQueue`) | `dlq::kv::JobQueue<>` | `dlq/sqlite/job_queue.hpp` |
+/// | PostgreSQL (`kv::JobQueue`) | `dlq::kv::JobQueue<dlq::kv::PostgresStore>` | `dlq/kv/job_queue.hpp` |
 ///
 /// Members of a source queue `Q` (every one thread-safe; `queue` and `consumer` non-empty):
 ///

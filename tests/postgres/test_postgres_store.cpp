@@ -135,6 +135,47 @@ TEST_CASE("a schema name PostgreSQL would truncate is refused, never shared",
   conn_ptr c = connect();
   const std::string table = test_postgres_store::quoted(longest.schema) + ".dlq_records";
   CHECK(run(c.get(), "SELECT count(*) FROM " + table) == "1");
+// take_oldest (JobQueue::take's SKIP LOCKED move): a row another transaction holds is
+// skipped, not waited for; the others move oldest first with new versions, in order.
+TEST_CASE("take_oldest skips rows another transaction holds and keeps the order",
+          "[postgres][source]") {
+  const dlq::postgres::Options o = pgtest::migrated();
+  PostgresStore store(pgtest::url(), o);
+  store.save({{"ready", "a", "1"}, {"ready", "b", "2"}, {"ready", "c", "3"}, {"ready", "d", "4"}});
+  conn_ptr other = connect();
+  run(other.get(), "BEGIN");
+  run(other.get(), "SELECT id FROM " + quoted(o.schema) +
+                       ".dlq_records WHERE collection = 'ready'::bytea AND id = 'a'::bytea "
+                       "FOR UPDATE");
+  const std::vector<dlq::kv::Item> got = store.take_oldest("ready", "held:w1", 2);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].id == "b");
+  CHECK(got[1].id == "c");
+  CHECK(got[0].version < got[1].version);
+  const auto held = store.list("held:w1", dlq::kv::Window{});
+  REQUIRE(held.size() == 2);
+  CHECK(held[0].version == got[0].version);  // the versions returned are the stored ones
+  run(other.get(), "ROLLBACK");
+  const auto rest = store.take_oldest("ready", "held:w2", 0);  // 0 = 1
+  REQUIRE(rest.size() == 1);
+  CHECK(rest[0].id == "a");
+  CHECK(store.take_oldest("ready", "held:w2", 10).size() == 1);  // "d"
+  CHECK(store.take_oldest("ready", "held:w2", 10).empty());
+}
+
+// collections(prefix): by bytes, with prefixes ending in 0xff bytes (no successor string).
+TEST_CASE("collections lists the non-empty collections under a prefix", "[postgres]") {
+  PostgresStore store(pgtest::url(), pgtest::migrated());
+  const std::string ff = "a\xff";
+  store.save({{"a", "1", "x"}, {ff, "1", "x"}, {ff + "\xff", "1", "x"}, {ff + "z", "1", "x"},
+              {"b", "1", "x"}, {"ab", "1", "x"}});
+  CHECK(store.collections(ff) == std::vector<std::string>{ff, ff + "z", ff + "\xff"});  // bytewise
+  CHECK(store.collections(ff + "\xff") == std::vector<std::string>{ff + "\xff"});
+  CHECK(store.collections("a") == std::vector<std::string>{"a", "ab", ff, ff + "z", ff + "\xff"});
+  CHECK(store.collections("").size() == 6);
+  CHECK(store.collections("c").empty());
+  store.remove_all("ab");
+  CHECK(store.collections("a").size() == 4);
 }
 
 TEST_CASE("URLs: postgres:// and postgresql:// reach libpq; bad ones are refused",

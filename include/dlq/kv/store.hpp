@@ -85,6 +85,13 @@
 ///     `Store& store()` and `void writes_for(const std::vector<dlq::kv::Message>&,
 ///     callback)` (dlq::kv::JobQueue) on a store that shares this store's data, replay steps
 ///     run through remove_and_save: exactly-once.
+///   - `take_oldest(from, to, max)`: atomically moves up to `max` of the oldest records of
+///     `from` to `to` (new versions, same order), skipping records other calls are moving
+///     at that moment, and returns the moved ones, oldest first. Backs JobQueue::take, so
+///     that concurrent takers get disjoint jobs without retrying on each other's
+///     (PostgresStore: `FOR UPDATE SKIP LOCKED`). Without it, take is a compare-and-move.
+///   - `collections(prefix)`: the names of the collections starting with `prefix` that hold
+///     records, sorted. Backs JobQueue::consumers (PostgresStore has it).
 ///
 /// Every member must be safe to call from several threads at once. Ready-made stores:
 /// dlq::kv::MemoryStore (dlq/kv/memory_store.hpp; unit tests), dlq::kv::SqliteStore
@@ -186,6 +193,11 @@ using increment = decltype(std::declval<S&>().increment(std::string_view{}, std:
                                                         std::chrono::seconds{}));
 template <class S>
 using ends = decltype(std::declval<S&>().ends(std::string_view{}));
+template <class S>
+using collections = decltype(std::declval<S&>().collections(std::string_view{}));
+template <class S>
+using take_oldest = decltype(std::declval<S&>().take_oldest(std::string_view{},
+                                                            std::string_view{}, std::size_t{}));
 }  // namespace ops
 
 template <class S>
@@ -214,6 +226,11 @@ template <class S>
 using has_increment = meta::is_detected_convertible<std::int64_t, ops::increment, S>;
 template <class S>
 using has_ends = meta::is_detected_convertible<Ends, ops::ends, S>;
+template <class S>
+using has_collections =
+    meta::is_detected_convertible<std::vector<std::string>, ops::collections, S>;
+template <class S>
+using has_take_oldest = meta::is_detected_convertible<std::vector<Item>, ops::take_oldest, S>;
 
 /// The lifetime increment() gives a counter: `ttl` clamped to [1 s, 100 years], so that a
 /// store can add it to a clock in milliseconds or nanoseconds without overflow.

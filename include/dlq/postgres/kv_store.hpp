@@ -234,6 +234,44 @@ class PostgresStore {
     });
   }
 
+  /// Moves up to `max` (0 = 1) of the oldest records of `from` to `to`, in one transaction,
+  /// skipping records another transaction is moving or removing right now (`FOR UPDATE SKIP
+  /// LOCKED`): concurrent callers on one collection get disjoint records and never wait
+  /// for each other's. The moved records get new versions, in their old order.
+  /// dlq::kv::JobQueue::take uses it when the store has it (the optional member
+  /// `take_oldest`, dlq/kv/store.hpp). @returns the moved records, oldest first; empty when
+  /// `from` has none that no one else is taking.
+  std::vector<Item> take_oldest(std::string_view from, std::string_view to, std::size_t max) {
+    return db_->write("taking records", [&](postgres::detail::pg_connection& c) {
+      db_->lock(c, {to});  // versions of `to` follow commit order, as for every writer
+      postgres::detail::pg_params p;
+      p.bytes(from).bytes(to).int8(static_cast<std::int64_t>(std::max<std::size_t>(max, 1)));
+      postgres::detail::pg_result r = c.exec(db_->sql().take_oldest, p, "taking records");
+      std::vector<Item> out = items(r.get(), 0);
+      std::sort(out.begin(), out.end(),
+                [](const Item& a, const Item& b) { return a.version < b.version; });
+      return out;
+    });
+  }
+
+  /// The collections whose names start with `prefix` and that hold records, sorted bytewise
+  /// (one statement, an index range scan). dlq::kv::JobQueue::consumers uses it (the
+  /// optional member `collections`, dlq/kv/store.hpp) to list the consumers holding jobs.
+  std::vector<std::string> collections(std::string_view prefix) {
+    std::string end(prefix);  // the first name after every name starting with prefix
+    while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+    if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+    return db_->read([&](postgres::detail::pg_connection& c) {
+      postgres::detail::pg_params p;
+      p.bytes(prefix).bytes(end);
+      postgres::detail::pg_result r = c.exec(db_->sql().collections, p, "listing collections");
+      std::vector<std::string> out;
+      for (int i = 0; i < PQntuples(r.get()); ++i)
+        out.push_back(postgres::detail::column_bytes(r.get(), i, 0));
+      return out;
+    });
+  }
+
   /// In one transaction: if every removal's record exists with the expected version (any
   /// when 0), applies them all and saves `writes`; otherwise writes nothing.
   /// @returns true when applied.

@@ -63,6 +63,20 @@ struct statements {
              "INSERT INTO " + records + " (collection, id, value) SELECT $4::bytea, id, value "
              "FROM moved ON CONFLICT (collection, id) DO UPDATE SET value = EXCLUDED.value, "
              "version = EXCLUDED.version, stored_at = EXCLUDED.stored_at"),
+        // take_oldest: the oldest $3 records of $1 that no other transaction holds (SKIP
+        // LOCKED: concurrent takers never wait for, or retry on, each other's rows) move to
+        // $2 with new versions, in their order.
+        take_oldest("WITH taken AS (DELETE FROM " + records + " WHERE version IN (SELECT "
+                    "version FROM " + records + " WHERE collection = $1::bytea ORDER BY version "
+                    "LIMIT $3::int8 FOR UPDATE SKIP LOCKED) RETURNING id, value, version) "
+                    "INSERT INTO " + records + " (collection, id, value) SELECT $2::bytea, id, "
+                    "value FROM taken ORDER BY version ON CONFLICT (collection, id) DO UPDATE "
+                    "SET value = EXCLUDED.value, version = EXCLUDED.version, stored_at = "
+                    "EXCLUDED.stored_at RETURNING id, value, version"),
+        // collections: those in [$1, $2) ($2 empty: no end) that hold records.
+        collections("SELECT DISTINCT collection FROM " + records + " WHERE collection >= "
+                    "$1::bytea AND ($2::bytea = ''::bytea OR collection < $2::bytea) "
+                    "ORDER BY collection"),
         count("SELECT count(*) FROM " + records + " WHERE collection = $1::bytea"),
         remove_all("DELETE FROM " + records + " WHERE collection = $1::bytea"),
         evict("DELETE FROM " + records + " WHERE version IN (SELECT version FROM " + records +
@@ -86,8 +100,8 @@ struct statements {
                   "ELSE c.value + 1 END, expires_at = $4::int8 RETURNING value"),
         version("SELECT max(version)::int8 FROM " + s + ".dlq_schema") {}
 
-  std::string records, save, load, list, versions, remove, move, count, remove_all, evict, ends,
-      expire_counters, increment, version;
+  std::string records, save, load, list, versions, remove, move, take_oldest, collections,
+      count, remove_all, evict, ends, expire_counters, increment, version;
 };
 
 /// Checks that schema `s` holds dlq's tables at this library's version.
