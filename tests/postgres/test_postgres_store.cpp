@@ -135,6 +135,8 @@ TEST_CASE("a schema name PostgreSQL would truncate is refused, never shared",
   conn_ptr c = connect();
   const std::string table = test_postgres_store::quoted(longest.schema) + ".dlq_records";
   CHECK(run(c.get(), "SELECT count(*) FROM " + table) == "1");
+}
+
 // take_oldest (JobQueue::take's SKIP LOCKED move): a row another transaction holds is
 // skipped, not waited for; the others move oldest first with new versions, in order.
 TEST_CASE("take_oldest skips rows another transaction holds and keeps the order",
