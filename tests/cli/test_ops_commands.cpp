@@ -269,6 +269,36 @@ TEST_CASE("replay FILTERS --transform-cmd edits each matching entry in its own s
   CHECK(f.dlq().size("orders") == 18);
 }
 
+TEST_CASE("replay SELECTION --transform-cmd leaves parked entries, as replay does",
+          "[cli][ops]") {
+  CliFixture f;
+  dlq::Options o = f.options();
+  o.poison_guard.park_after = 1;
+  dlq::DeadLetterQueue<dlq::MemoryStorage&> q(f.storage, o);
+  dlq::Failure fail;
+  fail.error = "payment timeout";
+  fail.job_id = "job-7";
+  q.send_to_dlq("orders", "{\"i\":1}", fail);                             // count 1
+  const std::string parked = q.send_to_dlq("orders", "{\"i\":2}", fail);  // count 2: parked
+  auto e = f.dlq().get("orders", parked);
+  REQUIRE(e);
+  REQUIRE(e->parked);
+  // The poison-loop guard: a selection (--all, --count, filters) passes parked entries over;
+  // only asking for one by id forces it through. The edited replay of a selection must not
+  // turn each match into an ask by id.
+  auto r = f.run({"replay", "orders", "--all", "--transform-cmd", "tr 'i' 'k'"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "1\n");
+  CHECK(f.storage.source_range("orders") == std::vector<std::string>{"{\"k\":1}"});
+  e = f.dlq().get("orders", parked);
+  REQUIRE(e);
+  CHECK(e->payload == "{\"i\":2}");
+  r = f.run({"replay", "orders", "--error-contains", "timeout", "--transform-cmd", "tr 'i' 'k'"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out == "0\n");
+  CHECK(f.dlq().size("orders") == 1);
+}
+
 namespace {
 // The dead letter ids[4] of fill() is where it was, with its payload, and nothing moved.
 void check_untouched(CliFixture& f, const std::vector<std::string>& ids) {
