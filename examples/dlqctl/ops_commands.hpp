@@ -510,7 +510,8 @@ edit_outcome edit_and_replay_one(IoT& io, Store& store, const A& a, const dlq::E
 /// the one edited — atomic per entry, as the library's. The first edit that fails (the
 /// command fails, times out or prints nothing) stops the run: the entries before it stay
 /// replayed, it and the ones after keep their payloads, and the message says how many went.
-/// Unreadable entries have nothing to edit and stay. --set-payload is refused here: it
+/// Unreadable entries have nothing to edit and stay; parked ones (the poison-loop guard) stay
+/// unless asked for by --id, as replay leaves them. --set-payload is refused here: it
 /// would give every entry the same bytes.
 template <class A, class IoT>
 int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
@@ -536,12 +537,14 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
   const std::chrono::milliseconds timeout = transform_timeout(a);
   const std::string dest = printable(a.to.empty() ? a.queue : a.to);
   std::set<std::string> seen;  // a search restarted by the removals may show an entry again
-  std::size_t replayed = 0, unreadable = 0, gone = 0;
+  std::size_t replayed = 0, unreadable = 0, gone = 0, parked = 0;
   const auto summary = [&] {
     io.err << (a.dry_run ? "dry run: would replay " : "replayed ") << replayed
            << (replayed == 1 ? " entry" : " entries") << " of '" << printable(a.queue) << "' to '"
            << dest << "' with edited payloads";
     if (unreadable > 0) io.err << "; " << unreadable << " unreadable left in place";
+    if (parked > 0)
+      io.err << "; " << parked << " parked by the poison-loop guard left in place (--id forces one)";
     if (gone > 0) io.err << "; " << gone << " removed or changed meanwhile, left as they are";
     io.err << '\n';
   };
@@ -560,6 +563,10 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
         ++unreadable;
         continue;
       }
+      if (e.parked && f.ids.empty()) {  // as replay: only asking by id forces a parked one
+        ++parked;
+        continue;
+      }
       const edit_outcome done_one =
           edit_and_replay_one(io, store, a, e, timeout, shown_timeout, replayed);
       if (done_one == edit_outcome::interrupted) {
@@ -574,7 +581,7 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
     done = page.done() || (a.replay_count > 0 && replayed >= a.replay_count);
   }
   summary();
-  if (replayed == 0 && unreadable == 0 && gone == 0)
+  if (replayed == 0 && unreadable == 0 && gone == 0 && parked == 0)
     io.err << "dlqctl replay: no entry of '" << printable(a.queue) << "' matches\n";
   io.out << replayed << '\n';
   return 0;
