@@ -502,6 +502,25 @@ edit_outcome edit_and_replay_one(IoT& io, Store& store, const A& a, const dlq::E
   return edit_outcome::replayed;
 }
 
+/// The ids of the entries of `queue` that `f` matches now, for ops_replay_edited_many: the
+/// entries present at the start, as replay takes (dlq/replay.hpp) — a job dead-lettered again
+/// during the run (a search returns entries sent meanwhile) is not edited again, and a job
+/// that keeps failing cannot keep the run going. Empty optional: interrupted (Ctrl-C).
+template <class IoT>
+std::optional<std::set<std::string>> ids_at_start(IoT& io, Store& store, const std::string& queue,
+                                                  const dlq::Filter& f, std::size_t examine) {
+  std::set<std::string> ids;
+  std::string token;
+  do {
+    if (io.cancel != nullptr && io.cancel->load()) return std::nullopt;
+    dlq::SearchPage page = store.search(queue, f, token, 50, examine);
+    for (const dlq::Entry& e : page.entries)
+      ids.insert(e.id);
+    token = page.continuation;
+  } while (!token.empty());
+  return ids;
+}
+
 /// replay QUEUE SELECTION --transform-cmd CMD: the edit of ops_replay_edited for every entry
 /// the selection matches (filters alone, --all or --count N narrowed by filters, several
 /// --id), oldest first. Each entry is its own step, as the one-entry edit: its payload is
@@ -536,7 +555,10 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
                                         : a.ops.transform_timeout;
   const std::chrono::milliseconds timeout = transform_timeout(a);
   const std::string dest = printable(a.to.empty() ? a.queue : a.to);
-  std::set<std::string> seen;  // a search restarted by the removals may show an entry again
+  // Only the entries there at the start, each once (a search restarted by the removals may
+  // show an entry again; one sent meanwhile joins the search at the tail).
+  std::optional<std::set<std::string>> pending =
+      ids_at_start(io, store, a.queue, f, a.ops.examine);
   std::size_t replayed = 0, unreadable = 0, gone = 0, parked = 0;
   const auto summary = [&] {
     io.err << (a.dry_run ? "dry run: would replay " : "replayed ") << replayed
@@ -550,7 +572,7 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
   };
   std::string token;
   for (bool done = false; !done;) {
-    if (io.cancel != nullptr && io.cancel->load()) {
+    if (!pending || (io.cancel != nullptr && io.cancel->load())) {
       summary();
       io.out << replayed << '\n';
       return 130;  // exit_interrupted (commands.hpp): stopped by Ctrl-C, nothing lost
@@ -558,7 +580,7 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
     dlq::SearchPage page = store.search(a.queue, f, token, 50, a.ops.examine);
     for (const dlq::Entry& e : page.entries) {
       if (a.replay_count > 0 && replayed >= a.replay_count) break;
-      if (!seen.insert(e.id).second) continue;
+      if (pending->erase(e.id) == 0) continue;  // seen, or not there at the start
       if (!e.ok()) {
         ++unreadable;
         continue;
@@ -578,7 +600,7 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
       if (done_one == edit_outcome::gone) ++gone;
     }
     token = page.continuation;
-    done = page.done() || (a.replay_count > 0 && replayed >= a.replay_count);
+    done = page.done() || pending->empty() || (a.replay_count > 0 && replayed >= a.replay_count);
   }
   summary();
   if (replayed == 0 && unreadable == 0 && gone == 0 && parked == 0)
