@@ -505,19 +505,25 @@ edit_outcome edit_and_replay_one(IoT& io, Store& store, const A& a, const dlq::E
 /// The ids of the entries of `queue` that `f` matches now, for ops_replay_edited_many: the
 /// entries present at the start, as replay takes (dlq/replay.hpp) — a job dead-lettered again
 /// during the run (a search returns entries sent meanwhile) is not edited again, and a job
-/// that keeps failing cannot keep the run going. Empty optional: interrupted (Ctrl-C).
+/// that keeps failing cannot keep the run going. `count` > 0 (--count): stops once it holds
+/// that many entries to edit (readable, and not parked unless asked for by id), so a
+/// --count 10 over millions holds and reads little. Empty optional: interrupted (Ctrl-C).
 template <class IoT>
 std::optional<std::set<std::string>> ids_at_start(IoT& io, Store& store, const std::string& queue,
-                                                  const dlq::Filter& f, std::size_t examine) {
+                                                  const dlq::Filter& f, std::size_t examine,
+                                                  std::size_t count) {
   std::set<std::string> ids;
+  std::size_t editable = 0;
   std::string token;
   do {
     if (io.cancel != nullptr && io.cancel->load()) return std::nullopt;
     dlq::SearchPage page = store.search(queue, f, token, 50, examine);
-    for (const dlq::Entry& e : page.entries)
-      ids.insert(e.id);
+    for (const dlq::Entry& e : page.entries) {
+      if (count > 0 && editable >= count) return ids;
+      if (ids.insert(e.id).second && e.ok() && (!e.parked || !f.ids.empty())) ++editable;
+    }
     token = page.continuation;
-  } while (!token.empty());
+  } while (!token.empty() && (count == 0 || editable < count));
   return ids;
 }
 
@@ -558,7 +564,7 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
   // Only the entries there at the start, each once (a search restarted by the removals may
   // show an entry again; one sent meanwhile joins the search at the tail).
   std::optional<std::set<std::string>> pending =
-      ids_at_start(io, store, a.queue, f, a.ops.examine);
+      ids_at_start(io, store, a.queue, f, a.ops.examine, a.replay_count);
   std::size_t replayed = 0, unreadable = 0, gone = 0, parked = 0;
   const auto summary = [&] {
     io.err << (a.dry_run ? "dry run: would replay " : "replayed ") << replayed
