@@ -502,6 +502,31 @@ edit_outcome edit_and_replay_one(IoT& io, Store& store, const A& a, const dlq::E
   return edit_outcome::replayed;
 }
 
+/// The ids of the entries of `queue` that `f` matches now, for ops_replay_edited_many: the
+/// entries present at the start, as replay takes (dlq/replay.hpp) — a job dead-lettered again
+/// during the run (a search returns entries sent meanwhile) is not edited again, and a job
+/// that keeps failing cannot keep the run going. `count` > 0 (--count): stops once it holds
+/// that many entries to edit (readable, and not parked unless asked for by id), so a
+/// --count 10 over millions holds and reads little. Empty optional: interrupted (Ctrl-C).
+template <class IoT>
+std::optional<std::set<std::string>> ids_at_start(IoT& io, Store& store, const std::string& queue,
+                                                  const dlq::Filter& f, std::size_t examine,
+                                                  std::size_t count) {
+  std::set<std::string> ids;
+  std::size_t editable = 0;
+  std::string token;
+  do {
+    if (io.cancel != nullptr && io.cancel->load()) return std::nullopt;
+    dlq::SearchPage page = store.search(queue, f, token, 50, examine);
+    for (const dlq::Entry& e : page.entries) {
+      if (count > 0 && editable >= count) return ids;
+      if (ids.insert(e.id).second && e.ok() && (!e.parked || !f.ids.empty())) ++editable;
+    }
+    token = page.continuation;
+  } while (!token.empty() && (count == 0 || editable < count));
+  return ids;
+}
+
 /// replay QUEUE SELECTION --transform-cmd CMD: the edit of ops_replay_edited for every entry
 /// the selection matches (filters alone, --all or --count N narrowed by filters, several
 /// --id), oldest first. Each entry is its own step, as the one-entry edit: its payload is
@@ -510,7 +535,8 @@ edit_outcome edit_and_replay_one(IoT& io, Store& store, const A& a, const dlq::E
 /// the one edited — atomic per entry, as the library's. The first edit that fails (the
 /// command fails, times out or prints nothing) stops the run: the entries before it stay
 /// replayed, it and the ones after keep their payloads, and the message says how many went.
-/// Unreadable entries have nothing to edit and stay. --set-payload is refused here: it
+/// Unreadable entries have nothing to edit and stay; parked ones (the poison-loop guard) stay
+/// unless asked for by --id, as replay leaves them. --set-payload is refused here: it
 /// would give every entry the same bytes.
 template <class A, class IoT>
 int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
@@ -535,19 +561,24 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
                                         : a.ops.transform_timeout;
   const std::chrono::milliseconds timeout = transform_timeout(a);
   const std::string dest = printable(a.to.empty() ? a.queue : a.to);
-  std::set<std::string> seen;  // a search restarted by the removals may show an entry again
-  std::size_t replayed = 0, unreadable = 0, gone = 0;
+  // Only the entries there at the start, each once (a search restarted by the removals may
+  // show an entry again; one sent meanwhile joins the search at the tail).
+  std::optional<std::set<std::string>> pending =
+      ids_at_start(io, store, a.queue, f, a.ops.examine, a.replay_count);
+  std::size_t replayed = 0, unreadable = 0, gone = 0, parked = 0;
   const auto summary = [&] {
     io.err << (a.dry_run ? "dry run: would replay " : "replayed ") << replayed
            << (replayed == 1 ? " entry" : " entries") << " of '" << printable(a.queue) << "' to '"
            << dest << "' with edited payloads";
     if (unreadable > 0) io.err << "; " << unreadable << " unreadable left in place";
+    if (parked > 0)
+      io.err << "; " << parked << " parked by the poison-loop guard left in place (--id forces one)";
     if (gone > 0) io.err << "; " << gone << " removed or changed meanwhile, left as they are";
     io.err << '\n';
   };
   std::string token;
   for (bool done = false; !done;) {
-    if (io.cancel != nullptr && io.cancel->load()) {
+    if (!pending || (io.cancel != nullptr && io.cancel->load())) {
       summary();
       io.out << replayed << '\n';
       return 130;  // exit_interrupted (commands.hpp): stopped by Ctrl-C, nothing lost
@@ -555,9 +586,13 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
     dlq::SearchPage page = store.search(a.queue, f, token, 50, a.ops.examine);
     for (const dlq::Entry& e : page.entries) {
       if (a.replay_count > 0 && replayed >= a.replay_count) break;
-      if (!seen.insert(e.id).second) continue;
+      if (pending->erase(e.id) == 0) continue;  // seen, or not there at the start
       if (!e.ok()) {
         ++unreadable;
+        continue;
+      }
+      if (e.parked && f.ids.empty()) {  // as replay: only asking by id forces a parked one
+        ++parked;
         continue;
       }
       const edit_outcome done_one =
@@ -571,10 +606,10 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
       if (done_one == edit_outcome::gone) ++gone;
     }
     token = page.continuation;
-    done = page.done() || (a.replay_count > 0 && replayed >= a.replay_count);
+    done = page.done() || pending->empty() || (a.replay_count > 0 && replayed >= a.replay_count);
   }
   summary();
-  if (replayed == 0 && unreadable == 0 && gone == 0)
+  if (replayed == 0 && unreadable == 0 && gone == 0 && parked == 0)
     io.err << "dlqctl replay: no entry of '" << printable(a.queue) << "' matches\n";
   io.out << replayed << '\n';
   return 0;
