@@ -173,7 +173,9 @@ TEMPLATE_TEST_CASE("queue names with glob characters are each their own queue", 
                    DLQ_CONTRACT_FIXTURES) {
   TestType fx;
   contract::queue_of<TestType> q(fx.storage());
-  const std::vector<std::string> names = {"a*", "a?", "[a]", "a\\", "ab", "a:corrupt"};
+  // (Not "a:corrupt": on a layout with nothing after the name — the one-slot Cluster
+  // fixture's — it is queue "a"'s corrupt list, the ambiguity docs/names.md describes.)
+  const std::vector<std::string> names = {"a*", "a?", "[a]", "a\\", "ab"};
   for (const auto& n : names)
     q.send_to_dlq(n, "{}", contract::failure("e"));
   std::vector<std::string> sorted = names;
@@ -182,9 +184,9 @@ TEMPLATE_TEST_CASE("queue names with glob characters are each their own queue", 
   CHECK(q.purge("a*") == 1);
   CHECK(q.purge("a?") == 1);
   CHECK(q.purge("[a]") == 1);
-  for (const auto& n : {"a\\", "ab", "a:corrupt"})
+  for (const auto& n : {"a\\", "ab"})
     CHECK(q.size(n) == 1);
-  CHECK(q.queues() == std::vector<std::string>{"a:corrupt", "a\\", "ab"});
+  CHECK(q.queues() == std::vector<std::string>{"a\\", "ab"});
 }
 
 TEMPLATE_TEST_CASE("get and remove address entries by id", "[contract]", DLQ_CONTRACT_FIXTURES) {
