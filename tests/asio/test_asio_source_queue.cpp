@@ -74,23 +74,37 @@ class Through {
   std::optional<std::string> pop(std::string_view q) { return b_->pop(q); }
   std::vector<std::string> consumers(std::string_view q) { return b_->consumers(q); }
   std::vector<dlq::SourceJob> take(std::string_view q, std::string_view c, std::size_t max = 1) {
-    return a_->async_take(q, c, max, 0ms, asio::use_future).get();
+    return settle(a_->async_take(q, c, max, 0ms, asio::use_future));
   }
   std::size_t ack(std::string_view q, std::string_view c, const std::vector<dlq::SourceJob>& j) {
-    return a_->async_ack(q, c, j, asio::use_future).get();
+    return settle(a_->async_ack(q, c, j, asio::use_future));
   }
   std::size_t nack(std::string_view q, std::string_view c, const std::vector<dlq::SourceJob>& j) {
-    return a_->async_requeue(q, c, j, asio::use_future).get();
+    return settle(a_->async_requeue(q, c, j, asio::use_future));
   }
   std::size_t recover(std::string_view q, std::string_view c) {
-    return a_->async_recover(q, c, asio::use_future).get();
+    return settle(a_->async_recover(q, c, asio::use_future));
   }
-  std::size_t size(std::string_view q) { return a_->async_size(q, asio::use_future).get(); }
+  std::size_t size(std::string_view q) { return settle(a_->async_size(q, asio::use_future)); }
   std::size_t in_flight(std::string_view q, std::string_view c) {
-    return a_->async_in_flight(q, c, asio::use_future).get();
+    return settle(a_->async_in_flight(q, c, asio::use_future));
   }
 
  private:
+  // The result of `done`, read once the loop's thread has dropped its side (the handler and
+  // its std::promise: a no-op posted after the completion has run). Otherwise an error's
+  // exception could be read here (what()) and freed there by the last exception_ptr
+  // reference, whose count libstdc++.so keeps uninstrumented: ThreadSanitizer then reports
+  // the free against the read (test_asio_source_queue, the brace-name case, under load).
+  template <class T>
+  T settle(std::future<T> done) {
+    done.wait();
+    std::promise<void> dropped;
+    asio::post(a_->get_executor(), [&dropped] { dropped.set_value(); });
+    dropped.get_future().wait();
+    return done.get();
+  }
+
   Async* a_;
   Blocking* b_;
 };
