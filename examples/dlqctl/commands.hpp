@@ -407,18 +407,7 @@ class Commands {
   dlq::ReplayOptions replay_options() const {
     dlq::ReplayOptions o;
     static_cast<dlq::Filter&>(o) = filter_of(a_);
-    dlq::Filter beyond_id = o;
-    beyond_id.ids.clear();
-    const int chosen = (a_.all ? 1 : 0) + (a_.replay_count > 0 ? 1 : 0) + (o.ids.empty() ? 0 : 1);
-    if (chosen > 1 || (chosen == 0 && beyond_id.empty()))
-      throw usage_error(
-          "say which entries to replay with one of --all, --count N, --id ID..., "
-          "or filters alone (" +
-          std::string(filter_option_names) + "; they narrow --all and --count)");
-    if (!o.ids.empty() && !beyond_id.empty())
-      throw usage_error(
-          "--id replays exactly those entries; the other filters do not apply "
-          "with it");
+    check_selection(o, a_.all, a_.replay_count, "replay");
     o.limit = a_.replay_count;
     o.to_queue = a_.to;
     if (a_.rate < 0) throw usage_error("--rate must be 0 (no limit) or more entries per second");

@@ -399,6 +399,22 @@ std::optional<std::string> edited_payload(IoT& io, const A& a, const std::string
   return payload;
 }
 
+/// The selection rule of `replay` (plain and edited): exactly one of --all, --count N or
+/// --id, each narrowed by the filters, or the filters alone; --id takes no other filter.
+/// `verb` names the command in the message ("replay", "edit and replay").
+/// @throws usage_error otherwise.
+inline void check_selection(const dlq::Filter& f, bool all, std::size_t count, const char* verb) {
+  dlq::Filter beyond_id = f;
+  beyond_id.ids.clear();
+  const int chosen = (all ? 1 : 0) + (count > 0 ? 1 : 0) + (f.ids.empty() ? 0 : 1);
+  if (chosen > 1 || (chosen == 0 && beyond_id.empty()))
+    throw usage_error("say which entries to " + std::string(verb) +
+                      " with one of --all, --count N, --id ID..., or filters alone (" +
+                      std::string(filter_option_names) + "; they narrow --all and --count)");
+  if (!f.ids.empty() && !beyond_id.empty())
+    throw usage_error("--id replays exactly those entries; the other filters do not apply with it");
+}
+
 template <class A, class IoT>
 int ops_replay_edited_many(IoT& io, Store& store, const A& a);
 
@@ -545,17 +561,8 @@ int ops_replay_edited_many(IoT& io, Store& store, const A& a) {
         "--set-payload gives every entry the same bytes, so it takes exactly one "
         "--id; to edit many entries use --transform-cmd (it runs once per entry, "
         "on that entry's payload)");
-  dlq::Filter f = filter_of(a);
-  dlq::Filter beyond_id = f;
-  beyond_id.ids.clear();
-  const int chosen = (a.all ? 1 : 0) + (a.replay_count > 0 ? 1 : 0) + (f.ids.empty() ? 0 : 1);
-  if (chosen > 1 || (chosen == 0 && beyond_id.empty()))
-    throw usage_error(
-        "say which entries to edit and replay with one of --all, --count N, "
-        "--id ID..., or filters alone (" +
-        std::string(filter_option_names) + ")");
-  if (!f.ids.empty() && !beyond_id.empty())
-    throw usage_error("--id replays exactly those entries; the other filters do not apply with it");
+  const dlq::Filter f = filter_of(a);
+  check_selection(f, a.all, a.replay_count, "edit and replay");
   const std::string shown_timeout = a.ops.transform_timeout.empty()
                                         ? std::to_string(default_transform_timeout.count()) + "s"
                                         : a.ops.transform_timeout;
